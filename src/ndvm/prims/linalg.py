@@ -1,0 +1,265 @@
+"""Vector and matrix primitives (opcodes 150-199): NUMERIC, ``Shape.CUSTOM``, with VJP rules.
+
+Operands are ``(*lanes, *struct)`` float64 arrays; every rule is batched over the leading lane
+axes. Cotangents have the operand's struct shape (lane axes broadcast; the tape sums them back).
+Singular or non-positive-definite inputs never raise: the affected lanes become NaN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ndvm import prims as _p
+from ndvm.errors import ShapeError
+from ndvm.prims.registry import Kind, Prim, Shape, fixed
+
+PRIMS = _p.PRIMS
+
+Arr = np.ndarray[Any, np.dtype[np.float64]]
+StructShape = tuple[int, ...]
+_RANK_NOUN = {0: "a scalar", 1: "a vector", 2: "a matrix"}
+
+
+# ---- shape rules ------------------------------------------------------------------------------
+
+
+def _ranked(name: str, ranks: tuple[int, ...], shapes: tuple[StructShape, ...]) -> None:
+    for i, (rank, shape) in enumerate(zip(ranks, shapes)):
+        if len(shape) != rank:
+            raise ShapeError(
+                f"{name}: argument {i + 1} must be {_RANK_NOUN[rank]}, got shape {tuple(shape)}"
+            )
+
+
+def _misfit(name: str, a: StructShape, b: StructShape, why: str = "do not align") -> ShapeError:
+    return ShapeError(f"{name}: shapes {tuple(a)} and {tuple(b)} {why}")
+
+
+def _square(name: str, a: StructShape) -> int:
+    if a[0] != a[1]:
+        raise ShapeError(f"{name}: expected a square matrix, got shape {tuple(a)}")
+    return a[0]
+
+
+def _to_scalar(name: str) -> Callable[[StructShape], StructShape]:
+    def body(a: StructShape) -> StructShape:
+        _square(name, a)
+        return ()
+
+    return body
+
+
+def _rule(
+    name: str, ranks: tuple[int, ...], body: Callable[..., StructShape]
+) -> Callable[..., StructShape]:
+    """A shape rule that first checks operand ranks, then applies ``body``."""
+
+    def rule(*shapes: StructShape) -> StructShape:
+        _ranked(name, ranks, shapes)
+        return body(*shapes)
+
+    return rule
+
+
+def _same_len(name: str) -> Callable[[StructShape, StructShape], StructShape]:
+    def body(a: StructShape, b: StructShape) -> StructShape:
+        if a != b:
+            raise _misfit(name, a, b)
+        return ()
+
+    return body
+
+
+def _cross_shape(a: StructShape, b: StructShape) -> StructShape:
+    if a != (3,) or b != (3,):
+        raise _misfit("cross", a, b, "must both be (3,)")
+    return (3,)
+
+
+def _matvec_shape(a: StructShape, b: StructShape) -> StructShape:
+    if a[1] != b[0]:
+        raise _misfit("matvec", a, b)
+    return (a[0],)
+
+
+def _matmul_shape(a: StructShape, b: StructShape) -> StructShape:
+    if a[1] != b[0]:
+        raise _misfit("matmul", a, b)
+    return (a[0], b[1])
+
+
+def _solve_shape(a: StructShape, b: StructShape) -> StructShape:
+    n = _square("solve", a)
+    if b[0] != n:
+        raise _misfit("solve", a, b)
+    return (n,)
+
+
+# ---- lane-safe LAPACK -------------------------------------------------------------------------
+
+
+def _lanewise(
+    fn: Callable[..., Arr], out_struct: StructShape, ranks: tuple[int, ...], *xs: Arr
+) -> Arr:
+    """``fn(*xs)`` batched; if LAPACK refuses some lane, redo lane by lane with NaN there."""
+    try:
+        return fn(*xs)
+    except np.linalg.LinAlgError:
+        pass
+    lanes = np.broadcast_shapes(*(x.shape[: x.ndim - r] for x, r in zip(xs, ranks)))
+    full = [np.broadcast_to(x, lanes + x.shape[x.ndim - r :]) for x, r in zip(xs, ranks)]
+    out = np.full(lanes + out_struct, np.nan)
+    for idx in np.ndindex(*lanes):
+        try:
+            out[idx] = fn(*(x[idx] for x in full))
+        except np.linalg.LinAlgError:
+            pass  # stays NaN: this lane's matrix is singular / not positive definite
+    return out
+
+
+def _inv(a: Arr) -> Arr:
+    return _lanewise(np.linalg.inv, a.shape[-2:], (2,), a)
+
+
+def _solve_vec(a: Arr, b: Arr) -> Arr:
+    # NumPy 2 reads a batched b as (..., n, k), so solve with an explicit column.
+    return _lanewise(lambda m, v: np.linalg.solve(m, v[..., None])[..., 0], b.shape[-1:],
+                     (2, 1), a, b)  # fmt: skip
+
+
+def _mT(a: Arr) -> Arr:
+    return np.swapaxes(a, -1, -2)
+
+
+# ---- rules ------------------------------------------------------------------------------------
+
+
+def _dot(v: Arr, w: Arr) -> Arr:
+    return np.einsum("...i,...i->...", v, w)
+
+
+def _norm(v: Arr) -> Arr:
+    return np.sqrt(_dot(v, v))
+
+
+def _norm_vjp(g: Arr, ans: Arr, v: Arr) -> tuple[Any, ...]:
+    safe = np.where(ans == 0, 1.0, ans)
+    return (np.where(ans[..., None] == 0, 0.0, g[..., None] * v / safe[..., None]),)
+
+
+def _normalize_vjp(g: Arr, ans: Arr, v: Arr) -> tuple[Any, ...]:
+    n = _norm(v)[..., None]
+    return ((g - ans * _dot(ans, g)[..., None]) / n,)
+
+
+def _vmean(v: Arr) -> Arr:
+    return np.sum(v, axis=-1) / v.shape[-1]  # 0/0 = NaN for an empty vector, no warning
+
+
+def _spread(g: Arr, n: int, factor: float = 1.0) -> Arr:
+    return g[..., None] * np.full(n, factor)
+
+
+def _nan_lanes(a: Arr, out: Arr, out_rank: int = 0) -> Arr:
+    # LAPACK can read a NaN entry as a zero pivot (det 0) or skip it (cholesky); keep NaN.
+    bad = np.isnan(a).any(axis=(-2, -1))
+    return np.where(bad.reshape(bad.shape + (1,) * out_rank), np.nan, out)
+
+
+def _det(a: Arr) -> Arr:
+    return _nan_lanes(a, _lanewise(np.linalg.det, (), (2,), a))
+
+
+def _logdet(a: Arr) -> Arr:
+    return _nan_lanes(a, _lanewise(lambda m: np.linalg.slogdet(m)[1], (), (2,), a))
+
+
+def _solve_vjp(g: Arr, ans: Arr, a: Arr, b: Arr) -> tuple[Any, ...]:
+    lam = _solve_vec(_mT(a), g)
+    return (-lam[..., :, None] * ans[..., None, :], lam)
+
+
+def _cholesky(a: Arr) -> Arr:
+    return _nan_lanes(a, _lanewise(np.linalg.cholesky, a.shape[-2:], (2,), a), 2)
+
+
+def _cholesky_vjp(g: Arr, ans: Arr, a: Arr) -> tuple[Any, ...]:
+    # Murray (2016): S = L^-T phi(L^T Lbar) L^-1 with phi = lower triangle, halved diagonal;
+    # the input is symmetric, so the cotangent is symmetrized.
+    n = a.shape[-1]
+    phi = np.tril(_mT(ans) @ g) / (1.0 + np.eye(n))
+    lt = _mT(ans)
+    left = _lanewise(np.linalg.solve, phi.shape[-2:], (2, 2), lt, phi)  # L^-T phi
+    s = _mT(_lanewise(np.linalg.solve, phi.shape[-2:], (2, 2), lt, _mT(left)))  # .. L^-1
+    return (0.5 * (s + _mT(s)),)
+
+
+def _add(
+    name: str,
+    code: int,
+    ranks: tuple[int, ...],
+    body: Callable[..., StructShape],
+    ref: Callable[..., Any],
+    vjp: Callable[..., tuple[Any, ...]],
+    doc: str,
+) -> None:
+    PRIMS.add(Prim(name, code, fixed(len(ranks)), Kind.NUMERIC, ref, vjp, "linalg", doc,
+                   shape=Shape.CUSTOM, shape_rule=_rule(name, ranks, body),
+                   in_ranks=ranks))  # fmt: skip
+
+
+_add("dot", 150, (1, 1), _same_len("dot"), _dot,
+     lambda g, ans, v, w: (g[..., None] * w, g[..., None] * v),
+     "Inner product v.w. d/dv = w, d/dw = v.")  # fmt: skip
+_add("vsum", 151, (1,), lambda a: (), lambda v: np.sum(v, axis=-1),
+     lambda g, ans, v: (_spread(g, v.shape[-1]),),
+     "Sum of a vector's elements. d/dv_i = 1.")  # fmt: skip
+_add("vmean", 152, (1,), lambda a: (), _vmean,
+     lambda g, ans, v: (_spread(g, v.shape[-1], 1.0 / v.shape[-1]),),
+     "Mean of a vector's elements (NaN if empty). d/dv_i = 1/n.")  # fmt: skip
+_add("norm", 153, (1,), lambda a: (), _norm, _norm_vjp,
+     "Euclidean norm |v|. d/dv = v/|v| (0 at v = 0).")  # fmt: skip
+_add("normalize", 154, (1,), lambda a: a, lambda v: v / _norm(v)[..., None], _normalize_vjp,
+     "v/|v| (NaN at v = 0). d/dv = (I - u u^T)/|v| with u = v/|v|.")  # fmt: skip
+_add("cross", 155, (1, 1), _cross_shape, lambda v, w: np.cross(v, w),
+     lambda g, ans, v, w: (np.cross(w, g), np.cross(g, v)),
+     "Cross product of two 3-vectors. d/dv: w x g, d/dw: g x v.")  # fmt: skip
+_add("scale", 156, (1, 0), lambda a, b: a, lambda v, s: v * s[..., None],
+     lambda g, ans, v, s: (g * s[..., None], _dot(g, v)),
+     "(scale v s) = v s (vector first, then scalar). d/dv = s, d/ds = v.")  # fmt: skip
+_add("outer", 157, (1, 1), lambda a, b: (a[0], b[0]),
+     lambda v, w: v[..., :, None] * w[..., None, :],
+     lambda g, ans, v, w: (np.einsum("...ij,...j->...i", g, w),
+                           np.einsum("...ij,...i->...j", g, v)),
+     "Outer product v w^T. d/dv = G w, d/dw = G^T v.")  # fmt: skip
+_add("matvec", 158, (2, 1), _matvec_shape, lambda a, v: np.einsum("...ij,...j->...i", a, v),
+     lambda g, ans, a, v: (g[..., :, None] * v[..., None, :],
+                           np.einsum("...ij,...i->...j", a, g)),
+     "Matrix-vector product A v. d/dA = g v^T, d/dv = A^T g.")  # fmt: skip
+_add("matmul", 159, (2, 2), _matmul_shape, np.matmul,
+     lambda g, ans, a, b: (g @ _mT(b), _mT(a) @ g),
+     "Matrix product A B. d/dA = G B^T, d/dB = A^T G.")  # fmt: skip
+_add("transpose", 160, (2,), lambda a: (a[1], a[0]), _mT, lambda g, ans, a: (_mT(g),),
+     "Matrix transpose. d/dA = G^T.")  # fmt: skip
+_add("trace", 161, (2,), _to_scalar("trace"),
+     lambda a: np.trace(a, axis1=-2, axis2=-1),
+     lambda g, ans, a: (g[..., None, None] * np.eye(a.shape[-1]),),
+     "Trace of a square matrix. d/dA = I.")  # fmt: skip
+_add("det", 162, (2,), _to_scalar("det"), _det,
+     lambda g, ans, a: ((g * ans)[..., None, None] * _mT(_inv(a)),),
+     "Determinant. d/dA = det(A) A^-T (NaN where A is singular).")  # fmt: skip
+_add("logdet", 163, (2,), _to_scalar("logdet"), _logdet,
+     lambda g, ans, a: (g[..., None, None] * _mT(_inv(a)),),
+     "log|det A| (via slogdet; -inf if singular). d/dA = A^-T.")  # fmt: skip
+_add("inv", 164, (2,), lambda a: (_square("inv", a),) * 2, _inv,
+     lambda g, ans, a: (-_mT(ans) @ g @ _mT(ans),),
+     "Matrix inverse (NaN lanes where singular). d/dA = -A^-T G A^-T.")  # fmt: skip
+_add("solve", 165, (2, 1), _solve_shape, _solve_vec, _solve_vjp,
+     "(solve A b) = x with A x = b (NaN where singular). "
+     "d/db = A^-T g, d/dA = -(A^-T g) x^T.")  # fmt: skip
+_add("cholesky", 166, (2,), lambda a: (_square("cholesky", a),) * 2, _cholesky, _cholesky_vjp,
+     "Lower L with L L^T = A (NaN lanes where not positive definite). "
+     "VJP: Murray 2016, symmetrized.")  # fmt: skip
