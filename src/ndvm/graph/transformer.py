@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 
 import torch
+import torch.fx
 from torch import nn
 
 from ndvm.graph.dag import Graph
@@ -106,6 +107,12 @@ def mix_at(p: torch.Tensor, *vs: torch.Tensor) -> torch.Tensor:
 
 def stack_positions(*xs: torch.Tensor) -> torch.Tensor:
     return torch.stack(xs, dim=1)
+
+
+# torch.fx keeps these as single call nodes, so a traced model has the engine's granularity.
+for _op in ("layer_norm", "matmul", "affine", "add", "sum_in_order", "gelu", "embed"):
+    torch.fx.wrap(_op)
+torch.fx.wrap("causal_pattern")
 
 
 # ---------------------------------------------------------------------- eager module
