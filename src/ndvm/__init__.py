@@ -1,0 +1,35 @@
+"""ndvm: differentiate the evaluator, not the program.
+
+One fixed, differentiable evaluator runs any program given as data over a batch of parameter
+lanes and data lanes in one walk, and returns exact reverse-mode gradients.
+"""
+
+from ndvm.api import LaneArray as LaneArray
+from ndvm.api import Program as Program
+from ndvm.api import compile as compile  # noqa: A004
+from ndvm.backends.inputs import const as const
+from ndvm.errors import CompileError as CompileError
+from ndvm.errors import LimitExceeded as LimitExceeded
+from ndvm.errors import NdvmError as NdvmError
+from ndvm.errors import ProgramError as ProgramError
+from ndvm.errors import ReadError as ReadError
+from ndvm.errors import ShapeError as ShapeError
+from ndvm.errors import UnsupportedForm as UnsupportedForm
+from ndvm.eval.limits import Limits as Limits
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CompileError",
+    "LaneArray",
+    "LimitExceeded",
+    "Limits",
+    "NdvmError",
+    "Program",
+    "ProgramError",
+    "ReadError",
+    "ShapeError",
+    "UnsupportedForm",
+    "compile",
+    "const",
+]

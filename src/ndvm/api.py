@@ -1,0 +1,286 @@
+"""Public API: ``compile`` a program once, then evaluate it over lanes with gradients.
+
+Parameters are passed as an unconstrained vector ``theta`` (``[P]`` or ``[B, P]``): a
+parameter declared ``positive``/``unit``/``signed-unit`` sees softplus/sigmoid/tanh of its
+theta entry, and gradients are with respect to theta. ``Program.init_theta()`` gives the
+theta of the declared initial values; ``constrain``/``unconstrain`` convert.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ndvm.backends.base import STATUS_ERROR, RunResult
+from ndvm.errors import NdvmError
+from ndvm.eval.limits import Limits
+from ndvm.lang.front import compile_source
+from ndvm.lang.ir import CompiledProgram, ParamSpec
+
+DIALECTS = (None, "dmci")
+DTYPES = ("float64", "float32")
+
+
+class LaneArray(np.ndarray):
+    """A NumPy array of per-lane results with ``status`` and ``errors`` attached.
+
+    status: int8 codes of the same lane shape (0 ok, 1 non-finite, 2 error);
+    errors: list of ``(lane_mask, NdvmError)``.
+    """
+
+    status: np.ndarray | None
+    errors: list[tuple[np.ndarray, NdvmError]]
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self.status = getattr(obj, "status", None)
+        self.errors = getattr(obj, "errors", [])
+
+    @property
+    def ok(self) -> bool:
+        return self.status is None or not bool((self.status != 0).any())
+
+
+def _backend(name: str | None) -> Any:
+    from ndvm.backends import registry
+
+    return registry.get(name)
+
+
+@dataclass(frozen=True)
+class Program:
+    """A compiled program bound to a backend. Immutable; safe to share across threads."""
+
+    compiled: CompiledProgram
+    backend: str
+    dtype: str = "float64"
+    dialect: str | None = None
+    limits: Limits = Limits()
+    strict: bool | None = None
+
+    # -- names -------------------------------------------------------------------------
+    @property
+    def params(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.compiled.params)
+
+    @property
+    def param_specs(self) -> tuple[ParamSpec, ...]:
+        return self.compiled.params
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return self.compiled.inputs
+
+    @property
+    def skeleton(self) -> str:
+        return self.compiled.skeleton
+
+    @property
+    def source(self) -> str:
+        return self.compiled.source
+
+    def with_options(self, **changes: Any) -> Program:
+        """A copy with other ``backend``/``dtype``/``dialect``/``limits``/``strict``."""
+        return replace(self, **changes)
+
+    # -- parameter spaces --------------------------------------------------------------
+    def init_theta(self) -> np.ndarray:
+        """Unconstrained theta ``[P]`` of the declared initial values."""
+        return self.unconstrain([s.init for s in self.compiled.params])
+
+    def constrain(self, theta: Any) -> np.ndarray:
+        """Parameter values the program sees for unconstrained ``theta`` (``[P]``/``[B, P]``)."""
+        t = np.array(theta, dtype=np.float64)
+        for i, s in enumerate(self.compiled.params):
+            col = t[..., i]
+            if s.constraint == "positive":
+                t[..., i] = np.logaddexp(0.0, col)
+            elif s.constraint == "unit":
+                t[..., i] = 1.0 / (1.0 + np.exp(-col))
+            elif s.constraint == "signed-unit":
+                t[..., i] = np.tanh(col)
+        return t
+
+    def constrain_jacobian(self, theta: Any) -> np.ndarray:
+        """d value / d theta per parameter (diagonal), to turn theta-gradients into value ones."""
+        t = np.array(theta, dtype=np.float64)
+        out = np.ones_like(t)
+        for i, s in enumerate(self.compiled.params):
+            col = t[..., i]
+            if s.constraint == "positive":
+                out[..., i] = 1.0 / (1.0 + np.exp(-col))
+            elif s.constraint == "unit":
+                sig = 1.0 / (1.0 + np.exp(-col))
+                out[..., i] = sig * (1.0 - sig)
+            elif s.constraint == "signed-unit":
+                out[..., i] = 1.0 - np.tanh(col) ** 2
+        return out
+
+    def unconstrain(self, values: Any) -> np.ndarray:
+        """Inverse of ``constrain``; raises ValueError for values outside a constraint."""
+        v = np.array(values, dtype=np.float64)
+        for i, s in enumerate(self.compiled.params):
+            col = v[..., i]
+            with np.errstate(all="ignore"):
+                if s.constraint == "positive":
+                    if np.any(col <= 0):
+                        raise ValueError(f"parameter {s.name!r} must be > 0")
+                    v[..., i] = np.where(col > 30, col, np.log(np.expm1(col)))
+                elif s.constraint == "unit":
+                    if np.any((col <= 0) | (col >= 1)):
+                        raise ValueError(f"parameter {s.name!r} must be in (0, 1)")
+                    v[..., i] = np.log(col) - np.log1p(-col)
+                elif s.constraint == "signed-unit":
+                    if np.any((col <= -1) | (col >= 1)):
+                        raise ValueError(f"parameter {s.name!r} must be in (-1, 1)")
+                    v[..., i] = np.arctanh(col)
+        return v
+
+    # -- evaluation --------------------------------------------------------------------
+    def evaluate(
+        self,
+        theta: Any = None,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        grad: bool = False,
+        cotangent: Any = None,
+    ) -> RunResult:
+        """Full-control evaluation: the raw ``RunResult`` on the lane grid."""
+        th, _ = self._theta(theta)
+        ct = None if cotangent is None else np.asarray(cotangent, dtype=np.float64)
+        result = _backend(self.backend).run(
+            self.compiled,
+            th,
+            dict(inputs or {}),
+            grad=grad,
+            cotangent=ct,
+            limits=self.limits,
+            dialect=self.dialect,
+        )
+        self._raise_if_strict(result)
+        return result
+
+    def eval(self, theta: Any = None, **inputs: Any) -> LaneArray:
+        """Values: ``[B]``, ``[B, N]`` (data lanes), ``[...,*struct]``; no B axis for 1-D theta."""
+        th, single = self._theta(theta)
+        result = _backend(self.backend).run(
+            self.compiled,
+            th,
+            inputs,
+            grad=False,
+            cotangent=None,
+            limits=self.limits,
+            dialect=self.dialect,
+        )
+        self._raise_if_strict(result)
+        return self._shape(result, single)
+
+    def value_and_grad(
+        self, theta: Any = None, cotangent: Any = None, **inputs: Any
+    ) -> tuple[LaneArray, np.ndarray]:
+        """Values and the gradient of ``sum(cotangent * value)`` w.r.t. theta (theta's shape)."""
+        th, single = self._theta(theta)
+        ct = None
+        if cotangent is not None:
+            ct = np.asarray(cotangent, dtype=np.float64)
+        result = _backend(self.backend).run(
+            self.compiled,
+            th,
+            inputs,
+            grad=True,
+            cotangent=None if ct is None else self._cotangent_grid(ct, single, inputs),
+            limits=self.limits,
+            dialect=self.dialect,
+        )
+        self._raise_if_strict(result)
+        grad = result.grad
+        assert grad is not None
+        if self.dtype == "float32":
+            grad = grad.astype(np.float32)
+        return self._shape(result, single), (grad[0] if single else grad)
+
+    # -- helpers ------------------------------------------------------------------------
+    def _theta(self, theta: Any) -> tuple[np.ndarray, bool]:
+        P = len(self.compiled.params)
+        if theta is None:
+            theta = self.init_theta()
+        th = np.asarray(theta, dtype=np.float64)
+        single = th.ndim <= 1
+        th = th.reshape(1, -1) if single else th
+        if th.ndim != 2 or th.shape[1] != P:
+            raise NdvmError(
+                f"theta must have shape [{P}] or [B, {P}] for parameters "
+                f"{list(self.params)}, got {np.shape(theta)}"
+            )
+        if th.shape[0] == 0:
+            raise NdvmError("theta has zero lanes")
+        return th, single
+
+    def _cotangent_grid(self, ct: np.ndarray, single: bool, inputs: Mapping[str, Any]) -> Any:
+        if single:
+            ct = ct[None]
+        data = any(np.ndim(v) == 1 and not hasattr(v, "array") for v in inputs.values())
+        if not data and ct.ndim >= 1:
+            ct = ct[:, None]
+        return ct
+
+    def _raise_if_strict(self, result: RunResult) -> None:
+        if not result.errors:
+            return
+        if self.strict or (self.strict is None and bool((result.status == STATUS_ERROR).all())):
+            raise result.errors[0][1]
+
+    def _shape(self, result: RunResult, single: bool) -> LaneArray:
+        value = result.value
+        status = result.status
+        if not result.data_lanes:
+            value = value[:, 0]
+            status = status[:, 0]
+        if single:
+            value = value[0]
+            status = status[0]
+        if result.numeric and self.dtype == "float32":
+            value = np.asarray(value, dtype=np.float32)
+        out = np.asarray(value).view(LaneArray)
+        out.status = np.asarray(status)
+        out.errors = result.errors
+        return out
+
+
+def compile(  # noqa: A001 - the public name is part of the contract
+    source: str,
+    params: Sequence[Any] | Mapping[str, Any] | None = None,
+    inputs: Sequence[str] = (),
+    *,
+    backend: str | None = None,
+    dtype: str = "float64",
+    dialect: str | None = None,
+    limits: Limits | None = None,
+    strict: bool | None = None,
+) -> Program:
+    """Compile ``source`` once; evaluate it many times over lanes.
+
+    Args:
+        source: program text (LANGUAGE.md).
+        params: parameter names (or ``(name, init[, constraint])`` specs / a mapping); None
+            means the ``params`` header if present, else every free variable that is not an
+            input, in order of first appearance.
+        inputs: names of data inputs bound at evaluation time.
+        backend: "reference" or "native" (None: the default backend).
+        dtype: "float64" or "float32".
+        dialect: None or "dmci" (protected sqrt/log as in the reference system).
+        limits: evaluation limits (steps, heap cells, depth, deadline).
+        strict: True raises on any failing lane; False never raises for lane errors;
+            None (default) raises only when every lane failed.
+    """
+    if dtype not in DTYPES:
+        raise NdvmError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    if dialect not in DIALECTS:
+        raise NdvmError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
+    if isinstance(inputs, str):
+        inputs = (inputs,)
+    name = _backend(backend).name
+    compiled = compile_source(source, params, tuple(inputs))
+    return Program(compiled, name, dtype, dialect, limits or Limits(), strict)

@@ -1,0 +1,1 @@
+"""Backends: interchangeable evaluators behind one protocol (``base.Backend``)."""

@@ -1,0 +1,181 @@
+"""The reference backend: the Python/NumPy float64 machine, the oracle for every backend."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ndvm.backends.base import STATUS_ERROR, STATUS_NONFINITE, RunResult
+from ndvm.backends.inputs import classify_inputs
+from ndvm.errors import NdvmError
+from ndvm.eval.limits import Limits
+from ndvm.eval.runtime import Runtime
+from ndvm.eval.treewalk import Machine
+from ndvm.lang.ir import CompiledProgram
+from ndvm.payload import Arr, BoolArr, mask_for
+from ndvm.prims import PRIMS
+from ndvm.values import NIL, VOID, Pair, String, Symbol
+
+_TRANSFORMS = {"positive": "softplus", "unit": "sigmoid", "signed-unit": "tanh"}
+
+
+class ReferenceBackend:
+    name = "reference"
+
+    def run(
+        self,
+        program: CompiledProgram,
+        theta: np.ndarray,
+        inputs: Mapping[str, Any],
+        *,
+        grad: bool,
+        cotangent: np.ndarray | None,
+        limits: Limits,
+        dialect: str | None,
+    ) -> RunResult:
+        kinds, n_data = classify_inputs(program.inputs, inputs)
+        B = theta.shape[0]
+        Ng = n_data or 1
+        rt = Runtime(B, Ng, limits.max_heap, dialect)
+        leaves, params = _bind_params(rt, program, theta)
+        values = [_bind_input(kind, arr) for kind, arr in kinds]
+        with np.errstate(all="ignore"):
+            outcome = Machine(rt, params, values, limits).run(program.body)
+            result = _assemble(outcome.groups, outcome.errors, B, Ng)
+            result.data_lanes = n_data is not None
+            result.stats = {"steps": outcome.steps, "tape": len(rt.tape.records), "heap": rt.heap}
+            if grad:
+                result.grad = _gradient(rt, leaves, outcome.groups, result, cotangent, B, Ng)
+        return result
+
+
+def _bind_params(
+    rt: Runtime, program: CompiledProgram, theta: np.ndarray
+) -> tuple[list[int], list[Any]]:
+    leaves, params = [], []
+    for i, spec in enumerate(program.params):
+        val = np.ascontiguousarray(theta[:, i]).reshape(-1, 1)
+        node = rt.tape.leaf(val.shape)
+        leaves.append(node)
+        raw = Arr(val, node, 0)
+        if spec.constraint != "free":
+            params.append(rt.numeric(PRIMS.by_name(_TRANSFORMS[spec.constraint]), (raw,)))
+        else:
+            params.append(raw)
+    return leaves, params
+
+
+def _bind_input(kind: str, arr: np.ndarray) -> Any:
+    if kind == "scalar":
+        return float(arr)
+    if kind == "data":
+        return Arr(arr.reshape(1, -1), -1, 0)
+    return Arr(arr.reshape((1, 1) + arr.shape), -1, arr.ndim)
+
+
+def _struct_of(value: Any) -> tuple[int, ...] | None:
+    if type(value) is float:
+        return ()
+    if type(value) is Arr:
+        return value.struct
+    return None
+
+
+def _assemble(
+    groups: list[tuple[np.ndarray, Any]],
+    errors: list[tuple[np.ndarray, NdvmError]],
+    B: int,
+    Ng: int,
+) -> RunResult:
+    status = np.zeros((B, Ng), dtype=np.int8)
+    for mask, _ in errors:
+        status[mask] = STATUS_ERROR
+    structs = {_struct_of(v) for _, v in groups}
+    if groups and len(structs) == 1 and None not in structs:
+        struct = structs.pop()
+        value = np.full((B, Ng, *struct), np.nan)  # type: ignore[misc]
+        for mask, v in groups:
+            payload = v if type(v) is float else v.val
+            full = np.broadcast_to(payload, (B, Ng, *struct))  # type: ignore[misc]
+            m = mask_for(mask, 2 + len(struct))  # type: ignore[arg-type]
+            value = np.where(m, full, value)
+        bad = ~np.isfinite(value).reshape(B, Ng, -1).all(axis=2)
+        status[(status == 0) & bad] = STATUS_NONFINITE
+        return RunResult(value, status, errors, numeric=True)
+    if not groups:
+        return RunResult(np.full((B, Ng), np.nan), status, errors, numeric=True)
+    value = np.empty((B, Ng), dtype=object)
+    for mask, v in groups:
+        for b, n in np.argwhere(mask):
+            value[b, n] = to_python(v, b, n)
+    return RunResult(value, status, errors, numeric=False)
+
+
+def _gradient(
+    rt: Runtime,
+    leaves: list[int],
+    groups: list[tuple[np.ndarray, Any]],
+    result: RunResult,
+    cotangent: np.ndarray | None,
+    B: int,
+    Ng: int,
+) -> np.ndarray:
+    P = len(leaves)
+    grad = np.zeros((B, P))
+    if not result.numeric:
+        raise NdvmError("value_and_grad needs a numeric result (a number, vector or matrix)")
+    shape = result.value.shape
+    ct = np.ones(shape) if cotangent is None else np.broadcast_to(cotangent, shape)
+    seeds: dict[int, np.ndarray] = {}
+    for mask, v in groups:
+        if type(v) is Arr and v.node >= 0:
+            m = mask_for(mask, ct.ndim)
+            seed = np.where(m, ct, 0.0)
+            seeds[v.node] = seeds[v.node] + seed if v.node in seeds else seed
+    if seeds:
+        adj = rt.tape.backward(seeds)
+        for i, node in enumerate(leaves):
+            if adj[node] is not None:
+                grad[:, i] = adj[node].reshape(B)
+    failed = (result.status == STATUS_ERROR).any(axis=1)
+    grad[failed] = np.nan
+    return grad
+
+
+def to_python(v: Any, b: int, n: int) -> Any:
+    """The value of lane (b, n) as plain Python data (floats, lists, symbols as str)."""
+    t = type(v)
+    if t is float:
+        return v
+    if t is Arr:
+        val = np.broadcast_to(
+            v.val, (max(v.val.shape[0], b + 1), max(v.val.shape[1], n + 1)) + v.val.shape[2:]
+        )
+        lane = val[b if v.val.shape[0] > 1 else 0, n if v.val.shape[1] > 1 else 0]
+        return float(lane) if v.rank == 0 else np.array(lane)
+    if t is BoolArr:
+        val = v.val
+        return bool(val[b if val.shape[0] > 1 else 0, n if val.shape[1] > 1 else 0])
+    if t is bool:
+        return v
+    if t is Pair:
+        out = []
+        x = v
+        while type(x) is Pair:
+            out.append(to_python(x.car, b, n))
+            x = x.cdr
+        if x is not NIL:
+            out.append(".")
+            out.append(to_python(x, b, n))
+        return out
+    if v is NIL:
+        return []
+    if t is Symbol:
+        return v.name
+    if t is String:
+        return v.text
+    if v is VOID:
+        return None
+    return repr(v)

@@ -1,0 +1,39 @@
+"""Backend lookup by name; the default is the native runtime when it is built."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ndvm.errors import NdvmError
+
+_INSTANCES: dict[str, Any] = {}
+
+
+def available() -> tuple[str, ...]:
+    names = ["reference"]
+    try:
+        from ndvm.backends import native  # noqa: F401
+    except ImportError:
+        return tuple(names)
+    if native.AVAILABLE:
+        names.insert(0, "native")
+    return tuple(names)
+
+
+def get(name: str | None) -> Any:
+    if name is None:
+        name = available()[0]
+    if name not in _INSTANCES:
+        if name == "reference":
+            from ndvm.backends.reference import ReferenceBackend
+
+            _INSTANCES[name] = ReferenceBackend()
+        elif name == "native" and name in available():
+            from ndvm.backends.native import NativeBackend
+
+            _INSTANCES[name] = NativeBackend()
+        else:
+            raise NdvmError(
+                f"unknown or unavailable backend {name!r} (available: {', '.join(available())})"
+            )
+    return _INSTANCES[name]

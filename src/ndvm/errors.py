@@ -1,0 +1,105 @@
+"""The one ndvm error hierarchy: every failure the library reports is an ``NdvmError``.
+
+Errors that come from source text carry ``line`` and ``column`` (1-based); runtime errors
+also carry ``lanes``, the parameter/data lanes that failed (``None`` when all lanes failed or
+the error is not lane-specific).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class NdvmError(Exception):
+    """Base class of every ndvm error."""
+
+    kind = "NdvmError"
+
+    def __init__(
+        self,
+        message: str,
+        line: int | None = None,
+        column: int | None = None,
+        *,
+        lanes: Sequence[int] | None = None,
+        source_name: str | None = None,
+    ) -> None:
+        self.message = message
+        self.line = line
+        self.column = column
+        self.lanes = None if lanes is None else tuple(int(x) for x in lanes)
+        self.source_name = source_name
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = ""
+        if self.line is not None:
+            where = f"{self.line}:{self.column}: "
+        return f"{where}{self.message}"
+
+    def located(self, default: str = "<program>") -> str:
+        """``file:line:col: Kind: message`` as printed by the CLI."""
+        name = self.source_name or default
+        if self.line is None:
+            return f"{name}: {type(self).__name__}: {self.message}"
+        return f"{name}:{self.line}:{self.column}: {type(self).__name__}: {self.message}"
+
+
+class ReadError(NdvmError):
+    """Malformed source text: unbalanced parentheses, bad tokens, an empty program."""
+
+
+class CompileError(NdvmError):
+    """A program that reads but cannot be compiled: unbound names, bad forms, bad arity."""
+
+
+class UnsupportedForm(CompileError):
+    """A form outside the language: mutation (the heap is write-once), call/cc, dynamic-wind."""
+
+
+class ProgramError(NdvmError):
+    """A runtime error raised by the program: type errors, call arity, ``(error ...)``."""
+
+
+class ShapeError(ProgramError):
+    """Vector/matrix shapes that do not fit the primitive they are passed to."""
+
+
+class LimitExceeded(NdvmError):
+    """An evaluation limit (steps, heap cells, recursion depth, wall time) was reached."""
+
+
+class StepLimitExceeded(LimitExceeded):
+    """More evaluation steps than ``Limits.max_steps``."""
+
+
+class HeapLimitExceeded(LimitExceeded):
+    """More heap cells than ``Limits.max_heap``."""
+
+
+class DepthLimitExceeded(LimitExceeded):
+    """Control stack deeper than ``Limits.max_depth``."""
+
+
+class DeadlineExceeded(LimitExceeded):
+    """Wall-clock deadline ``Limits.deadline`` passed."""
+
+
+class NativeError(NdvmError):
+    """An internal failure reported by the native core (a bug: please report it)."""
+
+
+__all__ = [
+    "CompileError",
+    "DeadlineExceeded",
+    "DepthLimitExceeded",
+    "HeapLimitExceeded",
+    "LimitExceeded",
+    "NativeError",
+    "NdvmError",
+    "ProgramError",
+    "ReadError",
+    "ShapeError",
+    "StepLimitExceeded",
+    "UnsupportedForm",
+]

@@ -1,0 +1,1 @@
+"""Evaluators: the reference tree-walking machine over the resolved IR."""

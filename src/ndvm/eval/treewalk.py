@@ -1,0 +1,472 @@
+"""The reference evaluator: a CEK machine over the resolved IR, batched over lanes.
+
+Control lives in an explicit continuation stack (Python recursion is never used for program
+recursion), calls push nothing (proper tail calls everywhere), and a divergent branch pushes a
+join frame: each arm runs under its lane mask, and the join merges the arms per lane or, when
+their results differ in structure, continues each lane group separately (a "thread" with a
+copy of the stack). A runtime error fails only the lanes of the thread that raised it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from ndvm.errors import DeadlineExceeded, DepthLimitExceeded, ProgramError, StepLimitExceeded
+from ndvm.eval.inline import make_inline
+from ndvm.eval.limits import Limits
+from ndvm.eval.merge import merge_groups
+from ndvm.eval.runtime import Closure, Diverge, Env, PrimProc, Runtime, Unassigned, type_name
+from ndvm.lang import ir
+from ndvm.payload import BoolArr
+from ndvm.prims import PRIMS, Kind, Prim
+from ndvm.values import from_iterable, iter_list
+
+K_IF, K_SEQ, K_OR, K_LET, K_LETREC, K_CALL, K_PRIM, K_ASSERT, K_JOIN = range(9)
+_APPLY = PRIMS.by_name("apply").code
+_ERROR = PRIMS.by_name("error").code
+_SIMPLE = (ir.Const, ir.Local, ir.Param, ir.Input)
+_MISSING = object()
+
+
+class JoinState:
+    """A pending lane split: arms still to run, results delivered, lanes outstanding."""
+
+    __slots__ = ("mask", "outstanding", "arms", "results")
+
+    def __init__(self, mask: np.ndarray, arms: list[tuple[np.ndarray, tuple[Any, ...]]]) -> None:
+        self.mask = mask
+        self.outstanding = int(mask.sum())
+        self.arms = arms
+        self.results: list[tuple[np.ndarray, Any]] = []
+
+
+class Outcome:
+    """Final lane groups ``(mask, value)`` and lane errors ``(mask, error)``."""
+
+    __slots__ = ("groups", "errors", "runtime", "steps")
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.groups: list[tuple[np.ndarray, Any]] = []
+        self.errors: list[tuple[np.ndarray, ProgramError]] = []
+        self.runtime = runtime
+        self.steps = 0
+
+
+class Machine:
+    def __init__(self, rt: Runtime, params: list[Any], inputs: list[Any], limits: Limits) -> None:
+        self.rt = rt
+        self.params = params
+        self.inputs = inputs
+        self.limits = limits
+        self.steps = 0
+        self.t0 = time.monotonic()
+        self.threads: list[tuple[list[Any], np.ndarray | None, Any]] = []
+        self.outcome = Outcome(rt)
+        self.all_lanes = np.ones((rt.B, rt.Ng), dtype=bool)
+        self._inlined: dict[int, Any] = {}
+
+    def run(self, body: ir.Node) -> Outcome:
+        root = JoinState(self.all_lanes, [])
+        self._thread([(K_JOIN, root)], None, body, None, None)
+        while self.threads:
+            kont, mask, value = self.threads.pop()
+            self._thread(kont, mask, None, None, value)
+        self.outcome.steps = self.steps
+        return self.outcome
+
+    # -- helpers --------------------------------------------------------------------------
+    def _simple(self, a: ir.Node, env: Env | None) -> Any:
+        t = type(a)
+        if t is ir.Const:
+            return a.value  # type: ignore[union-attr]
+        if t is ir.Local:
+            e = env
+            for _ in range(a.depth):  # type: ignore[union-attr]
+                e = e.parent  # type: ignore[union-attr]
+            v = e.vals[a.index]  # type: ignore[union-attr]
+            if type(v) is Unassigned:
+                self.rt.node = a
+                raise self.rt.error(f"variable {v.name!r} used before its definition")
+            return v
+        if t is ir.Param:
+            return self.params[a.index]  # type: ignore[union-attr]
+        return self.inputs[a.index]  # type: ignore[union-attr]
+
+    def _count(self, mask: np.ndarray | None) -> int:
+        return self.rt.B * self.rt.Ng if mask is None else int(mask.sum())
+
+    def _check_limits(self, depth: int) -> None:
+        lim = self.limits
+        if self.steps > lim.max_steps:
+            raise StepLimitExceeded(f"step limit of {lim.max_steps} exceeded")
+        if depth > lim.max_depth:
+            raise DepthLimitExceeded(
+                f"control stack deeper than {lim.max_depth} frames (non-tail recursion too deep?)"
+            )
+        if lim.deadline is not None and time.monotonic() - self.t0 > lim.deadline:
+            raise DeadlineExceeded(f"evaluation exceeded its deadline of {lim.deadline} s")
+
+    # -- the main loop -------------------------------------------------------------------
+    def _thread(
+        self, kont: list[Any], mask: np.ndarray | None, expr: Any, env: Env | None, val: Any
+    ) -> None:
+        rt = self.rt
+        rt.mask = mask
+        max_depth = self.limits.max_depth
+        check_at = self.steps + 4096
+        while True:
+            self.steps += 1
+            if self.steps >= check_at or len(kont) > max_depth:
+                self._check_limits(len(kont))
+                check_at = self.steps + 4096
+            try:
+                if expr is not None:
+                    expr, env, val = self._eval(kont, expr, env)
+                    continue
+                frame = kont.pop()
+                tag = frame[0]
+                if tag == K_JOIN:
+                    nxt = self._deliver(kont, frame[1], val)
+                    if nxt is None:
+                        return
+                    expr, env, val = nxt
+                else:
+                    expr, env, val = self._resume(kont, frame, val)
+            except Diverge as div:
+                nxt = self._split(kont, div.groups, ("retry", self._pending, self._retry))
+                expr, env, val = nxt
+            except ProgramError as exc:
+                nxt = self._fail(kont, exc)
+                if nxt is None:
+                    return
+                expr, env, val = nxt
+
+    def _inline(self, e: Any) -> Any:
+        key = id(e)
+        f = self._inlined.get(key, _MISSING)
+        if f is _MISSING:
+            f = self._inlined[key] = make_inline(self.rt, e, self.params, self.inputs)
+        return f
+
+    def _eval(self, kont: list[Any], e: Any, env: Env | None) -> tuple[Any, Any, Any]:
+        f = self._inline(e)
+        if f is not None:
+            return None, env, f(env)
+        t = type(e)
+        if t is ir.If:
+            tf = self._inline(e.test)
+            if tf is not None:
+                return self._branch(kont, e, env, tf(env))
+            kont.append((K_IF, e, env))
+            return e.test, env, None
+        if t is ir.Call:
+            ff = self._inline(e.fn)
+            if ff is not None:
+                getters = [self._inline(a) for a in e.args]
+                if None not in getters:
+                    return self._call(kont, ff(env), tuple(g(env) for g in getters), e)
+            kont.append((K_CALL, e, -1, (), env))
+            return e.fn, env, None
+        if t is ir.PrimCall:
+            getters = [self._inline(a) for a in e.args]
+            if None not in getters:
+                return self._apply_prim(
+                    kont, PRIMS.by_code(e.code), tuple(g(env) for g in getters), e
+                )
+            kont.append((K_PRIM, e, 0, (), env))
+            return e.args[0], env, None
+        if t is ir.PrimRef:
+            return None, env, self.rt.prim_proc(e.code)
+        if t is ir.Lambda:
+            self.rt.alloc()
+            return None, env, Closure(e, env)
+        if t is ir.Seq:
+            kont.append((K_SEQ, e, 1, env))
+            return e.exprs[0], env, None
+        if t is ir.Or:
+            kont.append((K_OR, e, 1, env))
+            return e.exprs[0], env, None
+        if t is ir.Let:
+            if not e.inits:
+                self.rt.alloc()
+                return e.body, Env([], env), None
+            kont.append((K_LET, e, 0, (), env))
+            return e.inits[0], env, None
+        if t is ir.Letrec:
+            self.rt.alloc()
+            new = Env([Unassigned(n) for n in e.names] or [Unassigned("?")] * len(e.inits), env)
+            if not e.inits:
+                return e.body, new, None
+            kont.append((K_LETREC, e, 0, new))
+            return e.inits[0], new, None
+        if t is ir.Assert:
+            kont.append((K_ASSERT, e))
+            return e.expr, env, None
+        raise TypeError(f"unknown IR node {t.__name__}")
+
+    def _resume(self, kont: list[Any], frame: tuple[Any, ...], val: Any) -> tuple[Any, Any, Any]:
+        tag = frame[0]
+        if tag == K_PRIM:
+            _, e, i, vals, env = frame
+            vals = (*vals, val)
+            i += 1
+            if i < len(e.args):
+                kont.append((K_PRIM, e, i, vals, env))
+                return e.args[i], env, None
+            return self._apply_prim(kont, PRIMS.by_code(e.code), vals, e)
+        if tag == K_CALL:
+            _, e, i, vals, env = frame
+            vals = (*vals, val)
+            i += 1
+            if i < len(e.args):
+                kont.append((K_CALL, e, i, vals, env))
+                return e.args[i], env, None
+            return self._call(kont, vals[0], vals[1:], e)
+        if tag == K_IF:
+            return self._branch(kont, frame[1], frame[2], val)
+        if tag == K_SEQ:
+            _, e, i, env = frame
+            if i + 1 < len(e.exprs):
+                kont.append((K_SEQ, e, i + 1, env))
+            return e.exprs[i], env, None
+        if tag == K_OR:
+            _, e, i, env = frame
+            return self._or(kont, e, i, env, val)
+        if tag == K_LET:
+            _, e, i, vals, env = frame
+            vals = (*vals, val)
+            if i + 1 < len(e.inits):
+                kont.append((K_LET, e, i + 1, vals, env))
+                return e.inits[i + 1], env, None
+            self.rt.alloc()
+            return e.body, Env(list(vals), env), None
+        if tag == K_LETREC:
+            _, e, i, new = frame
+            new.vals[i] = val
+            if i + 1 < len(e.inits):
+                kont.append((K_LETREC, e, i + 1, new))
+                return e.inits[i + 1], new, None
+            return e.body, new, None
+        if tag == K_ASSERT:
+            return self._assert(kont, frame[1], val)
+        raise TypeError(f"bad continuation frame {tag}")
+
+    # -- control ------------------------------------------------------------------------
+    def _truth(self, val: Any) -> bool | BoolArr:
+        if val is False:
+            return False
+        if type(val) is BoolArr:
+            return val
+        return True
+
+    def _branch(self, kont: list[Any], e: ir.If, env: Env | None, test: Any) -> tuple[Any, ...]:
+        t = self._truth(test)
+        if t is True:
+            return e.then, env, None
+        if t is False:
+            return e.orelse, env, None
+        lanes = np.broadcast_to(t.val, (self.rt.B, self.rt.Ng))  # type: ignore[union-attr]
+        active = self.all_lanes if self.rt.mask is None else self.rt.mask
+        yes = active & lanes
+        n_yes = int(yes.sum())
+        if n_yes == 0:
+            return e.orelse, env, None
+        if n_yes == int(active.sum()):
+            return e.then, env, None
+        no = active & ~lanes
+        return self._split_masks(
+            kont, active, [(yes, ("eval", e.then, env)), (no, ("eval", e.orelse, env))]
+        )
+
+    def _or(self, kont: list[Any], e: ir.Or, i: int, env: Env | None, val: Any) -> tuple[Any, ...]:
+        t = self._truth(val)
+        if t is True:
+            return None, env, val
+        if t is False:
+            if i + 1 < len(e.exprs):
+                kont.append((K_OR, e, i + 1, env))
+            return e.exprs[i], env, None
+        # lane-dependent: (or a b ...) == (let ((t a)) (if t t (or b ...)))
+        rest = ir.Or(e.exprs[i:], e.line, e.column) if i + 1 < len(e.exprs) else e.exprs[i]
+        lanes = np.broadcast_to(t.val, (self.rt.B, self.rt.Ng))  # type: ignore[union-attr]
+        active = self.all_lanes if self.rt.mask is None else self.rt.mask
+        yes = active & lanes
+        no = active & ~lanes
+        if not no.any():
+            return None, env, val
+        if not yes.any():
+            return rest, env, None
+        return self._split_masks(kont, active, [(yes, ("value", val)), (no, ("eval", rest, env))])
+
+    def _assert(self, kont: list[Any], e: ir.Assert, val: Any) -> tuple[Any, ...]:
+        from ndvm.values import VOID
+
+        self.rt.node = e
+        t = self._truth(val)
+        if t is True:
+            return None, None, VOID
+        if t is False:
+            raise self.rt.error(f"assertion failed: {e.text}")
+        lanes = np.broadcast_to(t.val, (self.rt.B, self.rt.Ng))  # type: ignore[union-attr]
+        active = self.all_lanes if self.rt.mask is None else self.rt.mask
+        bad = active & ~lanes
+        if not bad.any():
+            return None, None, VOID
+        return self._split_masks(
+            kont,
+            active,
+            [(active & lanes, ("value", VOID)), (bad, ("raise", f"assertion failed: {e.text}", e))],
+        )
+
+    def _split_masks(
+        self, kont: list[Any], active: np.ndarray, arms: list[tuple[np.ndarray, tuple[Any, ...]]]
+    ) -> tuple[Any, ...]:
+        js = JoinState(active, arms[1:][::-1])
+        kont.append((K_JOIN, js))
+        mask, action = arms[0]
+        return self._start_arm(kont, mask, action)
+
+    def _split(self, kont: list[Any], groups: list[np.ndarray], action: tuple[Any, ...]):  # type: ignore[no-untyped-def]
+        active = self.all_lanes if self.rt.mask is None else self.rt.mask
+        return self._split_masks(kont, active, [(g, action) for g in groups])
+
+    def _start_arm(
+        self, kont: list[Any], mask: np.ndarray, action: tuple[Any, ...]
+    ) -> tuple[Any, ...]:
+        self.rt.mask = mask
+        kind = action[0]
+        if kind == "eval":
+            return action[1], action[2], None
+        if kind == "value":
+            return None, None, action[1]
+        if kind == "raise":
+            self.rt.node = action[2]
+            raise self.rt.error(action[1])
+        return action[2](kont, action[1])
+
+    def _deliver(self, kont: list[Any], js: JoinState, val: Any) -> tuple[Any, ...] | None:
+        mask = self.all_lanes if self.rt.mask is None else self.rt.mask
+        js.results.append((mask, val))
+        js.outstanding -= int(mask.sum())
+        return self._service(kont, js)
+
+    def _service(self, kont: list[Any], js: JoinState) -> tuple[Any, ...] | None:
+        while True:
+            if js.arms:
+                kont.append((K_JOIN, js))
+                mask, action = js.arms.pop()
+                return self._start_arm(kont, mask, action)
+            if js.outstanding > 0:
+                return None  # siblings (forked threads) still owe lanes to this join
+            if js.results:
+                self.rt.mask = js.mask  # the merge itself runs on every lane of the join
+                groups = merge_groups(self.rt, js.results)
+                js.results = []
+                if not kont:  # the root join: evaluation is complete
+                    self.outcome.groups.extend(groups)
+                    return None
+                for mask, value in groups[1:]:
+                    self.threads.append((list(kont), mask, value))
+                mask, value = groups[0]
+                self.rt.mask = None if bool(mask.all()) else mask
+                return None, None, value
+            # every lane of this join failed: keep unwinding to the next join
+            while kont and kont[-1][0] != K_JOIN:
+                kont.pop()
+            if not kont:
+                return None
+            js = kont.pop()[1]
+
+    def _fail(self, kont: list[Any], exc: ProgramError) -> tuple[Any, ...] | None:
+        mask = self.all_lanes if self.rt.mask is None else self.rt.mask
+        lanes = np.argwhere(mask)
+        exc.lanes = tuple(int(b) for b in np.unique(lanes[:, 0]))
+        self.outcome.errors.append((mask, exc))
+        n = int(mask.sum())
+        for frame in kont:
+            if frame[0] == K_JOIN:
+                frame[1].outstanding -= n
+        while kont and kont[-1][0] != K_JOIN:
+            kont.pop()
+        if not kont:
+            return None
+        return self._service(kont, kont.pop()[1])
+
+    # -- application ----------------------------------------------------------------------
+    def _retry(self, kont: list[Any], pending: tuple[Any, ...]) -> tuple[Any, ...]:
+        fn, args, e = pending
+        return self._call(kont, fn, args, e)
+
+    def _call(self, kont: list[Any], fn: Any, args: tuple[Any, ...], e: Any) -> tuple[Any, ...]:
+        t = type(fn)
+        if t is Closure:
+            lam = fn.lam
+            n = len(args)
+            if n == lam.nreq and not lam.rest:
+                vals = list(args)
+            elif lam.rest and n >= lam.nreq:
+                vals = [*args[: lam.nreq], from_iterable(args[lam.nreq :])]
+                self.rt.alloc(n - lam.nreq)
+            else:
+                self.rt.node = e
+                want = f"at least {lam.nreq}" if lam.rest else str(lam.nreq)
+                raise self.rt.error(f"{lam.name}: expects {want} argument(s), got {n}")
+            self.rt.alloc()
+            return lam.body, Env(vals, fn.env), None
+        if t is PrimProc:
+            prim = fn.prim
+            if not prim.arity.accepts(len(args)):
+                self.rt.node = e
+                raise self.rt.error(
+                    f"{prim.name} expects {prim.arity.describe()} argument(s), got {len(args)}"
+                )
+            return self._apply_prim(kont, prim, args, e)
+        self.rt.node = e
+        raise self.rt.error(f"cannot call {type_name(fn)}: it is not a procedure")
+
+    def _apply_prim(
+        self, kont: list[Any], prim: Prim, args: tuple[Any, ...], e: Any
+    ) -> tuple[Any, ...]:
+        rt = self.rt
+        rt.node = e
+        kind = prim.kind
+        self._pending = (rt.prim_proc(prim.code), args, e)
+        if kind is Kind.NUMERIC or kind is Kind.PREDICATE:
+            return None, None, rt.numeric(prim, args)
+        if kind is Kind.STRUCTURAL:
+            return None, None, prim.ref(rt, *args)  # type: ignore[misc]
+        if prim.code == _APPLY:
+            fn = args[0]
+            try:
+                tail = list(iter_list(args[-1]))
+            except ValueError:
+                raise rt.error("apply: the last argument must be a proper list") from None
+            return self._call(kont, fn, (*args[1:-1], *tail), e)
+        if prim.code == _ERROR:
+            raise rt.error(_error_message(args))
+        raise rt.error(f"primitive {prim.name} cannot be applied here")
+
+
+def _error_message(args: tuple[Any, ...]) -> str:
+    from ndvm.values import String
+
+    parts = []
+    for i, a in enumerate(args):
+        if i == 0 and type(a) is String:
+            parts.append(a.text)
+        else:
+            parts.append(_show(a))
+    return " ".join(parts) if parts else "error"
+
+
+def _show(a: Any) -> str:
+    from ndvm.payload import Arr
+
+    if type(a) is Arr:
+        return np.array2string(np.squeeze(a.val), precision=6)
+    if type(a) is float:
+        return repr(a)
+    return repr(a)

@@ -1,0 +1,238 @@
+"""Front end: source text -> ``CompiledProgram`` (read, header, expand, resolve).
+
+The prelude procedures a program uses (``map``, ``fold-left``, ...) are written in ndvm
+source in the primitive table; the ones a program names (and their dependencies) are bound in
+an outermost ``letrec`` frame around the program.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
+from typing import Any
+
+from ndvm.errors import CompileError
+from ndvm.lang import ir
+from ndvm.lang.datum import Datum, Num, SList, Sym
+from ndvm.lang.expand import Expander, head_name
+from ndvm.lang.reader import read
+from ndvm.lang.resolve import Resolver
+from ndvm.prims import PRIMS, Kind
+
+ParamsArg = Sequence[Any] | Mapping[str, Any] | None
+
+_RECURSION_LIMIT = 20_000
+
+
+def compile_source(
+    source: str,
+    params: ParamsArg = None,
+    inputs: Iterable[str] = (),
+) -> ir.CompiledProgram:
+    """Read, expand and resolve ``source``. Raises ReadError / CompileError with positions."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, _RECURSION_LIMIT))
+    try:
+        return _compile(source, params, tuple(inputs))
+    except RecursionError:
+        raise CompileError("program nested too deeply to compile") from None
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def _compile(source: str, params: ParamsArg, inputs: tuple[str, ...]) -> ir.CompiledProgram:
+    for name in inputs:
+        if not isinstance(name, str) or not name:
+            raise CompileError(f"input names must be non-empty strings, got {name!r}")
+    data = read(source)
+    header: tuple[ir.ParamSpec, ...] = ()
+    has_header = head_name(data[0]) == "params"
+    if has_header:
+        header = parse_header(data[0])  # type: ignore[arg-type]
+        data = data[1:]
+        if not data:
+            raise CompileError("program has a params header but no expression", 1, 1)
+    for d in data[1:] if has_header else data:
+        if head_name(d) == "params":
+            raise CompileError("params header is only allowed as the first form", d.line, d.column)
+    specs = _param_specs(params, header, has_header)
+    infer = params is None and not has_header
+    names = [s.name for s in specs]
+    for n in names:
+        if n in inputs:
+            raise CompileError(f"{n!r} is declared both as a parameter and as an input")
+    top = SList(data, None, data[0].line, data[0].column)
+    expander = Expander()
+    body_datum = expander.expand_body(data, top)
+    prelude = _prelude_closure(_symbols(data))
+    resolver = Resolver(names, inputs, infer)
+    resolver.scopes.append(list(prelude))
+    body = resolver.resolve(body_datum, True)
+    if prelude:
+        inits = tuple(_prelude_ir(name, resolver) for name in prelude)
+        body = ir.Letrec(inits, body, prelude, 0, 0)
+    if infer:
+        specs = tuple(ir.ParamSpec(n) for n in resolver.params)
+    return ir.CompiledProgram(
+        body=body,
+        params=specs,
+        inputs=inputs,
+        skeleton=skeleton(data, {s.name for s in specs}),
+        source=source,
+        has_header=has_header,
+        prelude=prelude,
+    )
+
+
+def parse_header(form: SList) -> tuple[ir.ParamSpec, ...]:
+    specs: list[ir.ParamSpec] = []
+    for item in form.items[1:]:
+        if isinstance(item, Sym):
+            specs.append(ir.ParamSpec(item.name, 0.0, "free", item.line, item.column))
+            continue
+        if (
+            not isinstance(item, SList)
+            or item.tail is not None
+            or not 1 <= len(item.items) <= 3
+            or not isinstance(item.items[0], Sym)
+        ):
+            raise CompileError(
+                "params: each entry must be (name [init] [constraint])", item.line, item.column
+            )
+        name = item.items[0].name
+        init = 0.0
+        kind = "free"
+        rest = item.items[1:]
+        if rest and isinstance(rest[0], Num):
+            init = rest[0].value
+            rest = rest[1:]
+        if rest:
+            if not isinstance(rest[0], Sym) or rest[0].name not in ir.CONSTRAINTS:
+                raise CompileError(
+                    f"params: constraint must be one of {', '.join(ir.CONSTRAINTS)}",
+                    rest[0].line,
+                    rest[0].column,
+                )
+            kind = rest[0].name
+        if len(rest) > 1:
+            raise CompileError("params: too many fields in entry", item.line, item.column)
+        if any(s.name == name for s in specs):
+            raise CompileError(f"params: {name!r} declared twice", item.line, item.column)
+        specs.append(ir.ParamSpec(name, init, kind, item.line, item.column))
+    return tuple(specs)
+
+
+def _param_specs(
+    params: ParamsArg, header: tuple[ir.ParamSpec, ...], has_header: bool
+) -> tuple[ir.ParamSpec, ...]:
+    if params is None:
+        return header
+    by_header = {s.name: s for s in header}
+    out: list[ir.ParamSpec] = []
+    items: Iterable[Any] = params.items() if isinstance(params, Mapping) else params
+    if isinstance(params, str):
+        raise CompileError("params must be a sequence of names, not a single string")
+    for item in items:
+        if isinstance(params, Mapping):
+            name, val = item
+            init, kind = val if isinstance(val, tuple) else (val, "free")
+            spec = ir.ParamSpec(str(name), float(init), str(kind))
+        elif isinstance(item, ir.ParamSpec):
+            spec = item
+        elif isinstance(item, str):
+            spec = by_header.get(item, ir.ParamSpec(item))
+        elif isinstance(item, tuple) and item and isinstance(item[0], str):
+            spec = ir.ParamSpec(
+                item[0],
+                float(item[1]) if len(item) > 1 else 0.0,
+                str(item[2]) if len(item) > 2 else "free",
+            )
+        else:
+            raise CompileError(f"bad parameter spec {item!r}")
+        if spec.constraint not in ir.CONSTRAINTS:
+            raise CompileError(
+                f"parameter {spec.name!r}: unknown constraint "
+                f"{spec.constraint!r} (one of {', '.join(ir.CONSTRAINTS)})"
+            )
+        if any(s.name == spec.name for s in out):
+            raise CompileError(f"parameter {spec.name!r} given twice")
+        out.append(spec)
+    return tuple(out)
+
+
+def _symbols(data: Iterable[Datum]) -> set[str]:
+    out: set[str] = set()
+    stack = list(data)
+    while stack:
+        d = stack.pop()
+        if isinstance(d, Sym):
+            out.add(d.name)
+        elif isinstance(d, SList):
+            stack.extend(d.items)
+            if d.tail is not None:
+                stack.append(d.tail)
+    return out
+
+
+def _prelude_closure(symbols: set[str]) -> tuple[str, ...]:
+    needed: list[str] = []
+    todo = sorted(n for n in symbols if (p := PRIMS.get(n)) is not None and p.kind is Kind.PRELUDE)
+    todo = [PRIMS.by_name(n).name for n in todo]
+    while todo:
+        name = todo.pop()
+        if name in needed:
+            continue
+        needed.append(name)
+        todo.extend(
+            d
+            for d in PRIMS.by_name(name).deps
+            if PRIMS.by_name(d).kind is Kind.PRELUDE and d not in needed
+        )
+    return tuple(sorted(needed))
+
+
+@cache
+def _prelude_datum(name: str) -> Datum:
+    prim = PRIMS.by_name(name)
+    assert prim.prelude is not None
+    (form,) = read(prim.prelude)
+    return Expander().expand(form)
+
+
+def _prelude_ir(name: str, resolver: Resolver) -> ir.Node:
+    node = resolver.resolve(_prelude_datum(name))
+    if isinstance(node, ir.Lambda):
+        node = ir.Lambda(node.nreq, node.rest, node.body, name, node.line, node.column)
+    return node
+
+
+def skeleton(data: Iterable[Datum], params: set[str]) -> str:
+    """Structure string: parameters -> ``P``, numeric literals -> ``C``, spaces collapsed."""
+    return " ".join(_skeleton_one(d, params) for d in data)
+
+
+def _skeleton_one(d: Datum, params: set[str]) -> str:
+    out: list[str] = []
+    stack: list[object] = [d]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, SList):
+            parts: list[object] = ["("]
+            for i, x in enumerate(item.items):
+                if i:
+                    parts.append(" ")
+                parts.append(x)
+            if item.tail is not None:
+                parts.extend([" . ", item.tail])
+            parts.append(")")
+            stack.extend(reversed(parts))
+        elif isinstance(item, Sym):
+            out.append("P" if item.name in params else item.name)
+        elif isinstance(item, Num):
+            out.append("C")
+        else:
+            out.append(str(item))
+    return " ".join("".join(out).split())

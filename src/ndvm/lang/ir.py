@@ -1,0 +1,165 @@
+"""Core IR: frozen dataclasses with names already resolved.
+
+Variables are lexical addresses ``Local(depth, index)`` (depth = frames to walk up), program
+parameters ``Param(i)``, data inputs ``Input(i)``; known primitives are opcodes. Every node
+keeps the source position of the form it came from. Frames are created by ``Lambda`` calls,
+``Let`` and ``Letrec``; nothing else binds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    value: Any  # float, bool, Symbol, String, NIL, VOID or a constant Pair chain
+    line: int = 0
+    column: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Local:
+    depth: int
+    index: int
+    name: str
+    line: int = 0
+    column: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    index: int
+    name: str
+    line: int = 0
+    column: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Input:
+    index: int
+    name: str
+    line: int = 0
+    column: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PrimRef:
+    code: int
+    name: str
+    line: int = 0
+    column: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class If:
+    test: Node
+    then: Node
+    orelse: Node
+    line: int = 0
+    column: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Seq:
+    exprs: tuple[Node, ...]
+    line: int = 0
+    column: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Or:
+    exprs: tuple[Node, ...]
+    line: int = 0
+    column: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Lambda:
+    nreq: int
+    rest: bool
+    body: Node
+    name: str = "lambda"
+    line: int = 0
+    column: int = 0
+
+    @property
+    def frame_size(self) -> int:
+        return self.nreq + (1 if self.rest else 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Let:
+    inits: tuple[Node, ...]
+    body: Node
+    line: int = 0
+    column: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Letrec:
+    """Sequential (``letrec*``) binding: init i sees slots 0..i-1 and itself unassigned."""
+
+    inits: tuple[Node, ...]
+    body: Node
+    names: tuple[str, ...] = ()
+    line: int = 0
+    column: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    fn: Node
+    args: tuple[Node, ...]
+    tail: bool = False
+    line: int = 0
+    column: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PrimCall:
+    code: int
+    args: tuple[Node, ...]
+    name: str = ""
+    line: int = 0
+    column: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Assert:
+    expr: Node
+    text: str
+    line: int = 0
+    column: int = 0
+
+
+Node = Const | Local | Param | Input | PrimRef | If | Seq | Or | Lambda | Let | Letrec | Call
+Node = Node | PrimCall | Assert
+
+
+@dataclass(frozen=True, slots=True)
+class ParamSpec:
+    """A declared parameter: initial value (in constrained space) and constraint kind."""
+
+    name: str
+    init: float = 0.0
+    constraint: str = "free"  # free | positive | unit | signed-unit
+    line: int = 0
+    column: int = 0
+
+
+CONSTRAINTS = ("free", "positive", "unit", "signed-unit")
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledProgram:
+    """The resolved program: IR plus the names the host binds."""
+
+    body: Node
+    params: tuple[ParamSpec, ...]
+    inputs: tuple[str, ...]
+    skeleton: str
+    source: str
+    has_header: bool = False
+    prelude: tuple[str, ...] = field(default=())

@@ -1,0 +1,276 @@
+"""Reader: source text -> tuple of data, with line/column on every datum.
+
+Non-recursive (an explicit stack), so adversarial nesting cannot exhaust the Python stack;
+nesting deeper than ``MAX_NESTING`` is a ``ReadError``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from ndvm.errors import ReadError
+from ndvm.lang.datum import Bool, Datum, Num, SList, Str, Sym
+
+MAX_NESTING = 2000
+MAX_SOURCE_CHARS = 5_000_000
+
+_DELIMS = set("()[]\";'`,")
+_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+_SPECIAL_NUMBERS = {"+inf.0": math.inf, "-inf.0": -math.inf, "+nan.0": math.nan, "-nan.0": math.nan}
+_BOOLEANS = {"#t": True, "#true": True, "#f": False, "#false": False}
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "0": "\0", "a": "\a"}
+_SYMBOL_CHARS = re.compile(r"^[A-Za-z0-9!$%&*/:<=>?^_~+\-.@]+$")
+
+
+class _Frame:
+    __slots__ = ("close", "items", "tail", "dot_at", "line", "column", "prefix")
+
+    def __init__(self, close: str, line: int, column: int, prefix: str | None = None) -> None:
+        self.close = close
+        self.items: list[Datum] = []
+        self.tail: Datum | None = None
+        self.dot_at: tuple[int, int] | None = None
+        self.line = line
+        self.column = column
+        self.prefix = prefix  # "quote" / "datum-comment" frames wrap the next datum
+
+
+def read(text: str, *, allow_empty: bool = False) -> tuple[Datum, ...]:
+    """Read every datum of ``text``; an empty program is a ``ReadError`` unless allowed."""
+    if not isinstance(text, str):
+        raise ReadError(f"source must be str, not {type(text).__name__}")
+    if len(text) > MAX_SOURCE_CHARS:
+        raise ReadError(f"source longer than {MAX_SOURCE_CHARS} characters", 1, 1)
+    data = _Reader(text).run()
+    if not data and not allow_empty:
+        raise ReadError("empty program: expected at least one expression", 1, 1)
+    return data
+
+
+class _Reader:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+        self.line = 1
+        self.col = 1
+
+    def _advance(self, n: int = 1) -> None:
+        for _ in range(n):
+            if self.text[self.pos] == "\n":
+                self.line += 1
+                self.col = 1
+            else:
+                self.col += 1
+            self.pos += 1
+
+    def run(self) -> tuple[Datum, ...]:
+        top: list[Datum] = []
+        stack: list[_Frame] = []
+        text = self.text
+        while True:
+            self._skip_space()
+            if self.pos >= len(text):
+                break
+            ch = text[self.pos]
+            line, col = self.line, self.col
+            datum: Datum | None = None
+            if ch in "([":
+                if len(stack) >= MAX_NESTING:
+                    raise ReadError(f"nesting deeper than {MAX_NESTING} levels", line, col)
+                stack.append(_Frame(")" if ch == "(" else "]", line, col))
+                self._advance()
+                continue
+            if ch in ")]":
+                frame = self._close(stack, ch, line, col)
+                datum = self._finish(frame)
+            elif ch in "'`,":
+                if ch != "'":
+                    raise ReadError(f"quasiquote syntax {ch!r} is not supported", line, col)
+                self._advance()
+                stack.append(_Frame("", line, col, prefix="quote"))
+                continue
+            elif ch == "#" and text.startswith("#;", self.pos):
+                self._advance(2)
+                stack.append(_Frame("", line, col, prefix="datum-comment"))
+                continue
+            elif ch == '"':
+                datum = self._string(line, col)
+            else:
+                datum = self._atom(stack, line, col)
+                if datum is None:  # a dot inside a list
+                    continue
+            # deliver datum through prefix frames
+            while True:
+                if stack and stack[-1].prefix is not None:
+                    frame = stack.pop()
+                    if frame.prefix == "quote":
+                        datum = SList(
+                            (Sym("quote", frame.line, frame.column), datum),
+                            None,
+                            frame.line,
+                            frame.column,
+                        )
+                        continue
+                    datum = None  # datum comment swallows it
+                    break
+                break
+            if datum is None:
+                continue
+            if not stack:
+                top.append(datum)
+            else:
+                frame = stack[-1]
+                if frame.dot_at is not None:
+                    if frame.tail is not None:
+                        raise ReadError(
+                            "more than one datum after '.'", datum_line(datum), datum_col(datum)
+                        )
+                    frame.tail = datum
+                else:
+                    frame.items.append(datum)
+        if stack:
+            frame = stack[-1]
+            if frame.prefix == "quote":
+                raise ReadError("quote ' with nothing after it", frame.line, frame.column)
+            if frame.prefix == "datum-comment":
+                raise ReadError("#; with no datum after it", frame.line, frame.column)
+            opener = "(" if frame.close == ")" else "["
+            raise ReadError(
+                f"unbalanced {opener!r}: missing {frame.close!r}", frame.line, frame.column
+            )
+        return tuple(top)
+
+    def _close(self, stack: list[_Frame], ch: str, line: int, col: int) -> _Frame:
+        if not stack:
+            raise ReadError(f"unexpected {ch!r} with no open list", line, col)
+        frame = stack[-1]
+        if frame.prefix is not None:
+            what = "quote '" if frame.prefix == "quote" else "#;"
+            raise ReadError(f"{what} with no datum before {ch!r}", line, col)
+        if frame.close != ch:
+            raise ReadError(
+                f"{ch!r} does not match the {'(' if frame.close == ')' else '['!r} "
+                f"opened at {frame.line}:{frame.column}",
+                line,
+                col,
+            )
+        if frame.dot_at is not None and frame.tail is None:
+            raise ReadError("expected a datum after '.'", *frame.dot_at)
+        stack.pop()
+        self._advance()
+        return frame
+
+    @staticmethod
+    def _finish(frame: _Frame) -> Datum:
+        items = tuple(frame.items)
+        if frame.close == "]":
+            return SList(
+                (Sym("vec", frame.line, frame.column), *items), None, frame.line, frame.column
+            )
+        return SList(items, frame.tail, frame.line, frame.column)
+
+    def _skip_space(self) -> None:
+        text = self.text
+        while self.pos < len(text):
+            ch = text[self.pos]
+            if ch in " \t\r\n\f\v":
+                self._advance()
+            elif ch == ";":
+                while self.pos < len(text) and text[self.pos] != "\n":
+                    self._advance()
+            elif text.startswith("#|", self.pos):
+                self._block_comment()
+            else:
+                return
+
+    def _block_comment(self) -> None:
+        line, col = self.line, self.col
+        depth = 0
+        text = self.text
+        while self.pos < len(text):
+            if text.startswith("#|", self.pos):
+                depth += 1
+                self._advance(2)
+            elif text.startswith("|#", self.pos):
+                depth -= 1
+                self._advance(2)
+                if depth == 0:
+                    return
+            else:
+                self._advance()
+        raise ReadError("unterminated block comment '#|'", line, col)
+
+    def _string(self, line: int, col: int) -> Str:
+        self._advance()
+        out: list[str] = []
+        text = self.text
+        while True:
+            if self.pos >= len(text):
+                raise ReadError("unterminated string", line, col)
+            ch = text[self.pos]
+            if ch == '"':
+                self._advance()
+                return Str("".join(out), line, col)
+            if ch == "\\":
+                if self.pos + 1 >= len(text):
+                    raise ReadError("unterminated string", line, col)
+                esc = text[self.pos + 1]
+                if esc not in _ESCAPES:
+                    raise ReadError(f"unknown string escape '\\{esc}'", self.line, self.col)
+                out.append(_ESCAPES[esc])
+                self._advance(2)
+                continue
+            out.append(ch)
+            self._advance()
+
+    def _atom(self, stack: list[_Frame], line: int, col: int) -> Datum | None:
+        text = self.text
+        start = self.pos
+        while self.pos < len(text):
+            ch = text[self.pos]
+            if ch in _DELIMS or ch.isspace():
+                break
+            if ch == "#" and self.pos > start:
+                break
+            if text.startswith("#|", self.pos):
+                break
+            self._advance()
+        token = text[start : self.pos]
+        if token == "#":
+            # a lone '#' followed by a delimiter, e.g. '#(' vector syntax
+            nxt = text[self.pos] if self.pos < len(text) else "end of input"
+            raise ReadError(f"bad token '#' before {nxt!r} (use [a b c] or (vec a b c))", line, col)
+        if token == ".":
+            if not stack or stack[-1].prefix is not None or stack[-1].close != ")":
+                raise ReadError("unexpected '.' outside a list", line, col)
+            frame = stack[-1]
+            if not frame.items or frame.dot_at is not None:
+                raise ReadError("misplaced '.' in list", line, col)
+            frame.dot_at = (line, col)
+            return None
+        return parse_atom(token, line, col)
+
+
+def parse_atom(token: str, line: int, col: int) -> Datum:
+    if token in _BOOLEANS:
+        return Bool(_BOOLEANS[token], line, col)
+    if token in _SPECIAL_NUMBERS:
+        return Num(_SPECIAL_NUMBERS[token], token, line, col)
+    if _NUMBER.match(token):
+        return Num(float(token), token, line, col)
+    if token.startswith("#"):
+        raise ReadError(f"bad token {token!r}", line, col)
+    if not _SYMBOL_CHARS.match(token) or token[0].isdigit():
+        raise ReadError(f"bad token {token!r}", line, col)
+    if token[0] in "+-." and len(token) > 1 and (token[1].isdigit() or token[1] == "."):
+        raise ReadError(f"bad number {token!r}", line, col)
+    return Sym(token, line, col)
+
+
+def datum_line(d: Datum) -> int:
+    return d.line
+
+
+def datum_col(d: Datum) -> int:
+    return d.column

@@ -1,0 +1,89 @@
+"""Structural runtime values shared by the Python backends.
+
+Only numbers (and the numbers inside vectors/matrices) are lane-batched and differentiable;
+everything here is structural: one value for all lanes of a thread, never taped. Numbers are
+``float`` (lane-uniform constants) or payload objects owned by each backend.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Symbol:
+    """Interned symbol: equal names give the identical object, so ``eq?`` is ``is``."""
+
+    __slots__ = ("name",)
+    _table: dict[str, Symbol] = {}
+
+    def __new__(cls, name: str) -> Symbol:
+        sym = cls._table.get(name)
+        if sym is None:
+            sym = object.__new__(cls)
+            sym.name = name
+            cls._table[name] = sym
+        return sym
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class _Singleton:
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+NIL = _Singleton("()")
+VOID = _Singleton("#<void>")
+
+
+class String:
+    """An immutable string (structural data only: error messages and ``equal?``)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, String) and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+    def __repr__(self) -> str:
+        return '"' + self.text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class Pair:
+    """A write-once cons cell."""
+
+    __slots__ = ("car", "cdr")
+
+    def __init__(self, car: Any, cdr: Any) -> None:
+        self.car = car
+        self.cdr = cdr
+
+    def __repr__(self) -> str:
+        return "(" + " ".join(repr(x) for x in iter_list(self, strict=False)) + ")"
+
+
+def iter_list(value: Any, *, strict: bool = True):  # type: ignore[no-untyped-def]
+    """Yield the elements of a proper list; ``strict`` raises ValueError on improper lists."""
+    while isinstance(value, Pair):
+        yield value.car
+        value = value.cdr
+    if value is not NIL and strict:
+        raise ValueError("improper list")
+
+
+def from_iterable(items: Any, tail: Any = NIL) -> Any:
+    out = tail
+    for x in reversed(list(items)):
+        out = Pair(x, out)
+    return out
