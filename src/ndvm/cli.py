@@ -13,6 +13,10 @@ import sys
 # Each module defines ``register(subparsers)`` which adds its parser and sets ``func``.
 _SUBCOMMANDS = (
     "ndvm.commands.eval",
+    "ndvm.commands.fit",
+    "ndvm.commands.search",
+    "ndvm.commands.report",
+    "ndvm.commands.bench",
     "ndvm.commands.sweep",
 )
 
