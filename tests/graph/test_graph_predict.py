@@ -25,9 +25,7 @@ def test_predict_wallclock_reproduces_published_values():
 def test_predict_layered_rho_converges_to_karamata_limits(q):
     def rho(L: int, profile: str) -> float:
         js = range(1, L + 1)
-        return predict.layered_rho(
-            [(j if profile == "output" else L + 1 - j) ** q for j in js]
-        )
+        return predict.layered_rho([(j if profile == "output" else L + 1 - j) ** q for j in js])
 
     for profile in ("output", "input"):
         errs = [abs(rho(L, profile) - predict.limit(q, profile)) for L in (100, 1000, 10000)]

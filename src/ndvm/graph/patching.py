@@ -159,15 +159,29 @@ class PatchOps:
         return Cache(vals, self.revision, pins)
 
     def restore(
-        self: Graph, cache: Cache, nodes: Iterable[Any] | None = None, mode: str = "copy"
+        self: Graph,
+        cache: Cache,
+        nodes: Iterable[Any] | None = None,
+        *,
+        sites: Iterable[Any] = (),
+        mode: str = "copy",
     ) -> list[int]:
-        """Put ``nodes`` (default: all cached) back to their captured state.
+        """Undo the patches at ``sites`` and put ``nodes`` back to their captured state.
 
-        ``mode="copy"`` copies cached values (counted in ``ledger.copied``) and restores the
-        pins of capture time; ``mode="recompute"`` unpins and invalidates instead, so the next
-        demand recomputes. Returns the nodes copied, or the nodes invalidated.
+        ``nodes`` defaults to the sites and their current cones. ``mode="copy"`` copies cached
+        values (counted in ``ledger.copied``); ``mode="recompute"`` unpins and invalidates, so
+        the next demand recomputes. A copy is refused (``OverlappingPatchError``) when it
+        would erase a patch not listed in ``sites`` or ignore one whose cone meets ``nodes``.
+        Returns the nodes copied, or the nodes invalidated.
         """
-        ids = list(cache.values) if nodes is None else [self.id(n) for n in nodes]
+        site_ids = {self.id(s) for s in sites}
+        if nodes is None:
+            ids = list(site_ids)
+            for p in site_ids:
+                ids += self.cone(p)
+            ids = list(dict.fromkeys(ids))
+        else:
+            ids = [self.id(n) for n in nodes]
         if mode == "recompute":
             out: list[int] = []
             for i in ids:
@@ -177,11 +191,10 @@ class PatchOps:
             raise GraphError(f"unknown restore mode {mode!r} (copy, recompute)")
         if cache.revision != self.revision:
             raise StaleCacheError("the graph changed since this cache was captured")
-        keep = set(ids)
         missing = [i for i in ids if i not in cache.values]
         if missing:
             raise GraphError(f"cache lacks {self.names[missing[0]]!r}")
-        self._check_restore(cache, keep)
+        self._check_restore(cache, set(ids), site_ids)
         for i in ids:
             self._value[i] = cache.values[i]
             self._valid[i] = True
@@ -193,13 +206,25 @@ class PatchOps:
         if self.ledger.events is not None:
             for i in ids:
                 self._log("copy", i)
+        keep, cons, valid = set(ids), self._consumers, self._valid
+        # Consumers outside the restored set were computed from the replaced values.
+        outside = {c for i in ids for c in cons[i] if c not in keep and valid[c]}
+        for c in outside:
+            if c not in self._pinned:
+                self._invalidate_self(c)
         return ids
 
     def _invalidate_rule(self: Graph, i: int) -> list[int]:
         return self._invalidate_self(i) if self._fn[i] is not None else []
 
-    def _check_restore(self: Graph, cache: Cache, keep: set[int]) -> None:
-        """Refuse restores that would ignore an active patch or leave the closure broken."""
+    def _check_restore(self: Graph, cache: Cache, keep: set[int], sites: set[int]) -> None:
+        """Refuse restores that erase or ignore an active patch, or leave the closure broken."""
+        for p in self._pinned:
+            if p in keep and p not in sites and p not in cache.pins:
+                raise OverlappingPatchError(
+                    f"restoring {self.names[p]!r} from cache would erase its active patch; "
+                    "list it in sites= to undo it, or restore by recompute"
+                )
         after = {p: self._value[p] for p in self._pinned if p not in keep}
         after.update({p: v for p, (v, _) in cache.pins.items() if p in keep})
         captured = {p: v for p, (v, _) in cache.pins.items()}

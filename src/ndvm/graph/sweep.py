@@ -159,7 +159,7 @@ def sweep(
         report = graph.demand(out)
         vals.append(metric(graph.value(out)))
         if restore == "copy":
-            copied = len(graph.restore(Cache(saved, graph.revision, {}), saved))
+            copied = len(graph.restore(Cache(saved, graph.revision, {}), saved, sites=(i,)))
             recomputed = report.count
         else:
             graph.unpatch(i)
