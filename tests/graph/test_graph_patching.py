@@ -5,8 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ndvm.graph import Block, Graph, GraphError, NotAnEdgeError, OverlappingPatchError
-from ndvm.graph import StaleCacheError, predict
+from ndvm.graph import (
+    Block,
+    Graph,
+    GraphError,
+    NotAnEdgeError,
+    OverlappingPatchError,
+    StaleCacheError,
+    predict,
+)
 from ndvm.graph.builders import chain, layered_chain, relu
 
 
