@@ -83,7 +83,8 @@ def _row(kind: str, r: ex.ToySweep) -> dict[str, Any]:
 
 HEADER = (
     "| sweep | L | H | d | sites | full | naive nodes | recomputed (pred = meas) "
-    "| rho pred | rho pred (time-wtd) | rho wall | wall/pred | wall/pred-time | a (us/node) | beta (us/node) | engine s | base s |"
+    "| rho pred | rho pred (time-wtd) | rho wall | wall/pred | wall/pred-time "
+    "| a (us/node) | beta (us/node) | engine s | base s |"
 )
 
 
