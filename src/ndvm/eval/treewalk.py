@@ -184,7 +184,8 @@ class Machine:
             self.rt.alloc()
             return None, env, Closure(e, env)
         if t is ir.Seq:
-            kont.append((K_SEQ, e, 1, env))
+            if len(e.exprs) > 1:
+                kont.append((K_SEQ, e, 1, env))
             return e.exprs[0], env, None
         if t is ir.Or:
             kont.append((K_OR, e, 1, env))

@@ -1,0 +1,6 @@
+(list (number? 1) (number? 'x) (boolean? #f) (boolean? '()) (symbol? 'x) (string? "s")
+      (pair? '(1)) (pair? '()) (null? '()) (null? '(1)) (list? '(1 2)) (list? (cons 1 2))
+      (procedure? car) (procedure? (lambda (x) x)) (procedure? 1) (vector? [1 2])
+      (vector? (eye 2)) (matrix? (eye 2)) (eq? 'a 'a) (eq? '() '()) (eqv? 1.5 1.5)
+      (equal? '(1 (2 3)) (list 1 (list 2 3))) (equal? "ab" "ab") (equal? [1 2] [1 2])
+      (equal? [1 2] [1 3]) (eqv? 'a 'b))

@@ -1,0 +1,1 @@
+(cond ((> a 100)) ((< a 0) 'neg) (else 'other))

@@ -1,0 +1,5 @@
+(case (floor a)
+  ((0 1) (* b 10))
+  ((2) (* b 20))
+  ((x y) 'never)
+  (else (* b 30)))

@@ -1,0 +1,1 @@
+(let ((x a) (y b)) (let ((x y) (y x)) (- x (* 2 y))))

@@ -1,0 +1,5 @@
+(define (f x)
+  (define y (* x 2))
+  (define (g z) (+ z y))
+  (g (* y y)))
+(f a)

@@ -1,0 +1,1 @@
+(begin (assert (> b 0)) (* a b))

@@ -1,0 +1,5 @@
+(define (make-adder n) (lambda (x) (+ x n)))
+(define (compose f g) (lambda (x) (f (g x))))
+(define add-a (make-adder a))
+(define fs (map (lambda (k) (lambda (x) (* x k a))) '(1 2 3)))
+(+ ((compose add-a (lambda (x) (* x b))) 3) (fold-left + 0 (map (lambda (f) (f b)) fs)))

@@ -1,0 +1,7 @@
+(let* ((v (vec a b 1)) (w [1 2 3]))
+  (+ (dot v w) (vsum (+ v w)) (vmean (* 2 v)) (norm v) (vsum (normalize w))
+     (vsum (cross v w)) (vsum (scale w a)) (vlen v) (ref v 1) (vector-ref w 0)
+     (vsum (vector-map (lambda (x) (* x x)) v)) (apply + (vector->list v))
+     (vsum (list->vector (list a b))) (vsum (make-vector 3 a)) (vsum (zeros 2))
+     (vector-length (ones 3)) (vsum (- v)) (vsum (/ v 2)) (vsum (vector 1 a))
+     (vsum (- (* v w) w))))

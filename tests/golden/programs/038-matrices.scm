@@ -1,0 +1,7 @@
+(let* ((m (mat (vec a 1) (list 2 b)))
+       (i2 (eye 2))
+       (n (+ m (* 3 i2))))
+  (+ (trace m) (det m) (logdet (+ (matmul m (transpose m)) i2)) (vsum (matvec m [1 2]))
+     (trace (inv n)) (vsum (solve n [1 1])) (trace (cholesky (+ (matmul (transpose m) m) i2)))
+     (rows m) (cols m) (ref m 0 1) (vsum (ref m 1)) (trace (outer [1 2] (vec a b)))
+     (trace (ones 2 2)) (trace (zeros 2 2)) (trace (- (* (matmul (transpose m) m) 2) (/ m 2)))))

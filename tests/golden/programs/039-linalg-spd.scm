@@ -1,0 +1,6 @@
+(define L (mat (vec (+ 1 (* a a)) 0 0) (vec b 1.5 0) (vec c (* a b) (+ 2 (* c c)))))
+(define A (+ (matmul L (transpose L)) (eye 3)))
+(define y (vec a 1 b))
+(define ch (cholesky A))
+(+ (logdet A) (dot y (solve A y)) (trace (inv A)) (+ (ref ch 0 0) (ref ch 1 1) (ref ch 2 2))
+   (log (det A)))

@@ -1,0 +1,5 @@
+(define (f x)
+  (cond ((< x -1) (* a x x))
+        ((< x 1) (sin (* b x)))
+        (else (exp (* 0.1 a x)))))
+(+ (f a) (f b))

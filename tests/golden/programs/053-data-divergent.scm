@@ -1,0 +1,1 @@
+(if (> x a) (* b (- x a)) (* c (square (- x a))))

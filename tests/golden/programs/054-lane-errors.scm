@@ -1,0 +1,2 @@
+(define l (if (> a 0) (list a) a))
+(+ (car l) b)

@@ -1,0 +1,1 @@
+(if (< a 0) (error "negative a:" a) (sqrt a))

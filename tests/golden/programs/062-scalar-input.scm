@@ -1,0 +1,1 @@
+(+ (* a s) (ref v 2) (vsum v))
