@@ -1,0 +1,131 @@
+"""Objectives: theta ``[B, D]`` -> per-lane loss, gradient and failure, one evaluate per call.
+
+``ProgramObjective`` drives a built-in loss (one ``Program.evaluate`` per call, the loss gradient
+entering as the cotangent); ``TorchObjective`` drives an arbitrary torch loss through
+``ndvm.torch`` (forward, torch loss, backward = one more evaluate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from ndvm.api import Program
+from ndvm.calibrate.losses import Prepared, lane_reasons
+
+
+@dataclass
+class Eval:
+    """loss [B]; grad [B, D] (None when not requested); failed [B] bool; reasons per lane."""
+
+    loss: np.ndarray
+    grad: np.ndarray | None
+    failed: np.ndarray
+    reasons: list[str | None]
+
+
+class Objective(Protocol):
+    dim: int
+
+    def __call__(self, theta: np.ndarray, grad: bool = True) -> Eval: ...
+
+
+def _failures(
+    loss: np.ndarray, grad: np.ndarray | None, reasons: list[str | None]
+) -> tuple[np.ndarray, list[str | None]]:
+    bad_loss = ~np.isfinite(loss)
+    bad_grad = np.zeros_like(bad_loss) if grad is None else ~np.isfinite(grad).all(axis=1)
+    failed = bad_loss | bad_grad
+    out = list(reasons)
+    for b in np.flatnonzero(failed):
+        if out[b] is None:
+            out[b] = "non-finite loss" if bad_loss[b] else "non-finite gradient"
+    return failed, out
+
+
+@dataclass
+class ProgramObjective:
+    """A built-in loss over a (possibly loss-augmented) program; extra params follow the P."""
+
+    prepared: Prepared
+
+    @property
+    def n_params(self) -> int:
+        return len(self.prepared.program.params)
+
+    @property
+    def dim(self) -> int:
+        return self.n_params + len(self.prepared.extra0)
+
+    def __call__(self, theta: np.ndarray, grad: bool = True) -> Eval:
+        prep = self.prepared
+        P = self.n_params
+        extra = theta[:, P:]
+        if grad:
+            # the value grid's trailing shape is fixed by program and inputs: probed once (B=1)
+            shape = self._shape(theta)
+            ct = prep.cotangent(shape, extra)
+            res = prep.program.evaluate(theta[:, :P], prep.inputs, grad=True, cotangent=ct)
+        else:
+            res = prep.program.evaluate(theta[:, :P], prep.inputs)
+        value = np.asarray(res.value, dtype=np.float64) if res.numeric else None
+        B = theta.shape[0]
+        reasons = lane_reasons(res)
+        if value is None:
+            loss = np.full(B, np.nan)
+            reasons = [r or "result is not numeric" for r in reasons]
+            g = np.full((B, self.dim), np.nan) if grad else None
+            failed, reasons = _failures(loss, g, reasons)
+            return Eval(loss, g, failed, reasons)
+        loss, gextra = prep.reduce(value, extra)
+        g = None
+        if grad:
+            assert res.grad is not None
+            g = np.concatenate([res.grad, gextra], axis=1) if gextra.shape[1] else res.grad
+        failed, reasons = _failures(loss, g, reasons)
+        return Eval(loss, g, failed, reasons)
+
+    def _shape(self, theta: np.ndarray) -> tuple[int, ...]:
+        if self._trailing is None:
+            probe = self.prepared.program.evaluate(theta[:1, : self.n_params], self.prepared.inputs)
+            self._trailing = tuple(np.shape(probe.value)[1:])
+        return (theta.shape[0], *self._trailing)
+
+    def __post_init__(self) -> None:
+        self._trailing: tuple[int, ...] | None = None
+
+
+@dataclass
+class TorchObjective:
+    """An arbitrary torch loss ``fn(value, target) -> [B]`` through the ``ndvm.torch`` op."""
+
+    program: Program
+    inputs: Mapping[str, Any]
+    target: Any
+    fn: Callable[..., Any]
+
+    @property
+    def dim(self) -> int:
+        return len(self.program.params)
+
+    def __call__(self, theta: np.ndarray, grad: bool = True) -> Eval:
+        import torch
+
+        from ndvm.torch import op
+
+        f = op(self.program.with_options(strict=False), **self.inputs)
+        th = torch.tensor(theta, dtype=torch.float64, requires_grad=grad)
+        tgt = None if self.target is None else torch.as_tensor(self.target, dtype=torch.float64)
+        with torch.set_grad_enabled(grad):
+            out = self.fn(f(th), tgt)
+            loss = out if out.ndim == 1 else out.reshape(theta.shape[0], -1).sum(dim=1)
+            g = None
+            if grad:
+                (gt,) = torch.autograd.grad(loss.sum(), th, allow_unused=True)
+                g = np.zeros_like(theta) if gt is None else gt.detach().numpy().copy()
+        lv = loss.detach().numpy().astype(np.float64).copy()
+        failed, reasons = _failures(lv, g, [None] * theta.shape[0])
+        return Eval(lv, g, failed, reasons)

@@ -1,0 +1,342 @@
+"""Lane-vectorized optimizers (NumPy): Adam (torch.optim.Adam's exact update) and L-BFGS.
+
+Every start is one row of ``theta [B, D]``; each step is one objective call for all rows, and
+the loop body is whole-array NumPy with no per-lane Python. A lane whose loss or gradient is
+non-finite is frozen (``on_failure="drop"``) or re-drawn (``"restart"``); frozen lanes keep
+being evaluated at their last theta so the batch never changes and no other lane is perturbed.
+``Optimizer`` is the protocol a native in-runtime implementation replaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from ndvm.calibrate.objective import Eval, Objective
+
+RUNNING, OK, FAILED, CONVERGED = 0, 1, 2, 3
+
+# (rng, n) -> theta rows [n, D] for restarted lanes
+Sampler = Callable[[np.random.Generator, int], np.ndarray]
+Project = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class EarlyStop:
+    """Freeze a lane once its loss improved by < rtol·|loss| + atol for ``patience`` steps."""
+
+    rtol: float = 1e-10
+    atol: float = 0.0
+    patience: int = 5
+
+
+@dataclass
+class Trace:
+    """What a run produced, per lane: last and best theta/loss, history, status and reasons.
+
+    history [k+1, B]: the loss at every evaluated iterate (NaN once a lane failed).
+    state: RUNNING/OK at the end -> OK; FAILED; CONVERGED (stopped early, ok).
+    """
+
+    theta: np.ndarray
+    best_theta: np.ndarray
+    best_loss: np.ndarray
+    history: np.ndarray
+    state: np.ndarray
+    reasons: list[str | None]
+    restarts: np.ndarray
+    evaluations: int = 0
+
+
+@dataclass
+class Control:
+    """Run-wide options shared by every optimizer."""
+
+    on_failure: str = "drop"  # drop | restart
+    max_restarts: int = 3
+    sampler: Sampler | None = None
+    project: Project | None = None
+    early_stop: EarlyStop | None = None
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+    callback: Callable[[int, int], None] | None = None  # (step, total)
+
+
+class Optimizer(Protocol):
+    """Minimize ``objective`` from ``theta0 [B, D]`` for ``steps`` steps."""
+
+    name: str
+
+    def minimize(
+        self, objective: Objective, theta0: np.ndarray, steps: int, control: Control
+    ) -> Trace: ...
+
+
+class _Book:
+    """Shared bookkeeping: best-so-far, history, failure/restart and early-stop per lane."""
+
+    def __init__(self, theta0: np.ndarray, steps: int, control: Control) -> None:
+        B = theta0.shape[0]
+        self.c = control
+        self.best_theta = theta0.copy()
+        self.best_loss = np.full(B, np.inf)
+        self.history = np.full((steps + 1, B), np.nan)
+        self.state = np.full(B, RUNNING, dtype=np.int8)
+        self.reasons: list[str | None] = [None] * B
+        self.restarts = np.zeros(B, dtype=np.int64)
+        self.flat = np.zeros(B, dtype=np.int64)
+        self.k = 0
+        self.evaluations = 0
+
+    @property
+    def active(self) -> np.ndarray:
+        return self.state == RUNNING
+
+    def record(self, theta: np.ndarray, ev: Eval) -> np.ndarray:
+        """Log iterate k; returns the lanes that must be restarted (already re-drawn)."""
+        self.evaluations += 1
+        act = self.active
+        bad = act & ev.failed
+        good = act & ~ev.failed
+        self.history[self.k] = np.where(act | (self.state == CONVERGED), ev.loss, np.nan)
+        self.history[self.k][self.state == FAILED] = np.nan
+        better = good & (ev.loss < self.best_loss)
+        if self.c.early_stop is not None and self.k > 0:
+            es = self.c.early_stop
+            small = self.best_loss - ev.loss <= es.rtol * np.abs(ev.loss) + es.atol
+            self.flat = np.where(good & small, self.flat + 1, 0)
+            self.state[good & (self.flat >= es.patience)] = CONVERGED
+        self.best_loss = np.where(better, ev.loss, self.best_loss)
+        self.best_theta = np.where(better[:, None], theta, self.best_theta)
+        restart = np.zeros_like(bad)
+        if bad.any():
+            can = (
+                (self.restarts < self.c.max_restarts)
+                if self.c.on_failure == "restart" and self.c.sampler is not None
+                else np.zeros_like(bad)
+            )
+            restart = bad & can
+            for b in np.flatnonzero(bad):
+                self.reasons[b] = ev.reasons[b]
+            self.state[bad & ~restart] = FAILED
+            self.restarts += restart
+        self.k += 1
+        if self.c.callback is not None:
+            self.c.callback(self.k, len(self.history))
+        return restart
+
+    def redraw(self, theta: np.ndarray, restart: np.ndarray) -> np.ndarray:
+        assert self.c.sampler is not None
+        fresh = np.asarray(self.c.sampler(self.c.rng, int(restart.sum())), dtype=np.float64)
+        theta = theta.copy()
+        theta[restart] = fresh
+        self.best_loss[restart] = np.inf
+        self.best_theta[restart] = fresh
+        return theta
+
+    def finish(self, theta: np.ndarray) -> Trace:
+        state = self.state.copy()
+        state[state == RUNNING] = OK
+        failed = self.best_loss == np.inf
+        state[failed] = FAILED
+        reasons = [r if s == FAILED else None for r, s in zip(self.reasons, state)]
+        best_loss = np.where(failed, np.nan, self.best_loss)
+        return Trace(
+            theta,
+            self.best_theta,
+            best_loss,
+            self.history[: self.k],
+            state,
+            reasons,
+            self.restarts,
+            self.evaluations,
+        )
+
+
+@dataclass(frozen=True)
+class Adam:
+    """Adam with torch.optim.Adam's update order and rounding (no weight decay, no amsgrad)."""
+
+    lr: float = 0.05
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    name: str = "adam"
+
+    def minimize(
+        self, objective: Objective, theta0: np.ndarray, steps: int, control: Control
+    ) -> Trace:
+        b1, b2 = self.betas
+        theta = np.array(theta0, dtype=np.float64)
+        m = np.zeros_like(theta)
+        v = np.zeros_like(theta)
+        t = np.zeros(theta.shape[0])  # per-lane step count (restarts reset it)
+        book = _Book(theta, steps, control)
+        for _ in range(steps):
+            ev = objective(theta, grad=True)
+            restart = book.record(theta, ev)
+            act = book.active & ~restart
+            if not act.any() and not restart.any():
+                break
+            g = np.where(act[:, None], ev.grad, 0.0)
+            t = t + act
+            m = np.where(act[:, None], m + (1.0 - b1) * (g - m), m)  # torch: lerp_
+            v = np.where(act[:, None], v * b2 + (1.0 - b2) * g * g, v)
+            with np.errstate(all="ignore"):
+                bc1 = 1.0 - b1**t
+                bc2s = np.sqrt(1.0 - b2**t)
+                denom = np.sqrt(v) / bc2s[:, None] + self.eps
+                step = (self.lr / bc1)[:, None] * (m / denom)
+            theta = np.where(act[:, None], theta - step, theta)
+            if control.project is not None:
+                theta = np.where(act[:, None], control.project(theta), theta)
+            if restart.any():
+                theta = book.redraw(theta, restart)
+                m[restart] = 0.0
+                v[restart] = 0.0
+                t[restart] = 0.0
+        else:
+            book.record(theta, objective(theta, grad=False))
+        return book.finish(theta)
+
+
+@dataclass(frozen=True)
+class LBFGS:
+    """Lane-vectorized L-BFGS with Armijo backtracking; each trial is one objective call."""
+
+    memory: int = 10
+    c1: float = 1e-4
+    max_ls: int = 25
+    gtol: float = 1e-10
+    name: str = "lbfgs"
+
+    def minimize(
+        self, objective: Objective, theta0: np.ndarray, steps: int, control: Control
+    ) -> Trace:
+        theta = np.array(theta0, dtype=np.float64)
+        B, D = theta.shape
+        S = np.zeros((self.memory, B, D))
+        Y = np.zeros((self.memory, B, D))
+        rho = np.zeros((self.memory, B))
+        gamma = np.ones(B)
+        book = _Book(theta, steps, control)
+        ev = objective(theta, grad=True)
+        book.record(theta, ev)
+        f, g = ev.loss, np.where(ev.failed[:, None], 0.0, ev.grad)
+        for it in range(steps):
+            act = book.active
+            if not act.any():
+                break
+            d = -self._direction(g, S, Y, rho, gamma, it)
+            slope = (g * d).sum(axis=1)
+            steep = slope >= 0
+            d[steep] = -g[steep]
+            slope = np.where(steep, -(g * g).sum(axis=1), slope)
+            if it == 0:
+                scale = np.minimum(1.0, 1.0 / np.maximum(np.abs(g).max(axis=1), 1e-300))
+                d, slope = d * scale[:, None], slope * scale
+            step = np.where(act, 1.0, 0.0)
+            pending = act & (np.abs(g).max(axis=1) > self.gtol)
+            book.state[act & ~pending] = CONVERGED
+            new_t, new_f, new_g, new_failed = theta.copy(), f.copy(), g.copy(), ~pending
+            reasons: list[str | None] = [None] * B
+            for _ in range(self.max_ls):
+                if not pending.any():
+                    break
+                trial = np.where(pending[:, None], theta + step[:, None] * d, new_t)
+                if control.project is not None:
+                    trial = np.where(pending[:, None], control.project(trial), trial)
+                tr = objective(trial, grad=True)
+                book.evaluations += 1
+                ok = pending & ~tr.failed & (tr.loss <= f + self.c1 * step * slope)
+                new_t[ok], new_f[ok], new_g[ok] = trial[ok], tr.loss[ok], tr.grad[ok]
+                new_failed[ok] = False
+                for b in np.flatnonzero(pending & tr.failed):
+                    reasons[b] = tr.reasons[b]
+                pending &= ~ok
+                step = np.where(pending, step * 0.5, step)
+            stuck = act & pending  # no acceptable step: converged to round-off (or failed)
+            s, y = new_t - theta, new_g - g
+            sy = (s * y).sum(axis=1)
+            good = act & ~stuck & (sy > 1e-300)
+            k = it % self.memory
+            S[k] = np.where(good[:, None], s, 0.0)
+            Y[k] = np.where(good[:, None], y, 0.0)
+            rho[k] = np.where(good, 1.0 / np.where(good, sy, 1.0), 0.0)
+            yy = (y * y).sum(axis=1)
+            gamma = np.where(good, sy / np.where(good, yy, 1.0), gamma)
+            theta, f, g = new_t, new_f, new_g
+            fake = Eval(f, g, np.zeros(B, dtype=bool), reasons)
+            book.evaluations -= 1
+            book.record(theta, fake)
+            book.state[stuck & (book.state == RUNNING)] = CONVERGED
+        return book.finish(theta)
+
+    def _direction(self, g, S, Y, rho, gamma, it) -> np.ndarray:  # type: ignore[no-untyped-def]
+        q = g.copy()
+        m = min(it, self.memory)
+        order = [(it - 1 - j) % self.memory for j in range(m)]
+        alpha = {}
+        for k in order:
+            alpha[k] = rho[k] * (S[k] * q).sum(axis=1)
+            q -= alpha[k][:, None] * Y[k]
+        r = gamma[:, None] * q
+        for k in reversed(order):
+            beta = rho[k] * (Y[k] * r).sum(axis=1)
+            r += S[k] * (alpha[k] - beta)[:, None]
+        return r
+
+
+@dataclass(frozen=True)
+class Chain:
+    """Run optimizers one after another (e.g. Adam then an L-BFGS polish); histories concat."""
+
+    stages: tuple[tuple[Optimizer, int | None], ...]
+    name: str = "chain"
+
+    def minimize(
+        self, objective: Objective, theta0: np.ndarray, steps: int, control: Control
+    ) -> Trace:
+        trace: Trace | None = None
+        theta = theta0
+        for opt, n in self.stages:
+            nxt = opt.minimize(objective, theta, steps if n is None else n, control)
+            if trace is not None:
+                nxt = _join(trace, nxt)
+            trace = nxt
+            theta = np.where((trace.state == FAILED)[:, None], trace.theta, trace.best_theta)
+        assert trace is not None
+        return trace
+
+
+def _join(a: Trace, b: Trace) -> Trace:
+    better = b.best_loss < a.best_loss
+    failed = (a.state == FAILED) | (b.state == FAILED)
+    reasons = [ra or rb for ra, rb in zip(a.reasons, b.reasons)]
+    state = np.where(failed, FAILED, b.state).astype(np.int8)
+    return Trace(
+        b.theta,
+        np.where(better[:, None], b.best_theta, a.best_theta),
+        np.where(better | np.isnan(a.best_loss), b.best_loss, a.best_loss),
+        np.concatenate([a.history, b.history[1:]], axis=0),
+        state,
+        reasons,
+        a.restarts + b.restarts,
+        a.evaluations + b.evaluations,
+    )
+
+
+def make_optimizer(name: str | Optimizer, lr: float) -> Optimizer:
+    """``"adam"``, ``"lbfgs"``, ``"adam+lbfgs"`` (Adam for ``steps``, then 50 L-BFGS), or one."""
+    if not isinstance(name, str):
+        return name
+    if name == "adam":
+        return Adam(lr=lr)
+    if name == "lbfgs":
+        return LBFGS()
+    if name == "adam+lbfgs":
+        return Chain(((Adam(lr=lr), None), (LBFGS(), 50)))
+    from ndvm.errors import NdvmError
+
+    raise NdvmError(f"unknown optimizer {name!r} (adam, lbfgs, adam+lbfgs, or an Optimizer)")
