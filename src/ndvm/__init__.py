@@ -8,7 +8,8 @@ from ndvm.api import LaneArray as LaneArray
 from ndvm.api import Program as Program
 from ndvm.api import compile as compile  # noqa: A004
 from ndvm.backends.inputs import const as const
-from ndvm.calibrate import Calibration as Calibration, calibrate as calibrate
+from ndvm.calibrate import Calibration as Calibration
+from ndvm.calibrate import calibrate as calibrate
 from ndvm.errors import CompileError as CompileError
 from ndvm.errors import LimitExceeded as LimitExceeded
 from ndvm.errors import NdvmError as NdvmError
