@@ -115,17 +115,19 @@ golden(
     "a b",
     [[1.2, 0.7], [-0.8, 2.5], [2.0, 1.3]],
 )(
-    lambda a, b: math.exp(0.1 * a)
-    + math.log(b)
-    + math.log(b) / math.log(2)
-    + math.sqrt(b)
-    + np.cbrt(a)
-    + a * a
-    + b**a
-    + b**0.5
-    + math.sin(a)
-    + math.cos(a)
-    + math.tan(0.1 * a)
+    lambda a, b: (
+        math.exp(0.1 * a)
+        + math.log(b)
+        + math.log(b) / math.log(2)
+        + math.sqrt(b)
+        + np.cbrt(a)
+        + a * a
+        + b**a
+        + b**0.5
+        + math.sin(a)
+        + math.cos(a)
+        + math.tan(0.1 * a)
+    )
 )
 
 golden(
@@ -138,22 +140,24 @@ golden(
     "u v",
     [[0.3, -1.2], [-0.6, 0.4], [0.8, 2.0]],
 )(
-    lambda u, v: math.asin(u)
-    + math.acos(u)
-    + math.atan(u)
-    + math.atan2(u, v)
-    + math.sinh(u)
-    + math.cosh(u)
-    + math.tanh(u)
-    + math.asinh(v)
-    + math.acosh(2 + v * v)
-    + math.atanh(u)
-    + sigmoid(v)
-    + softplus(v)
-    + math.erf(v)
-    + math.hypot(u, v)
-    + math.log1p(u * u)
-    + math.expm1(u)
+    lambda u, v: (
+        math.asin(u)
+        + math.acos(u)
+        + math.atan(u)
+        + math.atan2(u, v)
+        + math.sinh(u)
+        + math.cosh(u)
+        + math.tanh(u)
+        + math.asinh(v)
+        + math.acosh(2 + v * v)
+        + math.atanh(u)
+        + sigmoid(v)
+        + softplus(v)
+        + math.erf(v)
+        + math.hypot(u, v)
+        + math.log1p(u * u)
+        + math.expm1(u)
+    )
 )
 
 golden(
@@ -166,21 +170,23 @@ golden(
     "a b",
     [[1.5, 2.3], [-0.7, -3.6], [0.2, 4.3]],
 )(
-    lambda a, b: a * math.floor(b)
-    + math.ceil(b)
-    + r7_round(b)
-    + math.trunc(-b)
-    + a * sign(b)
-    + 3
-    + math.fmod(b, 2)
-    + (-b) % 2
-    + abs(a)
-    + min(a, b, 0.5)
-    + max(a, b)
-    + min(max(a, -1), 1)
-    + (-3)
-    + (-1)
-    + (-1)
+    lambda a, b: (
+        a * math.floor(b)
+        + math.ceil(b)
+        + r7_round(b)
+        + math.trunc(-b)
+        + a * sign(b)
+        + 3
+        + math.fmod(b, 2)
+        + (-b) % 2
+        + abs(a)
+        + min(a, b, 0.5)
+        + max(a, b)
+        + min(max(a, -1), 1)
+        + (-3)
+        + (-1)
+        + (-1)
+    )
 )
 
 golden(
@@ -227,8 +233,10 @@ golden(
     [[]],
     grad=False,
 )(
-    lambda: [True, False, True, False, True, True, True, False, True, False, True, False]
-    + [True, True, False, True, False, True, True, True, True, True, True, True, False, False]
+    lambda: (
+        [True, False, True, False, True, True, True, False, True, False, True, False]
+        + [True, True, False, True, False, True, True, True, True, True, True, True, False, False]
+    )
 )
 
 golden(
@@ -237,7 +245,18 @@ golden(
     "",
     [[]],
     grad=False,
-)(lambda: ["sym", [1.0, 2.0, ".", 3.0], ["a", "b"], True, "str", [], ["quote", "x"], ["vec", 1.0, 2.0]])
+)(
+    lambda: [
+        "sym",
+        [1.0, 2.0, ".", 3.0],
+        ["a", "b"],
+        True,
+        "str",
+        [],
+        ["quote", "x"],
+        ["vec", 1.0, 2.0],
+    ]
+)
 
 golden(
     "008-if-arms",
@@ -314,8 +333,10 @@ golden(
     [[1.0], [-1.0]],
     grad=False,
 )(
-    lambda a: [True, 2.0, False, False, 3.0, True if a > 0 else "neg", 2 * a if a > 0 else False]
-    + [False]
+    lambda a: (
+        [True, 2.0, False, False, 3.0, True if a > 0 else "neg", 2 * a if a > 0 else False]
+        + [False]
+    )
 )
 
 golden(
@@ -960,8 +981,15 @@ golden(
     '(if (< a 0) (error "negative a:" a) (sqrt a))',
     "a",
     [[4.0], [-1.0], [-2.0], [0.25]],
-    errors=[{"lanes": [1, 2], "kind": "ProgramError", "line": 1, "column": 13,
-             "contains": "negative a:"}],
+    errors=[
+        {
+            "lanes": [1, 2],
+            "kind": "ProgramError",
+            "line": 1,
+            "column": 13,
+            "contains": "negative a:",
+        }
+    ],
 )(_error_call)
 
 
@@ -976,8 +1004,9 @@ golden(
     "(ref (vec a b) (if (> a 0) 1 5))",
     "a b",
     [[1.0, 2.0], [-1.0, 3.0]],
-    errors=[{"lanes": [1], "kind": "ProgramError", "line": 1, "column": 1,
-             "contains": "out of range"}],
+    errors=[
+        {"lanes": [1], "kind": "ProgramError", "line": 1, "column": 1, "contains": "out of range"}
+    ],
 )(_ref_error)
 
 
@@ -1082,7 +1111,7 @@ def fd_grad(g: Golden, row: list[float]) -> list[float]:
     for j in range(len(row)):
         h = FD_STEP * max(1.0, abs(row[j]))
 
-        def at(k: int) -> float:
+        def at(k: int, j: int = j, h: float = h) -> float:
             r = list(row)
             r[j] += k * h
             return _total(g, r)

@@ -64,10 +64,19 @@ class Tape:
                     continue
                 ct = np.asarray(ct, dtype=np.float64)
                 if mask is not None:
-                    m = mask_for(mask, max(ct.ndim, len(shape)))
-                    ct = np.where(m, ct, 0.0)
+                    ct = np.where(_fit_mask(mask, ct.shape, len(shape)), ct, 0.0)
                 ct = unbroadcast(ct, shape)
                 if shape != self.shapes[node]:  # a scalar aligned against a vector
                     ct = ct.reshape(self.shapes[node])
                 adj[node] = ct if adj[node] is None else adj[node] + ct
         return adj
+
+
+def _fit_mask(mask: np.ndarray, ct_shape: tuple[int, ...], ndim: int) -> np.ndarray:
+    """The lane mask for a cotangent: a lane axis the cotangent does not vary over (size 1,
+    already summed over those lanes) takes the mask's ``any`` over that axis, so masking never
+    broadcasts a summed cotangent back over lanes (which would count it once per lane)."""
+    for axis in (0, 1):
+        if len(ct_shape) > axis and ct_shape[axis] == 1 and mask.shape[axis] > 1:
+            mask = mask.any(axis=axis, keepdims=True)
+    return mask_for(mask, max(len(ct_shape), ndim))

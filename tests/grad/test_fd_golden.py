@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-import ndvm
 from tests.golden.test_golden import GOLDENS, host_inputs, load
 from tests.helpers.fd import check_grads
+
+import ndvm
 
 WITH_GRAD = [g for g in GOLDENS if load(g)[1]["grad"] is not None and load(g)[1]["params"]]
 

@@ -144,8 +144,38 @@ def _gradient(
     return grad
 
 
+_DOT = object()
+
+
 def to_python(v: Any, b: int, n: int) -> Any:
-    """The value of lane (b, n) as plain Python data (floats, lists, symbols as str)."""
+    """The value of lane (b, n) as plain Python data (floats, lists, symbols as str).
+
+    Iterative (an explicit stack), so a deeply nested list cannot exhaust the Python stack.
+    """
+    box: list[Any] = [None]
+    stack: list[tuple[Any, list[Any], int]] = [(v, box, 0)]
+    while stack:
+        x, into, i = stack.pop()
+        if type(x) is not Pair:
+            into[i] = _leaf(x, b, n)
+            continue
+        items = []
+        while type(x) is Pair:
+            items.append(x.car)
+            x = x.cdr
+        if x is not NIL:
+            items += [_DOT, x]
+        out: list[Any] = [None] * len(items)
+        into[i] = out
+        for k, item in enumerate(items):
+            if item is _DOT:
+                out[k] = "."
+            else:
+                stack.append((item, out, k))
+    return box[0]
+
+
+def _leaf(v: Any, b: int, n: int) -> Any:
     t = type(v)
     if t is float:
         return v
@@ -160,16 +190,6 @@ def to_python(v: Any, b: int, n: int) -> Any:
         return bool(val[b if val.shape[0] > 1 else 0, n if val.shape[1] > 1 else 0])
     if t is bool:
         return v
-    if t is Pair:
-        out = []
-        x = v
-        while type(x) is Pair:
-            out.append(to_python(x.car, b, n))
-            x = x.cdr
-        if x is not NIL:
-            out.append(".")
-            out.append(to_python(x, b, n))
-        return out
     if v is NIL:
         return []
     if t is Symbol:

@@ -22,7 +22,7 @@ from ndvm.eval.runtime import Closure, Diverge, Env, PrimProc, Runtime, Unassign
 from ndvm.lang import ir
 from ndvm.payload import BoolArr
 from ndvm.prims import PRIMS, Kind, Prim
-from ndvm.values import from_iterable, iter_list
+from ndvm.values import NIL, Pair, from_iterable, iter_list
 
 K_IF, K_SEQ, K_OR, K_LET, K_LETREC, K_CALL, K_PRIM, K_ASSERT, K_JOIN = range(9)
 _APPLY = PRIMS.by_name("apply").code
@@ -468,6 +468,30 @@ def _show(a: Any) -> str:
 
     if type(a) is Arr:
         return np.array2string(np.squeeze(a.val), precision=6)
-    if type(a) is float:
-        return repr(a)
+    if type(a) is Pair:
+        return _show_list(a)
     return repr(a)
+
+
+def _show_list(a: Any, limit: int = 200) -> str:
+    """A list printed without recursion, cut at ``limit`` characters."""
+    out: list[str] = []
+    size = 0
+    stack: list[Any] = [a]
+    while stack and size < limit:
+        x = stack.pop()
+        if isinstance(x, str):
+            text = x
+        elif type(x) is Pair:
+            items: list[Any] = ["("]
+            while type(x) is Pair:
+                items += [x.car, " "]
+                x = x.cdr
+            items[-1:] = [")"] if x is NIL else [" . ", x, ")"]
+            stack.extend(reversed(items))
+            continue
+        else:
+            text = _show(x)
+        out.append(text)
+        size += len(text)
+    return "".join(out) + ("..." if stack else "")

@@ -76,9 +76,7 @@ class _Reader:
             line, col = self.line, self.col
             datum: Datum | None = None
             if ch in "([":
-                if len(stack) >= MAX_NESTING:
-                    raise ReadError(f"nesting deeper than {MAX_NESTING} levels", line, col)
-                stack.append(_Frame(")" if ch == "(" else "]", line, col))
+                _push(stack, _Frame(")" if ch == "(" else "]", line, col))
                 self._advance()
                 continue
             if ch in ")]":
@@ -88,11 +86,11 @@ class _Reader:
                 if ch != "'":
                     raise ReadError(f"quasiquote syntax {ch!r} is not supported", line, col)
                 self._advance()
-                stack.append(_Frame("", line, col, prefix="quote"))
+                _push(stack, _Frame("", line, col, prefix="quote"))
                 continue
             elif ch == "#" and text.startswith("#;", self.pos):
                 self._advance(2)
-                stack.append(_Frame("", line, col, prefix="datum-comment"))
+                _push(stack, _Frame("", line, col, prefix="datum-comment"))
                 continue
             elif ch == '"':
                 datum = self._string(line, col)
@@ -250,6 +248,13 @@ class _Reader:
             frame.dot_at = (line, col)
             return None
         return parse_atom(token, line, col)
+
+
+def _push(stack: list[_Frame], frame: _Frame) -> None:
+    """Open a list or prefix (quote, datum comment) frame, bounding the nesting depth."""
+    if len(stack) >= MAX_NESTING:
+        raise ReadError(f"nesting deeper than {MAX_NESTING} levels", frame.line, frame.column)
+    stack.append(frame)
 
 
 def parse_atom(token: str, line: int, col: int) -> Datum:
