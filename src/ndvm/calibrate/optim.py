@@ -30,7 +30,7 @@ class EarlyStop:
 
     rtol: float = 1e-10
     atol: float = 0.0
-    patience: int = 5
+    patience: int = 10
 
 
 @dataclass
@@ -207,8 +207,9 @@ class LBFGS:
 
     memory: int = 10
     c1: float = 1e-4
-    max_ls: int = 25
+    max_ls: int = 15
     gtol: float = 1e-10
+    ftol: float = 1e-13  # stop a lane once (f_k - f_k+1) <= ftol * max(|f_k|, 1)
     name: str = "lbfgs"
 
     def minimize(
@@ -266,11 +267,12 @@ class LBFGS:
             rho[k] = np.where(good, 1.0 / np.where(good, sy, 1.0), 0.0)
             yy = (y * y).sum(axis=1)
             gamma = np.where(good, sy / np.where(good, yy, 1.0), gamma)
+            flat = act & ~stuck & (f - new_f <= self.ftol * np.maximum(np.abs(f), 1.0))
             theta, f, g = new_t, new_f, new_g
             fake = Eval(f, g, np.zeros(B, dtype=bool), reasons)
             book.evaluations -= 1
             book.record(theta, fake)
-            book.state[stuck & (book.state == RUNNING)] = CONVERGED
+            book.state[(stuck | flat) & (book.state == RUNNING)] = CONVERGED
         return book.finish(theta)
 
     def _direction(self, g, S, Y, rho, gamma, it) -> np.ndarray:  # type: ignore[no-untyped-def]

@@ -1,0 +1,156 @@
+"""The ``Task`` record: data builder, calibration protocol, scoring and success for one workload.
+
+A task serves both a single calibration (``task.calibrate()`` on its reference program) and
+co-search (``task.evaluate(candidate)``: calibrate a candidate on the train split, score it on
+the held-out split, never raise for a bad candidate).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from ndvm.api import Program
+from ndvm.calibrate import Calibration, calibrate
+from ndvm.errors import NdvmError
+
+
+@dataclass(frozen=True)
+class TaskData:
+    """Train/held-out inputs and targets (target None for likelihood tasks), plus metadata."""
+
+    train_inputs: Mapping[str, Any]
+    train_target: np.ndarray | None
+    test_inputs: Mapping[str, Any] | None = None
+    test_target: np.ndarray | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CalibSpec:
+    """How the task calibrates a candidate (the protocol's fixed settings)."""
+
+    loss: str = "mse"
+    steps: int = 50
+    lr: float = 0.05
+    optimizer: str = "adam"
+    starts: int = 1
+    init_scale: float | None = 0.3  # values ~ init_scale * N(0, 1); None: declared inits
+    constraints: Mapping[str, tuple[float | None, float | None]] | None = None
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """One candidate's outcome: its calibration (None if it failed before), metrics, success."""
+
+    calibration: Calibration | None
+    metrics: Mapping[str, float]
+    success: bool
+    error: str | None = None
+
+
+def load_candidate(candidate: Any, inputs: tuple[str, ...], backend: str | None = None) -> Program:
+    """A Program from source text, a Program, or a JSONL record / line (``src``, ``params``)."""
+    import ndvm
+
+    if isinstance(candidate, Program):
+        return candidate if backend is None else candidate.with_options(backend=backend)
+    if isinstance(candidate, str) and candidate.lstrip().startswith("{"):
+        candidate = json.loads(candidate)
+    if isinstance(candidate, Mapping):
+        params = candidate.get("params")
+        return ndvm.compile(
+            candidate["src"], None if params is None else list(params), inputs, backend=backend
+        )
+    if isinstance(candidate, str):
+        return ndvm.compile(candidate, inputs=inputs, backend=backend)
+    raise NdvmError(f"a candidate is source text, a Program or a JSON record, not {candidate!r}")
+
+
+@dataclass(frozen=True)
+class Task:
+    """A named workload: ``data()`` (seeded, cached), ``calibrate``, ``score``, ``success``."""
+
+    name: str
+    description: str
+    inputs: tuple[str, ...]
+    build_data: Callable[[], TaskData]
+    calib: CalibSpec
+    score: Callable[[Calibration, TaskData], dict[str, float]]
+    success: Callable[[Mapping[str, float]], bool]
+    program: str | None = None  # reference program (the known-good model), if any
+    plot_fn: Callable[..., Any] | None = None
+
+    def data(self) -> TaskData:
+        return _cached(self.build_data)
+
+    def compile(self, candidate: Any = None, backend: str | None = None) -> Program:
+        """The candidate (default: the reference program) compiled for this task's inputs."""
+        if candidate is None:
+            if self.program is None:
+                raise NdvmError(f"task {self.name!r} has no reference program; pass a candidate")
+            candidate = self.program
+        return load_candidate(candidate, self.inputs, backend)
+
+    def calibrate(
+        self, candidate: Any = None, *, backend: str | None = None, **overrides: Any
+    ) -> Calibration:
+        """Calibrate on the train split with the task's protocol (``overrides`` win)."""
+        program = self.compile(candidate, backend)
+        data = self.data()
+        spec = self.calib
+        kw: dict[str, Any] = dict(
+            loss=spec.loss,
+            steps=spec.steps,
+            lr=spec.lr,
+            optimizer=spec.optimizer,
+            starts=spec.starts,
+            constraints=spec.constraints,
+        )
+        if spec.init_scale is not None:
+            scale = spec.init_scale
+            kw["init"] = lambda rng, shape: scale * rng.standard_normal(shape)
+        kw.update(overrides)
+        return calibrate(program, data.train_inputs, data.train_target, **kw)
+
+    def evaluate(self, candidate: Any, *, backend: str | None = None, **overrides: Any) -> Any:
+        """Calibrate and score one candidate; errors become a failed ``TaskResult``."""
+        try:
+            cal = self.calibrate(candidate, backend=backend, **overrides)
+        except NdvmError as exc:
+            return TaskResult(None, {}, False, f"{type(exc).__name__}: {exc}")
+        if not cal.ok:
+            return TaskResult(cal, {}, False, cal.status[cal.best])
+        try:
+            metrics = self.score(cal, self.data())
+        except NdvmError as exc:
+            return TaskResult(cal, {}, False, f"{type(exc).__name__}: {exc}")
+        return TaskResult(cal, metrics, bool(self.success(metrics)))
+
+    def plot(self, cal: Calibration, path: str | None = None) -> Any:
+        if self.plot_fn is not None:
+            return self.plot_fn(cal, self.data(), path)
+        return cal.plot(path)
+
+    def with_calib(self, **changes: Any) -> Task:
+        return replace(self, calib=replace(self.calib, **changes))
+
+
+@cache
+def _cached(builder: Callable[[], TaskData]) -> TaskData:
+    return builder()
+
+
+def r2(y: np.ndarray, pred: np.ndarray) -> float:
+    """Coefficient of determination; -inf for a non-finite prediction."""
+    pred = np.asarray(pred, dtype=np.float64)
+    if not np.isfinite(pred).all():
+        return float("-inf")
+    ss_res = float(((y - pred) ** 2).sum())
+    ss_tot = float(((y - y.mean()) ** 2).sum())
+    return 1.0 - ss_res / ss_tot
