@@ -1,0 +1,111 @@
+"""Candidates and evaluation records; the candidate JSON Lines format of TASKS.md.
+
+A candidate line is ``{"src": ..., "params": [...], "skeleton": ...}``; ``params`` and
+``skeleton`` are optional on input (missing ``params``: every free variable other than the
+task's inputs is a parameter; the skeleton is always recomputed by the compiler).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A proposed program: source text, optional parameter names, and where it came from.
+
+    ``error`` is set by a proposer that could not produce a program (a malformed JSON line, an
+    LLM reply without a code block, a timeout); such a candidate is recorded as rejected.
+    """
+
+    src: str
+    params: tuple[str, ...] | None = None
+    origin: str = ""
+    skeleton: str = ""
+    error: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"src": self.src}
+        if self.params is not None:
+            out["params"] = list(self.params)
+        if self.skeleton:
+            out["skeleton"] = self.skeleton
+        return out
+
+    @staticmethod
+    def from_json(obj: dict[str, Any], origin: str = "") -> Candidate:
+        if not isinstance(obj, dict) or not isinstance(obj.get("src"), str):
+            raise ValueError("candidate line must be an object with a string 'src'")
+        params = obj.get("params")
+        if params is not None:
+            if not isinstance(params, list) or not all(isinstance(p, str) for p in params):
+                raise ValueError("candidate 'params' must be a list of names")
+            params = tuple(params)
+        return Candidate(obj["src"], params, origin, str(obj.get("skeleton") or ""))
+
+
+def skeleton_hash(skeleton: str) -> str:
+    """A short stable hash of a skeleton string (dedupe key)."""
+    return hashlib.sha1(" ".join(skeleton.split()).encode()).hexdigest()[:16]
+
+
+def read_jsonl(path: str | Path) -> Iterator[tuple[int, Candidate | str]]:
+    """Yield ``(line_number, Candidate)`` or ``(line_number, error message)`` per non-blank line."""
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield n, Candidate.from_json(json.loads(line), origin=f"{Path(path).name}:{n}")
+            except (ValueError, json.JSONDecodeError) as exc:
+                yield n, f"{exc}"
+
+
+def write_jsonl(path: str | Path, candidates: Iterable[Candidate]) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        for c in candidates:
+            fh.write(json.dumps(c.to_json()) + "\n")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The outcome of one candidate: calibrated scores or the reason it failed.
+
+    status: ``ok`` (calibrated, finite), ``failed`` (non-finite loss or error), ``timeout``
+    (per-candidate limit hit), ``rejected`` (stopped by the funnel, never calibrated).
+    """
+
+    status: str
+    reason: str = ""
+    train_loss: float = float("nan")
+    heldout_mse: float = float("nan")
+    heldout_r2: float = float("nan")
+    success: bool = False
+    params: dict[str, float] = field(default_factory=dict)
+    wall: float = 0.0
+    steps: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One row of a search: the candidate, its index and seed, and its evaluation (if any)."""
+
+    idx: int
+    batch: int
+    candidate: Candidate
+    skeleton: str
+    n_params: int
+    complexity: int
+    seed: int
+    evaluation: Evaluation | None
+    t_done: float = 0.0
+
+    @property
+    def status(self) -> str:
+        return "pending" if self.evaluation is None else self.evaluation.status

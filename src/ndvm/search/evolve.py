@@ -1,0 +1,354 @@
+"""Evolutionary proposer: mutation and crossover of program ASTs (reader datums).
+
+Each batch is a generation: parents are the best calibrated candidates so far (by training
+loss, lightly penalized by size; held-out data is never used), chosen by tournament; children
+come from crossover and the mutations swap operator, insert subtree, delete subtree, replace
+subtree, wrap in a unary op, add a parameter, add a bounded loop, change a loop's depth and
+point-mutate a leaf. Everything follows the task's ``Grammar``. The generator for batch ``g``
+is seeded by ``(seed, g)``, so proposals depend only on the seed and the evaluated records.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ndvm.lang.datum import Datum, Num, SList, Sym, to_source
+from ndvm.lang.front import skeleton
+from ndvm.lang.reader import read
+from ndvm.search.candidate import Candidate, skeleton_hash
+from ndvm.search.funnel import complexity, symbols
+from ndvm.search.grammar import Grammar
+from ndvm.search.state import SearchState
+
+Path = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Site:
+    path: Path
+    scope: frozenset[str]  # local variables visible here (loop state, let* names)
+
+
+def S(name: str) -> Sym:
+    return Sym(name)
+
+
+def L(*items: Datum) -> SList:
+    return SList(tuple(items))
+
+
+def lit(v: float) -> Num:
+    return Num(float(v), f"{v:g}")
+
+
+def get(d: Datum, path: Path) -> Datum:
+    for i in path:
+        assert isinstance(d, SList)
+        d = d.items[i]
+    return d
+
+
+def put(d: Datum, path: Path, new: Datum) -> Datum:
+    if not path:
+        return new
+    assert isinstance(d, SList)
+    items = list(d.items)
+    items[path[0]] = put(items[path[0]], path[1:], new)
+    return SList(tuple(items), d.tail)
+
+
+def loop_parts(d: Datum) -> tuple[str, Datum, Datum, int] | None:
+    """``(state-var, INIT, NEW, N)`` if ``d`` is the grammar's bounded iterated map."""
+    try:
+        assert isinstance(d, SList) and d.items[0] == S("loop") and len(d.items) == 3
+        (s_b, k_b) = d.items[1].items  # type: ignore[union-attr]
+        s, init = s_b.items  # type: ignore[union-attr]
+        body = d.items[2]
+        assert isinstance(body, SList) and body.items[0] == S("if")
+        test, _, rec = body.items[1:4]
+        n = test.items[2]  # type: ignore[union-attr]
+        assert isinstance(n, Num) and isinstance(s, Sym) and isinstance(rec, SList)
+        return s.name, init, rec.items[1], int(n.value)
+    except (AssertionError, AttributeError, ValueError, IndexError, TypeError):
+        return None
+
+
+def make_loop(init: Datum, new: Datum, n: int, var: str = "s") -> SList:
+    k = S("k")
+    return L(
+        S("loop"),
+        L(L(S(var), init), L(k, lit(0))),
+        L(S("if"), L(S("="), k, lit(n)), S(var), L(S("recur"), new, L(S("+"), k, lit(1)))),
+    )
+
+
+def sites(d: Datum, g: Grammar, path: Path = (), scope: frozenset[str] = frozenset()) -> list[Site]:
+    """Positions where an expression may be replaced, with the local names in scope."""
+    out = [Site(path, scope)]
+    if not isinstance(d, SList) or not d.items or not isinstance(d.items[0], Sym):
+        return out
+    head = d.items[0].name
+    lp = loop_parts(d)
+    if lp is not None:
+        out += sites(lp[1], g, path + (1, 0, 1), scope)
+        out += sites(lp[2], g, path + (2, 3, 1), scope | {lp[0]})
+    elif head == "let*" and len(d.items) >= 3 and isinstance(d.items[1], SList):
+        inner = scope
+        for j, b in enumerate(d.items[1].items):
+            if isinstance(b, SList) and len(b.items) == 2 and isinstance(b.items[0], Sym):
+                out += sites(b.items[1], g, path + (1, j, 1), inner)
+                inner = inner | {b.items[0].name}
+        for i in range(2, len(d.items)):
+            out += sites(d.items[i], g, path + (i,), inner)
+    elif head in g.binary or head in g.unary or head in ("min", "max"):
+        for i in range(1, len(d.items)):
+            out += sites(d.items[i], g, path + (i,), scope)
+    return out
+
+
+class Builder:
+    """Random grammar expressions with a seeded generator."""
+
+    def __init__(self, g: Grammar, rng: np.random.Generator) -> None:
+        self.g, self.rng = g, rng
+
+    def pick(self, seq: tuple[str, ...] | list[str]) -> str:
+        return seq[int(self.rng.integers(len(seq)))]
+
+    def leaf(self, scope: frozenset[str], used: set[str]) -> Datum:
+        r = self.rng.random()
+        if scope and r < 0.3:
+            return S(self.pick(sorted(scope)))
+        if r < 0.55:
+            return S(self.pick(self.g.inputs))
+        if r < 0.9:
+            return S(self.pick(self.g.params))
+        return lit(self.g.literals[int(self.rng.integers(len(self.g.literals)))])
+
+    def expr(self, depth: int, scope: frozenset[str] = frozenset(), used: set[str] | None = None):
+        used = used if used is not None else set()
+        if depth <= 0 or self.rng.random() < 0.25:
+            return self.leaf(scope, used)
+        if self.rng.random() < 0.3:
+            return L(S(self.pick(self.g.unary)), self.expr(depth - 1, scope, used))
+        op = self.pick(self.g.binary)
+        return L(S(op), self.expr(depth - 1, scope, used), self.expr(depth - 1, scope, used))
+
+    def param_term(self, inner: Datum) -> Datum:
+        """``(* p inner)``: a parameter-scaled copy of ``inner``."""
+        return L(S("*"), S(self.pick(self.g.params)), inner)
+
+    def loop_depth(self) -> int:
+        lo, hi = self.g.loop_depth
+        return int(self.rng.integers(lo, hi + 1))
+
+    def loop(self, init: Datum | None = None) -> SList:
+        init = init if init is not None else self.expr(1)
+        step = L(S("+"), S("s"), self.param_term(self.expr(2, frozenset({"s"}))))
+        return make_loop(init, step, self.loop_depth())
+
+
+def _has_loop(d: Datum) -> bool:
+    return "loop" in symbols([d])
+
+
+class EvolveProposer:
+    """Tournament selection, crossover and mutation over the task grammar."""
+
+    def __init__(
+        self,
+        grammar: Grammar,
+        seeds: tuple[str, ...] = (),
+        *,
+        population: int = 24,
+        tournament: int = 3,
+        crossover: float = 0.3,
+        parsimony: float = 0.01,
+        random_fraction: float = 0.1,
+    ) -> None:
+        self.name = "evolve"
+        self.g = grammar
+        self.seeds = seeds
+        self.population, self.tournament = population, tournament
+        self.p_cross, self.parsimony, self.p_random = crossover, parsimony, random_fraction
+
+    # -- the protocol -----------------------------------------------------------------
+    def propose(self, state: SearchState, n: int) -> list[Candidate]:
+        rng = np.random.default_rng([state.seed, state.next_batch, 0xE7])
+        b = Builder(self.g, rng)
+        seen = set(state.seen)
+        pool = self._population(state)
+        out: list[Candidate] = []
+        if state.next_batch == 0:
+            for src in self.seeds:
+                self._accept(src, seen, out, "seed")
+        tries = 0
+        while len(out) < n and tries < 50 * n:
+            tries += 1
+            if not pool or rng.random() < self.p_random:
+                child, how = self._fresh(b), "random"
+            elif rng.random() < self.p_cross and len(pool) > 1:
+                child, how = self._crossover(b, self._select(b, pool), self._select(b, pool))
+            else:
+                child, how = self._mutate(b, self._select(b, pool))
+            if child is not None:
+                self._accept(to_source(child), seen, out, how)
+        return out[:n]
+
+    # -- population and selection -------------------------------------------------------
+    def _population(self, state: SearchState) -> list[tuple[float, Datum]]:
+        scored = []
+        for r in state.ok:
+            ev = r.evaluation
+            if ev is None or not math.isfinite(ev.train_loss):
+                continue
+            forms = read(r.candidate.src)
+            if len(forms) != 1:
+                continue
+            fit = ev.train_loss * (1.0 + self.parsimony * r.complexity)
+            scored.append((fit, r.idx, forms[0]))
+        scored.sort(key=lambda t: (t[0], t[1]))
+        return [(f, d) for f, _, d in scored[: self.population]]
+
+    def _select(self, b: Builder, pool: list[tuple[float, Datum]]) -> Datum:
+        picks = b.rng.integers(len(pool), size=min(self.tournament, len(pool)))
+        return pool[int(min(picks))][1]  # pool is sorted: the lowest index is the fittest
+
+    def _fresh(self, b: Builder) -> Datum:
+        e = b.expr(int(b.rng.integers(1, 4)))
+        if self.g.require_loop:
+            return b.loop(b.expr(1))
+        return e
+
+    def _accept(self, src: str, seen: set[str], out: list[Candidate], how: str) -> None:
+        try:
+            data = read(src)
+        except Exception:  # noqa: BLE001 - a seed that does not read is skipped
+            return
+        if complexity(data) > self.g.max_size:
+            return
+        if self.g.require_loop and not any(_has_loop(d) for d in data):
+            return
+        h = skeleton_hash(skeleton(data, set(self.g.params)))
+        if h in seen:
+            return
+        seen.add(h)
+        out.append(Candidate(src, None, f"evolve:{how}"))
+
+    # -- variation ----------------------------------------------------------------------
+    def _crossover(self, b: Builder, p1: Datum, p2: Datum) -> tuple[Datum | None, str]:
+        s1, s2 = sites(p1, self.g), sites(p2, self.g)
+        target = s1[int(b.rng.integers(len(s1)))]
+        for _ in range(10):
+            donor = s2[int(b.rng.integers(len(s2)))]
+            sub = get(p2, donor.path)
+            local = symbols([sub]) & donor.scope
+            if local <= target.scope and not (_has_loop(sub) and _has_loop(p1)):
+                return put(p1, target.path, sub), "crossover"
+        return None, "crossover"
+
+    def _mutate(self, b: Builder, p: Datum) -> tuple[Datum | None, str]:
+        ops: list[tuple[str, Callable[[Builder, Datum], Datum | None]]] = [
+            ("swap", self._m_swap),
+            ("insert", self._m_insert),
+            ("delete", self._m_delete),
+            ("replace", self._m_replace),
+            ("wrap", self._m_wrap),
+            ("param", self._m_param),
+            ("leaf", self._m_leaf),
+        ]
+        if self.g.loop:
+            ops.append(("loop", self._m_loop))
+            if _has_loop(p):
+                ops.append(("depth", self._m_depth))
+        name, fn = ops[int(b.rng.integers(len(ops)))]
+        return fn(b, p), name
+
+    def _site(
+        self, b: Builder, p: Datum, pred: Callable[[Datum], bool] | None = None
+    ) -> Site | None:
+        ss = [s for s in sites(p, self.g) if pred is None or pred(get(p, s.path))]
+        return ss[int(b.rng.integers(len(ss)))] if ss else None
+
+    def _is_op(self, d: Datum) -> bool:
+        return (
+            isinstance(d, SList)
+            and bool(d.items)
+            and isinstance(d.items[0], Sym)
+            and (d.items[0].name in self.g.binary or d.items[0].name in self.g.unary)
+        )
+
+    def _m_swap(self, b: Builder, p: Datum) -> Datum | None:
+        s = self._site(b, p, self._is_op)
+        if s is None:
+            return None
+        d = get(p, s.path)
+        assert isinstance(d, SList)
+        pool = self.g.unary if len(d.items) == 2 else self.g.binary
+        return put(p, s.path, SList((S(b.pick(pool)),) + d.items[1:]))
+
+    def _m_insert(self, b: Builder, p: Datum) -> Datum | None:
+        s = self._site(b, p)
+        assert s is not None
+        d, new = get(p, s.path), b.expr(int(b.rng.integers(0, 3)), s.scope)
+        args = (d, new) if b.rng.random() < 0.5 else (new, d)
+        return put(p, s.path, L(S(b.pick(self.g.binary)), *args))
+
+    def _m_delete(self, b: Builder, p: Datum) -> Datum | None:
+        s = self._site(b, p, lambda d: isinstance(d, SList))
+        if s is None:
+            return None
+        inner = [t for t in sites(get(p, s.path), self.g, (), s.scope)[1:] if t.scope == s.scope]
+        if inner and b.rng.random() < 0.8:
+            return put(p, s.path, get(get(p, s.path), inner[int(b.rng.integers(len(inner)))].path))
+        return put(p, s.path, b.leaf(s.scope, set()))
+
+    def _m_replace(self, b: Builder, p: Datum) -> Datum | None:
+        s = self._site(b, p)
+        assert s is not None
+        return put(p, s.path, b.expr(int(b.rng.integers(1, 3)), s.scope))
+
+    def _m_wrap(self, b: Builder, p: Datum) -> Datum | None:
+        s = self._site(b, p)
+        assert s is not None
+        inner = get(p, s.path)
+        if b.rng.random() < 0.5:
+            inner = b.param_term(inner) if isinstance(inner, Sym) else inner
+        return put(p, s.path, L(S(b.pick(self.g.unary)), inner))
+
+    def _m_param(self, b: Builder, p: Datum) -> Datum | None:
+        free = [q for q in self.g.params if q not in symbols([p])]
+        if not free:
+            return None
+        q = S(free[int(b.rng.integers(len(free)))])
+        nums = self._site(b, p, lambda d: isinstance(d, Num))
+        if nums is not None and b.rng.random() < 0.3:
+            return put(p, nums.path, q)
+        s = self._site(b, p)
+        assert s is not None
+        d = get(p, s.path)
+        form = L(S("*"), q, d) if b.rng.random() < 0.5 else L(S("+"), d, q)
+        return put(p, s.path, form)
+
+    def _m_leaf(self, b: Builder, p: Datum) -> Datum | None:
+        s = self._site(b, p, lambda d: not isinstance(d, SList))
+        return None if s is None else put(p, s.path, b.leaf(s.scope, set()))
+
+    def _m_loop(self, b: Builder, p: Datum) -> Datum | None:
+        if _has_loop(p):
+            s = self._site(b, p, lambda d: loop_parts(d) is not None)
+            if s is None:
+                return None
+            lp = loop_parts(get(p, s.path))
+            assert lp is not None
+            new = L(S("+"), lp[2], b.param_term(b.expr(1, frozenset({lp[0]}))))
+            return put(p, s.path + (2, 3, 1), new)
+        return b.loop(p)
+
+    def _m_depth(self, b: Builder, p: Datum) -> Datum | None:
+        s = self._site(b, p, lambda d: loop_parts(d) is not None)
+        return None if s is None else put(p, s.path + (2, 1, 2), lit(b.loop_depth()))

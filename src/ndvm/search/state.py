@@ -1,0 +1,87 @@
+"""Search state, budget and the proposer protocol."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from ndvm.search.candidate import Candidate, Record, skeleton_hash
+
+
+@dataclass(frozen=True)
+class Budget:
+    """When to stop: wall-clock seconds of search, proposals in total, or batches in total."""
+
+    seconds: float | None = None
+    candidates: int | None = None
+    batches: int | None = None
+
+    def exhausted(self, state: SearchState, elapsed: float) -> bool:
+        if self.seconds is not None and elapsed >= self.seconds:
+            return True
+        if self.candidates is not None and len(state.records) >= self.candidates:
+            return True
+        return self.batches is not None and state.next_batch >= self.batches
+
+
+@dataclass(frozen=True)
+class SearchState:
+    """Everything proposed so far, in index order; proposers read it, never mutate it."""
+
+    task: str
+    seed: int
+    records: tuple[Record, ...] = ()
+    seen: frozenset[str] = field(default_factory=frozenset)
+
+    @staticmethod
+    def of(task: str, seed: int, records: list[Record] | tuple[Record, ...]) -> SearchState:
+        seen = frozenset(
+            skeleton_hash(r.skeleton) for r in records if r.skeleton and r.status != "rejected"
+        )
+        return SearchState(task, seed, tuple(records), seen)
+
+    @property
+    def next_batch(self) -> int:
+        return self.records[-1].batch + 1 if self.records else 0
+
+    @property
+    def evaluated(self) -> tuple[Record, ...]:
+        return tuple(r for r in self.records if r.status in ("ok", "failed", "timeout"))
+
+    @property
+    def ok(self) -> tuple[Record, ...]:
+        return tuple(r for r in self.records if r.status == "ok")
+
+    def best(self, k: int = 5, key: str = "train") -> list[Record]:
+        """The ``k`` best calibrated candidates by train loss (``key="train"``) or held-out R²."""
+        ok = [r for r in self.ok if r.evaluation is not None]
+        if key == "train":
+            ok.sort(key=lambda r: (_finite(r.evaluation.train_loss), r.complexity, r.idx))
+        else:
+            ok.sort(key=lambda r: (_finite(-r.evaluation.heldout_r2), r.idx))
+        return ok[:k]
+
+    def failures(self, k: int = 5) -> list[Record]:
+        """The latest ``k`` rejected or failed candidates (feedback for an LLM)."""
+        bad = [r for r in self.records if r.status in ("rejected", "failed", "timeout")]
+        return bad[-k:]
+
+
+def _finite(x: float) -> float:
+    return x if math.isfinite(x) else math.inf
+
+
+def derive_seed(seed: int, idx: int) -> int:
+    """The calibration seed of candidate ``idx`` (independent of workers and scheduling)."""
+    return int(np.random.SeedSequence([seed, idx]).generate_state(1)[0])
+
+
+class Proposer(Protocol):
+    """Proposes the next batch given the state; an empty list means it has nothing more."""
+
+    name: str
+
+    def propose(self, state: SearchState, n: int) -> list[Candidate]: ...

@@ -1,0 +1,206 @@
+"""SQLite (WAL) persistence of a search: every proposed candidate, its funnel verdict and its
+calibration result, keyed by ``(run, idx)``.
+
+Proposals are written (status ``pending`` or ``rejected``) in one transaction before any is
+calibrated; each calibration result then updates its row in its own transaction. A search
+killed at any moment (``kill -9`` included) therefore loses at most in-flight calibrations,
+which stay ``pending`` and are calibrated again on resume; a result is never written twice
+because rows are keyed and only ``pending`` rows are updated.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from ndvm.search.candidate import Candidate, Evaluation, Record
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run INTEGER PRIMARY KEY,
+    task TEXT NOT NULL,
+    proposer TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    config TEXT NOT NULL,
+    commit_id TEXT NOT NULL,
+    created REAL NOT NULL,
+    elapsed REAL NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS candidates (
+    run INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    batch INTEGER NOT NULL,
+    src TEXT NOT NULL,
+    params TEXT,
+    origin TEXT NOT NULL,
+    skeleton TEXT NOT NULL,
+    n_params INTEGER NOT NULL,
+    complexity INTEGER NOT NULL,
+    seed INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    train_loss REAL,
+    heldout_mse REAL,
+    heldout_r2 REAL,
+    success INTEGER NOT NULL DEFAULT 0,
+    values_json TEXT,
+    extra TEXT,
+    wall REAL,
+    steps INTEGER,
+    t_done REAL,
+    PRIMARY KEY (run, idx)
+);
+"""
+
+
+def _num(x: float) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _nan(x: Any) -> float:
+    return float("nan") if x is None else float(x)
+
+
+class Store:
+    """One SQLite database file; may hold several runs (the latest is resumed)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self.db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- runs ---------------------------------------------------------------------------
+    def new_run(
+        self, task: str, proposer: str, seed: int, config: dict[str, Any], commit_id: str
+    ) -> int:
+        cur = self.db.execute(
+            "INSERT INTO runs (task, proposer, seed, config, commit_id, created) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (task, proposer, seed, json.dumps(config), commit_id, time.time()),
+        )
+        return int(cur.lastrowid or 0)
+
+    def latest_run(self) -> dict[str, Any] | None:
+        row = self.db.execute(
+            "SELECT run, task, proposer, seed, config, commit_id, created, elapsed "
+            "FROM runs ORDER BY run DESC LIMIT 1"
+        ).fetchone()
+        return None if row is None else self._run_dict(row)
+
+    def run_info(self, run: int) -> dict[str, Any]:
+        row = self.db.execute(
+            "SELECT run, task, proposer, seed, config, commit_id, created, elapsed "
+            "FROM runs WHERE run = ?",
+            (run,),
+        ).fetchone()
+        if row is None:
+            raise KeyError(f"no run {run} in {self.path}")
+        return self._run_dict(row)
+
+    @staticmethod
+    def _run_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+        keys = ("run", "task", "proposer", "seed", "config", "commit", "created", "elapsed")
+        out = dict(zip(keys, row))
+        out["config"] = json.loads(out["config"])
+        return out
+
+    def set_elapsed(self, run: int, elapsed: float) -> None:
+        self.db.execute("UPDATE runs SET elapsed = ? WHERE run = ?", (elapsed, run))
+
+    # -- candidates ---------------------------------------------------------------------
+    def add(self, run: int, records: list[Record]) -> None:
+        """Insert a batch of proposals atomically (pending or already rejected)."""
+        rows = []
+        for r in records:
+            ev = r.evaluation
+            rows.append(
+                (
+                    run,
+                    r.idx,
+                    r.batch,
+                    r.candidate.src,
+                    None if r.candidate.params is None else json.dumps(r.candidate.params),
+                    r.candidate.origin,
+                    r.skeleton,
+                    r.n_params,
+                    r.complexity,
+                    r.seed,
+                    r.status,
+                    "" if ev is None else ev.reason,
+                    r.t_done,
+                )
+            )
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.executemany(
+                "INSERT OR IGNORE INTO candidates (run, idx, batch, src, params, origin, "
+                "skeleton, n_params, complexity, seed, status, reason, t_done) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+
+    def finish(self, run: int, idx: int, ev: Evaluation, t_done: float, elapsed: float) -> bool:
+        """Record the result of a pending candidate; False if it was not pending."""
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            cur = self.db.execute(
+                "UPDATE candidates SET status = ?, reason = ?, train_loss = ?, heldout_mse = ?, "
+                "heldout_r2 = ?, success = ?, values_json = ?, extra = ?, wall = ?, steps = ?, "
+                "t_done = ? WHERE run = ? AND idx = ? AND status = 'pending'",
+                (
+                    ev.status,
+                    ev.reason,
+                    _num(ev.train_loss),
+                    _num(ev.heldout_mse),
+                    _num(ev.heldout_r2),
+                    int(ev.success),
+                    json.dumps(ev.params),
+                    json.dumps(ev.extra),
+                    ev.wall,
+                    ev.steps,
+                    t_done,
+                    run,
+                    idx,
+                ),
+            )
+            self.db.execute("UPDATE runs SET elapsed = ? WHERE run = ?", (elapsed, run))
+        return cur.rowcount == 1
+
+    def records(self, run: int) -> list[Record]:
+        """Every row of ``run`` in index order."""
+        cur = self.db.execute(
+            "SELECT idx, batch, src, params, origin, skeleton, n_params, complexity, seed, "
+            "status, reason, train_loss, heldout_mse, heldout_r2, success, values_json, extra, "
+            "wall, steps, t_done FROM candidates WHERE run = ? ORDER BY idx",
+            (run,),
+        )
+        out = []
+        for row in cur:
+            (idx, batch, src, params, origin, skel, n_params, cx, seed, status, reason) = row[:11]
+            (train, mse, r2, success, values, extra, wall, steps, t_done) = row[11:]
+            cand = Candidate(src, None if params is None else tuple(json.loads(params)), origin)
+            ev = None
+            if status != "pending":
+                ev = Evaluation(
+                    status,
+                    reason,
+                    _nan(train),
+                    _nan(mse),
+                    _nan(r2),
+                    bool(success),
+                    json.loads(values) if values else {},
+                    wall or 0.0,
+                    steps or 0,
+                    json.loads(extra) if extra else {},
+                )
+            out.append(Record(idx, batch, cand, skel, n_params, cx, seed, ev, t_done or 0.0))
+        return out
