@@ -1,0 +1,55 @@
+"""``ndvm bench``: measure ndvm against its baselines; results go only to ``--out``.
+
+ndvm bench decompose  [--out DIR] [--quick] [--programs scalar,kalman80]
+ndvm bench amortize   [--out DIR] [--quick] [--program kalman80]
+ndvm bench crossover  [--out DIR] [--quick] [--programs ...]
+ndvm bench throughput [--out DIR] [--quick] [--program kalman80]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+_DEFAULT_OUT = "results/bench"
+_HELP = {
+    "decompose": "forward / forward+grad per program: tagged vs reference vs native",
+    "amortize": "per-lane cost vs parameter lanes B",
+    "crossover": "cumulative time vs gradient steps: interpreter vs staged JAX",
+    "throughput": "Kalman calibrations per CPU-hour per tier",
+}
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("bench", help="benchmarks against the baselines", description=__doc__)
+    bench_sub = p.add_subparsers(dest="bench_command", required=True)
+    for name, text in _HELP.items():
+        q = bench_sub.add_parser(name, help=text, description=text)
+        q.add_argument("--out", default=_DEFAULT_OUT, help=f"output folder ({_DEFAULT_OUT})")
+        q.add_argument("--quick", action="store_true", help="smoke form: seconds, not minutes")
+        if name in ("decompose", "crossover"):
+            q.add_argument("--programs", default=None, help="comma-separated program names")
+        else:
+            q.add_argument("--program", default=None, help="benchmark program name")
+        q.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    # One intra-op thread for XLA, as torch is pinned to one: every tier is measured per core.
+    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
+    from ndvm.bench import suites
+
+    out = Path(args.out)
+    name = args.bench_command
+    fn = getattr(suites, name)
+    t0 = time.perf_counter()
+    if name in ("decompose", "crossover"):
+        names = tuple(n for n in (args.programs or "").split(",") if n) or None
+        folder = fn(out, args.quick, print, names)
+    else:
+        folder = fn(out, args.quick, print, args.program)
+    print(f"wrote {folder} in {time.perf_counter() - t0:.1f} s")
+    return 0
