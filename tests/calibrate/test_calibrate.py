@@ -153,3 +153,55 @@ def test_constraints_early_stop_and_source_string() -> None:
     cal = ndvm.calibrate("(* a x)", {"x": X}, 3 * X, steps=400, lr=0.05, early_stop=1e-9)
     assert cal.history.shape[0] < 401 and abs(cal.params["a"] - 3) < 1e-2
     assert cal.status == ("ok",)
+
+
+def test_native_optimizer_dispatch_is_a_drop_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend with ``optimize`` gets the whole loop; results equal the NumPy path's."""
+    from ndvm.backends import registry
+    from ndvm.calibrate.losses import Prepared
+
+    calls = []
+
+    def optimize(
+        compiled,
+        theta0,
+        inputs,
+        *,
+        weight,
+        method,
+        steps,
+        options,
+        lower,
+        upper,
+        early_stop,
+        limits,
+        dialect,
+    ):  # type: ignore[no-untyped-def]
+        calls.append((method, steps, options))
+        prog = ndvm.Program(compiled, "reference", limits=limits, dialect=dialect, strict=False)
+        inner = optim.Adam(**options) if method == "adam" else optim.LBFGS(**options)
+        tr = inner.minimize(
+            ProgramObjective(Prepared(prog, dict(inputs), weight, "mse")),
+            theta0,
+            steps,
+            optim.Control(),
+        )
+        return {
+            "theta": tr.theta,
+            "best_theta": tr.best_theta,
+            "best_loss": tr.best_loss,
+            "history": tr.history,
+            "state": tr.state,
+            "reasons": tr.reasons,
+            "evaluations": tr.evaluations,
+        }
+
+    p, y = damped()
+    plain = ndvm.calibrate(p, {"x": X}, y, starts=3, steps=15, engine="numpy")
+    with pytest.raises(ndvm.NdvmError):
+        ndvm.calibrate(p, {"x": X}, y, steps=2, engine="native")
+    monkeypatch.setattr(registry.get("reference"), "optimize", optimize, raising=False)
+    native = ndvm.calibrate(p, {"x": X}, y, starts=3, steps=15)
+    assert calls and calls[0][0] == "adam" and calls[0][2]["lr"] == 0.05
+    assert native.optimizer == "adam" and native.params == plain.params
+    np.testing.assert_array_equal(native.history, plain.history)

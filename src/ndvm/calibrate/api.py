@@ -169,6 +169,7 @@ def calibrate(
     backend: str | None = None,
     on_failure: str = "drop",
     callback: Callable[[int, int], None] | None = None,
+    engine: str = "auto",
 ) -> Calibration:
     """Fit ``program``'s parameters to ``target`` (or minimize its value) from ``starts`` starts.
 
@@ -191,10 +192,15 @@ def calibrate(
         early_stop: rtol or ``optim.EarlyStop``: freeze lanes whose loss stopped improving.
         backend: override the program's backend.
         on_failure: "drop" (freeze failed lanes) or "restart" (re-draw them, at most 3 times).
-        callback: called as ``callback(iterate, total)`` after every iterate (progress bars).
+        callback: called as ``callback(iterate, total)`` after every iterate (progress bars;
+            an in-runtime optimizer calls it once at the end).
+        engine: "auto" (the backend's in-runtime optimizer when it has one for this loss,
+            optimizer and on_failure="drop"; else NumPy), "numpy", or "native" (required).
     """
     import ndvm
 
+    if engine not in ("auto", "numpy", "native"):
+        raise NdvmError(f"engine must be 'auto', 'numpy' or 'native', got {engine!r}")
     if on_failure not in ("drop", "restart"):
         raise NdvmError(f"on_failure must be 'drop' or 'restart', got {on_failure!r}")
     if starts < 1 or steps < 0:
@@ -239,19 +245,24 @@ def calibrate(
         callback=callback,
     )
     opt = optim.make_optimizer(optimizer, lr)
-    native = _native(program, prepared, opt)
+    native = _native(prepared, opt, control) if engine in ("auto", "native") else None
+    if engine == "native" and native is None:
+        raise NdvmError(f"backend {program.backend!r} has no in-runtime optimizer for this fit")
     trace = (native or opt).minimize(objective, theta0, steps, control)
     return _result(program, trace, extra_names, prepared, opt, loss_name, inputs, target)
 
 
-def _native(program: Program, prepared: Any, opt: optim.Optimizer) -> optim.Optimizer | None:
-    """The backend's in-runtime optimizer for built-in losses, when it has one (else None)."""
-    if prepared is None:
+def _native(prepared: Any, opt: optim.Optimizer, control: optim.Control) -> Any:
+    """The backend's in-runtime optimizer for this built-in loss, when it has one (else None)."""
+    if prepared is None or control.on_failure != "drop":
         return None
     from ndvm.backends import registry
+    from ndvm.calibrate import native
 
-    factory = getattr(registry.get(program.backend), "optimizer", None)
-    return None if factory is None else factory(opt, prepared)
+    backend = registry.get(prepared.program.backend)
+    if not native.supports(backend, prepared, opt):
+        return None
+    return native.NativeOptimizer(backend, opt, prepared)
 
 
 def _result(

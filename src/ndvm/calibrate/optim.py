@@ -89,6 +89,7 @@ class _Book:
         self.flat = np.zeros(B, dtype=np.int64)
         self.k = 0
         self.evaluations = 0
+        self._no_restart = np.zeros(B, dtype=bool)
 
     @property
     def active(self) -> np.ndarray:
@@ -98,6 +99,16 @@ class _Book:
         """Log iterate k; returns the lanes that must be restarted (already re-drawn)."""
         self.evaluations += 1
         act = self.active
+        if not ev.failed.any() and act.all() and self.c.early_stop is None:
+            # fast path: every lane running and finite (bitwise the same as the general path)
+            self.history[self.k] = ev.loss
+            better = ev.loss < self.best_loss
+            np.copyto(self.best_loss, ev.loss, where=better)
+            np.copyto(self.best_theta, theta, where=better[:, None])
+            self.k += 1
+            if self.c.callback is not None:
+                self.c.callback(self.k, len(self.history))
+            return self._no_restart
         bad = act & ev.failed
         good = act & ~ev.failed
         self.history[self.k] = np.where(act | (self.state == CONVERGED), ev.loss, np.nan)
@@ -173,24 +184,35 @@ class Adam:
         v = np.zeros_like(theta)
         t = np.zeros(theta.shape[0])  # per-lane step count (restarts reset it)
         book = _Book(theta, steps, control)
+        with np.errstate(all="ignore"):
+            return self._loop(objective, theta, m, v, t, book, steps, control)
+
+    def _loop(self, objective, theta, m, v, t, book, steps, control):  # type: ignore[no-untyped-def]
+        b1, b2 = self.betas
         for _ in range(steps):
             ev = objective(theta, grad=True)
             restart = book.record(theta, ev)
             act = book.active & ~restart
-            if not act.any() and not restart.any():
+            everyone = bool(act.all())
+            if not everyone and not act.any() and not restart.any():
                 break
-            g = np.where(act[:, None], ev.grad, 0.0)
+            g = ev.grad if everyone else np.where(act[:, None], ev.grad, 0.0)
             t = t + act
-            m = np.where(act[:, None], m + (1.0 - b1) * (g - m), m)  # torch: lerp_
-            v = np.where(act[:, None], v * b2 + (1.0 - b2) * g * g, v)
-            with np.errstate(all="ignore"):
-                bc1 = 1.0 - b1**t
-                bc2s = np.sqrt(1.0 - b2**t)
-                denom = np.sqrt(v) / bc2s[:, None] + self.eps
-                step = (self.lr / bc1)[:, None] * (m / denom)
-            theta = np.where(act[:, None], theta - step, theta)
-            if control.project is not None:
-                theta = np.where(act[:, None], control.project(theta), theta)
+            m_new = m + (1.0 - b1) * (g - m)  # torch: exp_avg.lerp_(grad, 1 - beta1)
+            v_new = v * b2 + (1.0 - b2) * g * g
+            bc1 = 1.0 - b1**t
+            bc2s = np.sqrt(1.0 - b2**t)
+            step = (self.lr / bc1)[:, None] * (m_new / (np.sqrt(v_new) / bc2s[:, None] + self.eps))
+            if everyone:
+                m, v, theta = m_new, v_new, theta - step
+                if control.project is not None:
+                    theta = control.project(theta)
+            else:
+                m = np.where(act[:, None], m_new, m)
+                v = np.where(act[:, None], v_new, v)
+                theta = np.where(act[:, None], theta - step, theta)
+                if control.project is not None:
+                    theta = np.where(act[:, None], control.project(theta), theta)
             if restart.any():
                 theta = book.redraw(theta, restart)
                 m[restart] = 0.0
