@@ -243,6 +243,10 @@ class Program:
             status = status[0]
         if result.numeric and self.dtype == "float32":
             value = np.asarray(value, dtype=np.float32)
+        if not result.numeric and single:  # one structural value (maybe a ragged list)
+            cell = np.empty((), dtype=object)
+            cell[()] = value
+            value = cell
         out = np.asarray(value).view(LaneArray)
         out.status = np.asarray(status)
         out.errors = result.errors
