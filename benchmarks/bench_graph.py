@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     dtype = torch.float64 if args.dtype == "float64" else torch.float32
-    repeats = args.repeats or (1 if args.quick else 3)
+    repeats = args.repeats or (2 if args.quick else 3)
     rows = []
     print(HEADER)
     print("|" + "---|" * 17)

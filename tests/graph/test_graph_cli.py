@@ -12,9 +12,10 @@ import pytest
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
-def test_cli_parser_does_not_import_torch():
+def test_cli_parser_and_graph_package_do_not_import_torch():
     code = (
-        "import sys; from ndvm import cli; p = cli.build_parser(); "
+        "import sys; import ndvm.graph, ndvm.graph.predict, ndvm.graph.builders; "
+        "from ndvm import cli; p = cli.build_parser(); "
         "a = p.parse_args(['sweep', '--layers', '2']); "
         "assert a.layers == 2 and callable(a.func); "
         "assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules"

@@ -23,7 +23,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seq-len", type=int, default=16)
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--vocab", type=int, default=64)
-    p.add_argument("--repeats", type=int, default=3, help="timing repeats (median)")
+    p.add_argument("--repeats", type=int, default=3, help="timing repeats (minimum)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float64")

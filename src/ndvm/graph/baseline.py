@@ -23,21 +23,22 @@ def full_recompute_sweep(
     metric: Callable[[torch.Tensor], Any],
     *,
     setter: Callable[[torch.Tensor, Any], torch.Tensor] = _default_setter,
-) -> tuple[Any, float]:
+) -> tuple[Any, list[float]]:
     """Per site, run ``model(tokens, hooks)`` with a hook that applies ``setter(x, clean)``.
 
-    Returns the metric values shaped like the grid and the elapsed seconds.
+    Returns the metric values shaped like the grid and the seconds of each site.
     """
     if isinstance(sites, Grid):
         names, shape = [s.name for s in sites.sites], sites.shape
     else:
         names = [s.name if isinstance(s, Site) else s for s in sites]
         shape = (len(names),)
-    vals = []
-    start = perf_counter()
+    vals, seconds = [], []
     with torch.no_grad():
         for name in names:
+            t0 = perf_counter()
             value = None if clean is None else clean[name]
             hooks = {name: lambda x, v=value: setter(x, v)}
             vals.append(metric(model(tokens, hooks)))
-    return _stack(vals, shape), perf_counter() - start
+            seconds.append(perf_counter() - t0)
+    return _stack(vals, shape), seconds

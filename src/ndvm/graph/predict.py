@@ -48,7 +48,8 @@ class SweepPrediction:
 def rho_from_cones(cones: Sequence[int], full: int, offset: int = 0) -> float:
     """``S * (full + offset) / sum(c + offset)``; ``offset=1`` is the count convention in which
     the input leaf and the site itself are included (reproduces the published E4 table)."""
-    return len(cones) * (full + offset) / sum(c + offset for c in cones)
+    denom = sum(c + offset for c in cones)
+    return len(cones) * (full + offset) / denom if denom else float("inf")
 
 
 def sweep(g: Graph, sites: Iterable[Any], output: Any | None = None) -> SweepPrediction:

@@ -102,7 +102,8 @@ class SweepResult:
     @property
     def rho_counts(self) -> float:
         """S full forwards over the nodes this sweep recomputed."""
-        return len(self.records) * self.full_cost / self.recomputed
+        done = self.recomputed
+        return len(self.records) * self.full_cost / done if done else float("inf")
 
 
 def _default_setter(current: Any, clean: Any) -> Any:
