@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         out: dict[str, Any] = {}
         if args.grad:
             value, grad = program.value_and_grad(theta, **inputs)
-            grad = grad * program.constrain_jacobian(theta)
+            grad = grad / program.constrain_jacobian(theta)  # d value / d parameter
             out["grad"] = {p: float(g) for p, g in zip(program.params, grad)}
         else:
             value = program.eval(theta, **inputs)
