@@ -21,6 +21,7 @@ def register(sub: Any) -> None:
     p.add_argument("--workers", type=int, default=1, help="calibration processes")
     p.add_argument("--executor", default="auto", choices=("auto", "serial", "process", "ray"))
     p.add_argument("--db", default="search.db", help="SQLite database file")
+    p.add_argument("--until-success", action="store_true", help="stop after a success")
     p.add_argument("--resume", action="store_true", help="continue the latest run in --db")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch-size", type=int, default=16)
@@ -68,7 +69,9 @@ def run(args: argparse.Namespace) -> int:
         args.task,
         proposer,
         args.db,
-        budget=Budget(seconds=args.budget, candidates=args.max_candidates),
+        budget=Budget(
+            seconds=args.budget, candidates=args.max_candidates, until_success=args.until_success
+        ),
         workers=args.workers,
         seed=args.seed,
         batch_size=args.batch_size,

@@ -61,14 +61,18 @@ def put(d: Datum, path: Path, new: Datum) -> Datum:
     return SList(tuple(items), d.tail)
 
 
+def _is_sym(d: Datum, name: str) -> bool:
+    return isinstance(d, Sym) and d.name == name
+
+
 def loop_parts(d: Datum) -> tuple[str, Datum, Datum, int] | None:
     """``(state-var, INIT, NEW, N)`` if ``d`` is the grammar's bounded iterated map."""
     try:
-        assert isinstance(d, SList) and d.items[0] == S("loop") and len(d.items) == 3
+        assert isinstance(d, SList) and _is_sym(d.items[0], "loop") and len(d.items) == 3
         (s_b, k_b) = d.items[1].items  # type: ignore[union-attr]
         s, init = s_b.items  # type: ignore[union-attr]
         body = d.items[2]
-        assert isinstance(body, SList) and body.items[0] == S("if")
+        assert isinstance(body, SList) and _is_sym(body.items[0], "if")
         test, _, rec = body.items[1:4]
         n = test.items[2]  # type: ignore[union-attr]
         assert isinstance(n, Num) and isinstance(s, Sym) and isinstance(rec, SList)

@@ -13,13 +13,19 @@ from ndvm.search.candidate import Candidate, Record, skeleton_hash
 
 @dataclass(frozen=True)
 class Budget:
-    """When to stop: wall-clock seconds of search, proposals in total, or batches in total."""
+    """When to stop: wall-clock seconds of search, proposals in total, batches in total, or
+    (``until_success``) after the batch holding the first success."""
 
     seconds: float | None = None
     candidates: int | None = None
     batches: int | None = None
+    until_success: bool = False
 
     def exhausted(self, state: SearchState, elapsed: float) -> bool:
+        if self.until_success and any(
+            r.evaluation is not None and r.evaluation.success for r in state.records
+        ):
+            return True
         if self.seconds is not None and elapsed >= self.seconds:
             return True
         if self.candidates is not None and len(state.records) >= self.candidates:

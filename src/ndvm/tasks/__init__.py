@@ -16,6 +16,9 @@ MODULES = {
     "sr-damped": "ndvm.tasks.sr_damped",
     "kalman-80": "ndvm.tasks.kalman80",
     "nile": "ndvm.tasks.nile",
+    "iterated-map": "ndvm.tasks.iterated_map",
+    "enso-lim": "ndvm.tasks.enso_lim",
+    "battery-knee": "ndvm.tasks.battery_knee",
 }
 
 

@@ -1,0 +1,134 @@
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ndvm.lang.reader import read
+from ndvm.search import Budget, Candidate, run_search
+from ndvm.search.candidate import read_jsonl, write_jsonl
+from ndvm.search.evolve import EvolveProposer, loop_parts
+from ndvm.search.llm import LLMProposer, parse_reply
+from ndvm.search.problems import get
+from ndvm.search.replay import ReplayProposer
+from ndvm.search.state import SearchState
+from ndvm.search.store import Store
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "candidates"
+
+
+def test_jsonl_roundtrip(tmp_path):
+    cands = [Candidate("(* a x)", ("a",)), Candidate("(+ a (* b x))")]
+    write_jsonl(tmp_path / "c.jsonl", cands)
+    back = [c for _, c in read_jsonl(tmp_path / "c.jsonl")]
+    assert [(c.src, c.params) for c in back] == [(c.src, c.params) for c in cands]
+
+
+def test_replay_records_every_line(tmp_path):
+    path = EXAMPLES / "sr-damped.jsonl"
+    n_lines = sum(1 for line in path.read_text().splitlines() if line.strip())
+    st = run_search(
+        "sr-damped", ReplayProposer(path), tmp_path / "r.db", budget=Budget(), batch_size=5
+    )
+    assert len(st.records) == n_lines
+    by_status = {r.candidate.src: r for r in st.records}
+    assert by_status["(* a (exp (- (* b x))) (cos (+ (* c x) d)))"].status == "ok"
+    reasons = [r.evaluation.reason for r in st.records if r.status == "rejected"]
+    assert any(x.startswith("parse:") for x in reasons)
+    assert any(x.startswith("resolve:") and "unbound" in x for x in reasons)
+    assert any(x.startswith("duplicate:") for x in reasons)
+    assert any(x.startswith("proposal:") for x in reasons)  # the non-JSON line
+    assert any(x.startswith("finite:") for x in reasons) or any(
+        r.status == "failed" for r in st.records
+    )
+    assert any(r.evaluation.success for r in st.records if r.evaluation)
+
+
+def test_evolve_is_deterministic_and_valid():
+    p = get("sr-damped")
+    ev = EvolveProposer(p.grammar, p.seeds)
+    st = SearchState.of("sr-damped", 7, [])
+    a = ev.propose(st, 30)
+    b = EvolveProposer(p.grammar, p.seeds).propose(st, 30)
+    assert [c.src for c in a] == [c.src for c in b]
+    assert len({c.src for c in a}) == 30
+    for c in a:
+        read(c.src)
+
+
+def test_evolve_iterated_map_requires_loop():
+    p = get("iterated-map")
+    ev = EvolveProposer(p.grammar, p.seeds)
+    for c in ev.propose(SearchState.of("iterated-map", 1, []), 20):
+        (form,) = read(c.src)
+        lp = loop_parts(form)
+        assert lp is not None and 6 <= lp[3] <= 16, c.src
+
+
+def test_evolve_mutations_cover_grammar(tmp_path):
+    st = run_search(
+        "sr-damped",
+        EvolveProposer(get("sr-damped").grammar, get("sr-damped").seeds),
+        tmp_path / "e.db",
+        budget=Budget(batches=4),
+        batch_size=16,
+        seed=1,
+    )
+    origins = {r.candidate.origin.split(":")[1] for r in st.records}
+    assert {"seed", "random"} <= origins
+    assert len(origins & {"swap", "insert", "delete", "replace", "wrap", "param", "leaf"}) >= 4
+    assert all(r.status != "pending" for r in st.records)
+
+
+def test_parse_reply():
+    text = "Here:\n```scheme\n(* a (sin x))\n```\nand\n```\n(+ a (* b x)\n```\n"
+    items = parse_reply(text)
+    assert isinstance(items[0], Candidate) and items[0].src == "(* a (sin x))"
+    assert isinstance(items[1], str) and "does not read" in items[1]
+    assert parse_reply("no code here") == ["no fenced code block in the reply"]
+
+
+def test_llm_against_stub(stub_llm, tmp_path):
+    stub_llm.replies = [
+        "```scheme\n(* a (exp (* b x)) (cos (+ (* c x) d)))\n```\n```scheme\n(* a x)\n```",
+        "I cannot help with that.",  # no code block
+        "```scheme\n(+ a (* b x)\n```",  # unbalanced
+        ("status", 500),
+        ("raw", b"{not json"),
+        ("sleep", 3.0),  # timeout
+        "```scheme\n(* a (cos (* b x)))\n```",
+    ]
+    prop = LLMProposer(
+        get("sr-damped"), base_url=stub_llm.url, model="stub", api_key="k", timeout=1
+    )
+    st = run_search("sr-damped", prop, tmp_path / "l.db", budget=Budget(batches=7), batch_size=2)
+    reasons = [r.evaluation.reason for r in st.records if r.evaluation]
+    assert sum(r.status == "ok" for r in st.records) >= 3
+    assert any("no fenced code block" in x for x in reasons)
+    assert any("does not read" in x for x in reasons)
+    assert any("HTTP 500" in x for x in reasons)
+    assert any("timeout" in x for x in reasons)
+    assert len(stub_llm.requests) == 7
+    path, body, headers = stub_llm.requests[-1]
+    assert path == "/v1/chat/completions" and body["model"] == "stub"
+    assert headers.get("Authorization") == "Bearer k"
+    prompt = body["messages"][1]["content"]
+    assert "Best programs so far" in prompt and "Recent failures" in prompt
+    assert "(* a x)" in prompt or "cos" in prompt
+    assert "Binary operators" in body["messages"][0]["content"]
+
+
+def test_llm_requires_url(monkeypatch):
+    for k in ("NDVM_LLM_BASE_URL", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(k, raising=False)
+    with pytest.raises(ValueError):
+        LLMProposer(get("sr-damped"))
+
+
+def test_store_reads_back(tmp_path):
+    path = EXAMPLES / "sr-damped.jsonl"
+    st = run_search("sr-damped", ReplayProposer(path), tmp_path / "s.db", budget=Budget(batches=1))
+    store = Store(tmp_path / "s.db")
+    recs = store.records(store.latest_run()["run"])
+    assert [r.candidate.src for r in recs] == [r.candidate.src for r in st.records]
+    ok = [r for r in recs if r.status == "ok"]
+    assert ok and all(np.isfinite(r.evaluation.train_loss) for r in ok)
