@@ -246,6 +246,7 @@ class LBFGS:
         book = _Book(theta, steps, control)
         ev = objective(theta, grad=True)
         book.record(theta, ev)
+        book.state[(book.state == RUNNING) & ev.failed] = FAILED  # L-BFGS drops, never restarts
         f, g = ev.loss, np.where(ev.failed[:, None], 0.0, ev.grad)
         for it in range(steps):
             act = book.active
