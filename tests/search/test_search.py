@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 import ndvm
-from ndvm.search import Budget, Candidate, run_search
-from ndvm.search import frontier
+from ndvm.search import Budget, Candidate, frontier, run_search
 from ndvm.search.calib import CalibLimits, calibrate_candidate
 from ndvm.search.evolve import EvolveProposer
 from ndvm.search.funnel import check
