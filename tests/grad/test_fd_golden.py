@@ -72,11 +72,6 @@ def test_kink_one_sided_fd() -> None:
         assert abs(g - fd) < 1e-6
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="linalg.py det VJP is det(A) * A^-T: NaN at a singular A, where the exact "
-    "gradient adj(A)^T is finite (linalg.py belongs to another owner)",
-)
 def test_det_gradient_at_singular_matrix() -> None:
     g = _grad("(det (mat (vec a 1) (vec 2 b)))", [1.0, 2.0])
     np.testing.assert_allclose(g, [2.0, 1.0])

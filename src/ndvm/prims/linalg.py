@@ -173,6 +173,20 @@ def _det(a: Arr) -> Arr:
     return _nan_lanes(a, _lanewise(np.linalg.det, (), (2,), a))
 
 
+def _det_vjp(g: Arr, ans: Arr, a: Arr) -> tuple[Arr]:
+    # d det/dA = adj(A)^T, finite even where A is singular: with A = U S V^T,
+    # adj(A)^T = det(U) det(V) U diag(prod_{j != i} s_j) V^T.
+    def cofactor(m: Arr) -> Arr:
+        u, s, vt = np.linalg.svd(m)
+        n = s.shape[-1]
+        others = np.stack([np.prod(np.delete(s, i, axis=-1), axis=-1) for i in range(n)], -1)
+        sign = np.linalg.det(u) * np.linalg.det(vt)
+        return sign[..., None, None] * (u * others[..., None, :]) @ vt
+
+    adj_t = _nan_lanes(a, _lanewise(cofactor, a.shape[-2:], (2,), a), 2)
+    return (g[..., None, None] * adj_t,)
+
+
 def _logdet(a: Arr) -> Arr:
     return _nan_lanes(a, _lanewise(lambda m: np.linalg.slogdet(m)[1], (), (2,), a))
 
@@ -248,9 +262,8 @@ _add("trace", 161, (2,), _to_scalar("trace"),
      lambda a: np.trace(a, axis1=-2, axis2=-1),
      lambda g, ans, a: (g[..., None, None] * np.eye(a.shape[-1]),),
      "Trace of a square matrix. d/dA = I.")  # fmt: skip
-_add("det", 162, (2,), _to_scalar("det"), _det,
-     lambda g, ans, a: ((g * ans)[..., None, None] * _mT(_inv(a)),),
-     "Determinant. d/dA = det(A) A^-T (NaN where A is singular).")  # fmt: skip
+_add("det", 162, (2,), _to_scalar("det"), _det, _det_vjp,
+     "Determinant. d/dA = adj(A)^T (finite at singular A).")  # fmt: skip
 _add("logdet", 163, (2,), _to_scalar("logdet"), _logdet,
      lambda g, ans, a: (g[..., None, None] * _mT(_inv(a)),),
      "log|det A| (via slogdet; -inf if singular). d/dA = A^-T.")  # fmt: skip
