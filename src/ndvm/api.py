@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ndvm.backends.base import STATUS_ERROR, RunResult
-from ndvm.errors import NdvmError
+from ndvm.errors import BackendUnsupported, NdvmError
 from ndvm.eval.limits import Limits
 from ndvm.lang.front import compile_source
 from ndvm.lang.ir import CompiledProgram, ParamSpec
@@ -285,6 +285,30 @@ def compile(  # noqa: A001 - the public name is part of the contract
         raise NdvmError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
     if isinstance(inputs, str):
         inputs = (inputs,)
-    name = _backend(backend).name
     compiled = compile_source(source, params, tuple(inputs))
+    name = _choose_backend(backend, compiled)
     return Program(compiled, name, dtype, dialect, limits or Limits(), strict)
+
+
+def _choose_backend(name: str | None, compiled: CompiledProgram) -> str:
+    """The named backend, or the first available one that supports the program.
+
+    A backend may define ``prepare(compiled)``; it raises ``BackendUnsupported`` for a program
+    it cannot run. An explicitly named backend raises that error; auto-selection moves on.
+    """
+    from ndvm.backends import registry
+
+    names = (name,) if name is not None else registry.available()
+    for i, candidate in enumerate(names):
+        impl = registry.get(candidate)
+        prepare = getattr(impl, "prepare", None)
+        if prepare is None:
+            return impl.name
+        try:
+            prepare(compiled)
+        except BackendUnsupported:
+            if name is not None or i == len(names) - 1:
+                raise
+            continue
+        return impl.name
+    raise NdvmError("no backend available")

@@ -85,11 +85,16 @@ class DeadlineExceeded(LimitExceeded):
     """Wall-clock deadline ``Limits.deadline`` passed."""
 
 
+class BackendUnsupported(NdvmError):
+    """A backend cannot run this program (a feature it does not implement yet)."""
+
+
 class NativeError(NdvmError):
     """An internal failure reported by the native core (a bug: please report it)."""
 
 
 __all__ = [
+    "BackendUnsupported",
     "CompileError",
     "DeadlineExceeded",
     "DepthLimitExceeded",
