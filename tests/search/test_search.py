@@ -91,7 +91,7 @@ def test_pathological_candidate_is_limited():
 
 def test_process_executor_runs_every_job():
     out = {}
-    ex = ProcessExecutor("sr-damped", 2, CalibLimits(seconds=0.5), grace=1.0)
+    ex = ProcessExecutor("sr-damped", 2, CalibLimits(seconds=10.0), grace=10.0)
     jobs = [Job(i, Candidate(s), i) for i, s in enumerate(["(* a x)", "(+ a x)", "(* a (sin x))"])]
     try:
         ex.run(jobs, lambda i, ev: out.__setitem__(i, ev), lambda: False)
