@@ -38,6 +38,7 @@ class ToySweep:
     result: SweepResult
     site_list: tuple[Site, ...]
     engine_site_s: tuple[float, ...]
+    corrupt_metric: float  # the metric of the unpatched (corrupted) run
 
     @property
     def rho_wall(self) -> float:
@@ -124,6 +125,7 @@ def run_toy_sweep(
         result=res,
         site_list=site_list,
         engine_site_s=tuple(engine_site),
+        corrupt_metric=float(logit_diff(g.value("logits"))),
     )
 
 
@@ -146,7 +148,7 @@ def plot_heatmap(run: ToySweep, path: Path) -> Path:
     """Heat-map of the patching metric: layers x (heads, MLP) or layers x positions."""
     plt = _pyplot()
     cfg = run.cfg
-    vals = run.result.values.detach().cpu().double().numpy()
+    vals = run.result.values.detach().cpu().double().numpy() - run.corrupt_metric
     if run.result.axes == ("layer", "pos"):
         grid_vals, xlabel = vals, "position"
         xticks = [str(t) for t in range(cfg.seq_len)]
@@ -159,7 +161,8 @@ def plot_heatmap(run: ToySweep, path: Path) -> Path:
     ax.set_xticks(range(len(xticks)), xticks, fontsize=7)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("layer")
-    ax.set_title("patching metric (logit diff)")
+    ax.set_yticks(range(cfg.layers))
+    ax.set_title("patched - corrupted logit diff", fontsize=9)
     fig.colorbar(im, ax=ax)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -179,9 +182,14 @@ def plot_rho(run: ToySweep, path: Path) -> Path:
     left.set_xlabel("cone size (rule nodes)")
     left.set_ylabel("engine time per site (ms)")
     left.set_title(f"a={1e6 * run.fit.a:.2f} us/node, intercept={1e3 * run.fit.intercept:.3f} ms")
-    labels = ["predicted (counts)", "measured (counts)", "measured (wall-clock)"]
-    bars = [run.rho_pred, run.rho_counts, run.rho_wall]
-    right.bar(labels, bars, color=["#888", "#4a7", "#47a"])
+    labels = [
+        "predicted\n(counts)",
+        "measured\n(counts)",
+        "predicted\n(time-weighted)",
+        "measured\n(wall-clock)",
+    ]
+    bars = [run.rho_pred, run.rho_counts, run.rho_pred_time, run.rho_wall]
+    right.bar(labels, bars, color=["#888", "#4a7", "#bbb", "#47a"])
     for k, v in enumerate(bars):
         right.text(k, v, f"{v:.3f}", ha="center", va="bottom")
     right.set_ylabel("rho = full recompute / engine")
