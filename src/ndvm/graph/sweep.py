@@ -143,12 +143,12 @@ def sweep(
         refs = [s.name if isinstance(s, Site) else s for s in sites]
         axes, shape = ("site",), (len(refs),)
     out = graph.id(output)
-    graph.demand(out)
+    ids = [graph.id(r) for r in refs]
+    graph.demand(out, *ids)  # every site valid, so a restore returns it to a valid state
     full = graph.count_rules(graph.ancestors_closed([out]))
     vals, records = [], []
     start = perf_counter()
-    for ref in refs:
-        i = graph.id(ref)
+    for i in ids:
         if graph.is_pinned(i):
             raise GraphError(f"site {graph.names[i]!r} is already patched")
         t0 = perf_counter()

@@ -46,21 +46,3 @@ def permute_axis(v: Any, perm: np.ndarray, axis: int = 0) -> Any:
 
 def size_along(v: Any, axis: int) -> int:
     return int(v.shape[axis])
-
-
-def bitwise_equal(a: Any, b: Any) -> bool:
-    """Same shape, dtype and bits (NaNs with equal payload compare equal)."""
-    if _is_torch(a) or _is_torch(b):
-        import torch
-
-        if not (_is_torch(a) and _is_torch(b)) or a.dtype != b.dtype or a.shape != b.shape:
-            return False
-        return bool(
-            torch.equal(
-                a.contiguous().view(-1).view(torch.uint8), b.contiguous().view(-1).view(torch.uint8)
-            )
-        )
-    a_arr, b_arr = np.asarray(a), np.asarray(b)
-    if a_arr.dtype != b_arr.dtype or a_arr.shape != b_arr.shape:
-        return False
-    return a_arr.tobytes() == b_arr.tobytes()
