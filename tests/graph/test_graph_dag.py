@@ -125,3 +125,14 @@ def test_evaluate_from_scratch_matches_demand():
     g = _diamond()
     fresh = g.evaluate_from_scratch("d")
     assert np.array_equal(fresh[g.id("d")], g.get("d"))
+
+
+def test_demand_wraps_rule_errors_and_leaves_node_invalid():
+    from ndvm.graph import EvaluationError
+
+    g = Graph()
+    g.leaf("x", np.ones(2))
+    g.rule("bad", lambda v: v @ np.ones((3, 3)), ["x"])
+    with pytest.raises(EvaluationError, match="bad"):
+        g.demand("bad")
+    assert not g.is_valid("bad")
