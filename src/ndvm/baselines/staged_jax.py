@@ -91,6 +91,10 @@ class _Frame:
 
 
 _UNSET = object()
+# Unrolling bounds: beyond them XLA compile time and memory explode (a 1000-op chain at B=2
+# made XLA 0.10 CPU allocate > 20 GB); kalman80 stages about 1,300 numeric operations.
+MAX_STEPS = 100_000
+MAX_OPS = 1_500
 
 
 def _concrete(x: Any) -> bool:
@@ -113,15 +117,24 @@ def _struct(x: Any) -> tuple[int, ...]:
 class Stager:
     """Evaluates the IR at trace time with ``params``/``inputs`` bound to traced payloads."""
 
-    def __init__(self, params: list[Any], inputs: list[Any]) -> None:
+    def __init__(self, params: list[Any], inputs: list[Any], max_steps: int = MAX_STEPS) -> None:
         self.params = params
         self.inputs = inputs
+        self.steps = 0
+        self.max_steps = max_steps
+        self.ops = 0
+        self.max_ops = MAX_OPS
 
     def value(self, node: Any, env: _Frame | None) -> Any:
         r = self.eval(node, env)
         return self.apply(r.fn, r.args) if type(r) is _Tail else r
 
     def eval(self, node: Any, env: _Frame | None) -> Any:  # noqa: C901 - dispatch on node
+        self.steps += 1
+        if self.steps > self.max_steps:
+            raise StagingError(
+                f"program too large to stage: more than {self.max_steps} IR steps to unroll"
+            )
         t = type(node)
         if t is ir.Const:
             v = node.value
@@ -205,7 +218,15 @@ class Stager:
     def prim(self, code: int, args: list[Any]) -> Any:
         p = PRIMS.by_code(code)
         if p.kind is Kind.NUMERIC:
-            return _numeric(p, args)
+            out = _numeric(p, args)
+            if not _concrete(out):
+                self.ops += 1
+                if self.ops > self.max_ops:
+                    raise StagingError(
+                        f"program too large to stage: more than {self.max_ops} unrolled "
+                        "numeric operations"
+                    )
+            return out
         if p.kind is Kind.PREDICATE:
             return _predicate(p, args)
         if p.name == "apply":
@@ -411,9 +432,12 @@ class StagedProgram:
         with jax.enable_x64(True):
             self.arrays = tuple(jnp.asarray(a) for k, a in kinds if k != "scalar")
             t0 = time.perf_counter()
-            lowered = jax.jit(value_and_grad).lower(
-                jnp.zeros((B, P)), self.arrays, jnp.ones((B, self.Ng))
-            )
+            try:
+                lowered = jax.jit(value_and_grad).lower(
+                    jnp.zeros((B, P)), self.arrays, jnp.ones((B, self.Ng))
+                )
+            except RecursionError:
+                raise StagingError("non-tail recursion too deep to unroll at trace time") from None
             t1 = time.perf_counter()
             self._compiled = lowered.compile()
             t2 = time.perf_counter()

@@ -1,0 +1,44 @@
+"""CI smoke form of ``ndvm bench``: every subcommand with --quick into a temporary folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+
+
+@pytest.mark.parametrize("name", ["decompose", "amortize", "crossover", "throughput"])
+def test_bench_quick_writes_results(name: str, tmp_path: Path) -> None:
+    # A subprocess, as a user runs it (and so an editable native rebuild can use real fds).
+    proc = subprocess.run(
+        [sys.executable, "-m", "ndvm", "bench", name, "--quick", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=ENV,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    folder = tmp_path / name
+    for f in ("results.csv", "results.json", "manifest.json", "plot.png"):
+        assert (folder / f).stat().st_size > 0, f
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["command"] == name and manifest["cpu_count"] >= 1
+    assert "git_commit" in manifest and "torch" in manifest["versions"]
+    assert json.loads((folder / "results.json").read_text())["rows"]
+    assert "native" in proc.stdout  # native columns, or "native: not built"
+
+
+def test_import_ndvm_does_not_import_torch_or_jax() -> None:
+    code = (
+        "import sys, ndvm, ndvm.baselines, ndvm.baselines.programs, ndvm.bench.suites, "
+        "ndvm.commands.bench, ndvm.cli; ndvm.cli.build_parser(); "
+        "bad = [m for m in ('torch', 'jax') if m in sys.modules]; assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env=ENV, timeout=120)

@@ -1,0 +1,64 @@
+"""Staged JAX gives the reference backend's values and gradients on the stageable subset."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import cases, reference_run
+
+import ndvm
+from ndvm.baselines.staged_jax import JAX_IMPLS, StagedJaxBackend, StagedProgram, StagingError
+from ndvm.prims import PRIMS
+
+CASES = cases()
+# XLA 0.10 CPU exhausts memory (> 20 GB) compiling this 1000-step serial chain at B=2 (B=3 and
+# 600 steps are fine): an XLA pathology, reported in docs/baselines.md, not a translation bug.
+XLA_BLOWUP = {"golden-041-mutual-tail-calls"}
+
+
+def _short(inputs: dict[str, Any]) -> dict[str, Any]:
+    """Kalman's 80x2 Y cut to 8 rows: same code path, 10x less XLA compile time in CI."""
+    out = dict(inputs)
+    y = out.get("Y")
+    if isinstance(y, ndvm.backends.inputs.Const) and y.array.shape == (80, 2):
+        out["Y"] = ndvm.const(y.array[:8])
+    return out
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_staged_jax_matches_reference(case: Any) -> None:
+    name, source, inputs, theta, spec = case
+    if name in XLA_BLOWUP:
+        pytest.skip("XLA CPU compile memory blow-up on this program (docs/baselines.md)")
+    inputs = _short(inputs)
+    prog, th, want, numeric = reference_run(source, inputs, theta)
+    if spec.get("errors") or want.errors or not numeric:
+        pytest.skip("outside the staged subset: lane errors or a non-numeric result")
+    try:
+        got = StagedJaxBackend().run(prog.compiled, th, inputs, grad=True)
+    except StagingError as exc:
+        pytest.skip(f"outside the staged subset: {exc}")
+    np.testing.assert_allclose(got.value, want.value, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got.grad, want.grad, rtol=1e-7, atol=1e-9)
+
+
+def test_jax_impls_cover_every_numeric_prim() -> None:
+    assert set(JAX_IMPLS) == {p.code for p in PRIMS.numeric()}
+
+
+def test_staged_refuses_a_branch_on_a_parameter() -> None:
+    prog = ndvm.compile("(if (> a 0) a (- a))", backend="reference")
+    with pytest.raises(StagingError, match="branch depends on a parameter"):
+        StagedProgram(prog.compiled, 2, {})
+
+
+def test_staged_times_compile_and_reuses_it() -> None:
+    prog = ndvm.compile("(* a (sin b))", backend="reference")
+    staged = StagedProgram(prog.compiled, 4, {})
+    assert staged.compile_seconds >= staged.trace_seconds > 0
+    theta = np.random.default_rng(0).standard_normal((4, 2))
+    val, grad = staged(theta)
+    np.testing.assert_allclose(val.reshape(-1), theta[:, 0] * np.sin(theta[:, 1]))
+    np.testing.assert_allclose(grad[:, 1], theta[:, 0] * np.cos(theta[:, 1]))
