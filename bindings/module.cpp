@@ -1,11 +1,210 @@
-// nanobind glue only: conversions, GIL release, exception translation. No interpreter logic.
+// nanobind glue only: array conversions, GIL release, exception translation. No interpreter
+// logic lives here.
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
+#include <stdexcept>
+
+#include "ndvm/interp.hpp"
+#include "ndvm/kernels.hpp"
+#include "ndvm/prims.hpp"
+#include "ndvm/program.hpp"
 #include "ndvm/version.hpp"
 
 namespace nb = nanobind;
 
+namespace {
+
+using F64In = nb::ndarray<const double, nb::c_contig, nb::device::cpu>;
+using I32In = nb::ndarray<const int32_t, nb::c_contig, nb::device::cpu>;
+
+template <class T>
+nb::object to_numpy(std::vector<T>&& v, const std::vector<size_t>& shape) {
+  auto* heap = new std::vector<T>(std::move(v));
+  if (heap->empty()) heap->reserve(1);
+  nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return nb::cast(nb::ndarray<nb::numpy, T>(heap->data(), shape.size(), shape.data(), owner));
+}
+
+nb::object mask_array(std::vector<uint8_t>&& m, size_t B, size_t Ng) {
+  return to_numpy<uint8_t>(std::move(m), {B, Ng});
+}
+
+nb::object export_obj(ndvm::Export&& ex) {
+  const size_t rows = ex.enc.size() / 4;
+  nb::list arrays;
+  for (size_t i = 0; i < ex.arrays.size(); ++i) {
+    std::vector<size_t> shape(ex.shapes[i].begin(), ex.shapes[i].end());
+    arrays.append(to_numpy<double>(std::move(ex.arrays[i]), shape));
+  }
+  return nb::make_tuple(to_numpy<int64_t>(std::move(ex.enc), {rows, 4}), arrays);
+}
+
+ndvm::Program make_program(I32In nodes, I32In kids, I32In aux, I32In consts, F64In nums,
+                           std::vector<std::string> strings, uint32_t root, uint32_t n_params,
+                           uint32_t n_inputs) {
+  if (nodes.ndim() != 2 || nodes.shape(1) != ndvm::kNodeColumns || consts.ndim() != 2 ||
+      consts.shape(1) != 3 || nums.shape(0) != consts.shape(0)) {
+    throw std::invalid_argument("malformed program table: shapes");
+  }
+  return ndvm::build_program(nodes.data(), nodes.shape(0), kids.data(), kids.shape(0),
+                             aux.data(), aux.shape(0), consts.data(), nums.data(),
+                             consts.shape(0), std::move(strings), root, n_params, n_inputs);
+}
+
+nb::dict run(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta, I32In constraints,
+             std::vector<int> kinds, std::vector<F64In> arrays, uint32_t Ng, bool grad,
+             uint64_t max_steps, uint64_t max_heap, uint64_t max_depth,
+             double deadline, bool dmci) {
+  ndvm::RunRequest req;
+  req.program = &prog;
+  if (theta.ndim() != 2 || theta.shape(1) != prog.n_params || theta.shape(0) == 0 ||
+      constraints.shape(0) != prog.n_params || kinds.size() != prog.n_inputs ||
+      arrays.size() != prog.n_inputs || Ng == 0) {
+    throw std::invalid_argument("run: arguments do not match the program");
+  }
+  req.B = static_cast<uint32_t>(theta.shape(0));
+  req.Ng = Ng;
+  req.theta = theta.data();
+  req.constraints = constraints.data();
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    ndvm::InputSpec in;
+    in.kind = static_cast<ndvm::InputKind>(kinds[i]);
+    in.data = arrays[i].data();
+    in.rank = static_cast<uint8_t>(in.kind == ndvm::InputKind::CONST ? arrays[i].ndim() : 0);
+    if (in.rank >= 1) in.rows = static_cast<uint32_t>(arrays[i].shape(0));
+    if (in.rank == 2) in.cols = static_cast<uint32_t>(arrays[i].shape(1));
+    const size_t need = in.kind == ndvm::InputKind::DATA ? Ng : size_t{in.rows} * in.cols;
+    if (arrays[i].size() < need || need == 0 || in.rank > 2) {
+      throw std::invalid_argument("run: input array has the wrong size");
+    }
+    req.inputs.push_back(in);
+  }
+  req.grad = grad;
+  req.limits.max_steps = max_steps;
+  req.limits.max_heap = max_heap;
+  req.limits.max_depth = max_depth;
+  req.limits.deadline = deadline;
+  req.dmci = dmci;
+  ndvm::RunOutput out;
+  {
+    nb::gil_scoped_release release;
+    out = interp.run(req);
+  }
+  const size_t B = req.B;
+  nb::dict d;
+  d["numeric"] = out.numeric;
+  std::vector<size_t> vshape(out.value_shape.begin(), out.value_shape.end());
+  d["value"] = out.numeric ? to_numpy<double>(std::move(out.value), vshape) : nb::none();
+  d["status"] = to_numpy<int8_t>(std::move(out.status), {B, Ng});
+  d["grad"] = out.has_grad ? to_numpy<double>(std::move(out.grad), {B, prog.n_params})
+                           : nb::none();
+  d["grad_needs_numeric"] = out.grad_needs_numeric;
+  nb::list errors;
+  for (ndvm::ErrorOut& e : out.errors) {
+    errors.append(nb::make_tuple(mask_array(std::move(e.mask), B, Ng), static_cast<int>(e.cls),
+                                 e.message, e.line, e.column, e.lanes, e.error_prim,
+                                 export_obj(std::move(e.irritants))));
+  }
+  d["errors"] = errors;
+  nb::list groups;
+  for (ndvm::GroupOut& g : out.groups) {
+    groups.append(nb::make_tuple(mask_array(std::move(g.mask), B, Ng),
+                                 export_obj(std::move(g.value))));
+  }
+  d["groups"] = groups;
+  d["steps"] = out.steps;
+  d["tape"] = out.tape;
+  d["heap"] = out.heap;
+  return d;
+}
+
+nb::object gradient(ndvm::Interp& interp, nb::object cotangent, size_t n_params) {
+  if (!interp.can_differentiate()) {
+    throw std::invalid_argument("gradient: the last run has no numeric result");
+  }
+  F64In ct;
+  const double* ptr = nullptr;
+  if (!cotangent.is_none()) {
+    ct = nb::cast<F64In>(cotangent);
+    if (ct.size() != interp.value_size()) {
+      throw std::invalid_argument("gradient: cotangent has the wrong size");
+    }
+    ptr = ct.data();
+  }
+  std::vector<double> grad;
+  {
+    nb::gil_scoped_release release;
+    grad = interp.gradient(ptr);
+  }
+  const size_t B = n_params ? grad.size() / n_params : interp.lanes_b();
+  return to_numpy<double>(std::move(grad), {B, n_params});
+}
+
+std::vector<int> missing_kernels() {
+  std::vector<int> out;
+  for (int code = 0; code < ndvm::kPrimCodeLimit; ++code) {
+    const ndvm::PrimInfo& info = ndvm::prim_info(code);
+    if (info.name && info.kind == ndvm::PrimKind::NUMERIC && !ndvm::has_numeric_kernels(code)) {
+      out.push_back(code);
+    }
+  }
+  return out;
+}
+
+void raise_limit(const ndvm::LimitError& e) {
+  static const char* const names[4] = {"StepLimitExceeded", "HeapLimitExceeded",
+                                       "DepthLimitExceeded", "DeadlineExceeded"};
+  nb::object errors = nb::module_::import_("ndvm.errors");
+  nb::object cls = errors.attr(names[static_cast<int>(e.kind)]);
+  PyErr_SetObject(cls.ptr(), cls(e.what()).ptr());
+}
+
+void raise_native(const char* msg) {
+  nb::object cls = nb::module_::import_("ndvm.errors").attr("NativeError");
+  PyErr_SetObject(cls.ptr(), cls(msg).ptr());
+}
+
+}  // namespace
+
 NB_MODULE(_core, m) {
   m.doc() = "ndvm native core";
   m.def("core_version", &ndvm::core_version, "Version string of the native core.");
+  m.def("missing_kernels", &missing_kernels,
+        "Opcodes of NUMERIC primitives without a forward and VJP kernel (should be empty).");
+  nb::class_<ndvm::Program>(m, "Program")
+      .def("__init__",
+           [](ndvm::Program* self, I32In nodes, I32In kids, I32In aux, I32In consts, F64In nums,
+              std::vector<std::string> strings, uint32_t root, uint32_t n_params,
+              uint32_t n_inputs) {
+             new (self) ndvm::Program(make_program(nodes, kids, aux, consts, nums,
+                                                   std::move(strings), root, n_params,
+                                                   n_inputs));
+           })
+      .def_prop_ro("n_nodes", [](const ndvm::Program& p) { return p.nodes.size(); });
+  nb::class_<ndvm::Interp>(m, "Context")
+      .def(nb::init<>())
+      .def("run", &run, nb::arg("program"), nb::arg("theta"), nb::arg("constraints"),
+           nb::arg("input_kinds"), nb::arg("inputs"), nb::arg("n_data"), nb::arg("grad"),
+           nb::arg("max_steps"), nb::arg("max_heap"), nb::arg("max_depth"),
+           nb::arg("deadline"), nb::arg("dmci"))
+      .def("gradient", &gradient, nb::arg("cotangent").none(), nb::arg("n_params"),
+           "Gradient [B, P] of sum(cotangent * value) for the last run on this context.");
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const ndvm::LimitError& e) {
+      raise_limit(e);
+    } catch (const std::logic_error& e) {
+      raise_native(e.what());
+    } catch (const std::bad_alloc&) {
+      raise_native("native core: out of memory");
+    } catch (const ndvm::LaneError& e) {
+      raise_native(("internal: uncaught lane error: " + e.message).c_str());
+    } catch (const ndvm::Diverge&) {
+      raise_native("internal: uncaught lane divergence");
+    }
+  });
 }

@@ -1,0 +1,53 @@
+// Append-only arenas for pairs, closures and environment frames, addressed by uint32 handles.
+// Handle 0 of envs is "no environment". Nothing is ever freed during an evaluation.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ndvm/value.hpp"
+
+namespace ndvm {
+
+struct PairCell {
+  Value car;
+  Value cdr;
+};
+
+struct ClosureCell {
+  uint32_t lambda;  // node id of the Lambda
+  uint32_t env;
+};
+
+struct EnvFrame {
+  uint32_t parent;
+  uint32_t off;  // into Heap::slots
+  uint32_t size;
+};
+
+struct Heap {
+  std::vector<PairCell> pairs;
+  std::vector<ClosureCell> closures;
+  std::vector<EnvFrame> envs;
+  std::vector<Value> slots;
+
+  void reset() {
+    pairs.clear();
+    closures.clear();
+    envs.clear();
+    slots.clear();
+    envs.push_back(EnvFrame{0, 0, 0});
+  }
+  uint32_t pair(Value car, Value cdr) {
+    pairs.push_back(PairCell{car, cdr});
+    return static_cast<uint32_t>(pairs.size() - 1);
+  }
+  uint32_t env(uint32_t parent, const Value* vals, uint32_t n) {
+    const uint32_t off = static_cast<uint32_t>(slots.size());
+    slots.insert(slots.end(), vals, vals + n);
+    envs.push_back(EnvFrame{parent, off, n});
+    return static_cast<uint32_t>(envs.size() - 1);
+  }
+};
+
+}  // namespace ndvm

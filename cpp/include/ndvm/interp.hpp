@@ -1,0 +1,273 @@
+// The evaluator: a CEK machine over a lowered Program, batched over W = B x Ng lanes, with an
+// explicit control stack, proper tail calls, lane masks and join frames, per-lane errors, a
+// numeric tape and reverse mode. One Interp per thread; its arenas are reused across runs.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ndvm/heap.hpp"
+#include "ndvm/payload.hpp"
+#include "ndvm/program.hpp"
+#include "ndvm/tape.hpp"
+#include "ndvm/value.hpp"
+
+namespace ndvm {
+
+enum class ErrClass : uint8_t { PROGRAM = 0, SHAPE = 1 };
+
+// Exported value: preorder records of 4 int64 (tag, a, b, c) plus numeric arrays.
+struct Export {
+  std::vector<int64_t> enc;
+  std::vector<std::vector<double>> arrays;
+  std::vector<std::vector<int64_t>> shapes;
+};
+
+// A runtime error of the lanes running now (thrown inside the machine, caught per thread).
+struct LaneError {
+  ErrClass cls = ErrClass::PROGRAM;
+  std::string message;
+  int32_t line = 0;
+  int32_t column = 0;
+  bool error_prim = false;  // raised by (error ...): the host formats the message
+  Export irritants;
+};
+
+// A structural argument differs across active lanes: split into these lane groups (masks).
+struct Diverge {
+  std::vector<uint32_t> groups;
+};
+
+struct Limits {
+  uint64_t max_steps = 50000000;
+  uint64_t max_heap = 20000000;
+  uint64_t max_depth = 200000;
+  double deadline = 0.0;  // seconds; <= 0: none
+};
+
+enum class InputKind : uint8_t { SCALAR = 0, DATA = 1, CONST = 2 };
+
+struct InputSpec {
+  InputKind kind = InputKind::SCALAR;
+  const double* data = nullptr;
+  uint32_t rows = 1;
+  uint32_t cols = 1;
+  uint8_t rank = 0;
+};
+
+struct RunRequest {
+  const Program* program = nullptr;
+  uint32_t B = 1;
+  uint32_t Ng = 1;
+  const double* theta = nullptr;        // [B, P] row-major
+  const int32_t* constraints = nullptr;  // [P]: 0 free, 1 positive, 2 unit, 3 signed-unit
+  std::vector<InputSpec> inputs;
+  bool grad = false;
+  const double* cotangent = nullptr;  // [B, Ng, *struct] or nullptr (ones)
+  Limits limits;
+  bool dmci = false;
+};
+
+struct ErrorOut {
+  std::vector<uint8_t> mask;  // [B * Ng]
+  ErrClass cls = ErrClass::PROGRAM;
+  std::string message;
+  int32_t line = 0;
+  int32_t column = 0;
+  std::vector<int64_t> lanes;
+  bool error_prim = false;
+  Export irritants;
+};
+
+struct GroupOut {
+  std::vector<uint8_t> mask;
+  Export value;
+};
+
+struct RunOutput {
+  bool numeric = true;
+  std::vector<double> value;  // numeric: [B, Ng, *struct]
+  std::vector<int64_t> value_shape;
+  std::vector<int8_t> status;  // [B, Ng]
+  bool has_grad = false;
+  bool grad_needs_numeric = false;  // grad requested on a non-numeric result
+  std::vector<double> grad;        // [B, P]
+  std::vector<ErrorOut> errors;
+  std::vector<GroupOut> groups;  // non-numeric results
+  uint64_t steps = 0;
+  uint64_t tape = 0;
+  uint64_t heap = 0;
+};
+
+enum FrameKind : uint8_t { K_IF, K_SEQ, K_OR, K_LET, K_LETREC, K_CALL, K_PRIM, K_ASSERT, K_JOIN };
+
+struct Frame {
+  FrameKind kind = K_IF;
+  uint32_t node = 0;
+  uint32_t i = 0;  // K_JOIN: join id
+  uint32_t env = 0;
+  uint32_t base = 0;  // value-stack height when pushed
+};
+
+enum class ArmKind : uint8_t { EVAL, VALUE, RAISE, RETRY, OR_FROM };
+
+struct Arm {
+  uint32_t mask = 0;
+  ArmKind kind = ArmKind::EVAL;
+  uint32_t node = 0;
+  uint32_t i = 0;
+  uint32_t env = 0;
+  Value value;
+  uint32_t args = 0;  // RETRY: offset into retry_args_
+  uint32_t nargs = 0;
+  uint16_t code = 0;  // RETRY: opcode
+};
+
+struct JoinState {
+  uint32_t mask = 0;
+  int64_t outstanding = 0;
+  std::vector<Arm> arms;
+  std::vector<std::pair<uint32_t, Value>> results;
+};
+
+struct Thread {
+  std::vector<Frame> kont;
+  std::vector<Value> vstack;
+  uint32_t mask = 0;
+  Value value;
+};
+
+struct Step {
+  int32_t expr = -1;  // >= 0: evaluate this node in env
+  uint32_t env = 0;
+  Value val;
+  bool done = false;  // this thread has finished
+};
+
+class Interp {
+ public:
+  RunOutput run(const RunRequest& req);
+  // Reverse mode over the tape of the last run (which must have had a numeric result):
+  // the gradient [B, P] of sum(cotangent * value); cotangent [B, Ng, *struct] or nullptr.
+  std::vector<double> gradient(const double* cotangent);
+  bool can_differentiate() const { return ready_ && last_numeric_; }
+  size_t value_size() const { return value_elems_; }
+  uint32_t lanes_b() const { return B_; }
+
+  // -- used by the structural primitives and merge (interp_prims.cpp, merge.cpp) ------------
+  LaneError error(const std::string& msg, ErrClass cls = ErrClass::PROGRAM) const;
+  void alloc(uint64_t n = 1);
+  std::string type_name(Value v) const;
+  Value number(double x);  // a lane-uniform constant
+  Value numeric(int code, const Value* args, uint32_t n);
+  Value structural(int code, const Value* args, uint32_t n);
+  double uniform(Value x, const char* what);
+  int64_t index(Value x, const char* what);
+  Value list_from(const Value* items, size_t n, Value tail);
+  bool list_items(Value lst, std::vector<Value>& out, const char* who, bool raise);
+  uint32_t tape_op(TapeOp op, const uint32_t* ins, uint32_t n, uint32_t out, uint32_t extra,
+                   uint32_t aux);
+  std::vector<std::pair<uint32_t, Value>> merge_groups(
+      const std::vector<std::pair<uint32_t, Value>>& results);
+  Export export_values(const Value* vals, size_t n);
+  Value iota(const Value* args, uint32_t n);
+  Value logical_not(Value x);
+  double lane_bool(Value v, uint32_t l) const;
+  Value bools_from(Value a, Value b, bool conj);
+  Value eqv(Value a, Value b);
+  Value bool_and(Value a, Value b);
+  Value equal(Value a, Value b);
+  Value array_equal(Value x, Value y);
+  Value vectors(int code, const Value* args, uint32_t n);
+  Value stack(const Value* items, uint32_t n, const char* who, int axis_rank);
+  Value gather(Value v, uint32_t first, uint32_t count, uint8_t rank);
+  uint32_t size_arg(Value x, const char* who);
+  void check_limits();
+
+  PayloadTable pay_;
+  MaskTable masks_;
+  Heap heap_;
+  Tape tape_;
+  const Program* prog_ = nullptr;
+  uint32_t B_ = 1;
+  uint32_t Ng_ = 1;
+  uint32_t W_ = 1;
+  uint32_t mask_ = 0;  // lanes of the running thread (0: all)
+  int32_t node_ = -1;  // node being applied, for error positions
+  bool dmci_ = false;
+
+ private:
+  void reset(const RunRequest& req);
+  void bind(const RunRequest& req, std::vector<uint32_t>& leaves);
+  void materialize_constants();
+  void run_thread(Step s);
+  Step eval(uint32_t node, uint32_t env);
+  Step resume(const Frame& f, Value val);
+  Step collect(FrameKind k, uint32_t node, uint32_t from, uint32_t env, uint32_t base);
+  Step finish(FrameKind k, uint32_t node, uint32_t env, uint32_t base);
+  bool simple(uint32_t node, uint32_t env, Value& out);
+  Value local(const Node& n, uint32_t env);
+  Step branch(uint32_t node, uint32_t env, Value test);
+  Step or_step(uint32_t node, uint32_t i, uint32_t env, Value val);
+  Step assert_step(uint32_t node, Value val);
+  Step split_masks(uint32_t active, const Arm* arms, size_t n);
+  Step split_retry();
+  Step start_arm(const Arm& arm);
+  Step deliver(uint32_t js, Value val);
+  Step service(uint32_t js);
+  Step fail(LaneError& err);
+  Step call(Value fn, const Value* args, uint32_t n, uint32_t node);
+  Step apply_prim(int code, const Value* args, uint32_t n, uint32_t node);
+  Step apply_control(int code, const Value* args, uint32_t n, uint32_t node);
+  uint32_t new_join(uint32_t mask);
+  uint32_t count_true(uint32_t active, uint32_t pid) const;
+  uint32_t lane_split(uint32_t active, uint32_t pid, bool want, uint32_t& n_yes);
+  int truth(Value v) const;  // 0 false, 1 true, 2 per lane
+  Value custom(int code, const Value* args, uint32_t n);
+  void backward(const double* cotangent, std::vector<double>& grad);
+  void vjp_record(const TapeRecord& rec, std::vector<double>& adj);
+  void accumulate(uint32_t pid, const double* ct, size_t ct_elems, uint32_t mask,
+                  std::vector<double>& adj);
+  void assemble(RunOutput& out);
+
+  Limits lim_;
+  uint64_t steps_ = 0;
+  uint64_t heap_count_ = 0;
+  std::chrono::steady_clock::time_point t0_;
+  std::vector<Value> params_;
+  std::vector<Value> inputs_;
+  std::vector<Value> consts_;
+  std::vector<Frame> kont_;
+  std::vector<Value> vstack_;
+  std::vector<Value> args_;
+  std::vector<Value> apply_bufs_[2];
+  int apply_flip_ = 0;
+  std::vector<Value> retry_args_;
+  const Value* pending_args_ = nullptr;
+  uint32_t pending_n_ = 0;
+  int pending_code_ = 0;
+  uint32_t pending_node_ = 0;
+  bool diverge_pending_ = false;
+  std::vector<uint32_t> diverge_groups_;
+  std::vector<JoinState> joins_;
+  uint32_t n_joins_ = 0;
+  std::vector<Thread> threads_;
+  std::vector<std::pair<uint32_t, Value>> groups_;
+  std::vector<std::pair<uint32_t, LaneError>> errors_;
+  std::vector<Operand> ops_;
+  std::vector<double> scratch_;
+  std::vector<double> ct_;
+  std::vector<double> adj_;
+  std::vector<uint8_t> touched_;
+  std::vector<uint32_t> leaves_;
+  std::vector<int8_t> status_;
+  size_t value_elems_ = 0;
+  bool ready_ = false;
+  bool last_numeric_ = false;
+};
+
+}  // namespace ndvm

@@ -1,0 +1,477 @@
+// The CEK machine: evaluation steps, continuation frames, lane splits and joins, lane failure.
+// Mirrors src/ndvm/eval/treewalk.py frame by frame (the reference is the specification).
+#include <algorithm>
+
+#include "ndvm/interp.hpp"
+#include "ndvm/prims.hpp"
+
+namespace ndvm {
+
+namespace {
+constexpr uint64_t kCheckEvery = 4096;
+}
+
+void Interp::check_limits() {
+  if (steps_ > lim_.max_steps) {
+    throw LimitError(LimitKind::STEPS,
+                     "step limit of " + std::to_string(lim_.max_steps) + " exceeded");
+  }
+  if (kont_.size() > lim_.max_depth) {
+    throw LimitError(LimitKind::DEPTH, "control stack deeper than " +
+                                           std::to_string(lim_.max_depth) +
+                                           " frames (non-tail recursion too deep?)");
+  }
+  if (lim_.deadline > 0) {
+    const double dt =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    if (dt > lim_.deadline) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%g", lim_.deadline);
+      throw LimitError(LimitKind::DEADLINE,
+                       std::string("evaluation exceeded its deadline of ") + buf + " s");
+    }
+  }
+}
+
+void Interp::run_thread(Step s) {
+  uint64_t check_at = steps_ + kCheckEvery;
+  for (;;) {
+    ++steps_;
+    if (steps_ >= check_at || kont_.size() > lim_.max_depth) {
+      check_limits();
+      check_at = steps_ + kCheckEvery;
+    }
+    try {
+      if (diverge_pending_) {
+        diverge_pending_ = false;
+        s = split_retry();
+      } else if (s.expr >= 0) {
+        s = eval(static_cast<uint32_t>(s.expr), s.env);
+        continue;
+      } else {
+        const Frame f = kont_.back();
+        kont_.pop_back();
+        s = f.kind == K_JOIN ? deliver(f.i, s.val) : resume(f, s.val);
+      }
+      if (s.done) return;
+    } catch (Diverge& d) {
+      diverge_groups_ = std::move(d.groups);
+      diverge_pending_ = true;
+    } catch (LaneError& err) {
+      s = fail(err);
+      if (s.done) return;
+    }
+  }
+}
+
+Value Interp::local(const Node& n, uint32_t env) {
+  for (int32_t d = 0; d < n.a; ++d) env = heap_.envs[env].parent;
+  const EnvFrame& f = heap_.envs[env];
+  const Value v = heap_.slots[f.off + static_cast<uint32_t>(n.b)];
+  if (v.tag == Tag::UNASSIGNED) {
+    node_ = static_cast<int32_t>(&n - prog_->nodes.data());
+    throw error("variable '" + prog_->strings[v.id] + "' used before its definition");
+  }
+  return v;
+}
+
+bool Interp::simple(uint32_t node, uint32_t env, Value& out) {
+  const Node& n = prog_->nodes[node];
+  switch (n.kind) {
+    case NodeKind::CONST: out = consts_[static_cast<uint32_t>(n.a)]; return true;
+    case NodeKind::LOCAL: out = local(n, env); return true;
+    case NodeKind::PARAM: out = params_[static_cast<uint32_t>(n.a)]; return true;
+    case NodeKind::INPUT: out = inputs_[static_cast<uint32_t>(n.a)]; return true;
+    case NodeKind::PRIMREF: out = make_value(Tag::PRIMPROC, n.op); return true;
+    default: return false;
+  }
+}
+
+Step Interp::collect(FrameKind k, uint32_t node, uint32_t from, uint32_t env, uint32_t base) {
+  const Node& n = prog_->nodes[node];
+  const uint32_t count = k == K_LET ? n.nkids - 1 : n.nkids;
+  const uint32_t* kids = prog_->kids_of(n);
+  for (uint32_t i = from; i < count; ++i) {
+    Value v;
+    if (simple(kids[i], env, v)) {
+      vstack_.push_back(v);
+      continue;
+    }
+    kont_.push_back(Frame{k, node, i, env, base});
+    Step s;
+    s.expr = static_cast<int32_t>(kids[i]);
+    s.env = env;
+    return s;
+  }
+  return finish(k, node, env, base);
+}
+
+Step Interp::finish(FrameKind k, uint32_t node, uint32_t env, uint32_t base) {
+  const Node& n = prog_->nodes[node];
+  const uint32_t count = static_cast<uint32_t>(vstack_.size()) - base;
+  if (k == K_LET) {
+    alloc();
+    const uint32_t e = heap_.env(env, vstack_.data() + base, count);
+    vstack_.resize(base);
+    Step s;
+    s.expr = static_cast<int32_t>(prog_->kids_of(n)[n.nkids - 1]);
+    s.env = e;
+    return s;
+  }
+  args_.assign(vstack_.begin() + base, vstack_.end());
+  vstack_.resize(base);
+  if (k == K_PRIM) return apply_prim(n.op, args_.data(), count, node);
+  return call(args_[0], args_.data() + 1, count - 1, node);
+}
+
+Step Interp::eval(uint32_t node, uint32_t env) {
+  const Node& n = prog_->nodes[node];
+  const uint32_t* kids = prog_->kids_of(n);
+  Step s;
+  s.env = env;
+  Value v;
+  if (simple(node, env, v)) {
+    s.val = v;
+    return s;
+  }
+  const uint32_t base = static_cast<uint32_t>(vstack_.size());
+  switch (n.kind) {
+    case NodeKind::IF:
+      if (simple(kids[0], env, v)) return branch(node, env, v);
+      kont_.push_back(Frame{K_IF, node, 0, env, base});
+      s.expr = static_cast<int32_t>(kids[0]);
+      return s;
+    case NodeKind::CALL: return collect(K_CALL, node, 0, env, base);
+    case NodeKind::PRIMCALL: return collect(K_PRIM, node, 0, env, base);
+    case NodeKind::LAMBDA:
+      alloc();
+      heap_.closures.push_back(ClosureCell{node, env});
+      s.val = make_value(Tag::CLOSURE, static_cast<uint32_t>(heap_.closures.size() - 1));
+      return s;
+    case NodeKind::SEQ:
+    case NodeKind::OR:
+      if (n.nkids > 1) {
+        kont_.push_back(Frame{n.kind == NodeKind::SEQ ? K_SEQ : K_OR, node, 1, env, base});
+      }
+      s.expr = static_cast<int32_t>(kids[0]);
+      return s;
+    case NodeKind::LET:
+      if (n.nkids == 1) {
+        alloc();
+        s.env = heap_.env(env, nullptr, 0);
+        s.expr = static_cast<int32_t>(kids[0]);
+        return s;
+      }
+      return collect(K_LET, node, 0, env, base);
+    case NodeKind::LETREC: {
+      alloc();
+      const uint32_t ninit = n.nkids - 1;
+      const uint32_t e = heap_.env(env, nullptr, 0);
+      heap_.envs[e].off = static_cast<uint32_t>(heap_.slots.size());
+      heap_.envs[e].size = ninit;
+      for (uint32_t i = 0; i < ninit; ++i) {
+        heap_.slots.push_back(make_value(Tag::UNASSIGNED, static_cast<uint32_t>(
+                                                              prog_->aux[n.b + i])));
+      }
+      s.env = e;
+      if (ninit == 0) {
+        s.expr = static_cast<int32_t>(kids[0]);
+        return s;
+      }
+      kont_.push_back(Frame{K_LETREC, node, 0, e, base});
+      s.expr = static_cast<int32_t>(kids[0]);
+      return s;
+    }
+    case NodeKind::ASSERT:
+      kont_.push_back(Frame{K_ASSERT, node, 0, env, base});
+      s.expr = static_cast<int32_t>(kids[0]);
+      return s;
+    default: break;
+  }
+  throw error("internal: unknown node kind");
+}
+
+Step Interp::resume(const Frame& f, Value val) {
+  const Node& n = prog_->nodes[f.node];
+  const uint32_t* kids = prog_->kids_of(n);
+  Step s;
+  s.env = f.env;
+  switch (f.kind) {
+    case K_PRIM:
+    case K_CALL:
+    case K_LET:
+      vstack_.push_back(val);
+      return collect(f.kind, f.node, f.i + 1, f.env, f.base);
+    case K_IF: return branch(f.node, f.env, val);
+    case K_SEQ:
+      if (f.i + 1 < n.nkids) kont_.push_back(Frame{K_SEQ, f.node, f.i + 1, f.env, f.base});
+      s.expr = static_cast<int32_t>(kids[f.i]);
+      return s;
+    case K_OR: return or_step(f.node, f.i, f.env, val);
+    case K_LETREC: {
+      const EnvFrame& e = heap_.envs[f.env];
+      heap_.slots[e.off + f.i] = val;
+      const uint32_t ninit = n.nkids - 1;
+      if (f.i + 1 < ninit) {
+        kont_.push_back(Frame{K_LETREC, f.node, f.i + 1, f.env, f.base});
+        s.expr = static_cast<int32_t>(kids[f.i + 1]);
+      } else {
+        s.expr = static_cast<int32_t>(kids[ninit]);
+      }
+      return s;
+    }
+    case K_ASSERT: return assert_step(f.node, val);
+    default: break;
+  }
+  throw error("internal: bad continuation frame");
+}
+
+int Interp::truth(Value v) const {
+  if (v.tag == Tag::BOOL) return v.id ? 1 : 0;
+  if (v.tag == Tag::BOOLS) return 2;
+  return 1;
+}
+
+// A new mask: active lanes where the bool payload equals `want`; n_yes gets its lane count.
+uint32_t Interp::lane_split(uint32_t active, uint32_t pid, bool want, uint32_t& n_yes) {
+  const uint32_t m = masks_.add();
+  const Payload& p = pay_[pid];
+  const double* b = pay_.ptr(pid);
+  const uint8_t* act = masks_.bits(active);
+  uint8_t* out = masks_.mutable_bits(m);
+  for (uint32_t l = 0; l < W_; ++l) {
+    const bool t = b[p.width > 1 ? l : 0] != 0.0;
+    out[l] = static_cast<uint8_t>(act[l] && t == want);
+  }
+  masks_.seal(m);
+  n_yes = masks_.count(m);
+  return m;
+}
+
+uint32_t Interp::count_true(uint32_t active, uint32_t pid) const {
+  const Payload& p = pay_[pid];
+  const double* b = pay_.ptr(pid);
+  const uint8_t* act = masks_.bits(active);
+  uint32_t n = 0;
+  for (uint32_t l = 0; l < W_; ++l) n += act[l] && b[p.width > 1 ? l : 0] != 0.0;
+  return n;
+}
+
+Step Interp::branch(uint32_t node, uint32_t env, Value test) {
+  const uint32_t* kids = prog_->kids_of(prog_->nodes[node]);
+  Step s;
+  s.env = env;
+  const int t = truth(test);
+  if (t != 2) {
+    s.expr = static_cast<int32_t>(kids[t ? 1 : 2]);
+    return s;
+  }
+  const uint32_t active = mask_;
+  const uint32_t n_true = count_true(active, test.id);
+  if (n_true == 0 || n_true == masks_.count(active)) {
+    s.expr = static_cast<int32_t>(kids[n_true ? 1 : 2]);
+    return s;
+  }
+  uint32_t n_yes = 0;
+  uint32_t n_no = 0;
+  const uint32_t yes = lane_split(active, test.id, true, n_yes);
+  const uint32_t no = lane_split(active, test.id, false, n_no);
+  Arm arms[2];
+  arms[0].mask = yes;
+  arms[0].node = kids[1];
+  arms[0].env = env;
+  arms[1].mask = no;
+  arms[1].node = kids[2];
+  arms[1].env = env;
+  return split_masks(active, arms, 2);
+}
+
+Step Interp::or_step(uint32_t node, uint32_t i, uint32_t env, Value val) {
+  const Node& n = prog_->nodes[node];
+  Step s;
+  s.env = env;
+  const int t = truth(val);
+  if (t == 1 || i >= n.nkids) {
+    s.val = val;
+    return s;
+  }
+  if (t == 0) {
+    if (i + 1 < n.nkids) {
+      kont_.push_back(Frame{K_OR, node, i + 1, env, static_cast<uint32_t>(vstack_.size())});
+    }
+    s.expr = static_cast<int32_t>(prog_->kids_of(n)[i]);
+    return s;
+  }
+  const uint32_t active = mask_;
+  if (count_true(active, val.id) == masks_.count(active)) {
+    s.val = val;
+    return s;
+  }
+  uint32_t n_yes = 0;
+  uint32_t n_no = 0;
+  const uint32_t no = lane_split(active, val.id, false, n_no);
+  const uint32_t yes = lane_split(active, val.id, true, n_yes);
+  Arm arms[2];
+  arms[0].mask = yes;
+  arms[0].kind = ArmKind::VALUE;
+  arms[0].value = val;
+  arms[1].mask = no;
+  arms[1].kind = ArmKind::OR_FROM;
+  arms[1].node = node;
+  arms[1].i = i;
+  arms[1].env = env;
+  if (n_yes == 0) return start_arm(arms[1]);
+  return split_masks(active, arms, 2);
+}
+
+Step Interp::assert_step(uint32_t node, Value val) {
+  node_ = static_cast<int32_t>(node);
+  const Node& n = prog_->nodes[node];
+  Step s;
+  s.val = make_value(Tag::VOID);
+  const int t = truth(val);
+  if (t == 1) return s;
+  if (t == 0) throw error("assertion failed: " + prog_->strings[static_cast<uint32_t>(n.c)]);
+  const uint32_t active = mask_;
+  if (count_true(active, val.id) == masks_.count(active)) return s;
+  uint32_t n_bad = 0;
+  uint32_t n_ok = 0;
+  const uint32_t bad = lane_split(active, val.id, false, n_bad);
+  const uint32_t ok = lane_split(active, val.id, true, n_ok);
+  Arm arms[2];
+  arms[0].mask = ok;
+  arms[0].kind = ArmKind::VALUE;
+  arms[0].value = make_value(Tag::VOID);
+  arms[1].mask = bad;
+  arms[1].kind = ArmKind::RAISE;
+  arms[1].node = node;
+  return split_masks(active, arms, 2);
+}
+
+uint32_t Interp::new_join(uint32_t mask) {
+  if (n_joins_ == joins_.size()) joins_.emplace_back();
+  JoinState& js = joins_[n_joins_];
+  js.mask = mask;
+  js.outstanding = masks_.count(mask);
+  js.arms.clear();
+  js.results.clear();
+  return n_joins_++;
+}
+
+Step Interp::split_masks(uint32_t active, const Arm* arms, size_t n) {
+  const uint32_t js = new_join(active);
+  for (size_t k = n; k-- > 1;) joins_[js].arms.push_back(arms[k]);
+  kont_.push_back(Frame{K_JOIN, 0, js, 0, static_cast<uint32_t>(vstack_.size())});
+  return start_arm(arms[0]);
+}
+
+Step Interp::split_retry() {
+  const uint32_t off = static_cast<uint32_t>(retry_args_.size());
+  retry_args_.insert(retry_args_.end(), pending_args_, pending_args_ + pending_n_);
+  std::vector<Arm> arms(diverge_groups_.size());
+  for (size_t k = 0; k < arms.size(); ++k) {
+    arms[k].mask = diverge_groups_[k];
+    arms[k].kind = ArmKind::RETRY;
+    arms[k].node = pending_node_;
+    arms[k].args = off;
+    arms[k].nargs = pending_n_;
+    arms[k].code = static_cast<uint16_t>(pending_code_);
+  }
+  return split_masks(mask_, arms.data(), arms.size());
+}
+
+Step Interp::start_arm(const Arm& arm) {
+  mask_ = arm.mask;
+  Step s;
+  s.env = arm.env;
+  switch (arm.kind) {
+    case ArmKind::EVAL: s.expr = static_cast<int32_t>(arm.node); return s;
+    case ArmKind::VALUE: s.val = arm.value; return s;
+    case ArmKind::RAISE:
+      node_ = static_cast<int32_t>(arm.node);
+      throw error("assertion failed: " +
+                  prog_->strings[static_cast<uint32_t>(prog_->nodes[arm.node].c)]);
+    case ArmKind::RETRY: {
+      args_.assign(retry_args_.begin() + arm.args, retry_args_.begin() + arm.args + arm.nargs);
+      return call(make_value(Tag::PRIMPROC, arm.code), args_.data(), arm.nargs, arm.node);
+    }
+    case ArmKind::OR_FROM: {
+      const Node& n = prog_->nodes[arm.node];
+      if (arm.i + 1 < n.nkids) {
+        kont_.push_back(Frame{K_OR, arm.node, arm.i + 1, arm.env,
+                              static_cast<uint32_t>(vstack_.size())});
+      }
+      s.expr = static_cast<int32_t>(prog_->kids_of(n)[arm.i]);
+      return s;
+    }
+  }
+  return s;
+}
+
+Step Interp::deliver(uint32_t js, Value val) {
+  joins_[js].results.emplace_back(mask_, val);
+  joins_[js].outstanding -= masks_.count(mask_);
+  return service(js);
+}
+
+Step Interp::service(uint32_t js) {
+  Step s;
+  for (;;) {
+    JoinState& j = joins_[js];
+    if (!j.arms.empty()) {
+      kont_.push_back(Frame{K_JOIN, 0, js, 0, static_cast<uint32_t>(vstack_.size())});
+      const Arm arm = j.arms.back();
+      j.arms.pop_back();
+      return start_arm(arm);
+    }
+    if (j.outstanding > 0) {
+      s.done = true;
+      return s;
+    }
+    if (!j.results.empty()) {
+      mask_ = j.mask;
+      const std::vector<std::pair<uint32_t, Value>> results = std::move(j.results);
+      joins_[js].results.clear();
+      std::vector<std::pair<uint32_t, Value>> groups = merge_groups(results);
+      if (kont_.empty()) {
+        groups_.insert(groups_.end(), groups.begin(), groups.end());
+        s.done = true;
+        return s;
+      }
+      for (size_t k = 1; k < groups.size(); ++k) {
+        threads_.push_back(Thread{kont_, vstack_, groups[k].first, groups[k].second});
+      }
+      mask_ = masks_.full(groups[0].first) ? 0 : groups[0].first;
+      s.val = groups[0].second;
+      return s;
+    }
+    while (!kont_.empty() && kont_.back().kind != K_JOIN) kont_.pop_back();
+    if (kont_.empty()) {
+      s.done = true;
+      return s;
+    }
+    js = kont_.back().i;
+    vstack_.resize(std::min<size_t>(vstack_.size(), kont_.back().base));
+    kont_.pop_back();
+  }
+}
+
+Step Interp::fail(LaneError& err) {
+  const uint32_t n = masks_.count(mask_);
+  for (const Frame& f : kont_) {
+    if (f.kind == K_JOIN) joins_[f.i].outstanding -= n;
+  }
+  errors_.emplace_back(mask_, std::move(err));
+  while (!kont_.empty() && kont_.back().kind != K_JOIN) kont_.pop_back();
+  Step s;
+  if (kont_.empty()) {
+    s.done = true;
+    return s;
+  }
+  const uint32_t js = kont_.back().i;
+  vstack_.resize(std::min<size_t>(vstack_.size(), kont_.back().base));
+  kont_.pop_back();
+  return service(js);
+}
+
+}  // namespace ndvm

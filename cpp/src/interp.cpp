@@ -1,0 +1,426 @@
+// Evaluation setup, application (closures, primitives, apply/error), numeric dispatch with
+// taping, and the per-run entry point.
+#include <cmath>
+#include <cstdio>
+
+#include "ndvm/interp.hpp"
+#include "ndvm/prims.hpp"
+
+namespace ndvm {
+
+namespace {
+
+struct PrimTable {
+  PrimInfo info[kPrimCodeLimit];
+  PrimTable() {
+#define NDVM_PRIM(upper, code, name, lo, hi, kind, shape, domain)                            \
+  info[code] = PrimInfo{name, lo, hi, PrimKind::kind, PrimShape::shape, PrimDomain::domain};
+#include "ndvm/prims.inc"
+#undef NDVM_PRIM
+  }
+};
+
+const PrimTable& table() {
+  static const PrimTable t;
+  return t;
+}
+
+std::string shape_str(const Payload& p) {
+  char buf[64];
+  if (p.rank == 1) {
+    std::snprintf(buf, sizeof buf, "(%u,)", p.rows);
+  } else if (p.rank == 2) {
+    std::snprintf(buf, sizeof buf, "(%u, %u)", p.rows, p.cols);
+  } else {
+    std::snprintf(buf, sizeof buf, "()");
+  }
+  return buf;
+}
+
+std::string describe_arity(const PrimInfo& info) {
+  if (info.max_args == info.min_args) return "exactly " + std::to_string(info.min_args);
+  if (info.max_args < 0) return "at least " + std::to_string(info.min_args);
+  return std::to_string(info.min_args) + " to " + std::to_string(info.max_args);
+}
+
+// Rank of argument i of a CUSTOM primitive (the last rank repeats), as linalg.py declares.
+int in_rank(int code, int i) {
+  switch (static_cast<Prim>(code)) {
+    case Prim::SCALE: return i == 0 ? 1 : 0;
+    case Prim::MATVEC:
+    case Prim::SOLVE: return i == 0 ? 2 : 1;
+    case Prim::DOT:
+    case Prim::VSUM:
+    case Prim::VMEAN:
+    case Prim::NORM:
+    case Prim::NORMALIZE:
+    case Prim::CROSS:
+    case Prim::OUTER: return 1;
+    default: return 2;
+  }
+}
+
+const char* const kRankNoun[3] = {"a number", "a vector", "a matrix"};
+
+}  // namespace
+
+const PrimInfo& prim_info(int code) {
+  static const PrimInfo none{};
+  if (code < 0 || code >= kPrimCodeLimit) return none;
+  return table().info[code];
+}
+
+LaneError Interp::error(const std::string& msg, ErrClass cls) const {
+  LaneError e;
+  e.cls = cls;
+  e.message = msg;
+  if (node_ >= 0 && static_cast<size_t>(node_) < prog_->nodes.size()) {
+    const Node& n = prog_->nodes[static_cast<size_t>(node_)];
+    e.line = n.line;
+    e.column = n.line ? n.column : 0;
+  }
+  return e;
+}
+
+void Interp::alloc(uint64_t n) {
+  heap_count_ += n;
+  if (heap_count_ > lim_.max_heap) {
+    throw LimitError(LimitKind::HEAP,
+                     "heap limit of " + std::to_string(lim_.max_heap) + " cells exceeded");
+  }
+}
+
+std::string Interp::type_name(Value v) const {
+  switch (v.tag) {
+    case Tag::NUM: return v.rank == 0 ? "a number" : v.rank == 1 ? "a vector" : "a matrix";
+    case Tag::BOOL:
+    case Tag::BOOLS: return "a boolean";
+    case Tag::PAIR: return "a pair";
+    case Tag::NIL: return "the empty list";
+    case Tag::SYMBOL: return "the symbol " + prog_->strings[v.id];
+    case Tag::STRING: return "a string";
+    case Tag::CLOSURE:
+    case Tag::PRIMPROC: return "a procedure";
+    case Tag::VOID: return "void";
+    default: return "Unassigned";
+  }
+}
+
+Value Interp::number(double x) {
+  const uint32_t pid = pay_.alloc(1, 0, 1, 1, false);
+  pay_.ptr(pid)[0] = x;
+  return make_value(Tag::NUM, pid);
+}
+
+uint32_t Interp::tape_op(TapeOp op, const uint32_t* ins, uint32_t n, uint32_t out,
+                         uint32_t extra, uint32_t aux) {
+  TapeRecord r;
+  r.op = static_cast<uint16_t>(op);
+  r.flags = dmci_ ? 1 : 0;
+  r.nargs = n;
+  r.mask = mask_;
+  r.out = out;
+  r.args = static_cast<uint32_t>(tape_.operands.size());
+  r.extra = extra;
+  r.aux = aux;
+  tape_.operands.insert(tape_.operands.end(), ins, ins + n);
+  tape_.records.push_back(r);
+  return static_cast<uint32_t>(tape_.records.size() - 1);
+}
+
+Value Interp::numeric(int code, const Value* args, uint32_t n) {
+  const PrimInfo& info = prim_info(code);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (args[i].tag != Tag::NUM) {
+      throw error(std::string(info.name) + ": argument " + std::to_string(i + 1) +
+                  " must be a number, got " + type_name(args[i]));
+    }
+  }
+  if (info.shape == PrimShape::CUSTOM) return custom(code, args, n);
+  uint32_t width = 1;
+  bool taped = false;
+  int first = -1;
+  for (uint32_t i = 0; i < n; ++i) {
+    const Payload& p = pay_[args[i].id];
+    if (p.width > 1) width = W_;
+    taped = taped || p.taped;
+    if (!p.rank) continue;
+    if (first < 0) {
+      first = static_cast<int>(i);
+      continue;
+    }
+    const Payload& f = pay_[args[first].id];
+    if (p.rank != f.rank || p.rows != f.rows || p.cols != f.cols) {
+      throw error(std::string(info.name) + ": shapes " + shape_str(f) + " and " + shape_str(p) +
+                      " differ",
+                  ErrClass::SHAPE);
+    }
+  }
+  if (first >= 0 && info.shape == PrimShape::SCALAR) {
+    throw error(std::string(info.name) + ": expects numbers, got a vector/matrix",
+                ErrClass::SHAPE);
+  }
+  ops_.resize(n);
+  if (info.kind == PrimKind::PREDICATE) {
+    for (uint32_t i = 0; i < n; ++i) ops_[i] = pay_.operand(args[i].id);
+    if (width == 1) {
+      double out = 0.0;
+      predicate_forward(code, ops_.data(), static_cast<int>(n), &out, 1);
+      return make_value(Tag::BOOL, out != 0.0 ? 1 : 0);
+    }
+    const uint32_t pid = pay_.alloc(W_, 0, 1, 1, false);
+    for (uint32_t i = 0; i < n; ++i) ops_[i] = pay_.operand(args[i].id);
+    predicate_forward(code, ops_.data(), static_cast<int>(n), pay_.ptr(pid), W_);
+    return make_value(Tag::BOOLS, pid);
+  }
+  const Payload shape = first >= 0 ? pay_[args[first].id] : Payload{};
+  const uint32_t out = pay_.alloc(width, shape.rank, shape.rows, shape.cols, taped);
+  for (uint32_t i = 0; i < n; ++i) ops_[i] = pay_.operand(args[i].id);
+  const bool dmci = dmci_ && info.domain == PrimDomain::POSITIVE;
+  elementwise_forward(code, dmci, ops_.data(), static_cast<int>(n), pay_.ptr(out), width,
+                      pay_[out].size());
+  if (taped) {
+    thread_local std::vector<uint32_t> ids;
+    ids.clear();
+    for (uint32_t i = 0; i < n; ++i) ids.push_back(args[i].id);
+    tape_op(static_cast<TapeOp>(code), ids.data(), n, out, 0, 0);
+  }
+  return make_value(Tag::NUM, out, shape.rank);
+}
+
+Value Interp::custom(int code, const Value* args, uint32_t n) {
+  const PrimInfo& info = prim_info(code);
+  ops_.resize(n);
+  uint32_t width = 1;
+  bool taped = false;
+  for (uint32_t i = 0; i < n; ++i) {
+    const Payload& p = pay_[args[i].id];
+    const int need = in_rank(code, static_cast<int>(i));
+    if (p.rank != need) {
+      throw error(std::string(info.name) + ": argument " + std::to_string(i + 1) + " must be " +
+                      kRankNoun[need] + ", got " + kRankNoun[p.rank],
+                  ErrClass::SHAPE);
+    }
+    if (p.width > 1) width = W_;
+    taped = taped || p.taped;
+    ops_[i] = pay_.operand(args[i].id);
+  }
+  OutShape shape;
+  const std::string bad = custom_shape(code, ops_.data(), static_cast<int>(n), shape);
+  if (!bad.empty()) throw error(bad, ErrClass::SHAPE);
+  const uint32_t out = pay_.alloc(width, shape.rank, shape.rows, shape.cols, taped);
+  for (uint32_t i = 0; i < n; ++i) ops_[i] = pay_.operand(args[i].id);
+  custom_forward(code, ops_.data(), static_cast<int>(n), pay_.ptr(out), width, scratch_);
+  if (taped) {
+    uint32_t ids[2] = {args[0].id, n > 1 ? args[1].id : 0};
+    tape_op(static_cast<TapeOp>(code), ids, n, out, 0, 0);
+  }
+  return make_value(Tag::NUM, out, shape.rank);
+}
+
+Step Interp::call(Value fn, const Value* args, uint32_t n, uint32_t node) {
+  if (fn.tag == Tag::CLOSURE) {
+    const ClosureCell cell = heap_.closures[fn.id];
+    const Node& lam = prog_->nodes[cell.lambda];
+    const uint32_t nreq = static_cast<uint32_t>(lam.a);
+    const bool rest = lam.b != 0;
+    Step s;
+    s.expr = static_cast<int32_t>(prog_->kids_of(lam)[0]);
+    if (n == nreq && !rest) {
+      alloc();
+      s.env = heap_.env(cell.env, args, n);
+      return s;
+    }
+    if (rest && n >= nreq) {
+      const Value lst = list_from(args + nreq, n - nreq, make_value(Tag::NIL));
+      alloc(n - nreq);
+      alloc();
+      s.env = heap_.env(cell.env, args, nreq);
+      heap_.slots.push_back(lst);
+      heap_.envs[s.env].size = nreq + 1;
+      return s;
+    }
+    node_ = static_cast<int32_t>(node);
+    const std::string want = rest ? "at least " + std::to_string(nreq) : std::to_string(nreq);
+    throw error(prog_->strings[static_cast<uint32_t>(lam.c)] + ": expects " + want +
+                " argument(s), got " + std::to_string(n));
+  }
+  if (fn.tag == Tag::PRIMPROC) {
+    const PrimInfo& info = prim_info(fn.id);
+    const int k = static_cast<int>(n);
+    if (k < info.min_args || (info.max_args >= 0 && k > info.max_args)) {
+      node_ = static_cast<int32_t>(node);
+      throw error(std::string(info.name) + " expects " + describe_arity(info) +
+                  " argument(s), got " + std::to_string(n));
+    }
+    return apply_prim(static_cast<int>(fn.id), args, n, node);
+  }
+  node_ = static_cast<int32_t>(node);
+  throw error("cannot call " + type_name(fn) + ": it is not a procedure");
+}
+
+Step Interp::apply_prim(int code, const Value* args, uint32_t n, uint32_t node) {
+  node_ = static_cast<int32_t>(node);
+  const PrimInfo& info = prim_info(code);
+  Step s;
+  switch (info.kind) {
+    case PrimKind::NUMERIC:
+    case PrimKind::PREDICATE: s.val = numeric(code, args, n); return s;
+    case PrimKind::STRUCTURAL:
+      pending_args_ = args;
+      pending_n_ = n;
+      pending_code_ = code;
+      pending_node_ = node;
+      s.val = structural(code, args, n);
+      return s;
+    case PrimKind::CONTROL: return apply_control(code, args, n, node);
+    default: break;
+  }
+  throw error(std::string("primitive ") + (info.name ? info.name : "?") +
+              " cannot be applied here");
+}
+
+Step Interp::apply_control(int code, const Value* args, uint32_t n, uint32_t node) {
+  if (static_cast<Prim>(code) == Prim::ERROR) {
+    LaneError e = error("error");
+    e.error_prim = true;
+    e.irritants = export_values(args, n);
+    throw e;
+  }
+  apply_flip_ ^= 1;
+  std::vector<Value>& buf = apply_bufs_[apply_flip_];
+  buf.assign(args + 1, args + n - 1);
+  Value x = args[n - 1];
+  while (x.tag == Tag::PAIR) {
+    buf.push_back(heap_.pairs[x.id].car);
+    x = heap_.pairs[x.id].cdr;
+  }
+  if (x.tag != Tag::NIL) throw error("apply: the last argument must be a proper list");
+  return call(args[0], buf.data(), static_cast<uint32_t>(buf.size()), node);
+}
+
+void Interp::materialize_constants() {
+  consts_.resize(prog_->consts.size());
+  for (size_t i = 0; i < prog_->consts.size(); ++i) {
+    const Const& c = prog_->consts[i];
+    const uint32_t a = static_cast<uint32_t>(c.a);
+    switch (c.kind) {
+      case ConstKind::NUM: consts_[i] = number(c.num); break;
+      case ConstKind::BOOL: consts_[i] = make_value(Tag::BOOL, c.a ? 1 : 0); break;
+      case ConstKind::NIL: consts_[i] = make_value(Tag::NIL); break;
+      case ConstKind::VOID: consts_[i] = make_value(Tag::VOID); break;
+      case ConstKind::SYMBOL: consts_[i] = make_value(Tag::SYMBOL, a); break;
+      case ConstKind::STRING: consts_[i] = make_value(Tag::STRING, a); break;
+      case ConstKind::PAIR:
+        consts_[i] = make_value(Tag::PAIR, heap_.pair(consts_[a], consts_[c.b]));
+        break;
+    }
+  }
+}
+
+void Interp::reset(const RunRequest& req) {
+  prog_ = req.program;
+  B_ = req.B;
+  Ng_ = req.Ng;
+  W_ = B_ * Ng_;
+  lim_ = req.limits;
+  dmci_ = req.dmci;
+  pay_.reset();
+  masks_.reset(W_);
+  heap_.reset();
+  tape_.reset();
+  kont_.clear();
+  vstack_.clear();
+  retry_args_.clear();
+  threads_.clear();
+  groups_.clear();
+  errors_.clear();
+  params_.clear();
+  inputs_.clear();
+  n_joins_ = 0;
+  steps_ = 0;
+  heap_count_ = 0;
+  mask_ = 0;
+  node_ = -1;
+  diverge_pending_ = false;
+  t0_ = std::chrono::steady_clock::now();
+  materialize_constants();
+}
+
+void Interp::bind(const RunRequest& req, std::vector<uint32_t>& leaves) {
+  static const Prim kTransform[4] = {Prim::ADD, Prim::SOFTPLUS, Prim::SIGMOID, Prim::TANH};
+  const uint32_t P = prog_->n_params;
+  for (uint32_t i = 0; i < P; ++i) {
+    const uint32_t pid = pay_.alloc(W_, 0, 1, 1, true);
+    double* p = pay_.ptr(pid);
+    for (uint32_t b = 0; b < B_; ++b) {
+      for (uint32_t k = 0; k < Ng_; ++k) p[b * Ng_ + k] = req.theta[b * P + i];
+    }
+    leaves.push_back(pid);
+    Value v = make_value(Tag::NUM, pid);
+    const int32_t c = req.constraints ? req.constraints[i] : 0;
+    if (c > 0 && c < 4) v = numeric(static_cast<int>(kTransform[c]), &v, 1);
+    params_.push_back(v);
+  }
+  for (const InputSpec& in : req.inputs) {
+    if (in.kind == InputKind::SCALAR) {
+      inputs_.push_back(number(in.data[0]));
+    } else if (in.kind == InputKind::DATA) {
+      const uint32_t pid = pay_.alloc(W_, 0, 1, 1, false);
+      double* p = pay_.ptr(pid);
+      for (uint32_t l = 0; l < W_; ++l) p[l] = in.data[l % Ng_];
+      inputs_.push_back(make_value(Tag::NUM, pid));
+    } else {
+      const uint32_t pid = pay_.alloc(1, in.rank, in.rows, in.cols, false);
+      double* p = pay_.ptr(pid);
+      for (size_t e = 0; e < pay_[pid].size(); ++e) p[e] = in.data[e];
+      inputs_.push_back(make_value(Tag::NUM, pid, in.rank));
+    }
+  }
+}
+
+RunOutput Interp::run(const RunRequest& req) {
+  ready_ = false;
+  reset(req);
+  leaves_.clear();
+  bind(req, leaves_);
+  const uint32_t root = new_join(0);
+  kont_.push_back(Frame{K_JOIN, 0, root, 0, 0});
+  Step s;
+  s.expr = static_cast<int32_t>(prog_->root);
+  run_thread(s);
+  while (!threads_.empty()) {
+    Thread t = std::move(threads_.back());
+    threads_.pop_back();
+    kont_ = std::move(t.kont);
+    vstack_ = std::move(t.vstack);
+    mask_ = t.mask;
+    Step resume_step;
+    resume_step.val = t.value;
+    run_thread(resume_step);
+  }
+  RunOutput out;
+  assemble(out);
+  status_ = out.status;
+  value_elems_ = out.value.size();
+  last_numeric_ = out.numeric;
+  ready_ = true;
+  if (req.grad && out.numeric) {
+    backward(req.cotangent, out.grad);
+    out.has_grad = true;
+  }
+  out.grad_needs_numeric = req.grad && !out.numeric;
+  out.steps = steps_;
+  out.tape = tape_.records.size();
+  out.heap = heap_count_;
+  return out;
+}
+
+std::vector<double> Interp::gradient(const double* cotangent) {
+  std::vector<double> grad;
+  if (!can_differentiate()) throw std::logic_error("gradient: no numeric result to differentiate");
+  backward(cotangent, grad);
+  return grad;
+}
+
+}  // namespace ndvm

@@ -1,0 +1,145 @@
+// Joining the lane groups of a divergent branch (mirrors src/ndvm/eval/merge.py): values of
+// one structure merge per lane (taped as MERGE); values that do not merge stay apart.
+#include "ndvm/interp.hpp"
+
+namespace ndvm {
+
+namespace {
+
+constexpr int kMaxMergeDepth = 200;
+
+bool boolish(Value v) { return v.tag == Tag::BOOL || v.tag == Tag::BOOLS; }
+
+}  // namespace
+
+class Merger {
+ public:
+  explicit Merger(Interp& in) : in_(in) {}
+
+  bool mergeable(Value a, Value b, int depth) {
+    if (same_value(a, b)) return true;
+    if (++work_ > 1000000) return false;
+    if (depth > kMaxMergeDepth) return false;
+    if (a.tag == Tag::NUM && b.tag == Tag::NUM) {
+      const Payload& p = in_.pay_[a.id];
+      const Payload& q = in_.pay_[b.id];
+      return p.rank == q.rank && p.rows == q.rows && p.cols == q.cols;
+    }
+    if (boolish(a) && boolish(b)) return true;
+    if (a.tag == Tag::PAIR && b.tag == Tag::PAIR) {
+      const PairCell x = in_.heap_.pairs[a.id];
+      const PairCell y = in_.heap_.pairs[b.id];
+      return mergeable(x.car, y.car, depth + 1) && mergeable(x.cdr, y.cdr, depth + 1);
+    }
+    return false;
+  }
+
+  Value merge(const std::vector<std::pair<uint32_t, Value>>& items) {
+    const Value first = items[0].second;
+    bool same = true;
+    for (const auto& it : items) same = same && same_value(it.second, first);
+    if (same) return first;
+    if (first.tag == Tag::NUM) return numbers(items);
+    if (boolish(first)) return bools(items);
+    std::vector<std::pair<uint32_t, Value>> cars;
+    std::vector<std::pair<uint32_t, Value>> cdrs;
+    for (const auto& it : items) {
+      const PairCell c = in_.heap_.pairs[it.second.id];
+      cars.emplace_back(it.first, c.car);
+      cdrs.emplace_back(it.first, c.cdr);
+    }
+    const Value car = merge(cars);
+    const Value cdr = merge(cdrs);
+    in_.alloc();
+    return make_value(Tag::PAIR, in_.heap_.pair(car, cdr));
+  }
+
+ private:
+  // Item owning lane l: the first whose mask has it, else the last.
+  size_t owner(const std::vector<std::pair<uint32_t, Value>>& items, uint32_t l) const {
+    for (size_t k = 0; k + 1 < items.size(); ++k) {
+      if (in_.masks_.bits(items[k].first)[l]) return k;
+    }
+    return items.size() - 1;
+  }
+
+  Value numbers(const std::vector<std::pair<uint32_t, Value>>& items) {
+    bool all_const = true;
+    const double v0 = in_.pay_.ptr(items[0].second.id)[0];
+    for (const auto& it : items) {
+      const Payload& p = in_.pay_[it.second.id];
+      all_const = all_const && p.width == 1 && !p.taped && p.rank == 0 &&
+                  in_.pay_.ptr(it.second.id)[0] == v0;
+    }
+    if (all_const) return items[0].second;
+    const Payload shape = in_.pay_[items[0].second.id];
+    bool taped = false;
+    for (const auto& it : items) taped = taped || in_.pay_[it.second.id].taped;
+    const uint32_t W = in_.W_;
+    const uint32_t out = in_.pay_.alloc(W, shape.rank, shape.rows, shape.cols, taped);
+    double* o = in_.pay_.ptr(out);
+    const size_t S = shape.size();
+    for (uint32_t l = 0; l < W; ++l) {
+      const Value v = items[owner(items, l)].second;
+      const Payload& p = in_.pay_[v.id];
+      const double* src = in_.pay_.ptr(v.id);
+      for (size_t e = 0; e < S; ++e) o[e * W + l] = src[e * p.width + (p.width > 1 ? l : 0)];
+    }
+    if (taped) {
+      std::vector<uint32_t> ids;
+      const uint32_t extra = static_cast<uint32_t>(in_.tape_.extras.size());
+      for (const auto& it : items) {
+        ids.push_back(it.second.id);
+        in_.tape_.extras.push_back(it.first);
+      }
+      in_.tape_op(TapeOp::MERGE, ids.data(), static_cast<uint32_t>(ids.size()), out, extra, 0);
+    }
+    return make_value(Tag::NUM, out, shape.rank);
+  }
+
+  Value bools(const std::vector<std::pair<uint32_t, Value>>& items) {
+    const uint32_t W = in_.W_;
+    const uint32_t out = in_.pay_.alloc(W, 0, 1, 1, false);
+    double* o = in_.pay_.ptr(out);
+    for (uint32_t l = 0; l < W; ++l) o[l] = in_.lane_bool(items[owner(items, l)].second, l);
+    return make_value(Tag::BOOLS, out);
+  }
+
+  Interp& in_;
+  uint64_t work_ = 0;
+};
+
+std::vector<std::pair<uint32_t, Value>> Interp::merge_groups(
+    const std::vector<std::pair<uint32_t, Value>>& results) {
+  Merger m(*this);
+  std::vector<std::vector<std::pair<uint32_t, Value>>> groups;
+  for (const auto& item : results) {
+    bool placed = false;
+    for (auto& g : groups) {
+      if (m.mergeable(g[0].second, item.second, 0)) {
+        g.push_back(item);
+        placed = true;
+        break;
+      }
+    }
+    if (!placed) groups.push_back({item});
+  }
+  std::vector<std::pair<uint32_t, Value>> out;
+  for (const auto& g : groups) {
+    if (g.size() == 1) {
+      out.push_back(g[0]);
+      continue;
+    }
+    const uint32_t mask = masks_.add();
+    uint8_t* bits = masks_.mutable_bits(mask);
+    for (const auto& it : g) {
+      const uint8_t* b = masks_.bits(it.first);
+      for (uint32_t l = 0; l < W_; ++l) bits[l] = static_cast<uint8_t>(bits[l] | b[l]);
+    }
+    masks_.seal(mask);
+    out.emplace_back(mask, m.merge(g));
+  }
+  return out;
+}
+
+}  // namespace ndvm

@@ -1,0 +1,258 @@
+// Run results: the value grid and per-lane status, reverse mode over the tape, and the export
+// of structural values (lists, symbols, ...) for the host.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+#include "ndvm/interp.hpp"
+#include "ndvm/prims.hpp"
+
+namespace ndvm {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+void mask_bytes(const MaskTable& masks, uint32_t id, std::vector<uint8_t>& out) {
+  out.assign(masks.bits(id), masks.bits(id) + masks.W());
+}
+
+}  // namespace
+
+void Interp::assemble(RunOutput& out) {
+  const size_t W = W_;
+  out.status.assign(W, 0);
+  for (auto& [mask, err] : errors_) {
+    ErrorOut e;
+    mask_bytes(masks_, mask, e.mask);
+    for (size_t l = 0; l < W; ++l) {
+      if (!e.mask[l]) continue;
+      out.status[l] = 2;
+      const int64_t b = static_cast<int64_t>(l / Ng_);
+      if (e.lanes.empty() || e.lanes.back() != b) e.lanes.push_back(b);
+    }
+    e.cls = err.cls;
+    e.message = std::move(err.message);
+    e.line = err.line;
+    e.column = err.column;
+    e.error_prim = err.error_prim;
+    e.irritants = std::move(err.irritants);
+    out.errors.push_back(std::move(e));
+  }
+  bool numeric = true;
+  Payload shape;
+  for (size_t k = 0; k < groups_.size(); ++k) {
+    const Value v = groups_[k].second;
+    if (v.tag != Tag::NUM) {
+      numeric = false;
+      break;
+    }
+    const Payload& p = pay_[v.id];
+    if (k == 0) shape = p;
+    if (p.rank != shape.rank || p.rows != shape.rows || p.cols != shape.cols) numeric = false;
+  }
+  out.numeric = numeric;
+  if (!numeric) {
+    for (const auto& [mask, v] : groups_) {
+      GroupOut g;
+      mask_bytes(masks_, mask, g.mask);
+      g.value = export_values(&v, 1);
+      out.groups.push_back(std::move(g));
+    }
+    return;
+  }
+  const size_t S = groups_.empty() ? 1 : shape.size();
+  out.value_shape = {static_cast<int64_t>(B_), static_cast<int64_t>(Ng_)};
+  if (!groups_.empty() && shape.rank >= 1) out.value_shape.push_back(shape.rows);
+  if (!groups_.empty() && shape.rank == 2) out.value_shape.push_back(shape.cols);
+  out.value.assign(W * S, kNaN);
+  for (const auto& [mask, v] : groups_) {
+    const Payload& p = pay_[v.id];
+    const double* src = pay_.ptr(v.id);
+    const uint8_t* bits = masks_.bits(mask);
+    for (size_t l = 0; l < W; ++l) {
+      if (!bits[l]) continue;
+      for (size_t e = 0; e < S; ++e) out.value[l * S + e] = src[e * p.width + (p.width > 1 ? l : 0)];
+    }
+  }
+  for (size_t l = 0; l < W; ++l) {
+    if (out.status[l]) continue;
+    for (size_t e = 0; e < S; ++e) {
+      if (!std::isfinite(out.value[l * S + e])) {
+        out.status[l] = 1;
+        break;
+      }
+    }
+  }
+}
+
+void Interp::accumulate(uint32_t pid, const double* ct, size_t ct_elems, uint32_t mask,
+                        std::vector<double>& adj) {
+  const Payload& p = pay_[pid];
+  double* a = adj.data() + p.off;
+  const uint8_t* bits = (mask == 0 || masks_.full(mask)) ? nullptr : masks_.bits(mask);
+  const size_t S = p.size();
+  const uint32_t W = p.width;
+  for (size_t e = 0; e < ct_elems; ++e) {
+    double* ae = a + (S == ct_elems ? e : 0) * W;
+    const double* ce = ct + e * W;
+    if (bits) {
+      for (uint32_t l = 0; l < W; ++l) ae[l] += bits[l] ? ce[l] : 0.0;
+    } else {
+      for (uint32_t l = 0; l < W; ++l) ae[l] += ce[l];
+    }
+  }
+}
+
+void Interp::backward(const double* cotangent, std::vector<double>& grad) {
+  const std::vector<uint32_t>& leaves = leaves_;
+  std::vector<double>& adj = adj_;
+  adj.assign(pay_.doubles(), 0.0);
+  touched_.assign(pay_.count(), 0);
+  const size_t S = value_elems_ / W_;
+  for (const auto& [mask, v] : groups_) {
+    const Payload& p = pay_[v.id];
+    if (!p.taped) continue;
+    const uint8_t* bits = masks_.bits(mask);
+    double* a = adj.data() + p.off;
+    for (size_t e = 0; e < S; ++e) {
+      for (uint32_t l = 0; l < W_; ++l) {
+        const double c = cotangent ? cotangent[l * S + e] : 1.0;
+        a[e * W_ + l] += bits[l] ? c : 0.0;
+      }
+    }
+    touched_[v.id] = 1;
+  }
+  for (size_t r = tape_.records.size(); r-- > 0;) {
+    const TapeRecord rec = tape_.records[r];
+    if (!touched_[rec.out]) continue;
+    vjp_record(rec, adj);
+  }
+  const uint32_t P = static_cast<uint32_t>(leaves.size());
+  grad.assign(static_cast<size_t>(B_) * P, 0.0);
+  for (uint32_t i = 0; i < P; ++i) {
+    const double* a = adj.data() + pay_[leaves[i]].off;
+    for (uint32_t b = 0; b < B_; ++b) {
+      double s = 0.0;
+      for (uint32_t k = 0; k < Ng_; ++k) s += a[b * Ng_ + k];
+      grad[b * P + i] = s;
+    }
+  }
+  for (uint32_t b = 0; b < B_; ++b) {
+    bool failed = false;
+    for (uint32_t k = 0; k < Ng_; ++k) failed = failed || status_[b * Ng_ + k] == 2;
+    if (failed) {
+      for (uint32_t i = 0; i < P; ++i) grad[b * P + i] = kNaN;
+    }
+  }
+}
+
+void Interp::vjp_record(const TapeRecord& rec, std::vector<double>& adj) {
+  const Payload outp = pay_[rec.out];
+  const double* g = adj.data() + outp.off;
+  const double* ans = pay_.ptr(rec.out);
+  const uint32_t* ids = tape_.operands.data() + rec.args;
+  const uint32_t n = rec.nargs;
+  const size_t S = outp.size();
+  const uint32_t W = outp.width;
+  ops_.resize(n);
+  for (uint32_t i = 0; i < n; ++i) ops_[i] = pay_.operand(ids[i]);
+  for (uint32_t which = 0; which < n; ++which) {
+    const uint32_t pid = ids[which];
+    const Payload& in = pay_[pid];
+    if (!in.taped) continue;
+    size_t elems = S;
+    if (rec.op == static_cast<uint16_t>(TapeOp::MERGE)) {
+      ct_.assign(S * W, 0.0);
+      const uint8_t* bits = masks_.bits(tape_.extras[rec.extra + which]);
+      for (size_t e = 0; e < S; ++e) {
+        for (uint32_t l = 0; l < W; ++l) ct_[e * W + l] = bits[l] ? g[e * W + l] : 0.0;
+      }
+    } else if (rec.op == static_cast<uint16_t>(TapeOp::STACK)) {
+      elems = rec.extra;
+      ct_.assign(g + static_cast<size_t>(which) * elems * W,
+                 g + static_cast<size_t>(which + 1) * elems * W);
+    } else if (rec.op == static_cast<uint16_t>(TapeOp::GATHER)) {
+      elems = in.size();
+      ct_.assign(elems * W, 0.0);
+      for (size_t k = 0; k < static_cast<size_t>(rec.aux) * W; ++k) {
+        ct_[static_cast<size_t>(rec.extra) * W + k] = g[k];
+      }
+    } else if (prim_info(rec.op).shape == PrimShape::CUSTOM) {
+      elems = in.size();
+      ct_.resize(elems * W);
+      OutShape os{outp.rank, outp.rows, outp.cols};
+      custom_vjp(rec.op, g, ans, os, ops_.data(), static_cast<int>(n), static_cast<int>(which),
+                 ct_.data(), W, scratch_);
+    } else {
+      ct_.resize(S * W);
+      const bool dmci = (rec.flags & 1) && prim_info(rec.op).domain == PrimDomain::POSITIVE;
+      if (!elementwise_vjp(rec.op, dmci, g, ans, ops_.data(), static_cast<int>(n),
+                           static_cast<int>(which), ct_.data(), W, S)) {
+        continue;
+      }
+    }
+    accumulate(pid, ct_.data(), elems, rec.mask, adj);
+    touched_[pid] = 1;
+  }
+}
+
+Export Interp::export_values(const Value* vals, size_t n) {
+  Export ex;
+  std::unordered_map<uint32_t, int64_t> seen;
+  std::vector<Value> todo(vals, vals + n);
+  std::reverse(todo.begin(), todo.end());
+  auto rec = [&](int64_t tag, int64_t a, int64_t b, int64_t c) {
+    ex.enc.insert(ex.enc.end(), {tag, a, b, c});
+  };
+  while (!todo.empty()) {
+    const Value v = todo.back();
+    todo.pop_back();
+    switch (v.tag) {
+      case Tag::NUM:
+      case Tag::BOOLS: {
+        const Payload& p = pay_[v.id];
+        const double* src = pay_.ptr(v.id);
+        const size_t S = p.size();
+        std::vector<double> arr(S * p.width);
+        for (size_t l = 0; l < p.width; ++l) {
+          for (size_t e = 0; e < S; ++e) arr[l * S + e] = src[e * p.width + l];
+        }
+        std::vector<int64_t> shape = {p.width > 1 ? B_ : 1, p.width > 1 ? Ng_ : 1};
+        if (p.rank >= 1) shape.push_back(p.rows);
+        if (p.rank == 2) shape.push_back(p.cols);
+        rec(v.tag == Tag::NUM ? 0 : 2, static_cast<int64_t>(ex.arrays.size()), p.rank,
+            p.taped ? 1 : 0);
+        ex.arrays.push_back(std::move(arr));
+        ex.shapes.push_back(std::move(shape));
+        break;
+      }
+      case Tag::BOOL: rec(1, v.id, 0, 0); break;
+      case Tag::NIL: rec(3, 0, 0, 0); break;
+      case Tag::VOID: rec(4, 0, 0, 0); break;
+      case Tag::PAIR: {
+        auto it = seen.find(v.id);
+        if (it != seen.end()) {
+          rec(11, it->second, 0, 0);
+          break;
+        }
+        seen[v.id] = static_cast<int64_t>(ex.enc.size() / 4);
+        rec(5, 0, 0, 0);
+        todo.push_back(heap_.pairs[v.id].cdr);
+        todo.push_back(heap_.pairs[v.id].car);
+        break;
+      }
+      case Tag::SYMBOL: rec(6, v.id, 0, 0); break;
+      case Tag::STRING: rec(7, v.id, 0, 0); break;
+      case Tag::CLOSURE:
+        rec(8, prog_->nodes[heap_.closures[v.id].lambda].c, 0, 0);
+        break;
+      case Tag::PRIMPROC: rec(9, v.id, 0, 0); break;
+      default: rec(10, 0, 0, 0); break;
+    }
+  }
+  return ex;
+}
+
+}  // namespace ndvm
