@@ -20,10 +20,9 @@ struct PrimTable {
   }
 };
 
-const PrimTable& table() {
-  static const PrimTable t;
-  return t;
-}
+const PrimTable kTable;
+
+const PrimTable& table() { return kTable; }
 
 std::string shape_str(const Payload& p) {
   char buf[64];
@@ -180,7 +179,7 @@ Value Interp::numeric(int code, const Value* args, uint32_t n) {
   elementwise_forward(code, dmci, ops_.data(), static_cast<int>(n), pay_.ptr(out), width,
                       pay_[out].size());
   if (taped) {
-    thread_local std::vector<uint32_t> ids;
+    std::vector<uint32_t>& ids = ids_;
     ids.clear();
     for (uint32_t i = 0; i < n; ++i) ids.push_back(args[i].id);
     tape_op(static_cast<TapeOp>(code), ids.data(), n, out, 0, 0);

@@ -168,11 +168,6 @@ bool cholesky_lane(const double* A, int n, double* L) {
   return true;
 }
 
-std::vector<int>& pivots() {
-  thread_local std::vector<int> piv;
-  return piv;
-}
-
 struct Lane {
   std::vector<double>& buf;
   std::vector<int>& piv;
@@ -181,7 +176,7 @@ struct Lane {
   double* c;
   double* d;
   double* w;
-  Lane(std::vector<double>& scratch, size_t m) : buf(scratch), piv(pivots()) {
+  Lane(LinalgScratch& scratch, size_t m) : buf(scratch.buf), piv(scratch.piv) {
     buf.resize(5 * (m + 1));
     piv.resize(m + 1);
     a = buf.data();
@@ -339,7 +334,8 @@ std::string custom_shape(int code, const Operand* args, int n, OutShape& out) {
 }
 
 void custom_forward(int code, const Operand* args, int n, double* out, uint32_t W_out,
-                    std::vector<double>& scratch) {
+                    LinalgScratch& scratch) {
+  if (lanes_forward(code, args, out, W_out)) return;
   OutShape shape;
   custom_shape(code, args, n, shape);
   const size_t S = static_cast<size_t>(shape.rows) * shape.cols;
@@ -537,11 +533,14 @@ void cholesky_vjp_lane(int n, const double* g, const double* Lm, Lane& L, double
 
 void custom_vjp(int code, const double* g, const double* ans, const OutShape& out_shape,
                 const Operand* args, int n, int which, double* ct, uint32_t W,
-                std::vector<double>& scratch) {
+                LinalgScratch& scratch) {
+  if (lanes_vjp(code, g, args, which, ct, W)) return;
   const size_t S = static_cast<size_t>(out_shape.rows) * out_shape.cols;
   const size_t m = std::max(max_size(args, n), S);
   Lane L(scratch, m);
-  thread_local std::vector<double> lane_g, lane_ans, lane_ct;
+  std::vector<double>& lane_g = scratch.g;
+  std::vector<double>& lane_ans = scratch.ans;
+  std::vector<double>& lane_ct = scratch.ct;
   lane_g.resize(S);
   lane_ans.resize(S);
   lane_ct.resize(args[which].size());

@@ -51,7 +51,7 @@ Value Interp::stack(const Value* items, uint32_t n, const char* who, int axis_ra
     }
   }
   if (taped) {
-    thread_local std::vector<uint32_t> ids;
+    std::vector<uint32_t>& ids = ids_;
     ids.clear();
     for (uint32_t i = 0; i < n; ++i) ids.push_back(items[i].id);
     tape_op(TapeOp::STACK, ids.data(), n, out, m, 0);

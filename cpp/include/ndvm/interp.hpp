@@ -259,7 +259,8 @@ class Interp {
   std::vector<std::pair<uint32_t, Value>> groups_;
   std::vector<std::pair<uint32_t, LaneError>> errors_;
   std::vector<Operand> ops_;
-  std::vector<double> scratch_;
+  LinalgScratch scratch_;
+  std::vector<uint32_t> ids_;
   std::vector<double> ct_;
   std::vector<double> adj_;
   std::vector<uint8_t> touched_;

@@ -37,16 +37,32 @@ void predicate_forward(int code, const Operand* args, int n, double* out, uint32
 bool elementwise_vjp(int code, bool dmci, const double* g, const double* ans,
                      const Operand* args, int n, int which, double* ct, uint32_t W, size_t S);
 
+// Lane-vectorized forms of the sum-of-products CUSTOM primitives (dot, vsum, vmean, scale,
+// outer, matvec, matmul, transpose, trace). Return false for other opcodes.
+bool lanes_forward(int code, const Operand* args, double* out, uint32_t W);
+bool lanes_vjp(int code, const double* g, const Operand* args, int which, double* ct,
+               uint32_t W);
+
+// Reusable buffers of the per-lane linear-algebra kernels (one per evaluator: no
+// allocation per operation once warm, no thread-local state).
+struct LinalgScratch {
+  std::vector<double> buf;
+  std::vector<double> g;
+  std::vector<double> ans;
+  std::vector<double> ct;
+  std::vector<int> piv;
+};
+
 // Shape rule of a CUSTOM (linear-algebra) primitive. Returns "" or the ShapeError message.
 std::string custom_shape(int code, const Operand* args, int n, OutShape& out);
 
 // Forward of a CUSTOM primitive (out: W_out lanes of the shape custom_shape gave).
 void custom_forward(int code, const Operand* args, int n, double* out, uint32_t W_out,
-                    std::vector<double>& scratch);
+                    LinalgScratch& scratch);
 
 // VJP of a CUSTOM primitive w.r.t. argument `which`: ct gets the argument's size x W values.
 void custom_vjp(int code, const double* g, const double* ans, const OutShape& out_shape,
                 const Operand* args, int n, int which, double* ct, uint32_t W,
-                std::vector<double>& scratch);
+                LinalgScratch& scratch);
 
 }  // namespace ndvm
