@@ -78,6 +78,10 @@ void fold(double* o, uint32_t W, size_t S, const Operand* args, int n, F f) {
   for (int j = 1; j < n; ++j) map2(o, W, S, src_out(o, W, S), src_of(args[j]), f);
 }
 
+void fill_value(double* o, uint32_t W, size_t S, double v) {
+  for (size_t k = 0; k < S * W; ++k) o[k] = v;
+}
+
 double np_minimum(double a, double b) { return (a < b || std::isnan(a)) ? a : b; }
 double np_maximum(double a, double b) { return (a > b || std::isnan(a)) ? a : b; }
 double np_sign(double x) {
@@ -200,14 +204,14 @@ void forward_log(bool dmci, const Operand* args, int n, double* o, uint32_t W, s
 void forward_variadic(int code, const Operand* args, int n, double* o, uint32_t W, size_t S) {
   switch (static_cast<Prim>(code)) {
     case Prim::ADD:
-      if (n == 0) return map1(o, W, S, Src{nullptr, 0, 0}, [](double) { return 0.0; });
+      if (n == 0) return fill_value(o, W, S, 0.0);
       map1(o, W, S, src_of(args[0]), [](double x) { return 0.0 + x; });
       for (int j = 1; j < n; ++j) {
         map2(o, W, S, src_out(o, W, S), src_of(args[j]), [](double x, double y) { return x + y; });
       }
       return;
     case Prim::MUL:
-      if (n == 0) return map1(o, W, S, Src{nullptr, 0, 0}, [](double) { return 1.0; });
+      if (n == 0) return fill_value(o, W, S, 1.0);
       map1(o, W, S, src_of(args[0]), [](double x) { return 1.0 * x; });
       for (int j = 1; j < n; ++j) {
         map2(o, W, S, src_out(o, W, S), src_of(args[j]), [](double x, double y) { return x * y; });
