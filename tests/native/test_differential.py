@@ -26,8 +26,7 @@ PROGRAMS: list[tuple[str, str, dict[str, Any]]] = [
     ("piecewise", "(+ (floor a) (round b) (* a (sign b)) (modulo a 0.7) (remainder b 0.3))", {}),
     ("sr", "(* a (exp (- (* b x))) (cos (+ (* c x) d)))", {"x": X}),
     ("let", "(let* ((u (* a x)) (v (+ u b))) (let ((w (* u v))) (- w u)))", {"x": X}),
-    ("lambda", "(define (f u) (* u u a)) (define g (lambda (v w) (+ (f v) w))) (g b x)",
-     {"x": X}),
+    ("lambda", "(define (f u) (* u u a)) (define g (lambda (v w) (+ (f v) w))) (g b x)", {"x": X}),
     ("named-let", "(let loop ((k 0) (s 0)) (if (= k 10) s (loop (+ k 1) (+ s (* a k b)))))", {}),
     ("do-loop", "(do ((i 0 (+ i 1)) (acc 1 (* acc a))) ((= i 4) (+ acc b)))", {}),
     ("uniform-if", "(if (> 2 1) (* a b) (- a b))", {}),
@@ -36,32 +35,54 @@ PROGRAMS: list[tuple[str, str, dict[str, Any]]] = [
     ("cond", "(cond ((< a -0.5) (* 2 a)) ((< a 0.5) (* b b)) (else (+ a b)))", {}),
     ("and-or", "(if (or (> a 1) (and (< b 0) (> a -1))) (* a b) (+ a b))", {}),
     ("or-value", "(let ((t (or (> a 0) 5))) (if (number? t) (* t b) (+ a b)))", {}),
-    ("loop-divergent", "(let loop ((k 0) (s a)) (if (> s 3) (+ s k) (loop (+ k 1) (+ (* (abs s) 1.5) 0.7))))",
-     {}),
+    (
+        "loop-divergent",
+        "(let loop ((k 0) (s a)) (if (> s 3) (+ s k) (loop (+ k 1) (+ (* (abs s) 1.5) 0.7))))",
+        {},
+    ),
     ("vectors", "(let ((v (vec a b (* a b)))) (+ (dot v v) (vsum v) (norm v) (ref v 2)))", {}),
-    ("matrices", "(let ((m (mat (vec a b) (vec b (+ 3 a))))) "
-     "(+ (det m) (trace (matmul m m)) (logdet (+ (eye 2) (matmul m (transpose m)))) "
-     "(vsum (matvec (inv (+ (eye 2) (matmul m (transpose m)))) (vec 1 a)))))", {}),
-    ("solve-chol", "(let* ((m (mat (vec (+ 3 (* a a)) b) (vec b (+ 2 (* b b))))) "
-     "(l (cholesky m)) (s (solve m (vec a 1)))) (+ (vsum (vector-map (lambda (z) z) s)) "
-     "(ref l 1 0) (ref l 1 1)))", {}),
-    ("vector-ops", "(let ((v (vec a b 1)) (w (vec b 2 a))) "
-     "(+ (vsum (cross v w)) (vsum (normalize v)) (vmean (scale w a)) (trace (outer v w))))", {}),
+    (
+        "matrices",
+        "(let ((m (mat (vec a b) (vec b (+ 3 a))))) "
+        "(+ (det m) (trace (matmul m m)) (logdet (+ (eye 2) (matmul m (transpose m)))) "
+        "(vsum (matvec (inv (+ (eye 2) (matmul m (transpose m)))) (vec 1 a)))))",
+        {},
+    ),
+    (
+        "solve-chol",
+        "(let* ((m (mat (vec (+ 3 (* a a)) b) (vec b (+ 2 (* b b))))) "
+        "(l (cholesky m)) (s (solve m (vec a 1)))) (+ (vsum (vector-map (lambda (z) z) s)) "
+        "(ref l 1 0) (ref l 1 1)))",
+        {},
+    ),
+    (
+        "vector-ops",
+        "(let ((v (vec a b 1)) (w (vec b 2 a))) "
+        "(+ (vsum (cross v w)) (vsum (normalize v)) (vmean (scale w a)) (trace (outer v w))))",
+        {},
+    ),
     ("elementwise-vec", "(vsum (+ (* a (vec 1 2 3)) (exp (vec b a 0)) 1))", {}),
     ("vector-result", "(vec a (* a b) (sin b))", {}),
     ("matrix-result", "(mat (vec a b) (vec (* a b) 1))", {}),
-    ("lists", "(let ((l (list a b (* a b)))) (+ (car l) (cadr l) (length l) "
-     "(apply + l) (fold-left + 0 (map (lambda (z) (* z z)) l))))", {}),
-    ("list-result", "(list a (* a b) 'sym \"str\" #t)", {}),
+    (
+        "lists",
+        "(let ((l (list a b (* a b)))) (+ (car l) (cadr l) (length l) "
+        "(apply + l) (fold-left + 0 (map (lambda (z) (* z z)) l))))",
+        {},
+    ),
+    ("list-result", '(list a (* a b) \'sym "str" #t)', {}),
     ("iota", "(apply + (map (lambda (k) (* k a)) (iota 5 1 b)))", {}),
-    ("divergent-structure", "(let ((r (if (> a 0) (list a b) (* a b)))) (if (pair? r) (car r) r))",
-     {}),
+    (
+        "divergent-structure",
+        "(let ((r (if (> a 0) (list a b) (* a b)))) (if (pair? r) (car r) r))",
+        {},
+    ),
     ("divergent-index", "(let ((v (vec a b 3))) (ref v (if (> a 0) 0 2)))", {}),
     ("kalman80", (ROOT / "examples" / "kalman80.scm").read_text(), {"Y": ndvm.const(RNG_Y)}),
     ("damped", (ROOT / "examples" / "damped.scm").read_text(), {"x": X}),
     ("lane-error", "(if (> a 0) (car a) (* a b))", {}),
     ("all-error", "(+ a (car b))", {}),
-    ("error-prim", "(if (> a 0) (error \"bad lane\" a 'sym) b)", {}),
+    ("error-prim", '(if (> a 0) (error "bad lane" a \'sym) b)', {}),
     ("assert", "(begin (assert (> a -0.5)) (* a b))", {}),
     ("shape-error", "(if (> a 0) (dot (vec a b) (vec a b 1)) a)", {}),
     ("nonfinite", "(/ a (- b b))", {}),
@@ -75,10 +96,12 @@ def _theta(source: str, inputs: dict[str, Any], B: int, seed: int) -> tuple[Any,
     return prog, rng.normal(size=(B, len(prog.params)))
 
 
-def _evaluate(source: str, inputs: dict[str, Any], theta: np.ndarray, backend: str,
-              dialect: str | None = None) -> Any:
-    prog = ndvm.compile(source, inputs=tuple(inputs), backend=backend, strict=False,
-                        dialect=dialect)
+def _evaluate(
+    source: str, inputs: dict[str, Any], theta: np.ndarray, backend: str, dialect: str | None = None
+) -> Any:
+    prog = ndvm.compile(
+        source, inputs=tuple(inputs), backend=backend, strict=False, dialect=dialect
+    )
     try:
         return prog.evaluate(theta, inputs, grad=True)
     except ndvm.NdvmError as exc:
@@ -106,8 +129,10 @@ def _same_values(a: np.ndarray, b: np.ndarray, numeric: bool, rtol: float) -> No
             np.testing.assert_allclose(x, y, rtol=rtol)
         elif isinstance(x, list):
             assert repr(x) == repr(y) or np.allclose(
-                [v for v in x if isinstance(v, float)], [v for v in y if isinstance(v, float)],
-                rtol=rtol)
+                [v for v in x if isinstance(v, float)],
+                [v for v in y if isinstance(v, float)],
+                rtol=rtol,
+            )
         else:
             assert x == y or (x != x and y != y), (x, y)
 

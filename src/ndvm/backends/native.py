@@ -182,9 +182,7 @@ def lower(program: CompiledProgram) -> _Lowered:
         len(program.params),
         len(program.inputs),
     )
-    constraints = np.asarray(
-        [_CONSTRAINTS[s.constraint] for s in program.params], dtype=np.int32
-    )
+    constraints = np.asarray([_CONSTRAINTS[s.constraint] for s in program.params], dtype=np.int32)
     return _Lowered(core, t.strings, constraints)
 
 
