@@ -335,7 +335,7 @@ std::string custom_shape(int code, const Operand* args, int n, OutShape& out) {
 
 void custom_forward(int code, const Operand* args, int n, double* out, uint32_t W_out,
                     LinalgScratch& scratch) {
-  if (lanes_forward(code, args, out, W_out)) return;
+  if (lanes_forward(code, args, out, W_out, scratch)) return;
   OutShape shape;
   custom_shape(code, args, n, shape);
   const size_t S = static_cast<size_t>(shape.rows) * shape.cols;
@@ -534,7 +534,7 @@ void cholesky_vjp_lane(int n, const double* g, const double* Lm, Lane& L, double
 void custom_vjp(int code, const double* g, const double* ans, const OutShape& out_shape,
                 const Operand* args, int n, int which, double* ct, uint32_t W,
                 LinalgScratch& scratch) {
-  if (lanes_vjp(code, g, args, which, ct, W)) return;
+  if (lanes_vjp(code, g, ans, args, which, ct, W, scratch)) return;
   const size_t S = static_cast<size_t>(out_shape.rows) * out_shape.cols;
   const size_t m = std::max(max_size(args, n), S);
   Lane L(scratch, m);

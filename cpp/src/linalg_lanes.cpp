@@ -1,6 +1,11 @@
 // Lane-vectorized (element-outer, lane-inner) kernels for the linear-algebra primitives whose
 // work is a fixed sum of products: dot, vsum, vmean, scale, outer, matvec, matmul, transpose,
 // trace. Same operation order as the per-lane forms in linalg.cpp.
+#include <cmath>
+#include <limits>
+#include <utility>
+#include <vector>
+
 #include "ndvm/kernels.hpp"
 #include "ndvm/prims.hpp"
 
@@ -46,9 +51,184 @@ inline void mul_lanes(double* o, uint32_t W, const double* a, size_t als, const 
   for (uint32_t l = 0; l < W; ++l) o[l] = a[l * als] * b[l * bls];
 }
 
+// Lane-parallel LU with partial pivoting: the same operations, per lane, as linalg.cpp's lu()
+// (pivot = first largest |a_ij|; a zero pivot marks the lane singular and skips its swap and
+// scaling). Rows of b (n x k) are swapped along. a: n*n*W, b: n*k*W element-major.
+struct SoaLU {
+  std::vector<double>& buf;
+  std::vector<int>& piv;
+  double* a;
+  double* b;
+  double* sign;
+  double* best;
+  double* singular;
+  size_t n;
+  size_t k;
+  uint32_t W;
+  SoaLU(LinalgScratch& s, size_t n_, size_t k_, uint32_t W_)
+      : buf(s.buf), piv(s.piv), n(n_), k(k_), W(W_) {
+    buf.resize((n * n + n * k + 3) * W);
+    piv.resize(W);
+    a = buf.data();
+    b = a + n * n * W;
+    sign = b + n * k * W;
+    best = sign + W;
+    singular = best + W;
+  }
+  double* A(size_t i, size_t j) { return a + (i * n + j) * W; }
+  double* Bm(size_t i, size_t c) { return b + (i * k + c) * W; }
+  void load(const Operand& m) {
+    const Lanes src = lanes_of(m);
+    for (size_t e = 0; e < n * n; ++e) {
+      const double* x = src.row(e);
+      for (uint32_t l = 0; l < W; ++l) a[e * W + l] = x[l * src.ls];
+    }
+  }
+  void identity() {
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t c = 0; c < k; ++c) fill(Bm(i, c), W, i == c ? 1.0 : 0.0);
+    }
+  }
+  void factor() {
+    fill(sign, W, 1.0);
+    fill(singular, W, 0.0);
+    for (size_t j = 0; j < n; ++j) {
+      for (uint32_t l = 0; l < W; ++l) {
+        piv[l] = static_cast<int>(j);
+        best[l] = std::fabs(A(j, j)[l]);
+      }
+      for (size_t i = j + 1; i < n; ++i) {
+        const double* x = A(i, j);
+        for (uint32_t l = 0; l < W; ++l) {
+          const double v = std::fabs(x[l]);
+          if (v > best[l]) {
+            best[l] = v;
+            piv[l] = static_cast<int>(i);
+          }
+        }
+      }
+      for (uint32_t l = 0; l < W; ++l) {
+        const size_t p = static_cast<size_t>(piv[l]);
+        if (A(p, j)[l] == 0.0) {
+          singular[l] = 1.0;
+          piv[l] = -1;
+          continue;
+        }
+        if (p == j) continue;
+        sign[l] = -sign[l];
+        for (size_t c = 0; c < n; ++c) std::swap(A(j, c)[l], A(p, c)[l]);
+        for (size_t c = 0; c < k; ++c) std::swap(Bm(j, c)[l], Bm(p, c)[l]);
+      }
+      const double* d = A(j, j);
+      for (size_t i = j + 1; i < n; ++i) {
+        double* x = A(i, j);
+        for (uint32_t l = 0; l < W; ++l) {
+          if (piv[l] >= 0) x[l] /= d[l];
+        }
+      }
+      for (size_t i = j + 1; i < n; ++i) {
+        const double* f = A(i, j);
+        for (size_t c = j + 1; c < n; ++c) {
+          double* x = A(i, c);
+          const double* y = A(j, c);
+          for (uint32_t l = 0; l < W; ++l) x[l] -= f[l] * y[l];
+        }
+      }
+    }
+  }
+  // b <- U^-1 L^-1 b (rows already permuted); singular lanes become NaN.
+  void solve() {
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        const double* f = A(i, j);
+        for (size_t c = 0; c < k; ++c) {
+          double* x = Bm(i, c);
+          const double* y = Bm(j, c);
+          for (uint32_t l = 0; l < W; ++l) x[l] -= f[l] * y[l];
+        }
+      }
+    }
+    for (size_t i = n; i-- > 0;) {
+      for (size_t j = i + 1; j < n; ++j) {
+        const double* f = A(i, j);
+        for (size_t c = 0; c < k; ++c) {
+          double* x = Bm(i, c);
+          const double* y = Bm(j, c);
+          for (uint32_t l = 0; l < W; ++l) x[l] -= f[l] * y[l];
+        }
+      }
+      const double* d = A(i, i);
+      for (size_t c = 0; c < k; ++c) {
+        double* x = Bm(i, c);
+        for (uint32_t l = 0; l < W; ++l) x[l] /= d[l];
+      }
+    }
+    for (uint32_t l = 0; l < W; ++l) {
+      if (singular[l] == 0.0) continue;
+      for (size_t e = 0; e < n * k; ++e) b[e * W + l] = std::numeric_limits<double>::quiet_NaN();
+    }
+  }
+};
+
+// out (n x n, W lanes) = inverse of m, lane-parallel.
+void soa_inverse(const Operand& m, double* out, uint32_t W, LinalgScratch& s, bool transpose) {
+  const size_t n = m.rows;
+  SoaLU lu(s, n, n, W);
+  lu.load(m);
+  lu.identity();
+  lu.factor();
+  lu.solve();
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      const double* x = lu.Bm(i, j);
+      double* o = out + (transpose ? j * n + i : i * n + j) * W;
+      for (uint32_t l = 0; l < W; ++l) o[l] = x[l];
+    }
+  }
+}
+
+void soa_slogdet(const Operand& m, double* out, uint32_t W, LinalgScratch& s, bool det) {
+  const size_t n = m.rows;
+  SoaLU lu(s, n, 0, W);
+  lu.load(m);
+  std::vector<uint8_t> nan_lane(W, 0);
+  for (size_t e = 0; e < n * n; ++e) {
+    for (uint32_t l = 0; l < W; ++l) nan_lane[l] |= std::isnan(lu.a[e * W + l]);
+  }
+  lu.factor();
+  for (uint32_t l = 0; l < W; ++l) {
+    double sign = lu.sign[l];
+    double logdet = 0.0;
+    if (lu.singular[l] != 0.0) {
+      sign = 0.0;
+      logdet = -std::numeric_limits<double>::infinity();
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        const double d = lu.A(i, i)[l];
+        if (d < 0) sign = -sign;
+        logdet += std::log(std::fabs(d));
+      }
+    }
+    out[l] = det ? sign * std::exp(logdet) : logdet;
+    if (nan_lane[l]) out[l] = std::numeric_limits<double>::quiet_NaN();
+  }
+}
+
 }  // namespace
 
-bool lanes_forward(int code, const Operand* args, double* out, uint32_t W) {
+bool lanes_forward(int code, const Operand* args, double* out, uint32_t W, LinalgScratch& s) {
+  if (W > 1) {
+    switch (static_cast<Prim>(code)) {
+      case Prim::INV: soa_inverse(args[0], out, W, s, false); return true;
+      case Prim::DET: soa_slogdet(args[0], out, W, s, true); return true;
+      case Prim::LOGDET: soa_slogdet(args[0], out, W, s, false); return true;
+      default: break;
+    }
+  }
+  return lanes_forward_products(code, args, out, W);
+}
+
+bool lanes_forward_products(int code, const Operand* args, double* out, uint32_t W) {
   const Operand& A = args[0];
   const Lanes a = lanes_of(A);
   const size_t r = A.rows;
@@ -131,8 +311,50 @@ bool lanes_forward(int code, const Operand* args, double* out, uint32_t W) {
   }
 }
 
-bool lanes_vjp(int code, const double* g_ptr, const Operand* args, int which, double* ct,
-               uint32_t W) {
+bool lanes_vjp(int code, const double* g_ptr, const double* ans, const Operand* args, int which,
+               double* ct, uint32_t W, LinalgScratch& s) {
+  const Prim p = static_cast<Prim>(code);
+  if (W > 1 && (p == Prim::DET || p == Prim::LOGDET)) {
+    const size_t n = args[0].rows;
+    std::vector<double>& inv = s.g;
+    inv.resize(n * n * W);
+    soa_inverse(args[0], inv.data(), W, s, true);
+    for (size_t e = 0; e < n * n; ++e) {
+      for (uint32_t l = 0; l < W; ++l) {
+        const double f = p == Prim::DET ? g_ptr[l] * ans[l] : g_ptr[l];
+        ct[e * W + l] = f * inv[e * W + l];
+      }
+    }
+    return true;
+  }
+  if (W > 1 && p == Prim::INV) {  // -ans^T G ans^T
+    const size_t n = args[0].rows;
+    std::vector<double>& t2 = s.ans;
+    t2.resize(n * n * W);
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = 0; j < n; ++j) {
+        double* o = t2.data() + (i * n + j) * W;
+        fill(o, W, 0.0);
+        for (size_t k = 0; k < n; ++k) {
+          const double* x = ans + (k * n + i) * W;
+          const double* y = g_ptr + (k * n + j) * W;
+          for (uint32_t l = 0; l < W; ++l) o[l] += -x[l] * y[l];
+        }
+      }
+    }
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = 0; j < n; ++j) {
+        double* o = ct + (i * n + j) * W;
+        fill(o, W, 0.0);
+        for (size_t k = 0; k < n; ++k) {
+          const double* x = t2.data() + (i * n + k) * W;
+          const double* y = ans + (j * n + k) * W;
+          for (uint32_t l = 0; l < W; ++l) o[l] += x[l] * y[l];
+        }
+      }
+    }
+    return true;
+  }
   const Operand& A = args[0];
   const Lanes a = lanes_of(A);
   const Lanes g = lanes_out(g_ptr, W);

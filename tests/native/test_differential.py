@@ -189,3 +189,16 @@ def test_native_has_every_numeric_kernel() -> None:
     from ndvm import _core
 
     assert _core.missing_kernels() == []
+
+
+def test_native_singular_and_nan_lanes_match_reference() -> None:
+    source = (
+        "(let ((m (mat (vec a 1 0) (vec 1 a b) (vec 0 b 2)))) "
+        "(vec (det m) (logdet m) (vsum (matvec (inv m) (vec 1 2 3)))))"
+    )
+    theta = np.array([[1.0, 0.0], [2.0, 1.0], [np.nan, 0.5], [0.0, 0.0], [-3.0, 2.0]])
+    ref = _evaluate(source, {}, theta, "reference")
+    nat = _evaluate(source, {}, theta, "native")
+    np.testing.assert_array_equal(ref.status, nat.status)
+    np.testing.assert_allclose(nat.value, ref.value, rtol=1e-12, equal_nan=True)
+    np.testing.assert_allclose(nat.grad, ref.grad, rtol=1e-10, atol=1e-12, equal_nan=True)

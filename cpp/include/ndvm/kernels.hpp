@@ -37,12 +37,6 @@ void predicate_forward(int code, const Operand* args, int n, double* out, uint32
 bool elementwise_vjp(int code, bool dmci, const double* g, const double* ans,
                      const Operand* args, int n, int which, double* ct, uint32_t W, size_t S);
 
-// Lane-vectorized forms of the sum-of-products CUSTOM primitives (dot, vsum, vmean, scale,
-// outer, matvec, matmul, transpose, trace). Return false for other opcodes.
-bool lanes_forward(int code, const Operand* args, double* out, uint32_t W);
-bool lanes_vjp(int code, const double* g, const Operand* args, int which, double* ct,
-               uint32_t W);
-
 // Reusable buffers of the per-lane linear-algebra kernels (one per evaluator: no
 // allocation per operation once warm, no thread-local state).
 struct LinalgScratch {
@@ -52,6 +46,14 @@ struct LinalgScratch {
   std::vector<double> ct;
   std::vector<int> piv;
 };
+
+// Lane-vectorized forms of CUSTOM primitives: the sums of products (dot, vsum, vmean, scale,
+// outer, matvec, matmul, transpose, trace) and, over many lanes, inv/det/logdet (lane-parallel
+// LU with the per-lane pivoting of the scalar form). Return false for other opcodes.
+bool lanes_forward(int code, const Operand* args, double* out, uint32_t W, LinalgScratch& s);
+bool lanes_forward_products(int code, const Operand* args, double* out, uint32_t W);
+bool lanes_vjp(int code, const double* g, const double* ans, const Operand* args, int which,
+               double* ct, uint32_t W, LinalgScratch& s);
 
 // Shape rule of a CUSTOM (linear-algebra) primitive. Returns "" or the ShapeError message.
 std::string custom_shape(int code, const Operand* args, int n, OutShape& out);
