@@ -1,0 +1,46 @@
+"""Native limits raise the same LimitExceeded subclasses as the reference, and the context
+stays reusable afterwards; malformed tables are typed errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ndvm
+from ndvm import errors
+from ndvm.eval.limits import Limits
+
+pytestmark = pytest.mark.native
+
+CASES = [
+    ("(let loop ((k 0)) (loop (+ k 1)))", Limits(max_steps=20_000), errors.StepLimitExceeded),
+    ("(define (f n) (+ 1 (f n))) (f a)", Limits(max_depth=2_000), errors.DepthLimitExceeded),
+    ("(let loop ((l '())) (loop (cons a l)))", Limits(max_heap=5_000), errors.HeapLimitExceeded),
+    ("(let loop ((k 0)) (loop (+ k 1)))", Limits(deadline=0.05), errors.DeadlineExceeded),
+]
+
+
+@pytest.mark.parametrize("source,limits,cls", CASES)
+def test_native_limits_raise_like_reference(source: str, limits: Limits, cls: type) -> None:
+    for backend in ("reference", "native"):
+        prog = ndvm.compile(source, backend=backend, limits=limits)
+        with pytest.raises(cls):
+            prog.evaluate(np.zeros((2, len(prog.params))), {}, grad=True)
+    ok = ndvm.compile("(* a 2)", backend="native")
+    assert float(ok.eval(np.array([1.5]))) == 3.0
+
+
+def test_native_tail_loop_runs_in_constant_stack() -> None:
+    prog = ndvm.compile(
+        "(let loop ((k 0) (s 0)) (if (= k 200000) s (loop (+ k 1) (+ s a))))", backend="native"
+    )
+    assert float(prog.eval(np.array([0.5]))) == 100000.0
+
+
+def test_native_malformed_table_is_typed_error() -> None:
+    from ndvm import _core
+
+    nodes = np.array([[0, 0, 5, 0, 0, 0, 0, 1, 1]], dtype=np.int32)  # CONST index out of range
+    empty = np.zeros(0, dtype=np.int32)
+    with pytest.raises(errors.NativeError):
+        _core.Program(nodes, empty, empty, np.zeros((0, 3), np.int32), np.zeros(0), [], 0, 0, 0)
