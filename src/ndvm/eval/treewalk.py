@@ -136,7 +136,12 @@ class Machine:
                 else:
                     expr, env, val = self._resume(kont, frame, val)
             except Diverge as div:
-                nxt = self._split(kont, div.groups, ("retry", self._pending, self._retry))
+                try:
+                    nxt = self._split(kont, div.groups, ("retry", self._pending, self._retry))
+                except ProgramError as exc:  # the first group's retry failed: only its lanes
+                    nxt = self._fail(kont, exc)
+                if nxt is None:
+                    return
                 expr, env, val = nxt
             except ProgramError as exc:
                 nxt = self._fail(kont, exc)
