@@ -2,13 +2,16 @@
 // logic lives here.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <optional>
 #include <stdexcept>
 
 #include "ndvm/interp.hpp"
 #include "ndvm/kernels.hpp"
+#include "ndvm/optimize.hpp"
 #include "ndvm/prims.hpp"
 #include "ndvm/program.hpp"
 #include "ndvm/version.hpp"
@@ -54,10 +57,10 @@ ndvm::Program make_program(I32In nodes, I32In kids, I32In aux, I32In consts, F64
                              consts.shape(0), std::move(strings), root, n_params, n_inputs);
 }
 
-nb::dict run(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta, I32In constraints,
-             std::vector<int> kinds, std::vector<F64In> arrays, uint32_t Ng, bool grad,
-             uint64_t max_steps, uint64_t max_heap, uint64_t max_depth,
-             double deadline, bool dmci) {
+ndvm::RunRequest make_request(const ndvm::Program& prog, F64In theta, I32In constraints,
+                              const std::vector<int>& kinds, const std::vector<F64In>& arrays,
+                              uint32_t Ng, uint64_t max_steps, uint64_t max_heap,
+                              uint64_t max_depth, double deadline, bool dmci) {
   ndvm::RunRequest req;
   req.program = &prog;
   if (theta.ndim() != 2 || theta.shape(1) != prog.n_params || theta.shape(0) == 0 ||
@@ -82,12 +85,27 @@ nb::dict run(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta, I32In
     }
     req.inputs.push_back(in);
   }
-  req.grad = grad;
   req.limits.max_steps = max_steps;
   req.limits.max_heap = max_heap;
   req.limits.max_depth = max_depth;
   req.limits.deadline = deadline;
   req.dmci = dmci;
+  return req;
+}
+
+nb::object error_tuple(ndvm::ErrorOut& e, size_t B, size_t Ng) {
+  return nb::make_tuple(mask_array(std::move(e.mask), B, Ng), static_cast<int>(e.cls),
+                        e.message, e.line, e.column, e.lanes, e.error_prim,
+                        export_obj(std::move(e.irritants)));
+}
+
+nb::dict run(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta, I32In constraints,
+             std::vector<int> kinds, std::vector<F64In> arrays, uint32_t Ng, bool grad,
+             uint64_t max_steps, uint64_t max_heap, uint64_t max_depth,
+             double deadline, bool dmci) {
+  ndvm::RunRequest req = make_request(prog, theta, constraints, kinds, arrays, Ng, max_steps,
+                                      max_heap, max_depth, deadline, dmci);
+  req.grad = grad;
   ndvm::RunOutput out;
   {
     nb::gil_scoped_release release;
@@ -103,11 +121,7 @@ nb::dict run(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta, I32In
                            : nb::none();
   d["grad_needs_numeric"] = out.grad_needs_numeric;
   nb::list errors;
-  for (ndvm::ErrorOut& e : out.errors) {
-    errors.append(nb::make_tuple(mask_array(std::move(e.mask), B, Ng), static_cast<int>(e.cls),
-                                 e.message, e.line, e.column, e.lanes, e.error_prim,
-                                 export_obj(std::move(e.irritants))));
-  }
+  for (ndvm::ErrorOut& e : out.errors) errors.append(error_tuple(e, B, Ng));
   d["errors"] = errors;
   nb::list groups;
   for (ndvm::GroupOut& g : out.groups) {
@@ -141,6 +155,54 @@ nb::object gradient(ndvm::Interp& interp, nb::object cotangent, size_t n_params)
   }
   const size_t B = n_params ? grad.size() / n_params : interp.lanes_b();
   return to_numpy<double>(std::move(grad), {B, n_params});
+}
+
+using F64Opt = nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+nb::dict optimize(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta0,
+                  I32In constraints, std::vector<int> kinds, std::vector<F64In> arrays,
+                  uint32_t Ng, uint64_t max_steps, uint64_t max_heap, uint64_t max_depth,
+                  double deadline, bool dmci, double weight, uint32_t steps, double lr,
+                  double beta1, double beta2, double eps, std::optional<F64Opt> lower,
+                  std::optional<F64Opt> upper, bool early_stop, double rtol, double atol,
+                  int64_t patience) {
+  ndvm::OptimizeRequest req;
+  req.run = make_request(prog, theta0, constraints, kinds, arrays, Ng, max_steps, max_heap,
+                         max_depth, deadline, dmci);
+  req.theta0 = theta0.data();
+  req.weight = weight;
+  req.steps = steps;
+  req.adam = ndvm::AdamOptions{lr, beta1, beta2, eps};
+  for (const auto* box : {&lower, &upper}) {
+    if (*box && (*box)->shape(0) != prog.n_params) {
+      throw std::invalid_argument("optimize: bounds must have one entry per parameter");
+    }
+  }
+  req.lower = lower ? lower->data() : nullptr;
+  req.upper = upper ? upper->data() : nullptr;
+  req.early_stop = early_stop;
+  req.rtol = rtol;
+  req.atol = atol;
+  req.patience = patience;
+  ndvm::OptimizeOutput out;
+  {
+    nb::gil_scoped_release release;
+    out = ndvm::optimize_adam(interp, req);
+  }
+  const size_t B = req.run.B, P = prog.n_params;
+  nb::dict d;
+  d["non_numeric"] = out.non_numeric;
+  d["theta"] = to_numpy<double>(std::move(out.theta), {B, P});
+  d["best_theta"] = to_numpy<double>(std::move(out.best_theta), {B, P});
+  d["best_loss"] = to_numpy<double>(std::move(out.best_loss), {B});
+  d["history"] = to_numpy<double>(std::move(out.history), {size_t{out.iterates}, B});
+  d["state"] = to_numpy<int8_t>(std::move(out.state), {B});
+  d["reason"] = to_numpy<int32_t>(std::move(out.reason), {B});
+  nb::list errors;
+  for (ndvm::ErrorOut& e : out.errors) errors.append(error_tuple(e, B, Ng));
+  d["errors"] = errors;
+  d["evaluations"] = out.evaluations;
+  return d;
 }
 
 std::vector<int> missing_kernels() {
@@ -191,7 +253,14 @@ NB_MODULE(_core, m) {
            nb::arg("max_steps"), nb::arg("max_heap"), nb::arg("max_depth"),
            nb::arg("deadline"), nb::arg("dmci"))
       .def("gradient", &gradient, nb::arg("cotangent").none(), nb::arg("n_params"),
-           "Gradient [B, P] of sum(cotangent * value) for the last run on this context.");
+           "Gradient [B, P] of sum(cotangent * value) for the last run on this context.")
+      .def("optimize", &optimize, nb::arg("program"), nb::arg("theta0"), nb::arg("constraints"),
+           nb::arg("input_kinds"), nb::arg("inputs"), nb::arg("n_data"), nb::arg("max_steps"),
+           nb::arg("max_heap"), nb::arg("max_depth"), nb::arg("deadline"), nb::arg("dmci"),
+           nb::arg("weight"), nb::arg("steps"), nb::arg("lr"), nb::arg("beta1"),
+           nb::arg("beta2"), nb::arg("eps"), nb::arg("lower").none(), nb::arg("upper").none(),
+           nb::arg("early_stop"), nb::arg("rtol"), nb::arg("atol"), nb::arg("patience"),
+           "Adam over the lanes of theta0 (optim.Adam semantics), all steps in the runtime.");
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);

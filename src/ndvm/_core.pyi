@@ -45,3 +45,36 @@ class Context:
         dmci: bool,
     ) -> dict[str, Any]: ...
     def gradient(self, cotangent: np.ndarray | None, n_params: int) -> np.ndarray: ...
+    def optimize(
+        self,
+        program: Program,
+        theta0: np.ndarray,  # float64 [B, P], C-contiguous
+        constraints: np.ndarray,
+        input_kinds: list[int],
+        inputs: list[np.ndarray],
+        n_data: int,
+        max_steps: int,
+        max_heap: int,
+        max_depth: int,
+        deadline: float,
+        dmci: bool,
+        weight: float,  # loss_b = weight * sum(value[b, ...])
+        steps: int,
+        lr: float,
+        beta1: float,
+        beta2: float,
+        eps: float,
+        lower: np.ndarray | None,  # float64 [P]
+        upper: np.ndarray | None,
+        early_stop: bool,
+        rtol: float,
+        atol: float,
+        patience: int,
+    ) -> dict[str, Any]:
+        """Adam (ndvm.calibrate.optim.Adam semantics) over theta0's lanes, all steps in C++.
+
+        Returns theta, best_theta, best_loss, history [k, B], state int8 [B], reason int32 [B]
+        (>= 0: index into errors; -2 non-finite loss; -3 non-finite gradient; -1 none),
+        errors (as in ``run``), evaluations, non_numeric.
+        """
+        ...

@@ -298,8 +298,39 @@ def _object_grid(groups: list[Any], strings: list[str], B: int, Ng: int) -> np.n
     return value
 
 
+def _input_arrays(
+    program: CompiledProgram, inputs: Mapping[str, Any]
+) -> tuple[list[int], list[np.ndarray], int | None]:
+    kinds, n_data = classify_inputs(program.inputs, inputs)
+    arrays = [
+        np.ascontiguousarray(a, dtype=np.float64).reshape(-1 if k != "const" else a.shape)
+        for k, a in kinds
+    ]
+    return [_KINDS[k] for k, _ in kinds], arrays, n_data
+
+
+def _limit_args(limits: Limits, dialect: str | None) -> tuple[int, int, int, float, bool]:
+    return (
+        int(limits.max_steps),
+        int(limits.max_heap),
+        int(limits.max_depth),
+        float(limits.deadline or 0.0),
+        dialect == "dmci",
+    )
+
+
+def _reason_text(code: int, errors: list[tuple[np.ndarray, NdvmError]]) -> str | None:
+    """A lane's failure reason as ``calibrate.losses.lane_reasons`` / ``objective`` word it."""
+    if code >= 0:
+        err = errors[code][1]
+        return f"{type(err).__name__}: {err}"
+    return {-2: "non-finite loss", -3: "non-finite gradient"}.get(code)
+
+
 class NativeBackend:
     name = "native"
+    # in-runtime optimizer methods (ndvm.calibrate.native.supports consults this)
+    optimize_methods = ("adam",)
 
     def __init__(self) -> None:
         if _core is None:
@@ -338,29 +369,21 @@ class NativeBackend:
         limits: Limits,
         dialect: str | None,
     ) -> RunResult:
-        kinds, n_data = classify_inputs(program.inputs, inputs)
         low = self.lowered(program)
         theta = np.ascontiguousarray(theta, dtype=np.float64)
         B = theta.shape[0]
+        kinds, arrays, n_data = _input_arrays(program, inputs)
         Ng = n_data or 1
-        arrays = [
-            np.ascontiguousarray(a, dtype=np.float64).reshape(-1 if k != "const" else a.shape)
-            for k, a in kinds
-        ]
         ctx = self._context()
         raw = ctx.run(
             low.core,
             theta,
             low.constraints,
-            [_KINDS[k] for k, _ in kinds],
+            kinds,
             arrays,
             Ng,
             False,
-            int(limits.max_steps),
-            int(limits.max_heap),
-            int(limits.max_depth),
-            float(limits.deadline or 0.0),
-            dialect == "dmci",
+            *_limit_args(limits, dialect),
         )
         errors = _errors(raw["errors"], low.strings)
         status = raw["status"]
@@ -383,3 +406,70 @@ class NativeBackend:
                 )
             result.grad = ctx.gradient(ct, len(program.params))
         return result
+
+    def optimize(
+        self,
+        program: CompiledProgram,
+        theta0: np.ndarray,
+        inputs: Mapping[str, Any],
+        *,
+        weight: float,
+        method: str,
+        steps: int,
+        options: Mapping[str, Any],
+        lower: np.ndarray | None,
+        upper: np.ndarray | None,
+        early_stop: tuple[float, float, int] | None,
+        limits: Limits,
+        dialect: str | None,
+    ) -> dict[str, Any]:
+        """Adam over the lanes of ``theta0`` inside the runtime (``ndvm.calibrate.native``).
+
+        The loss of lane b is ``weight * sum(value[b, ...])``; the semantics are those of
+        ``ndvm.calibrate.optim.Adam`` with ``on_failure="drop"``. Only ``method="adam"``
+        (``optimize_methods``); L-BFGS stays in NumPy.
+        """
+        if method not in self.optimize_methods:
+            raise NativeUnsupported(f"native backend: no in-runtime {method!r} optimizer")
+        low = self.lowered(program)
+        theta0 = np.ascontiguousarray(theta0, dtype=np.float64)
+        kinds, arrays, n_data = _input_arrays(program, inputs)
+        b1, b2 = options.get("betas", (0.9, 0.999))
+        box = [
+            None if x is None else np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
+            for x in (lower, upper)
+        ]
+        rtol, atol, patience = early_stop if early_stop is not None else (0.0, 0.0, 0)
+        raw = self._context().optimize(
+            low.core,
+            theta0,
+            low.constraints,
+            kinds,
+            arrays,
+            n_data or 1,
+            *_limit_args(limits, dialect),
+            float(weight),
+            int(steps),
+            float(options.get("lr", 0.05)),
+            float(b1),
+            float(b2),
+            float(options.get("eps", 1e-8)),
+            box[0],
+            box[1],
+            early_stop is not None,
+            float(rtol),
+            float(atol),
+            int(patience),
+        )
+        if raw["non_numeric"]:
+            raise NdvmError("value_and_grad needs a numeric result (a number, vector or matrix)")
+        errors = _errors(raw["errors"], low.strings)
+        return {
+            "theta": raw["theta"],
+            "best_theta": raw["best_theta"],
+            "best_loss": raw["best_loss"],
+            "history": raw["history"],
+            "state": raw["state"],
+            "reasons": [_reason_text(int(c), errors) for c in raw["reason"]],
+            "evaluations": int(raw["evaluations"]),
+        }

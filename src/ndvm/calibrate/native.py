@@ -32,7 +32,10 @@ def supports(backend: Any, prepared: Prepared | None, opt: Any) -> bool:
     # a learned noise scale (gaussian_nll) needs loss-owned parameters: NumPy path
     if prepared.extra0 or (prepared.kind == "gaussian_nll" and prepared.sigma is None):
         return False
-    return isinstance(opt, (optim.Adam, optim.LBFGS))
+    if not isinstance(opt, (optim.Adam, optim.LBFGS)):
+        return False
+    # a backend may run only some methods in-runtime (e.g. Adam); the rest stay in NumPy
+    return opt.name in getattr(backend, "optimize_methods", ("adam", "lbfgs"))
 
 
 @dataclass(frozen=True)

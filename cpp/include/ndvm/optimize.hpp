@@ -1,0 +1,61 @@
+// In-runtime multi-step optimizer: Adam over the B parameter lanes of one program, looping
+// run + reverse mode on one reused Interp with no host round trip per step. The semantics are
+// those of ndvm.calibrate.optim.Adam with on_failure="drop" (torch.optim.Adam's update order,
+// per-lane best iterate, failed lanes frozen but still evaluated, optional early stop and box
+// projection); the loss of lane b is weight * sum(value[b, ...]) (NumPy's pairwise sum).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ndvm/interp.hpp"
+
+namespace ndvm {
+
+enum LaneState : int8_t { LANE_RUNNING = 0, LANE_OK = 1, LANE_FAILED = 2, LANE_CONVERGED = 3 };
+
+// Why a lane failed: an index into OptimizeOutput::errors, or one of these.
+constexpr int32_t kNoReason = -1;
+constexpr int32_t kNonFiniteLoss = -2;
+constexpr int32_t kNonFiniteGrad = -3;
+
+struct AdamOptions {
+  double lr = 0.05;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+};
+
+struct OptimizeRequest {
+  RunRequest run;                 // program, B, Ng, constraints, inputs, limits, dialect
+  const double* theta0 = nullptr;  // [B, P]
+  double weight = 1.0;            // loss_b = weight * sum(value[b, ...]); cotangent = weight
+  uint32_t steps = 0;
+  AdamOptions adam;
+  const double* lower = nullptr;  // [P] or nullptr: theta box, projected after each step
+  const double* upper = nullptr;
+  bool early_stop = false;
+  double rtol = 0.0;
+  double atol = 0.0;
+  int64_t patience = 0;
+};
+
+struct OptimizeOutput {
+  std::vector<double> theta;       // [B, P]
+  std::vector<double> best_theta;  // [B, P]
+  std::vector<double> best_loss;   // [B] (NaN for failed lanes)
+  std::vector<double> history;     // [k, B]
+  uint32_t iterates = 0;           // k
+  std::vector<int8_t> state;       // [B]
+  std::vector<int32_t> reason;     // [B]: >= 0 index into errors, else kNo/kNonFinite*
+  std::vector<ErrorOut> errors;    // the lane errors reasons refer to
+  uint64_t evaluations = 0;
+  bool non_numeric = false;  // the program's result was not numeric: nothing to optimize
+};
+
+// Pairwise summation exactly as NumPy's float64 add.reduce over a contiguous row.
+double pairwise_sum(const double* a, size_t n);
+
+OptimizeOutput optimize_adam(Interp& interp, const OptimizeRequest& req);
+
+}  // namespace ndvm

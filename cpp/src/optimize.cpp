@@ -1,0 +1,224 @@
+// In-runtime Adam (see optimize.hpp): the loop of ndvm.calibrate.optim.Adam._loop and
+// optim._Book with on_failure="drop", operation for operation, so that the trajectories equal
+// the NumPy implementation's to the last bit wherever libm agrees with NumPy.
+#include "ndvm/optimize.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace ndvm {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// One objective evaluation of every lane (ProgramObjective.__call__ for a weighted sum).
+struct Eval {
+  std::vector<double> loss;
+  std::vector<double> grad;
+  std::vector<uint8_t> failed;
+  std::vector<uint8_t> bad_loss;
+};
+
+class AdamRun {
+ public:
+  AdamRun(Interp& interp, const OptimizeRequest& req)
+      : in_(interp), rq_(req), B_(req.run.B), P_(req.run.program->n_params) {}
+
+  OptimizeOutput go();
+
+ private:
+  bool evaluate(const std::vector<double>& theta, bool grad);
+  void record(const std::vector<double>& theta);
+  int32_t reason_of(uint32_t b);
+
+  Interp& in_;
+  const OptimizeRequest& rq_;
+  const uint32_t B_;
+  const uint32_t P_;
+  RunRequest run_;
+  RunOutput last_;
+  Eval ev_;
+  std::vector<double> ct_;
+  std::vector<int64_t> flat_;
+  std::vector<int32_t> err_map_;  // error index of the last run -> OptimizeOutput::errors
+  OptimizeOutput out_;
+};
+
+bool AdamRun::evaluate(const std::vector<double>& theta, bool grad) {
+  run_.theta = theta.data();
+  run_.grad = false;
+  last_ = in_.run(run_);
+  if (!last_.numeric) return false;
+  const size_t M = last_.value.size() / B_;
+  const double* val = last_.value.data();
+  for (uint32_t b = 0; b < B_; ++b) {
+    ev_.loss[b] = pairwise_sum(val + b * M, M) * rq_.weight;
+    ev_.bad_loss[b] = !std::isfinite(ev_.loss[b]);
+    ev_.failed[b] = ev_.bad_loss[b];
+  }
+  if (grad) {
+    ct_.assign(last_.value.size(), rq_.weight);
+    ev_.grad = in_.gradient(ct_.data());
+    for (uint32_t b = 0; b < B_; ++b) {
+      bool bad = false;
+      for (uint32_t i = 0; i < P_; ++i) bad = bad || !std::isfinite(ev_.grad[b * P_ + i]);
+      ev_.failed[b] = ev_.failed[b] || bad;
+    }
+  }
+  err_map_.assign(last_.errors.size(), -1);
+  return true;
+}
+
+// lane_reasons (first error naming the lane), else "non-finite loss" / "non-finite gradient".
+int32_t AdamRun::reason_of(uint32_t b) {
+  for (size_t e = 0; e < last_.errors.size(); ++e) {
+    bool hit = false;
+    for (int64_t lane : last_.errors[e].lanes) hit = hit || lane == static_cast<int64_t>(b);
+    if (!hit) continue;
+    if (err_map_[e] < 0) {
+      err_map_[e] = static_cast<int32_t>(out_.errors.size());
+      out_.errors.push_back(last_.errors[e]);
+    }
+    return err_map_[e];
+  }
+  return ev_.bad_loss[b] ? kNonFiniteLoss : kNonFiniteGrad;
+}
+
+// _Book.record (general path; the fast path is bitwise the same).
+void AdamRun::record(const std::vector<double>& theta) {
+  out_.evaluations += 1;
+  const uint32_t k = out_.iterates;
+  double* hist = out_.history.data() + static_cast<size_t>(k) * B_;
+  for (uint32_t b = 0; b < B_; ++b) {
+    const int8_t s = out_.state[b];
+    const bool act = s == LANE_RUNNING;
+    const bool bad = act && ev_.failed[b];
+    const bool good = act && !ev_.failed[b];
+    const double loss = ev_.loss[b];
+    hist[b] = (act || s == LANE_CONVERGED) ? loss : kNaN;
+    const bool better = good && loss < out_.best_loss[b];
+    if (rq_.early_stop && k > 0) {
+      const bool small = out_.best_loss[b] - loss <= rq_.rtol * std::fabs(loss) + rq_.atol;
+      flat_[b] = (good && small) ? flat_[b] + 1 : 0;
+      if (good && flat_[b] >= rq_.patience) out_.state[b] = LANE_CONVERGED;
+    }
+    if (better) {
+      out_.best_loss[b] = loss;
+      for (uint32_t i = 0; i < P_; ++i) out_.best_theta[b * P_ + i] = theta[b * P_ + i];
+    }
+    if (bad) {
+      out_.reason[b] = reason_of(b);
+      out_.state[b] = LANE_FAILED;
+    }
+  }
+  out_.iterates = k + 1;
+}
+
+OptimizeOutput AdamRun::go() {
+  const size_t BP = static_cast<size_t>(B_) * P_;
+  run_ = rq_.run;
+  std::vector<double> theta(rq_.theta0, rq_.theta0 + BP);
+  std::vector<double> m(BP, 0.0), v(BP, 0.0), t(B_, 0.0), step(BP);
+  ev_.loss.assign(B_, 0.0);
+  ev_.failed.assign(B_, 0);
+  ev_.bad_loss.assign(B_, 0);
+  flat_.assign(B_, 0);
+  out_.best_theta = theta;
+  out_.best_loss.assign(B_, kInf);
+  out_.history.assign(static_cast<size_t>(rq_.steps + 1) * B_, kNaN);
+  out_.state.assign(B_, LANE_RUNNING);
+  out_.reason.assign(B_, kNoReason);
+  const double b1 = rq_.adam.beta1, b2 = rq_.adam.beta2, lr = rq_.adam.lr, eps = rq_.adam.eps;
+  std::vector<uint8_t> act(B_);
+  bool broke = false;
+  for (uint32_t it = 0; it < rq_.steps; ++it) {
+    if (!evaluate(theta, true)) {
+      out_.non_numeric = true;
+      return std::move(out_);
+    }
+    record(theta);
+    bool any = false;
+    for (uint32_t b = 0; b < B_; ++b) {
+      act[b] = out_.state[b] == LANE_RUNNING;
+      any = any || act[b];
+    }
+    if (!any) {
+      broke = true;
+      break;
+    }
+    for (uint32_t b = 0; b < B_; ++b) {
+      if (!act[b]) continue;
+      t[b] += 1.0;
+      const double bc1 = 1.0 - std::pow(b1, t[b]);
+      const double bc2s = std::sqrt(1.0 - std::pow(b2, t[b]));
+      const double scale = lr / bc1;
+      for (uint32_t i = 0; i < P_; ++i) {
+        const size_t j = static_cast<size_t>(b) * P_ + i;
+        const double g = ev_.grad[j];
+        const double mn = m[j] + (1.0 - b1) * (g - m[j]);
+        const double vn = v[j] * b2 + (1.0 - b2) * g * g;
+        m[j] = mn;
+        v[j] = vn;
+        double x = theta[j] - scale * (mn / (std::sqrt(vn) / bc2s + eps));
+        // np.clip: min(max(x, lo), hi) with NaN propagated
+        if (rq_.lower && x < rq_.lower[i]) x = rq_.lower[i];
+        if (rq_.upper && x > rq_.upper[i]) x = rq_.upper[i];
+        theta[j] = x;
+      }
+    }
+  }
+  if (!broke) {
+    if (!evaluate(theta, false)) {
+      out_.non_numeric = true;
+      return std::move(out_);
+    }
+    record(theta);
+  }
+  // _Book.finish
+  for (uint32_t b = 0; b < B_; ++b) {
+    if (out_.state[b] == LANE_RUNNING) out_.state[b] = LANE_OK;
+    if (out_.best_loss[b] == kInf) {
+      out_.state[b] = LANE_FAILED;
+      out_.best_loss[b] = kNaN;
+    }
+    if (out_.state[b] != LANE_FAILED) out_.reason[b] = kNoReason;
+  }
+  out_.history.resize(static_cast<size_t>(out_.iterates) * B_);
+  out_.theta = std::move(theta);
+  return std::move(out_);
+}
+
+double pairwise_rec(const double* a, size_t n) {
+  if (n < 8) {
+    double res = 0.0;
+    for (size_t i = 0; i < n; ++i) res += a[i];
+    return res;
+  }
+  if (n <= 128) {
+    double r[8];
+    for (int j = 0; j < 8; ++j) r[j] = a[j];
+    size_t i = 8;
+    for (; i < n - (n % 8); i += 8) {
+      for (int j = 0; j < 8; ++j) r[j] += a[i + j];
+    }
+    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i) res += a[i];
+    return res;
+  }
+  size_t n2 = n / 2;
+  n2 -= n2 % 8;
+  return pairwise_rec(a, n2) + pairwise_rec(a + n2, n - n2);
+}
+
+}  // namespace
+
+double pairwise_sum(const double* a, size_t n) { return pairwise_rec(a, n); }
+
+OptimizeOutput optimize_adam(Interp& interp, const OptimizeRequest& req) {
+  AdamRun run(interp, req);
+  return run.go();
+}
+
+}  // namespace ndvm

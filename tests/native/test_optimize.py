@@ -1,0 +1,164 @@
+"""The in-runtime Adam (``NativeBackend.optimize``) equals ``ndvm.calibrate.optim.Adam``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ndvm
+from ndvm.backends import registry
+from ndvm.calibrate import optim
+from ndvm.calibrate.losses import MSE, Prepared, Value
+from ndvm.calibrate.objective import ProgramObjective
+
+ROOT = Path(__file__).resolve().parents[2]
+X = np.linspace(0.1, 6.0, 44)
+DAMPED = """\
+(params (a 1.0) (k 0.3 positive) (w 2.0) (phi 0.0))
+(* a (exp (- (* k x))) (cos (+ (* w x) phi)))
+"""
+FIELDS = ("theta", "best_theta", "best_loss", "history", "state")
+
+
+def _native(prep: Prepared, theta0: np.ndarray, steps: int, **kw: Any) -> dict[str, Any]:
+    adam = kw.pop("adam", optim.Adam())
+    program = prep.program
+    return registry.get("native").optimize(
+        program.compiled,
+        theta0,
+        prep.inputs,
+        weight=prep.weight,
+        method=kw.get("method", "adam"),
+        steps=steps,
+        options={"lr": adam.lr, "betas": adam.betas, "eps": adam.eps},
+        lower=kw.get("lower"),
+        upper=kw.get("upper"),
+        early_stop=kw.get("early_stop"),
+        limits=program.limits,
+        dialect=program.dialect,
+    )
+
+
+def _numpy(prep: Prepared, theta0: np.ndarray, steps: int, **kw: Any) -> optim.Trace:
+    adam = kw.get("adam", optim.Adam())
+    control = optim.Control()
+    lo, hi = kw.get("lower"), kw.get("upper")
+    if lo is not None or hi is not None:
+        control.project = lambda th: np.clip(th, lo, hi)
+    es = kw.get("early_stop")
+    if es is not None:
+        control.early_stop = optim.EarlyStop(*es)
+    return adam.minimize(ProgramObjective(prep), theta0, steps, control)
+
+
+def _compare(prep: Prepared, theta0: np.ndarray, steps: int, **kw: Any) -> dict[str, Any]:
+    out = _native(prep, theta0, steps, **kw)
+    ref = _numpy(prep, theta0, steps, **kw)
+    for name in FIELDS:
+        a, b = np.asarray(out[name]), np.asarray(getattr(ref, name))
+        assert a.shape == b.shape, name
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=0, err_msg=name)
+    assert out["reasons"] == ref.reasons
+    assert out["evaluations"] == ref.evaluations
+    return out
+
+
+def _damped(backend: str = "native") -> tuple[ndvm.Program, np.ndarray]:
+    p = ndvm.compile(DAMPED, inputs=("x",), backend=backend)
+    y = np.asarray(p.eval(p.unconstrain([1.2, 0.4, 2.1, 0.3]), x=X))
+    return p, y + 0.01 * np.sin(7 * X)
+
+
+def test_sr_with_data_lanes_matches_numpy_adam() -> None:
+    p, y = _damped()
+    prep = MSE().prepare(p, {"x": X}, y)
+    theta0 = p.init_theta() + 0.3 * np.random.default_rng(1).standard_normal((6, 4))
+    out = _compare(prep, theta0, 50, adam=optim.Adam(lr=0.07, betas=(0.8, 0.99), eps=1e-7))
+    assert out["history"].shape == (51, 6)
+    assert (out["state"] == optim.OK).all()
+
+
+def test_kalman80_matches_numpy_adam() -> None:
+    src = (ROOT / "examples" / "kalman80.scm").read_text()
+    p = ndvm.compile(src, inputs=("Y",), backend="native")
+    Y = ndvm.const(np.random.default_rng(0).standard_normal((80, 2)))
+    prep = Value().prepare(p, {"Y": Y}, None)
+    theta0 = p.init_theta() + 0.2 * np.random.default_rng(2).standard_normal((3, 2))
+    out = _compare(prep, theta0, 50)
+    assert out["history"][-1].max() < out["history"][0].min()
+
+
+def test_nan_lane_is_dropped_and_leaves_other_lanes_bitwise_unchanged() -> None:
+    p = ndvm.compile("(params (a 1.0) (b 0.0)) (+ (square (- b 1)) (log a) (* a x))", inputs=("x",))
+    prep = MSE().prepare(p, {"x": X}, np.cos(X))
+    theta0 = np.array([[0.5, 0.2], [-1.0, 0.3], [0.7, -0.4], [2.0, 0.0]])
+    out = _compare(prep, theta0, 30)
+    assert out["state"].tolist() == [optim.OK, optim.FAILED, optim.OK, optim.OK]
+    assert out["reasons"][1] == "non-finite loss" and np.isnan(out["history"][1:, 1]).all()
+    alone = _native(prep, theta0[[0, 2, 3]], 30)
+    keep = [0, 2, 3]
+    for name in FIELDS:
+        a = np.asarray(out[name])
+        np.testing.assert_array_equal(a[:, keep] if name == "history" else a[keep], alone[name])
+    # a lane that fails later (a goes negative after some steps) is frozen at that iterate
+    q = ndvm.compile("(params (a 1.0)) (+ a (sqrt a))", backend="native")
+    late = _compare(
+        Value().prepare(q, {}, None), np.array([[0.5], [50.0]]), 30, adam=optim.Adam(lr=0.2)
+    )
+    assert late["state"].tolist() == [optim.FAILED, optim.OK]
+    assert np.isfinite(late["history"][:3, 0]).all() and np.isnan(late["history"][-1, 0])
+
+
+def test_lane_error_reason_matches_numpy() -> None:
+    src = '(params (a 1.0)) (if (< a 0) (error "negative a" a) (square (- a x)))'
+    p = ndvm.compile(src, inputs=("x",))
+    prep = MSE().prepare(p, {"x": X}, np.zeros_like(X))
+    out = _compare(prep, np.array([[1.0], [-1.0], [2.0]]), 10)
+    assert out["reasons"][1] is not None and "negative a" in out["reasons"][1]
+    assert out["reasons"][0] is None and out["state"][1] == optim.FAILED
+
+
+def test_early_stop_matches_numpy() -> None:
+    p = ndvm.compile("(params (a 1.0)) (* a x)", inputs=("x",), backend="native")
+    prep = MSE().prepare(p, {"x": X}, 3 * X)
+    theta0 = np.array([[0.0], [2.9], [10.0]])
+    out = _compare(prep, theta0, 400, early_stop=(1e-9, 0.0, 10))
+    assert (out["state"] == optim.CONVERGED).any() and out["history"].shape[0] <= 401
+
+
+def test_box_projection_matches_numpy() -> None:
+    p, y = _damped()
+    prep = MSE().prepare(p, {"x": X}, y)
+    theta0 = p.init_theta() + 0.3 * np.random.default_rng(3).standard_normal((4, 4))
+    lo = np.array([-np.inf, -1.0, 1.9, -np.inf])
+    hi = np.array([1.1, np.inf, 2.05, 0.1])
+    out = _compare(prep, theta0, 40, lower=lo, upper=hi, adam=optim.Adam(lr=0.1))
+    assert (out["theta"] >= lo).all() and (out["theta"] <= hi).all()
+
+
+def test_zero_steps_and_all_lanes_failed() -> None:
+    p, y = _damped()
+    prep = MSE().prepare(p, {"x": X}, y)
+    _compare(prep, np.tile(p.init_theta(), (2, 1)), 0)
+    q = ndvm.compile("(params (a 1.0)) (log a)", backend="native")
+    out = _compare(Value().prepare(q, {}, None), np.array([[-1.0], [-2.0]]), 5)
+    assert out["history"].shape == (1, 2) and (out["state"] == optim.FAILED).all()
+
+
+def test_calibrate_dispatches_adam_to_the_runtime() -> None:
+    p, y = _damped()
+    kw: dict[str, Any] = {"starts": 4, "steps": 30, "constraints": {"a": (None, 1.1)}}
+    native = ndvm.calibrate(p, {"x": X}, y, engine="native", **kw)
+    plain = ndvm.calibrate(p, {"x": X}, y, engine="numpy", **kw)
+    np.testing.assert_allclose(native.history, plain.history, rtol=1e-12)
+    assert native.params == pytest.approx(plain.params, rel=1e-12)
+    assert native.status == plain.status
+    # L-BFGS stays in NumPy: "auto" falls back, "native" refuses
+    with pytest.raises(ndvm.NdvmError):
+        ndvm.calibrate(p, {"x": X}, y, steps=2, optimizer="lbfgs", engine="native")
+    assert ndvm.calibrate(p, {"x": X}, y, steps=3, optimizer="lbfgs").status == ("ok",)
+    with pytest.raises(ndvm.NdvmError):
+        _native(MSE().prepare(p, {"x": X}, y), np.zeros((1, 4)), 1, method="lbfgs")
