@@ -1,4 +1,4 @@
-"""Suite-wide checks: with NDVM_REQUIRE_NATIVE=1 a missing native runtime is a failure."""
+"""pytest plugin: with NDVM_REQUIRE_NATIVE=1 a missing native runtime is a failure."""
 
 from __future__ import annotations
 
