@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_left
 
 from ndvm.errors import ReadError
 from ndvm.lang.datum import Bool, Datum, Num, SList, Str, Sym
@@ -16,6 +17,12 @@ MAX_NESTING = 2000
 MAX_SOURCE_CHARS = 5_000_000
 
 _DELIMS = set("()[]\";'`,")
+_NEWLINE = re.compile("\n")
+_SPACE = re.compile(r"(?:[ \t\r\n\f\v]+|;[^\n]*)*")
+_BLOCK = re.compile(r"#\||\|#")
+_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"', re.DOTALL)
+# an atom runs to a delimiter or whitespace; '#' may only start it (so "a#b" is "a", "#b")
+_ATOM = re.compile(r"#?[^\s()\[\]\";'`,#]*")
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _SPECIAL_NUMBERS = {"+inf.0": math.inf, "-inf.0": -math.inf, "+nan.0": math.nan, "-nan.0": math.nan}
 _BOOLEANS = {"#t": True, "#true": True, "#f": False, "#false": False}
@@ -52,17 +59,18 @@ class _Reader:
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
-        self.line = 1
-        self.col = 1
+        # positions of newlines: line/column of any offset by bisection, computed only
+        # where a datum starts or an error is reported
+        self._newlines = [m.start() for m in _NEWLINE.finditer(text)]
+
+    def _here(self, pos: int | None = None) -> tuple[int, int]:
+        pos = self.pos if pos is None else pos
+        line = bisect_left(self._newlines, pos)
+        start = self._newlines[line - 1] + 1 if line else 0
+        return line + 1, pos - start + 1
 
     def _advance(self, n: int = 1) -> None:
-        for _ in range(n):
-            if self.text[self.pos] == "\n":
-                self.line += 1
-                self.col = 1
-            else:
-                self.col += 1
-            self.pos += 1
+        self.pos += n
 
     def run(self) -> tuple[Datum, ...]:
         top: list[Datum] = []
@@ -73,7 +81,7 @@ class _Reader:
             if self.pos >= len(text):
                 break
             ch = text[self.pos]
-            line, col = self.line, self.col
+            line, col = self._here()
             datum: Datum | None = None
             if ch in "([":
                 _push(stack, _Frame(")" if ch == "(" else "]", line, col))
@@ -170,70 +178,53 @@ class _Reader:
 
     def _skip_space(self) -> None:
         text = self.text
-        while self.pos < len(text):
-            ch = text[self.pos]
-            if ch in " \t\r\n\f\v":
-                self._advance()
-            elif ch == ";":
-                while self.pos < len(text) and text[self.pos] != "\n":
-                    self._advance()
-            elif text.startswith("#|", self.pos):
-                self._block_comment()
-            else:
+        while True:
+            self.pos = _SPACE.match(text, self.pos).end()  # type: ignore[union-attr]
+            if not text.startswith("#|", self.pos):
                 return
+            self._block_comment()
 
     def _block_comment(self) -> None:
-        line, col = self.line, self.col
+        line, col = self._here()
         depth = 0
-        text = self.text
-        while self.pos < len(text):
-            if text.startswith("#|", self.pos):
-                depth += 1
-                self._advance(2)
-            elif text.startswith("|#", self.pos):
-                depth -= 1
-                self._advance(2)
-                if depth == 0:
-                    return
-            else:
-                self._advance()
+        for m in _BLOCK.finditer(self.text, self.pos):
+            depth += 1 if m.group() == "#|" else -1
+            if depth == 0:
+                self.pos = m.end()
+                return
         raise ReadError("unterminated block comment '#|'", line, col)
 
     def _string(self, line: int, col: int) -> Str:
-        self._advance()
-        out: list[str] = []
         text = self.text
-        while True:
-            if self.pos >= len(text):
-                raise ReadError("unterminated string", line, col)
-            ch = text[self.pos]
-            if ch == '"':
-                self._advance()
-                return Str("".join(out), line, col)
+        m = _STRING.match(text, self.pos)
+        if m is None:
+            raise ReadError("unterminated string", line, col)
+        body = m.group(1)
+        if "\\" not in body:
+            self.pos = m.end()
+            return Str(body, line, col)
+        out: list[str] = []
+        i = 0
+        while i < len(body):
+            ch = body[i]
             if ch == "\\":
-                if self.pos + 1 >= len(text):
-                    raise ReadError("unterminated string", line, col)
-                esc = text[self.pos + 1]
+                esc = body[i + 1]
                 if esc not in _ESCAPES:
-                    raise ReadError(f"unknown string escape '\\{esc}'", self.line, self.col)
+                    raise ReadError(
+                        f"unknown string escape '\\{esc}'", *self._here(self.pos + 1 + i)
+                    )
                 out.append(_ESCAPES[esc])
-                self._advance(2)
+                i += 2
                 continue
             out.append(ch)
-            self._advance()
+            i += 1
+        self.pos = m.end()
+        return Str("".join(out), line, col)
 
     def _atom(self, stack: list[_Frame], line: int, col: int) -> Datum | None:
         text = self.text
         start = self.pos
-        while self.pos < len(text):
-            ch = text[self.pos]
-            if ch in _DELIMS or ch.isspace():
-                break
-            if ch == "#" and self.pos > start:
-                break
-            if text.startswith("#|", self.pos):
-                break
-            self._advance()
+        self.pos = _ATOM.match(text, start).end()  # type: ignore[union-attr]
         token = text[start : self.pos]
         if token == "#":
             # a lone '#' followed by a delimiter, e.g. '#(' vector syntax
