@@ -159,7 +159,7 @@ Value Interp::numeric(int code, const Value* args, uint32_t n) {
     throw error(std::string(info.name) + ": expects numbers, got a vector/matrix",
                 ErrClass::SHAPE);
   }
-  ops_.resize(n);
+  if (ops_.size() < n) ops_.resize(n);
   if (info.kind == PrimKind::PREDICATE) {
     for (uint32_t i = 0; i < n; ++i) ops_[i] = pay_.operand(args[i].id);
     if (width == 1) {
@@ -189,7 +189,7 @@ Value Interp::numeric(int code, const Value* args, uint32_t n) {
 
 Value Interp::custom(int code, const Value* args, uint32_t n) {
   const PrimInfo& info = prim_info(code);
-  ops_.resize(n);
+  if (ops_.size() < n) ops_.resize(n);
   uint32_t width = 1;
   bool taped = false;
   for (uint32_t i = 0; i < n; ++i) {

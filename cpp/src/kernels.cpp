@@ -229,10 +229,32 @@ void forward_variadic(int code, const Operand* args, int n, double* o, uint32_t 
   }
 }
 
+// One lane (W == 1) of a vector/matrix: its S elements are contiguous, so run them as S lanes
+// of one element. Elementwise kernels treat every element alike, so results are identical;
+// this only skips the per-element lane-loop overhead (the B=1 hot path).
+constexpr int kMaxFlat = 8;
+
+bool flatten(const Operand* args, int n, uint32_t& W, size_t& S, Operand* flat) {
+  if (W != 1 || S <= 1 || n > kMaxFlat || S > 0xffffffffu) return false;
+  for (int i = 0; i < n; ++i) {
+    flat[i] = args[i];
+    if (args[i].size() > 1) {
+      flat[i].width = static_cast<uint32_t>(S);
+      flat[i].rows = flat[i].cols = 1;
+      flat[i].rank = 0;
+    }
+  }
+  W = static_cast<uint32_t>(S);
+  S = 1;
+  return true;
+}
+
 }  // namespace
 
 void elementwise_forward(int code, bool dmci, const Operand* args, int n, double* out,
                          uint32_t W, size_t S) {
+  Operand flat[kMaxFlat];
+  if (flatten(args, n, W, S, flat)) args = flat;
   const Prim p = static_cast<Prim>(code);
   if (p == Prim::LOG) return forward_log(dmci, args, n, out, W, S);
   if (p == Prim::SQRT && dmci) {
@@ -431,6 +453,8 @@ bool vjp_binary(int code, bool dmci, const VjpCtx& c, int which) {
 
 bool elementwise_vjp(int code, bool dmci, const double* g, const double* ans,
                      const Operand* args, int n, int which, double* ct, uint32_t W, size_t S) {
+  Operand flat[kMaxFlat];
+  if (flatten(args, n, W, S, flat)) args = flat;
   const VjpCtx c{src_out(g, W, S), src_out(ans, W, S), args, n, ct, W, S};
   const Prim p = static_cast<Prim>(code);
   switch (p) {

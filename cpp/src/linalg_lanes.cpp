@@ -170,9 +170,63 @@ struct SoaLU {
   }
 };
 
+// 2 x 2: SoaLU's factor + solve for n = 2, operation for operation (partial pivoting with the
+// first maximal row, l10 = a10 / a00, u11 = a11 - l10 a01, forward then back substitution),
+// with each lane in registers instead of streaming the LU through scratch arrays.
+struct Lu2 {
+  double a00, a01, a10, a11;  // after the row swap: U in a00 a01 a11, L's multiplier in a10
+  bool swapped;
+  bool singular;
+};
+
+inline Lu2 lu2(const Lanes& src, uint32_t l) {
+  Lu2 f;
+  const size_t o = l * src.ls;
+  f.a00 = src.row(0)[o];
+  f.a01 = src.row(1)[o];
+  f.a10 = src.row(2)[o];
+  f.a11 = src.row(3)[o];
+  f.swapped = std::fabs(f.a10) > std::fabs(f.a00);
+  if (f.swapped) {
+    std::swap(f.a00, f.a10);
+    std::swap(f.a01, f.a11);
+  }
+  f.singular = f.a00 == 0.0;
+  if (!f.singular) f.a10 /= f.a00;
+  f.a11 -= f.a10 * f.a01;
+  f.singular = f.singular || f.a11 == 0.0;
+  return f;
+}
+
+void soa_inverse2(const Operand& m, double* out, uint32_t W, bool transpose) {
+  const Lanes src = lanes_of(m);
+  double* o01 = out + (transpose ? 2 : 1) * size_t{W};
+  double* o10 = out + (transpose ? 1 : 2) * size_t{W};
+  for (uint32_t l = 0; l < W; ++l) {
+    const Lu2 f = lu2(src, l);
+    // B = P I; forward: B1 -= l10 B0; back: B1 /= u11; B0 -= a01 B1; B0 /= a00
+    double b00 = f.swapped ? 0.0 : 1.0, b01 = f.swapped ? 1.0 : 0.0;
+    double b10 = f.swapped ? 1.0 : 0.0, b11 = f.swapped ? 0.0 : 1.0;
+    b10 -= f.a10 * b00;
+    b11 -= f.a10 * b01;
+    b10 /= f.a11;
+    b11 /= f.a11;
+    b00 -= f.a01 * b10;
+    b01 -= f.a01 * b11;
+    b00 /= f.a00;
+    b01 /= f.a00;
+    if (f.singular) b00 = b01 = b10 = b11 = std::numeric_limits<double>::quiet_NaN();
+    out[l] = b00;
+    o01[l] = b01;
+    o10[l] = b10;
+    out[3 * size_t{W} + l] = b11;
+  }
+}
+
 // out (n x n, W lanes) = inverse of m, lane-parallel.
 void soa_inverse(const Operand& m, double* out, uint32_t W, LinalgScratch& s, bool transpose) {
   const size_t n = m.rows;
+  if (n == 2) return soa_inverse2(m, out, W, transpose);
   SoaLU lu(s, n, n, W);
   lu.load(m);
   lu.identity();
@@ -187,8 +241,32 @@ void soa_inverse(const Operand& m, double* out, uint32_t W, LinalgScratch& s, bo
   }
 }
 
+void soa_slogdet2(const Operand& m, double* out, uint32_t W, bool det) {
+  const Lanes src = lanes_of(m);
+  for (uint32_t l = 0; l < W; ++l) {
+    const size_t o = l * src.ls;
+    bool nan = false;
+    for (size_t e = 0; e < 4; ++e) nan = nan || std::isnan(src.row(e)[o]);
+    const Lu2 f = lu2(src, l);
+    double sign = f.swapped ? -1.0 : 1.0;
+    double logdet = 0.0;
+    if (f.singular) {
+      sign = 0.0;
+      logdet = -std::numeric_limits<double>::infinity();
+    } else {
+      if (f.a00 < 0) sign = -sign;
+      logdet += std::log(std::fabs(f.a00));
+      if (f.a11 < 0) sign = -sign;
+      logdet += std::log(std::fabs(f.a11));
+    }
+    out[l] = det ? sign * std::exp(logdet) : logdet;
+    if (nan) out[l] = std::numeric_limits<double>::quiet_NaN();
+  }
+}
+
 void soa_slogdet(const Operand& m, double* out, uint32_t W, LinalgScratch& s, bool det) {
   const size_t n = m.rows;
+  if (n == 2) return soa_slogdet2(m, out, W, det);
   SoaLU lu(s, n, 0, W);
   lu.load(m);
   std::vector<uint8_t> nan_lane(W, 0);

@@ -94,6 +94,12 @@ void Interp::accumulate(uint32_t pid, const double* ct, size_t ct_elems, uint32_
   const uint8_t* bits = (mask == 0 || masks_.full(mask)) ? nullptr : masks_.bits(mask);
   const size_t S = p.size();
   const uint32_t W = p.width;
+  if (W == 1) {  // one lane: no lane loop per element
+    const bool same = S == ct_elems;
+    const bool on = bits == nullptr || bits[0];
+    for (size_t e = 0; e < ct_elems; ++e) a[same ? e : 0] += on ? ct[e] : 0.0;
+    return;
+  }
   for (size_t e = 0; e < ct_elems; ++e) {
     double* ae = a + (S == ct_elems ? e : 0) * W;
     const double* ce = ct + e * W;
@@ -156,7 +162,7 @@ void Interp::vjp_record(const TapeRecord& rec, std::vector<double>& adj) {
   const uint32_t n = rec.nargs;
   const size_t S = outp.size();
   const uint32_t W = outp.width;
-  ops_.resize(n);
+  if (ops_.size() < n) ops_.resize(n);
   for (uint32_t i = 0; i < n; ++i) ops_[i] = pay_.operand(ids[i]);
   for (uint32_t which = 0; which < n; ++which) {
     const uint32_t pid = ids[which];
@@ -181,12 +187,12 @@ void Interp::vjp_record(const TapeRecord& rec, std::vector<double>& adj) {
       }
     } else if (prim_info(rec.op).shape == PrimShape::CUSTOM) {
       elems = in.size();
-      ct_.resize(elems * W);
+      if (ct_.size() < elems * W) ct_.resize(elems * W);
       OutShape os{outp.rank, outp.rows, outp.cols};
       custom_vjp(rec.op, g, ans, os, ops_.data(), static_cast<int>(n), static_cast<int>(which),
                  ct_.data(), W, scratch_);
     } else {
-      ct_.resize(S * W);
+      if (ct_.size() < S * W) ct_.resize(S * W);
       const bool dmci = (rec.flags & 1) && prim_info(rec.op).domain == PrimDomain::POSITIVE;
       if (!elementwise_vjp(rec.op, dmci, g, ans, ops_.data(), static_cast<int>(n),
                            static_cast<int>(which), ct_.data(), W, S)) {

@@ -202,3 +202,31 @@ def test_native_singular_and_nan_lanes_match_reference() -> None:
     np.testing.assert_array_equal(ref.status, nat.status)
     np.testing.assert_allclose(nat.value, ref.value, rtol=1e-12, equal_nan=True)
     np.testing.assert_allclose(nat.grad, ref.grad, rtol=1e-10, atol=1e-12, equal_nan=True)
+
+
+def test_native_2x2_lanes_match_reference_and_single_runs() -> None:
+    """The 2x2 lane-parallel inv/det/logdet (pivoting, singular, NaN, negative det)."""
+    source = (
+        "(let ((m (mat (vec a b) (vec c 1.5)))) "
+        "(vec (det m) (logdet (matmul m (transpose m))) (vsum (matvec (inv m) (vec 1 2)))))"
+    )
+    theta = np.array(
+        [
+            [1.0, 0.5, 0.25],  # no pivot swap
+            [0.1, 2.0, 3.0],  # swap rows
+            [-2.0, 1.0, 0.5],  # negative det
+            [1.0, 1.0, 1.5],  # singular after elimination
+            [0.0, 1.0, 0.0],  # singular first column
+            [np.nan, 1.0, 0.5],
+            [0.0, 1.0, -2.0],
+        ]
+    )
+    ref = _evaluate(source, {}, theta, "reference")
+    nat = _evaluate(source, {}, theta, "native")
+    np.testing.assert_array_equal(ref.status, nat.status)
+    np.testing.assert_allclose(nat.value, ref.value, rtol=1e-12, equal_nan=True)
+    np.testing.assert_allclose(nat.grad, ref.grad, rtol=1e-10, atol=1e-12, equal_nan=True)
+    for b in range(theta.shape[0]):
+        one = _evaluate(source, {}, theta[b : b + 1], "native")
+        np.testing.assert_array_equal(one.value[0], nat.value[b])
+        np.testing.assert_array_equal(one.grad[0], nat.grad[b])
