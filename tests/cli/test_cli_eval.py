@@ -13,7 +13,6 @@ import pytest
 
 from ndvm import cli
 
-ROOT = Path(__file__).resolve().parents[2]
 MODEL = "(params (a 1.0) (k 0.5 positive))\n(* a k x)\n"
 
 
@@ -111,7 +110,7 @@ def test_usage_errors(model: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def _python_m(args: list[str], stdin: str = "") -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = dict(os.environ)  # the installed package (the artifact under test)
     return subprocess.run(
         [sys.executable, "-m", "ndvm", *args],
         input=stdin,

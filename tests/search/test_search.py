@@ -149,7 +149,7 @@ def test_kill_and_resume(tmp_path):
         "11",
         "--quiet",
     ]
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = dict(os.environ)  # the installed package (the artifact under test)
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 60
     n_done = 0
