@@ -91,6 +91,7 @@ void Interp::accumulate(uint32_t pid, const double* ct, size_t ct_elems, uint32_
                         std::vector<double>& adj) {
   const Payload& p = pay_[pid];
   double* a = adj.data() + p.off;
+  if (!touched_[pid]) std::fill(a, a + p.count(), 0.0);  // adjoints are zeroed on first touch
   const uint8_t* bits = (mask == 0 || masks_.full(mask)) ? nullptr : masks_.bits(mask);
   const size_t S = p.size();
   const uint32_t W = p.width;
@@ -114,7 +115,10 @@ void Interp::accumulate(uint32_t pid, const double* ct, size_t ct_elems, uint32_
 void Interp::backward(const double* cotangent, std::vector<double>& grad) {
   const std::vector<uint32_t>& leaves = leaves_;
   std::vector<double>& adj = adj_;
-  adj.assign(pay_.doubles(), 0.0);
+  // No up-front zeroing of the whole adjoint arena (at large B most of the memory traffic of
+  // reverse mode): a payload's adjoint is zeroed when first touched; untouched ones are never
+  // read (records with an untouched output are skipped; untouched leaves give 0).
+  if (adj.size() < pay_.doubles()) adj.resize(pay_.doubles());
   touched_.assign(pay_.count(), 0);
   const size_t S = value_elems_ / W_;
   for (const auto& [mask, v] : groups_) {
@@ -122,6 +126,7 @@ void Interp::backward(const double* cotangent, std::vector<double>& grad) {
     if (!p.taped) continue;
     const uint8_t* bits = masks_.bits(mask);
     double* a = adj.data() + p.off;
+    if (!touched_[v.id]) std::fill(a, a + p.count(), 0.0);
     for (size_t e = 0; e < S; ++e) {
       for (uint32_t l = 0; l < W_; ++l) {
         const double c = cotangent ? cotangent[l * S + e] : 1.0;
@@ -139,6 +144,7 @@ void Interp::backward(const double* cotangent, std::vector<double>& grad) {
   grad.assign(static_cast<size_t>(B_) * P, 0.0);
   for (uint32_t i = 0; i < P; ++i) {
     const double* a = adj.data() + pay_[leaves[i]].off;
+    if (!touched_[leaves[i]]) continue;  // unused parameter: gradient 0
     for (uint32_t b = 0; b < B_; ++b) {
       double s = 0.0;
       for (uint32_t k = 0; k < Ng_; ++k) s += a[b * Ng_ + k];
