@@ -118,6 +118,18 @@ Step Interp::finish(FrameKind k, uint32_t node, uint32_t env, uint32_t base) {
     s.env = e;
     return s;
   }
+  if (k == K_PRIM) {
+    const PrimKind kind = prim_info(n.op).kind;
+    if (kind == PrimKind::NUMERIC || kind == PrimKind::PREDICATE) {
+      // numeric primitives neither keep their arguments nor touch the value stack: apply them
+      // in place (no copy to args_), as apply_prim would
+      node_ = static_cast<int32_t>(node);
+      Step s;
+      s.val = numeric(n.op, vstack_.data() + base, count);
+      vstack_.resize(base);
+      return s;
+    }
+  }
   args_.assign(vstack_.begin() + base, vstack_.end());
   vstack_.resize(base);
   if (k == K_PRIM) return apply_prim(n.op, args_.data(), count, node);
