@@ -292,6 +292,98 @@ void soa_slogdet(const Operand& m, double* out, uint32_t W, LinalgScratch& s, bo
   }
 }
 
+// One lane (W == 1): the sums of products of DOT / MATVEC / MATMUL as plain scalar loops, with
+// the same accumulation order as the lane loops below (0.0, then += x * y in index order).
+inline double el(const Lanes& x, size_t e) { return x.row(e)[0]; }
+
+bool products_one_lane(Prim p, const Operand* args, double* out) {
+  const Lanes a = lanes_of(args[0]);
+  const size_t r = args[0].rows;
+  const size_t c = args[0].cols;
+  switch (p) {
+    case Prim::DOT: {
+      const Lanes b = lanes_of(args[1]);
+      double acc = 0.0;
+      for (size_t i = 0; i < r; ++i) acc += el(a, i) * el(b, i);
+      out[0] = acc;
+      return true;
+    }
+    case Prim::MATVEC: {
+      const Lanes v = lanes_of(args[1]);
+      for (size_t i = 0; i < r; ++i) {
+        double acc = 0.0;
+        for (size_t j = 0; j < c; ++j) acc += el(a, i * c + j) * el(v, j);
+        out[i] = acc;
+      }
+      return true;
+    }
+    case Prim::MATMUL: {
+      const Lanes b = lanes_of(args[1]);
+      const size_t m = args[1].cols;
+      for (size_t i = 0; i < r; ++i) {
+        for (size_t j = 0; j < m; ++j) {
+          double acc = 0.0;
+          for (size_t k = 0; k < c; ++k) acc += el(a, i * c + k) * el(b, k * m + j);
+          out[i * m + j] = acc;
+        }
+      }
+      return true;
+    }
+    default: return false;
+  }
+}
+
+bool products_vjp_one_lane(Prim p, const double* g, const Operand* args, int which, double* ct) {
+  const Lanes a = lanes_of(args[0]);
+  const size_t r = args[0].rows;
+  const size_t c = args[0].cols;
+  switch (p) {
+    case Prim::DOT: {
+      const Lanes other = lanes_of(args[1 - which]);
+      for (size_t i = 0; i < r; ++i) ct[i] = g[0] * el(other, i);
+      return true;
+    }
+    case Prim::MATVEC: {
+      const Lanes v = lanes_of(args[1]);
+      if (which == 0) {
+        for (size_t i = 0; i < r; ++i) {
+          for (size_t j = 0; j < c; ++j) ct[i * c + j] = g[i] * el(v, j);
+        }
+      } else {
+        for (size_t j = 0; j < c; ++j) {
+          double acc = 0.0;
+          for (size_t i = 0; i < r; ++i) acc += el(a, i * c + j) * g[i];
+          ct[j] = acc;
+        }
+      }
+      return true;
+    }
+    case Prim::MATMUL: {
+      const Lanes b = lanes_of(args[1]);
+      const size_t m = args[1].cols;
+      if (which == 0) {
+        for (size_t i = 0; i < r; ++i) {
+          for (size_t k = 0; k < c; ++k) {
+            double acc = 0.0;
+            for (size_t j = 0; j < m; ++j) acc += g[i * m + j] * el(b, k * m + j);
+            ct[i * c + k] = acc;
+          }
+        }
+      } else {
+        for (size_t k = 0; k < c; ++k) {
+          for (size_t j = 0; j < m; ++j) {
+            double acc = 0.0;
+            for (size_t i = 0; i < r; ++i) acc += el(a, i * c + k) * g[i * m + j];
+            ct[k * m + j] = acc;
+          }
+        }
+      }
+      return true;
+    }
+    default: return false;
+  }
+}
+
 }  // namespace
 
 bool lanes_forward(int code, const Operand* args, double* out, uint32_t W, LinalgScratch& s) {
@@ -307,6 +399,7 @@ bool lanes_forward(int code, const Operand* args, double* out, uint32_t W, Linal
 }
 
 bool lanes_forward_products(int code, const Operand* args, double* out, uint32_t W) {
+  if (W == 1 && products_one_lane(static_cast<Prim>(code), args, out)) return true;
   const Operand& A = args[0];
   const Lanes a = lanes_of(A);
   const size_t r = A.rows;
@@ -433,6 +526,7 @@ bool lanes_vjp(int code, const double* g_ptr, const double* ans, const Operand* 
     }
     return true;
   }
+  if (W == 1 && products_vjp_one_lane(p, g_ptr, args, which, ct)) return true;
   const Operand& A = args[0];
   const Lanes a = lanes_of(A);
   const Lanes g = lanes_out(g_ptr, W);
