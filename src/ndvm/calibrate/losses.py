@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Protocol
 
 import numpy as np
@@ -93,24 +94,45 @@ def augment_source(source: str) -> str:
     )
 
 
+@lru_cache(maxsize=512)
+def _augmented(
+    source: str,
+    specs: tuple[Any, ...],
+    inputs: tuple[str, ...],
+    backend: str,
+    dtype: str,
+    dialect: str | None,
+    limits: Any,
+) -> Program:
+    """The loss-augmented program, compiled once per program (calibrations repeat it)."""
+    import ndvm
+
+    return ndvm.compile(
+        augment_source(source),
+        specs,
+        inputs + (TARGET,),
+        backend=backend,
+        dtype=dtype,
+        dialect=dialect,
+        limits=limits,
+        strict=False,
+    )
+
+
 def _residual_program(program: Program, inputs: Mapping[str, Any], target: Any) -> tuple:
     if target is None:
         raise NdvmError("this loss needs a target (the observed data)")
     tgt = np.asarray(target, dtype=np.float64)
     if tgt.ndim > 1:
         raise NdvmError(f"target must be a scalar or a 1-D array of data lanes, got {tgt.shape}")
-    import ndvm
-
-    source = augment_source(program.source)
-    aug = ndvm.compile(
-        source,
+    aug = _augmented(
+        program.source,
         program.param_specs,
-        tuple(program.inputs) + (TARGET,),
-        backend=program.backend,
-        dtype=program.dtype,
-        dialect=program.dialect,
-        limits=program.limits,
-        strict=False,
+        tuple(program.inputs),
+        program.backend,
+        program.dtype,
+        program.dialect,
+        program.limits,
     )
     inp = dict(inputs)
     inp[TARGET] = tgt if tgt.ndim == 1 else float(tgt)

@@ -15,7 +15,7 @@ class Limits:
     deadline: wall-clock seconds for one evaluation, or None.
     """
 
-    max_steps: int = 50_000_000
+    max_steps: int = 10_000_000
     max_heap: int = 20_000_000
     max_depth: int = 200_000
     deadline: float | None = None
