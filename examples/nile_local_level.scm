@@ -1,7 +1,6 @@
 ; Negative log-likelihood of a univariate local-level model (statsmodels conventions):
 ; y_t = mu_t + eps_t, eps ~ N(0, exp(le)); mu_{t+1} = mu_t + eta_t, eta ~ N(0, exp(ll)).
-; Approximate diffuse start (mean 0, variance 1e6) and the first observation burned, exactly as
-; statsmodels' UnobservedComponents(level="local level") computes its log-likelihood.
+; Approximate diffuse start (mean 0, variance 1e6), the first observation burned.
 (params (le 7.0) (ll 7.0))
 (define s2e (exp le))
 (define s2l (exp ll))

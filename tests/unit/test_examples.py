@@ -8,12 +8,17 @@ import pytest
 
 import ndvm
 from ndvm.tasks.kalman80 import PROGRAM as KALMAN80
+from ndvm.tasks.nile import PROGRAM as NILE
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_examples_kalman80_matches_task_program() -> None:
     assert (EXAMPLES / "kalman80.scm").read_text() == KALMAN80
+
+
+def test_examples_nile_matches_task_program() -> None:
+    assert (EXAMPLES / "nile_local_level.scm").read_text() == NILE
 
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.scm")), ids=lambda p: p.name)

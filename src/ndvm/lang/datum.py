@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -63,8 +64,11 @@ class SList:
 Datum = Sym | Num | Str | Bool | SList
 
 
-def to_source(d: Datum) -> str:
-    """Print a datum back as source text (``read(to_source(d))`` gives ``d`` back)."""
+def to_source(d: Datum, atom: Callable[[Datum], str] = str) -> str:
+    """Print a datum back as source text (``read(to_source(d))`` gives ``d`` back).
+
+    ``atom`` prints each non-list datum (the skeleton printer substitutes names and numbers).
+    """
     out: list[str] = []
     stack: list[object] = [d]
     while stack:
@@ -82,5 +86,5 @@ def to_source(d: Datum) -> str:
             parts.append(")")
             stack.extend(reversed(parts))
         else:
-            out.append(str(item))
+            out.append(atom(item))  # type: ignore[arg-type]
     return "".join(out)

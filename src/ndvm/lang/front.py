@@ -14,7 +14,7 @@ from typing import Any
 
 from ndvm.errors import CompileError
 from ndvm.lang import ir
-from ndvm.lang.datum import Datum, Num, SList, Sym
+from ndvm.lang.datum import Datum, Num, SList, Sym, to_source
 from ndvm.lang.expand import Expander, head_name
 from ndvm.lang.reader import read
 from ndvm.lang.resolve import Resolver
@@ -213,26 +213,9 @@ def skeleton(data: Iterable[Datum], params: set[str]) -> str:
 
 
 def _skeleton_one(d: Datum, params: set[str]) -> str:
-    out: list[str] = []
-    stack: list[object] = [d]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            out.append(item)
-        elif isinstance(item, SList):
-            parts: list[object] = ["("]
-            for i, x in enumerate(item.items):
-                if i:
-                    parts.append(" ")
-                parts.append(x)
-            if item.tail is not None:
-                parts.extend([" . ", item.tail])
-            parts.append(")")
-            stack.extend(reversed(parts))
-        elif isinstance(item, Sym):
-            out.append("P" if item.name in params else item.name)
-        elif isinstance(item, Num):
-            out.append("C")
-        else:
-            out.append(str(item))
-    return " ".join("".join(out).split())
+    def atom(x: Datum) -> str:
+        if isinstance(x, Sym):
+            return "P" if x.name in params else x.name
+        return "C" if isinstance(x, Num) else str(x)
+
+    return " ".join(to_source(d, atom).split())
