@@ -17,7 +17,7 @@ import numpy as np
 
 from ndvm.backends.base import RunResult
 from ndvm.backends.inputs import classify_inputs
-from ndvm.errors import NdvmError, ProgramError, ShapeError
+from ndvm.errors import BackendUnsupported, NdvmError, ProgramError, ShapeError
 from ndvm.eval.limits import Limits
 from ndvm.lang import ir
 from ndvm.lang.ir import CompiledProgram
@@ -33,7 +33,7 @@ except ImportError:  # pragma: no cover - exercised only without the extension
 AVAILABLE = _core is not None
 
 
-class NativeUnsupported(NdvmError):
+class NativeUnsupported(BackendUnsupported):
     """A program the native runtime cannot run (explicit ``backend="native"`` raises it)."""
 
 
@@ -357,6 +357,10 @@ class NativeBackend:
                 self._by_id.clear()
             self._by_id[id(program)] = (program, low)
         return low
+
+    def prepare(self, program: CompiledProgram) -> None:
+        """Lower ``program`` now; raises ``NativeUnsupported`` for what the core cannot run."""
+        self.lowered(program)
 
     def run(
         self,
