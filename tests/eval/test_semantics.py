@@ -7,6 +7,14 @@ import numpy as np
 import pytest
 
 import ndvm
+from ndvm.backends import registry
+
+
+@pytest.fixture(autouse=True, params=registry.available())
+def default_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs once per backend: ``ndvm.compile`` picks the patched default."""
+    monkeypatch.setattr(registry, "available", lambda: (request.param,))
+    return str(request.param)
 
 
 def test_million_iteration_tail_loop() -> None:
