@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.helpers.genprog import programs
 
 import ndvm
+from ndvm.backends import registry
 
 LIMITS = ndvm.Limits(max_steps=200_000, deadline=5.0)
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -15,8 +17,8 @@ coord = st.floats(-3, 3, allow_nan=False, width=64)
 thetas = st.lists(st.lists(coord, min_size=3, max_size=3), min_size=2, max_size=4)
 
 
-def _compile(src: str, data: bool = False) -> ndvm.Program:
-    return ndvm.compile(src, inputs=("x",), backend="reference", limits=LIMITS, strict=False)
+def _compile(src: str, backend: str) -> ndvm.Program:
+    return ndvm.compile(src, inputs=("x",), backend=backend, limits=LIMITS, strict=False)
 
 
 def _run(prog: ndvm.Program, theta: np.ndarray, x: object) -> ndvm.backends.base.RunResult:
@@ -27,10 +29,13 @@ def _same(a: np.ndarray, b: np.ndarray) -> None:
     np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-300, equal_nan=True)
 
 
+@pytest.mark.parametrize("backend", registry.available())
 @SETTINGS
 @given(programs(), thetas, coord)
-def test_batch_equals_single_lanes(src: str, theta: list[list[float]], x: float) -> None:
-    prog = _compile(src)
+def test_batch_equals_single_lanes(
+    backend: str, src: str, theta: list[list[float]], x: float
+) -> None:
+    prog = _compile(src, backend)
     th = np.asarray(theta)
     batch = _run(prog, th, x)
     for b in range(th.shape[0]):
@@ -40,10 +45,13 @@ def test_batch_equals_single_lanes(src: str, theta: list[list[float]], x: float)
         _same(one.grad[0], batch.grad[b])
 
 
+@pytest.mark.parametrize("backend", registry.available())
 @SETTINGS
 @given(programs(), thetas, coord, st.randoms(use_true_random=False))
-def test_permuting_lanes_permutes_results(src: str, theta: list, x: float, rnd) -> None:  # type: ignore[no-untyped-def]
-    prog = _compile(src)
+def test_permuting_lanes_permutes_results(
+    backend: str, src: str, theta: list, x: float, rnd
+) -> None:  # type: ignore[no-untyped-def]
+    prog = _compile(src, backend)
     th = np.asarray(theta)
     perm = list(range(th.shape[0]))
     rnd.shuffle(perm)
@@ -54,10 +62,13 @@ def test_permuting_lanes_permutes_results(src: str, theta: list, x: float, rnd) 
     _same(moved.grad, base.grad[perm])
 
 
+@pytest.mark.parametrize("backend", registry.available())
 @SETTINGS
 @given(programs(), thetas, st.lists(coord, min_size=1, max_size=4))
-def test_data_lanes_equal_per_point_runs(src: str, theta: list, xs: list[float]) -> None:
-    prog = _compile(src)
+def test_data_lanes_equal_per_point_runs(
+    backend: str, src: str, theta: list, xs: list[float]
+) -> None:
+    prog = _compile(src, backend)
     th = np.asarray(theta)
     grid = _run(prog, th, np.asarray(xs))
     assert grid.data_lanes and grid.value.shape[:2] == (th.shape[0], len(xs))
