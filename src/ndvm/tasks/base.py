@@ -146,6 +146,26 @@ def _cached(builder: Callable[[], TaskData]) -> TaskData:
     return builder()
 
 
+def regression_data(target: Callable[[np.ndarray], np.ndarray]) -> TaskData:
+    """The TASKS.md regression protocol: 64 points on [0.1, 6], N(0, 0.02^2) noise from a
+    generator seeded 0, and a random 44/20 train/held-out split."""
+    rng = np.random.default_rng(0)
+    x = np.linspace(0.1, 6.0, 64)
+    y = target(x) + rng.normal(0.0, 0.02, size=64)
+    perm = rng.permutation(64)
+    tr, te = np.sort(perm[:44]), np.sort(perm[44:])
+    return TaskData({"x": x[tr]}, y[tr], {"x": x[te]}, y[te], {"x_all": x, "y_all": y})
+
+
+def regression_score(cal: Any, data: TaskData) -> dict[str, float]:
+    """Train MSE, held-out MSE and held-out R^2 of a calibrated regression candidate."""
+    assert data.test_inputs is not None and data.test_target is not None
+    pred = np.asarray(cal.predict(data.test_inputs), dtype=np.float64)
+    with np.errstate(all="ignore"):
+        mse = float(np.mean((pred - data.test_target) ** 2))
+    return {"train_mse": cal.loss, "test_mse": mse, "test_r2": r2(data.test_target, pred)}
+
+
 def r2(y: np.ndarray, pred: np.ndarray) -> float:
     """Coefficient of determination; -inf for a non-finite prediction."""
     pred = np.asarray(pred, dtype=np.float64)

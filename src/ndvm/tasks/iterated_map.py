@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ndvm.tasks.base import CalibSpec, Task, TaskData, r2
+from ndvm.tasks.base import CalibSpec, Task, TaskData, regression_data, regression_score
 
 # A known-good map: s_{k+1} = s + (b sin(c x) + d x) / 8 after 8 steps is b sin(c x) + d x + a.
 PROGRAM = "(loop ((s a) (k 0)) (if (= k 8) s (recur (+ s (* 0.125 (+ (* b (sin (* c x))) (* d x)))) (+ k 1))))"  # noqa: E501
@@ -29,20 +29,10 @@ def target(x: np.ndarray) -> np.ndarray:
 
 
 def build() -> TaskData:
-    rng = np.random.default_rng(0)
-    x = np.linspace(0.1, 6.0, 64)
-    y = target(x) + rng.normal(0.0, 0.02, size=64)
-    perm = rng.permutation(64)
-    tr, te = np.sort(perm[:44]), np.sort(perm[44:])
-    return TaskData({"x": x[tr]}, y[tr], {"x": x[te]}, y[te], {"x_all": x, "y_all": y})
+    return regression_data(target)
 
 
-def score(cal: Any, data: TaskData) -> dict[str, float]:
-    assert data.test_inputs is not None and data.test_target is not None
-    pred = np.asarray(cal.predict(data.test_inputs), dtype=np.float64)
-    with np.errstate(all="ignore"):
-        mse = float(np.mean((pred - data.test_target) ** 2))
-    return {"train_mse": cal.loss, "test_mse": mse, "test_r2": r2(data.test_target, pred)}
+score = regression_score
 
 
 TASK = Task(

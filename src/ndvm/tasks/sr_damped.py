@@ -10,27 +10,21 @@ from typing import Any
 
 import numpy as np
 
-from ndvm.tasks.base import CalibSpec, Task, TaskData, r2
+from ndvm.tasks.base import CalibSpec, Task, TaskData, regression_data, regression_score
 
 # The generating structure with its parameters free (the known-good candidate).
 PROGRAM = "(* a (exp (* b x)) (cos (+ (* c x) d)))"
 
 
+def target(x: np.ndarray) -> np.ndarray:
+    return np.exp(-0.3 * x) * np.cos(2.0 * x)
+
+
 def build() -> TaskData:
-    rng = np.random.default_rng(0)
-    x = np.linspace(0.1, 6.0, 64)
-    y = np.exp(-0.3 * x) * np.cos(2.0 * x) + rng.normal(0.0, 0.02, size=64)
-    perm = rng.permutation(64)
-    tr, te = np.sort(perm[:44]), np.sort(perm[44:])
-    return TaskData({"x": x[tr]}, y[tr], {"x": x[te]}, y[te], {"x_all": x, "y_all": y})
+    return regression_data(target)
 
 
-def score(cal: Any, data: TaskData) -> dict[str, float]:
-    assert data.test_inputs is not None and data.test_target is not None
-    pred = np.asarray(cal.predict(data.test_inputs), dtype=np.float64)
-    with np.errstate(all="ignore"):
-        mse = float(np.mean((pred - data.test_target) ** 2))
-    return {"train_mse": cal.loss, "test_mse": mse, "test_r2": r2(data.test_target, pred)}
+score = regression_score
 
 
 def plot(cal: Any, data: TaskData, path: str | None = None) -> Any:
