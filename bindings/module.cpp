@@ -165,7 +165,8 @@ nb::dict optimize(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta0,
                   double deadline, bool dmci, double weight, uint32_t steps, double lr,
                   double beta1, double beta2, double eps, std::optional<F64Opt> lower,
                   std::optional<F64Opt> upper, bool early_stop, double rtol, double atol,
-                  int64_t patience) {
+                  int64_t patience, std::optional<F64Opt> lr_schedule,
+                  std::optional<F64In> target, bool target_per_lane, double time_limit) {
   ndvm::OptimizeRequest req;
   req.run = make_request(prog, theta0, constraints, kinds, arrays, Ng, max_steps, max_heap,
                          max_depth, deadline, dmci);
@@ -184,6 +185,26 @@ nb::dict optimize(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta0,
   req.rtol = rtol;
   req.atol = atol;
   req.patience = patience;
+  if (lr_schedule) {
+    if (lr_schedule->shape(0) < steps) {
+      throw std::invalid_argument("optimize: lr_schedule needs one entry per step");
+    }
+    req.lr_schedule = lr_schedule->data();
+  }
+  if (target) {
+    const size_t B0 = req.run.B;
+    const size_t n = target_per_lane ? (target->ndim() == 2 && target->shape(0) == B0
+                                            ? target->shape(1)
+                                            : 0)
+                                     : target->size();
+    if (n == 0 || (target_per_lane && target->size() != B0 * n)) {
+      throw std::invalid_argument("optimize: target must be [N] or [B, N] (per lane)");
+    }
+    req.target = target->data();
+    req.target_len = n;
+    req.target_per_lane = target_per_lane;
+  }
+  req.time_limit = time_limit;
   ndvm::OptimizeOutput out;
   {
     nb::gil_scoped_release release;
@@ -192,6 +213,9 @@ nb::dict optimize(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta0,
   const size_t B = req.run.B, P = prog.n_params;
   nb::dict d;
   d["non_numeric"] = out.non_numeric;
+  d["target_mismatch"] = out.target_mismatch;
+  d["timed_out"] = out.timed_out;
+  d["stopped_at"] = out.stopped_at;
   d["theta"] = to_numpy<double>(std::move(out.theta), {B, P});
   d["best_theta"] = to_numpy<double>(std::move(out.best_theta), {B, P});
   d["best_loss"] = to_numpy<double>(std::move(out.best_loss), {B});
@@ -260,6 +284,8 @@ NB_MODULE(_core, m) {
            nb::arg("weight"), nb::arg("steps"), nb::arg("lr"), nb::arg("beta1"),
            nb::arg("beta2"), nb::arg("eps"), nb::arg("lower").none(), nb::arg("upper").none(),
            nb::arg("early_stop"), nb::arg("rtol"), nb::arg("atol"), nb::arg("patience"),
+           nb::arg("lr_schedule").none() = nb::none(), nb::arg("target").none() = nb::none(),
+           nb::arg("target_per_lane") = false, nb::arg("time_limit") = 0.0,
            "Adam over the lanes of theta0 (optim.Adam semantics), all steps in the runtime.");
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {

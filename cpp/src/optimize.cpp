@@ -3,6 +3,8 @@
 // the NumPy implementation's to the last bit wherever libm agrees with NumPy.
 #include "ndvm/optimize.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -31,6 +33,7 @@ class AdamRun {
  private:
   bool evaluate(const std::vector<double>& theta, bool grad);
   void record(const std::vector<double>& theta);
+  void stop_running(uint32_t it);
   int32_t reason_of(uint32_t b);
 
   Interp& in_;
@@ -41,6 +44,7 @@ class AdamRun {
   RunOutput last_;
   Eval ev_;
   std::vector<double> ct_;
+  std::vector<double> sq_;
   std::vector<int64_t> flat_;
   std::vector<int32_t> err_map_;  // error index of the last run -> OptimizeOutput::errors
   OptimizeOutput out_;
@@ -53,13 +57,39 @@ bool AdamRun::evaluate(const std::vector<double>& theta, bool grad) {
   if (!last_.numeric) return false;
   const size_t M = last_.value.size() / B_;
   const double* val = last_.value.data();
-  for (uint32_t b = 0; b < B_; ++b) {
-    ev_.loss[b] = pairwise_sum(val + b * M, M) * rq_.weight;
-    ev_.bad_loss[b] = !std::isfinite(ev_.loss[b]);
-    ev_.failed[b] = ev_.bad_loss[b];
+  const double w = rq_.weight;
+  if (rq_.target != nullptr) {
+    if (M != rq_.target_len) {
+      out_.target_mismatch = true;
+      return false;
+    }
+    sq_.resize(M);
+    if (grad) ct_.resize(last_.value.size());
+    for (uint32_t b = 0; b < B_; ++b) {
+      const double* t = rq_.target + (rq_.target_per_lane ? b * M : 0);
+      const double* v = val + b * M;
+      for (size_t m = 0; m < M; ++m) {
+        const double r = v[m] - t[m];
+        sq_[m] = r * r;
+        if (grad) {
+          // the tape of (* r r) under cotangent w: w*r from each operand, summed
+          const double wr = w * r;
+          ct_[b * M + m] = wr + wr;
+        }
+      }
+      ev_.loss[b] = pairwise_sum(sq_.data(), M) * w;
+      ev_.bad_loss[b] = !std::isfinite(ev_.loss[b]);
+      ev_.failed[b] = ev_.bad_loss[b];
+    }
+  } else {
+    for (uint32_t b = 0; b < B_; ++b) {
+      ev_.loss[b] = pairwise_sum(val + b * M, M) * w;
+      ev_.bad_loss[b] = !std::isfinite(ev_.loss[b]);
+      ev_.failed[b] = ev_.bad_loss[b];
+    }
+    if (grad) ct_.assign(last_.value.size(), w);
   }
   if (grad) {
-    ct_.assign(last_.value.size(), rq_.weight);
     ev_.grad = in_.gradient(ct_.data());
     for (uint32_t b = 0; b < B_; ++b) {
       bool bad = false;
@@ -84,6 +114,19 @@ int32_t AdamRun::reason_of(uint32_t b) {
     return err_map_[e];
   }
   return ev_.bad_loss[b] ? kNonFiniteLoss : kNonFiniteGrad;
+}
+
+// The fit's time limit passed before step ``it``: lanes still running fail with kTimeLimit
+// (their best iterate so far is kept), as optim._Book.stop_running does.
+void AdamRun::stop_running(uint32_t it) {
+  out_.timed_out = true;
+  out_.stopped_at = it;
+  for (uint32_t b = 0; b < B_; ++b) {
+    if (out_.state[b] == LANE_RUNNING) {
+      out_.state[b] = LANE_FAILED;
+      out_.reason[b] = kTimeLimit;
+    }
+  }
 }
 
 // _Book.record (general path; the fast path is bitwise the same).
@@ -133,9 +176,22 @@ OptimizeOutput AdamRun::go() {
   const double b1 = rq_.adam.beta1, b2 = rq_.adam.beta2, lr = rq_.adam.lr, eps = rq_.adam.eps;
   std::vector<uint8_t> act(B_);
   bool broke = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  const double base_deadline = run_.limits.deadline;
   for (uint32_t it = 0; it < rq_.steps; ++it) {
+    if (rq_.time_limit > 0) {
+      const double left = rq_.time_limit -
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (left <= 0) {
+        stop_running(it);
+        broke = true;
+        break;
+      }
+      // no single walk may outlive the fit's budget
+      run_.limits.deadline = base_deadline > 0 ? std::min(base_deadline, left) : left;
+    }
     if (!evaluate(theta, true)) {
-      out_.non_numeric = true;
+      out_.non_numeric = !out_.target_mismatch;
       return std::move(out_);
     }
     record(theta);
@@ -153,7 +209,8 @@ OptimizeOutput AdamRun::go() {
       t[b] += 1.0;
       const double bc1 = 1.0 - std::pow(b1, t[b]);
       const double bc2s = std::sqrt(1.0 - std::pow(b2, t[b]));
-      const double scale = lr / bc1;
+      const double lr_t = rq_.lr_schedule ? rq_.lr_schedule[static_cast<size_t>(t[b]) - 1] : lr;
+      const double scale = lr_t / bc1;
       for (uint32_t i = 0; i < P_; ++i) {
         const size_t j = static_cast<size_t>(b) * P_ + i;
         const double g = ev_.grad[j];
@@ -171,7 +228,7 @@ OptimizeOutput AdamRun::go() {
   }
   if (!broke) {
     if (!evaluate(theta, false)) {
-      out_.non_numeric = true;
+      out_.non_numeric = !out_.target_mismatch;
       return std::move(out_);
     }
     record(theta);

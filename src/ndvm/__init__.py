@@ -12,6 +12,7 @@ from ndvm.calibrate import Calibration as Calibration
 from ndvm.calibrate import calibrate as calibrate
 from ndvm.errors import CompileError as CompileError
 from ndvm.errors import LimitExceeded as LimitExceeded
+from ndvm.errors import MissingExtra as MissingExtra
 from ndvm.errors import NdvmError as NdvmError
 from ndvm.errors import ProgramError as ProgramError
 from ndvm.errors import ReadError as ReadError
@@ -26,6 +27,7 @@ __all__ = [
     "LaneArray",
     "LimitExceeded",
     "Limits",
+    "MissingExtra",
     "NdvmError",
     "Program",
     "ProgramError",

@@ -1,13 +1,15 @@
-"""``ndvm`` command line: argparse subcommands; each lives in ``ndvm.commands.<name>``.
+"""ndvm: evaluate, fit and search model programs with one differentiable native evaluator.
 
-ndvm eval FILE|- [--param a=1] [--input x=2] [--grad] [--json]
-ndvm sweep [--layers 4] [--heads 4] [--d-model 64] [--out DIR]
+Each subcommand lives in ``ndvm.commands.<name>`` and registers its own parser. A feature that
+needs a missing optional extra prints one line naming it and exits with status 2; Ctrl-C exits
+with status 130; a closed output pipe (``ndvm report | head``) ends the command quietly.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # Each module defines ``register(subparsers)`` which adds its parser and sets ``func``.
@@ -22,7 +24,10 @@ _SUBCOMMANDS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ndvm import __version__
+
     parser = argparse.ArgumentParser(prog="ndvm", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"ndvm {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in _SUBCOMMANDS:
         try:
@@ -36,9 +41,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ndvm.errors import MissingExtra
+
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except MissingExtra as exc:
+        print(f"ndvm: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ndvm: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away: point stdout at devnull so the interpreter's final flush
+        # does not raise again, and end quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

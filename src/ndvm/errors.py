@@ -89,6 +89,10 @@ class BackendUnsupported(NdvmError):
     """A backend cannot run this program (a feature it does not implement yet)."""
 
 
+class MissingExtra(NdvmError, ImportError):
+    """A feature needs an optional extra that is not installed (``pip install 'ndvm[NAME]'``)."""
+
+
 class NativeError(NdvmError):
     """An internal failure reported by the native core (a bug: please report it)."""
 
@@ -100,6 +104,7 @@ __all__ = [
     "DepthLimitExceeded",
     "HeapLimitExceeded",
     "LimitExceeded",
+    "MissingExtra",
     "NativeError",
     "NdvmError",
     "ProgramError",

@@ -13,7 +13,16 @@ import pytest
 ENV = dict(os.environ)  # the installed package (the artifact under test)
 
 
-@pytest.mark.parametrize("name", ["decompose", "amortize", "crossover", "throughput"])
+def _marked(name: str) -> object:
+    """A bench subcommand as a test case carrying the markers of the extras it needs."""
+    from ndvm.commands.bench import _EXTRAS
+
+    return pytest.param(name, marks=[getattr(pytest.mark, e) for e in _EXTRAS[name]], id=name)
+
+
+@pytest.mark.parametrize(
+    "name", [_marked(n) for n in ("decompose", "amortize", "crossover", "throughput")]
+)
 def test_bench_quick_writes_results(name: str, tmp_path: Path) -> None:
     # A subprocess, as a user runs it (and so an editable native rebuild can use real fds).
     proc = subprocess.run(

@@ -7,10 +7,20 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import cases, reference_run
+from tests.helpers.extras import need
 
 import ndvm
-from ndvm.baselines.staged_jax import JAX_IMPLS, StagedJaxBackend, StagedProgram, StagingError
 from ndvm.prims import PRIMS
+
+need("jax")
+from ndvm.baselines.staged_jax import (  # noqa: E402
+    JAX_IMPLS,
+    StagedJaxBackend,
+    StagedProgram,
+    StagingError,
+)
+
+pytestmark = pytest.mark.jax
 
 CASES = cases()
 # XLA 0.10 CPU exhausts memory (> 20 GB) compiling this 1000-step serial chain at B=2 (B=3 and

@@ -6,12 +6,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 from conftest import assert_same, cases, reference_run
+from tests.helpers.extras import need
 
 import ndvm
-from ndvm.baselines.tagged import TORCH_IMPLS, TaggedBackend
 from ndvm.prims import PRIMS
+
+torch = need("torch")
+from ndvm.baselines.tagged import TORCH_IMPLS, TaggedBackend  # noqa: E402
+
+pytestmark = pytest.mark.torch
 
 CASES = cases()
 

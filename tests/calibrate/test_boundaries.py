@@ -28,7 +28,8 @@ def _theta(p: ndvm.Program, B: int) -> np.ndarray:
 
 @pytest.mark.torch
 def test_torch_gradcheck_data_lanes(backend: str) -> None:
-    torch = pytest.importorskip("torch")
+    import torch
+
     from ndvm.torch import op
 
     p, _ = damped(backend)
@@ -42,7 +43,8 @@ def test_torch_gradcheck_data_lanes(backend: str) -> None:
 
 @pytest.mark.torch
 def test_torch_gradcheck_matrix_program(backend: str) -> None:
-    torch = pytest.importorskip("torch")
+    import torch
+
     from ndvm.torch import apply
 
     p = ndvm.compile(KALMAN_SHORT, inputs=("Y",), backend=backend)
@@ -52,7 +54,8 @@ def test_torch_gradcheck_matrix_program(backend: str) -> None:
 
 @pytest.mark.torch
 def test_torch_no_grad_pass_when_not_needed(backend: str) -> None:
-    torch = pytest.importorskip("torch")
+    import torch
+
     from ndvm.torch import op
 
     p, _ = damped(backend)
@@ -62,7 +65,8 @@ def test_torch_no_grad_pass_when_not_needed(backend: str) -> None:
 
 @pytest.mark.torch
 def test_torch_adam_drives_a_torch_loss(backend: str) -> None:
-    torch = pytest.importorskip("torch")
+    import torch
+
     from ndvm.torch import op
 
     p, y = damped(backend)
@@ -82,7 +86,7 @@ def test_torch_adam_drives_a_torch_loss(backend: str) -> None:
 
 @pytest.mark.jax
 def test_jax_check_grads_and_jit(backend: str) -> None:
-    jax = pytest.importorskip("jax")
+    import jax
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     from jax.test_util import check_grads
@@ -110,7 +114,7 @@ def test_jax_check_grads_and_jit(backend: str) -> None:
 
 @pytest.mark.jax
 def test_jax_matrix_input_under_jit(backend: str) -> None:
-    jax = pytest.importorskip("jax")
+    import jax
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     from jax.test_util import check_grads

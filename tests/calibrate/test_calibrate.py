@@ -45,8 +45,10 @@ def test_adam_history_and_shapes() -> None:
     assert cal.params["k"] > 0  # constrained space
 
 
+@pytest.mark.torch
 def test_numpy_adam_matches_torch_adam_step_by_step() -> None:
-    torch = pytest.importorskip("torch")
+    import torch
+
     from ndvm.torch import op
 
     p, y = damped()
@@ -133,8 +135,8 @@ def test_gaussian_nll_learns_noise_and_value_loss() -> None:
     assert abs(cal.params["a"] - 1.5) < 1e-8
 
 
+@pytest.mark.torch
 def test_callable_loss_goes_through_torch() -> None:
-    pytest.importorskip("torch")
     p, y = damped()
 
     def l1(value, target):  # type: ignore[no-untyped-def]
@@ -176,12 +178,16 @@ def test_native_optimizer_dispatch_is_a_drop_in(monkeypatch: pytest.MonkeyPatch)
         early_stop,
         limits,
         dialect,
+        lr_schedule,
+        target,
+        time_limit,
     ):  # type: ignore[no-untyped-def]
         calls.append((method, steps, options))
+        assert lr_schedule is None and time_limit is None
         prog = ndvm.Program(compiled, "reference", limits=limits, dialect=dialect, strict=False)
         inner = optim.Adam(**options) if method == "adam" else optim.LBFGS(**options)
         tr = inner.minimize(
-            ProgramObjective(Prepared(prog, dict(inputs), weight, "mse")),
+            ProgramObjective(Prepared(prog, dict(inputs), weight, "mse", target=target)),
             theta0,
             steps,
             optim.Control(),

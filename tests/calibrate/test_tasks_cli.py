@@ -15,8 +15,8 @@ from ndvm import tasks
 from ndvm.cli import main
 
 
+@pytest.mark.data
 def test_nile_matches_statsmodels_mle() -> None:
-    pytest.importorskip("statsmodels")
     from ndvm.tasks.nile import statsmodels_mle
 
     task = tasks.get("nile")
@@ -72,8 +72,8 @@ def _csv(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.plot
 def test_cli_fit_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("matplotlib")
     prog = tmp_path / "damped.scm"
     prog.write_text(DAMPED)
     data = _csv(tmp_path)

@@ -157,3 +157,37 @@ def test_goldens_are_fresh() -> None:
         cwd=root,
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_staleness_check_uses_tolerances(tmp_path: Path) -> None:
+    """``--check`` accepts last-bit noise in values/gradients, rejects real changes."""
+    import importlib.util
+    import json
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    path = root / "tools" / "regen_golden.py"
+    spec = importlib.util.spec_from_file_location("regen_golden", path)
+    assert spec is not None and spec.loader is not None
+    regen = importlib.util.module_from_spec(spec)
+    sys.modules["regen_golden"] = regen  # dataclasses look their module up by name
+    try:
+        spec.loader.exec_module(regen)
+    finally:
+        del sys.modules["regen_golden"]
+    want = {"value": [1.0, [2.0, float("nan")]], "grad": [[0.5, 0.0]], "status": [0, 1]}
+    text = json.dumps(want)
+    path = tmp_path / "g.expected.json"
+
+    def check(have: dict) -> bool:
+        path.write_text(json.dumps(have))
+        return regen._same(path, text)
+
+    assert check(want)
+    assert check({**want, "value": [1.0 + 1e-15, [2.0, float("nan")]]})
+    assert check({**want, "grad": [[0.5 * (1 + 1e-9), 1e-12]]})
+    assert not check({**want, "value": [1.0 + 1e-9, [2.0, float("nan")]]})
+    assert not check({**want, "value": [1.0, [2.0, 0.0]]})
+    assert not check({**want, "grad": [[0.5 * (1 + 1e-6), 0.0]]})
+    assert not check({**want, "status": [0, 0]})
+    assert not check({**want, "extra": 1})

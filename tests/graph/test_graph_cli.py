@@ -22,6 +22,7 @@ def test_cli_parser_and_graph_package_do_not_import_torch():
 
 
 @pytest.mark.torch
+@pytest.mark.plot
 def test_cli_sweep_writes_plots_and_reports_exact_counts(tmp_path, capsys):
     from ndvm import cli
 

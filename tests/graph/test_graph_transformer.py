@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pytest
-import torch
+from tests.helpers.extras import need
 
-from ndvm.graph import predict
-from ndvm.graph import transformer as tr
-from ndvm.graph.baseline import full_recompute_sweep
-from ndvm.graph.fx import from_fx
-from ndvm.graph.sweep import grid, sweep
+torch = need("torch")
+from ndvm.graph import predict  # noqa: E402
+from ndvm.graph import transformer as tr  # noqa: E402
+from ndvm.graph.baseline import full_recompute_sweep  # noqa: E402
+from ndvm.graph.fx import from_fx  # noqa: E402
+from ndvm.graph.sweep import grid, sweep  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

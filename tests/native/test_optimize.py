@@ -162,3 +162,72 @@ def test_calibrate_dispatches_adam_to_the_runtime() -> None:
     assert ndvm.calibrate(p, {"x": X}, y, steps=3, optimizer="lbfgs").status == ("ok",)
     with pytest.raises(ndvm.NdvmError):
         _native(MSE().prepare(p, {"x": X}, y), np.zeros((1, 4)), 1, method="lbfgs")
+
+
+def test_residual_formed_in_runtime_equals_loss_augmented_program() -> None:
+    """With a target the runtime forms (v - y)^2 itself: bitwise the augmented program's fit."""
+    p, y = _damped()
+    prep = MSE().prepare(p, {"x": X}, y)
+    theta0 = np.random.default_rng(3).normal(size=(5, 4))
+    aug = _native(prep, theta0, 25)  # prep.program: the loss-augmented copy
+    direct = registry.get("native").optimize(
+        p.compiled, theta0, {"x": X}, weight=prep.weight, method="adam", steps=25,
+        options={"lr": 0.05}, lower=None, upper=None, early_stop=None, limits=p.limits,
+        dialect=None, target=y,
+    )  # fmt: skip
+    for name in FIELDS:
+        np.testing.assert_array_equal(np.asarray(direct[name]), np.asarray(aug[name]), name)
+
+
+def _per_lane_targets() -> tuple[ndvm.Program, np.ndarray, np.ndarray]:
+    p, y = _damped()
+    rng = np.random.default_rng(5)
+    targets = y[None, :] * np.array([[1.0], [0.7], [1.3]]) + 0.01 * rng.normal(size=(3, X.size))
+    init = np.array([[1.0, 0.3, 2.0, 0.0], [0.8, 0.5, 1.9, 0.1], [1.1, 0.2, 2.2, -0.1]])
+    return p, targets, init
+
+
+@pytest.mark.parametrize("engine", ["native", "numpy"])
+def test_per_start_targets_equal_one_fit_per_series(engine: str) -> None:
+    """target [starts, N]: start k fits series k, exactly as a one-start fit of that series."""
+    p, targets, init = _per_lane_targets()
+    kw: dict[str, Any] = {"steps": 20, "engine": engine}
+    cal = ndvm.calibrate(p, {"x": X}, targets, starts=3, init=init, **kw)
+    for k in range(3):
+        one = ndvm.calibrate(p, {"x": X}, targets[k], starts=1, init=init[k], **kw)
+        np.testing.assert_allclose(cal.all_losses[k], one.loss, rtol=1e-13)
+        np.testing.assert_allclose(cal.all_theta[k], one.theta, rtol=1e-13)
+    with pytest.raises(ndvm.NdvmError, match="one row per start"):
+        ndvm.calibrate(p, {"x": X}, targets, starts=2, **kw)
+
+
+def test_per_start_targets_native_equals_numpy() -> None:
+    p, targets, init = _per_lane_targets()
+    runs = [
+        ndvm.calibrate(p, {"x": X}, targets, starts=3, init=init, steps=20, engine=e)
+        for e in ("native", "numpy")
+    ]
+    np.testing.assert_allclose(runs[0].history, runs[1].history, rtol=1e-12)
+    np.testing.assert_allclose(runs[0].all_theta, runs[1].all_theta, rtol=1e-12)
+
+
+def test_cosine_schedule_native_equals_numpy_and_changes_the_fit() -> None:
+    p, y = _damped()
+    kw: dict[str, Any] = {"starts": 3, "steps": 30, "lr": 0.1, "lr_final": 1e-3}
+    native = ndvm.calibrate(p, {"x": X}, y, engine="native", **kw)
+    plain = ndvm.calibrate(p, {"x": X}, y, engine="numpy", **kw)
+    np.testing.assert_allclose(native.history, plain.history, rtol=1e-12)
+    constant = ndvm.calibrate(p, {"x": X}, y, engine="native", starts=3, steps=30, lr=0.1)
+    assert not np.allclose(constant.history[-1], native.history[-1])
+    sched = optim.Adam(lr=0.1, lr_final=1e-3).schedule(30)
+    assert sched is not None and sched[0] == 0.1 and sched[-1] == pytest.approx(1e-3)
+    assert np.all(np.diff(sched) < 0)
+
+
+@pytest.mark.parametrize("engine", ["native", "numpy"])
+def test_time_limit_fails_the_running_starts(engine: str) -> None:
+    p, y = _damped()
+    cal = ndvm.calibrate(p, {"x": X}, y, starts=2, steps=10**6, time_limit=0.05, engine=engine)
+    assert all(s.startswith("failed: time limit of 0.05 s reached after") for s in cal.status)
+    assert np.isfinite(cal.all_losses).all()  # the best iterate so far is kept
+    assert 1 < cal.history.shape[0] < 10**6

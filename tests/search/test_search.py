@@ -194,6 +194,8 @@ def test_kill_and_resume(tmp_path):
     assert _key(resumed) == _key(ref.records)
 
 
+@pytest.mark.plot
+@pytest.mark.sympy
 def test_report_and_exports(tmp_path):
     from ndvm.cli import main
 
@@ -216,7 +218,6 @@ def test_report_and_exports(tmp_path):
     assert main(["report", "--db", str(db), "--out", str(tmp_path / "out")]) == 0
     for name in ("frontier.png", "pareto.png", "best_fit.png", "summary.json", "best.jsonl"):
         assert (tmp_path / "out" / name).stat().st_size > 0
-    pytest.importorskip("sympy")
     tex = frontier.to_latex("(* a (exp (* b x)) (cos (+ (* c x) d)))")
     assert "e^{b x}" in tex and "\\cos" in tex
     assert frontier.to_sympy("(loop ((s a) (k 0)) (if (= k 3) s (recur s (+ k 1))))") is None
@@ -239,8 +240,8 @@ def test_battery_problem_lanes():
     assert ev.status == "ok" and math.isfinite(ev.heldout_mse) and len(ev.extra["theta"]) == 12
 
 
+@pytest.mark.data
 def test_enso_lim_611_params_gradient_matches_fd():
-    pytest.importorskip("statsmodels")
     from ndvm.tasks import enso_lim
 
     prog = ndvm.compile(enso_lim.program_source(), inputs=("Y",))
@@ -266,7 +267,6 @@ def test_enso_lim_611_params_gradient_matches_fd():
 
 @pytest.mark.ray
 def test_ray_executor(tmp_path):
-    pytest.importorskip("ray")
     runs = []
     for kind in ("serial", "ray"):
         st = run_search(

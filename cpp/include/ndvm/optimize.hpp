@@ -2,7 +2,10 @@
 // run + reverse mode on one reused Interp with no host round trip per step. The semantics are
 // those of ndvm.calibrate.optim.Adam with on_failure="drop" (torch.optim.Adam's update order,
 // per-lane best iterate, failed lanes frozen but still evaluated, optional early stop and box
-// projection); the loss of lane b is weight * sum(value[b, ...]) (NumPy's pairwise sum).
+// projection); the loss of lane b is weight * sum(value[b, ...]) (NumPy's pairwise sum), or,
+// with a target, weight * sum((value[b, m] - target[b or shared, m])^2): the residual is formed
+// here, with the same operations (and bits) as the loss-augmented program
+// (let ((r (- E target))) (* r r)) would tape, so no augmented copy has to be compiled.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +21,7 @@ enum LaneState : int8_t { LANE_RUNNING = 0, LANE_OK = 1, LANE_FAILED = 2, LANE_C
 constexpr int32_t kNoReason = -1;
 constexpr int32_t kNonFiniteLoss = -2;
 constexpr int32_t kNonFiniteGrad = -3;
+constexpr int32_t kTimeLimit = -4;
 
 struct AdamOptions {
   double lr = 0.05;
@@ -32,6 +36,11 @@ struct OptimizeRequest {
   double weight = 1.0;            // loss_b = weight * sum(value[b, ...]); cotangent = weight
   uint32_t steps = 0;
   AdamOptions adam;
+  const double* lr_schedule = nullptr;  // [steps] or nullptr: lr of a lane's t-th step
+  const double* target = nullptr;       // [N] shared or [B, N] per lane; nullptr: no residual
+  size_t target_len = 0;                // N
+  bool target_per_lane = false;
+  double time_limit = 0.0;  // seconds for the whole fit; <= 0: none. Running lanes then fail
   const double* lower = nullptr;  // [P] or nullptr: theta box, projected after each step
   const double* upper = nullptr;
   bool early_stop = false;
@@ -51,6 +60,9 @@ struct OptimizeOutput {
   std::vector<ErrorOut> errors;    // the lane errors reasons refer to
   uint64_t evaluations = 0;
   bool non_numeric = false;  // the program's result was not numeric: nothing to optimize
+  bool target_mismatch = false;  // the value grid has not target_len numbers per lane
+  bool timed_out = false;        // time_limit stopped the fit ...
+  uint32_t stopped_at = 0;       // ... after this many steps
 };
 
 // Pairwise summation exactly as NumPy's float64 add.reduce over a contiguous row.

@@ -426,12 +426,18 @@ class NativeBackend:
         early_stop: tuple[float, float, int] | None,
         limits: Limits,
         dialect: str | None,
+        lr_schedule: np.ndarray | None = None,
+        target: np.ndarray | None = None,
+        time_limit: float | None = None,
     ) -> dict[str, Any]:
         """Adam over the lanes of ``theta0`` inside the runtime (``ndvm.calibrate.native``).
 
-        The loss of lane b is ``weight * sum(value[b, ...])``; the semantics are those of
-        ``ndvm.calibrate.optim.Adam`` with ``on_failure="drop"``. Only ``method="adam"``
-        (``optimize_methods``); L-BFGS stays in NumPy.
+        The loss of lane b is ``weight * sum(value[b, ...])``, or with ``target`` ([N] shared
+        or [B, N] per lane) ``weight * sum((value[b] - target[b])**2)``; the semantics are those
+        of ``ndvm.calibrate.optim.Adam`` with ``on_failure="drop"``. ``lr_schedule[t-1]`` is a
+        lane's learning rate at its t-th step; ``time_limit`` (seconds) fails the lanes still
+        running when it passes. Only ``method="adam"`` (``optimize_methods``). Raises
+        ``NativeUnsupported`` when the value grid does not have N numbers per lane.
         """
         if method not in self.optimize_methods:
             raise NativeUnsupported(f"native backend: no in-runtime {method!r} optimizer")
@@ -464,7 +470,15 @@ class NativeBackend:
             float(rtol),
             float(atol),
             int(patience),
+            None if lr_schedule is None else np.ascontiguousarray(lr_schedule, dtype=np.float64),
+            None if target is None else np.ascontiguousarray(target, dtype=np.float64).reshape(
+                (-1,) if np.ndim(target) < 2 else np.shape(target)
+            ),
+            target is not None and np.ndim(target) == 2,
+            float(time_limit or 0.0),
         )
+        if raw["target_mismatch"]:
+            raise NativeUnsupported("native optimizer: value grid does not match the target")
         if raw["non_numeric"]:
             raise NdvmError("value_and_grad needs a numeric result (a number, vector or matrix)")
         errors = _errors(raw["errors"], low.strings)
@@ -474,6 +488,11 @@ class NativeBackend:
             "best_loss": raw["best_loss"],
             "history": raw["history"],
             "state": raw["state"],
-            "reasons": [_reason_text(int(c), errors) for c in raw["reason"]],
+            "reasons": [
+                _reason_text(int(c), errors)
+                if c != -4
+                else f"time limit of {time_limit:g} s reached after {raw['stopped_at']} steps"
+                for c in raw["reason"]
+            ],
             "evaluations": int(raw["evaluations"]),
         }

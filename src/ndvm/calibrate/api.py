@@ -162,6 +162,7 @@ def calibrate(
     steps: int = 50,
     optimizer: str | optim.Optimizer = "adam",
     lr: float = 0.05,
+    lr_final: float | None = None,
     init: Any = None,
     seed: int = 0,
     constraints: Mapping[str, tuple[float | None, float | None]] | None = None,
@@ -170,13 +171,16 @@ def calibrate(
     on_failure: str = "drop",
     callback: Callable[[int, int], None] | None = None,
     engine: str = "auto",
+    time_limit: float | None = None,
 ) -> Calibration:
     """Fit ``program``'s parameters to ``target`` (or minimize its value) from ``starts`` starts.
 
     Args:
         program: a compiled Program or source text (inputs are then the keys of ``inputs``).
         inputs: data inputs by name (1-D arrays are data lanes; ``ndvm.const`` for matrices).
-        target: observed values per data lane (mse / gaussian_nll); None for ``loss="value"``.
+        target: observed values (mse / gaussian_nll): ``[N]`` per data lane, or ``[starts, N]``
+            one series per start (each start fits its own series, e.g. one cell per lane);
+            None for ``loss="value"``.
         loss: "mse", "gaussian_nll" (learned noise; ``GaussianNLL(sigma=..)`` fixes it),
             "value" (the program's output is the loss), or a callable
             ``fn(value: torch.Tensor [B, ...], target: torch.Tensor) -> [B]`` (torch path).
@@ -184,6 +188,8 @@ def calibrate(
         steps: optimizer steps (L-BFGS: iterations). history has steps + 1 rows.
         optimizer: "adam", "lbfgs", "adam+lbfgs", or an ``optim.Optimizer``.
         lr: Adam learning rate.
+        lr_final: if given, Adam's learning rate decays from ``lr`` to ``lr_final`` on a
+            cosine over each start's steps.
         init: None (declared inits; further starts jittered by N(0, 1) in theta space), values
             [P] / [starts, P] / {name: value} in the constrained space, or a callable
             ``(rng, shape) -> values``, which also draws restarts.
@@ -196,6 +202,9 @@ def calibrate(
             an in-runtime optimizer calls it once at the end).
         engine: "auto" (the backend's in-runtime optimizer when it has one for this loss,
             optimizer and on_failure="drop"; else NumPy), "numpy", or "native" (required).
+        time_limit: seconds for the whole fit (Adam): when it passes, the starts still running
+            fail with reason "time limit ..." and keep their best iterate so far; no single
+            evaluation outlives it.
     """
     import ndvm
 
@@ -243,8 +252,12 @@ def calibrate(
         early_stop=early_stop,
         rng=rng,
         callback=callback,
+        time_limit=time_limit,
     )
-    opt = optim.make_optimizer(optimizer, lr)
+    tgt = getattr(prepared, "target", None)
+    if tgt is not None and tgt.ndim == 2 and tgt.shape[0] != starts:
+        raise NdvmError(f"a per-start target has one row per start: {starts}, got {tgt.shape[0]}")
+    opt = optim.make_optimizer(optimizer, lr, lr_final)
     native = _native(prepared, opt, control) if engine in ("auto", "native") else None
     if engine == "native" and native is None:
         raise NdvmError(f"backend {program.backend!r} has no in-runtime optimizer for this fit")
@@ -259,7 +272,7 @@ def _native(prepared: Any, opt: optim.Optimizer, control: optim.Control) -> Any:
     from ndvm.backends import registry
     from ndvm.calibrate import native
 
-    backend = registry.get(prepared.program.backend)
+    backend = registry.get(prepared.model.backend)
     if not native.supports(backend, prepared, opt):
         return None
     return native.NativeOptimizer(backend, opt, prepared)

@@ -8,8 +8,8 @@ cotangent known before the walk. ``value`` uses the program's own output (e.g. a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from typing import Any, Protocol
 
 import numpy as np
@@ -36,17 +36,44 @@ class Loss(Protocol):
 class Prepared:
     """A loss bound to a program and data: what the optimizer's objective needs per step.
 
-    program/inputs: what to evaluate. cotangent(extra [B, E]) -> cotangent on the value grid.
-    reduce(value grid, extra) -> (loss [B], d loss / d extra [B, E]). extra0: initial [E].
-    constrain_extra: extra theta -> reported values.
+    model/model_inputs: the user's program and its inputs. target: the observed values of a
+    residual loss (mse, gaussian_nll): ``[N]`` per data lane, ``[B, N]`` one series per
+    parameter lane, or a scalar; None for ``value``. ``program``/``inputs`` are what the NumPy
+    objective evaluates: the loss-augmented program (value = squared residual per data lane,
+    compiled on first use only, since an in-runtime optimizer forms the residual itself) or,
+    for ``value`` and per-lane targets, the model. cotangent(extra [B, E]) -> cotangent on the
+    value grid; reduce(value grid, extra) -> (loss [B], d loss / d extra [B, E]).
     """
 
-    program: Program
-    inputs: dict[str, Any]
+    model: Program
+    model_inputs: dict[str, Any]
     weight: float
     kind: str
     sigma: float | None = None
     extra0: tuple[float, ...] = ()
+    target: np.ndarray | None = field(default=None, compare=False)
+
+    @property
+    def per_lane(self) -> bool:
+        """One target series per parameter lane ([B, N]): the residual is formed in NumPy."""
+        return self.target is not None and self.target.ndim == 2
+
+    @cached_property
+    def program(self) -> Program:
+        if self.target is None or self.per_lane:
+            return self.model
+        m = self.model
+        return _augmented(
+            m.source, m.param_specs, tuple(m.inputs), m.backend, m.dtype, m.dialect, m.limits
+        )
+
+    @cached_property
+    def inputs(self) -> dict[str, Any]:
+        if self.target is None or self.per_lane:
+            return self.model_inputs
+        inp = dict(self.model_inputs)
+        inp[TARGET] = self.target if self.target.ndim == 1 else float(self.target)
+        return inp
 
     def cotangent(self, value_shape: tuple[int, ...], extra: np.ndarray) -> np.ndarray:
         B = value_shape[0]
@@ -119,25 +146,20 @@ def _augmented(
     )
 
 
-def _residual_program(program: Program, inputs: Mapping[str, Any], target: Any) -> tuple:
+def _residual_target(program: Program, inputs: Mapping[str, Any], target: Any) -> tuple:
+    """(target array, weight 1/N) of a residual loss, validated."""
     if target is None:
         raise NdvmError("this loss needs a target (the observed data)")
     tgt = np.asarray(target, dtype=np.float64)
-    if tgt.ndim > 1:
-        raise NdvmError(f"target must be a scalar or a 1-D array of data lanes, got {tgt.shape}")
-    aug = _augmented(
-        program.source,
-        program.param_specs,
-        tuple(program.inputs),
-        program.backend,
-        program.dtype,
-        program.dialect,
-        program.limits,
-    )
-    inp = dict(inputs)
-    inp[TARGET] = tgt if tgt.ndim == 1 else float(tgt)
-    n = tgt.shape[0] if tgt.ndim == 1 else 1
-    return aug, inp, 1.0 / n
+    if tgt.ndim > 2:
+        raise NdvmError(
+            f"target must be a scalar, [N] (one per data lane) or [starts, N] (one series per "
+            f"start), got shape {tgt.shape}"
+        )
+    n = tgt.shape[-1] if tgt.ndim >= 1 else 1
+    if n == 0:
+        raise NdvmError("target is empty")
+    return tgt, 1.0 / n
 
 
 @dataclass(frozen=True)
@@ -148,8 +170,8 @@ class MSE:
     extra_names: tuple[str, ...] = ()
 
     def prepare(self, program: Program, inputs: Mapping[str, Any], target: Any) -> Prepared:
-        aug, inp, w = _residual_program(program, inputs, target)
-        return Prepared(aug, inp, w, "mse")
+        tgt, w = _residual_target(program, inputs, target)
+        return Prepared(_lenient(program), dict(inputs), w, "mse", target=tgt)
 
 
 @dataclass(frozen=True)
@@ -167,13 +189,14 @@ class GaussianNLL:
         return ("sigma",) if self.sigma is None else ()
 
     def prepare(self, program: Program, inputs: Mapping[str, Any], target: Any) -> Prepared:
-        aug, inp, w = _residual_program(program, inputs, target)
+        tgt, w = _residual_target(program, inputs, target)
+        model, inp = _lenient(program), dict(inputs)
         if self.sigma is not None:
             if not self.sigma > 0:
                 raise NdvmError(f"gaussian_nll: sigma must be > 0, got {self.sigma}")
-            return Prepared(aug, inp, w, "gaussian_nll", sigma=float(self.sigma))
-        spread = float(np.std(np.asarray(target, dtype=np.float64))) or 1.0
-        return Prepared(aug, inp, w, "gaussian_nll", extra0=(float(np.log(spread)),))
+            return Prepared(model, inp, w, "gaussian_nll", sigma=float(self.sigma), target=tgt)
+        spread = float(np.std(tgt)) or 1.0
+        return Prepared(model, inp, w, "gaussian_nll", extra0=(float(np.log(spread)),), target=tgt)
 
 
 @dataclass(frozen=True)
@@ -186,7 +209,12 @@ class Value:
     def prepare(self, program: Program, inputs: Mapping[str, Any], target: Any) -> Prepared:
         if target is not None:
             raise NdvmError("loss='value' takes no target: the program's output is the loss")
-        return Prepared(program.with_options(strict=False), dict(inputs), 1.0, "value")
+        return Prepared(_lenient(program), dict(inputs), 1.0, "value")
+
+
+def _lenient(program: Program) -> Program:
+    """The program with per-lane failures (strict=False): a failing start fails alone."""
+    return program if program.strict is False else program.with_options(strict=False)
 
 
 BUILTIN = {"mse": MSE(), "gaussian_nll": GaussianNLL(), "value": Value()}

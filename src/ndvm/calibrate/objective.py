@@ -62,6 +62,8 @@ class ProgramObjective:
 
     def __call__(self, theta: np.ndarray, grad: bool = True) -> Eval:
         prep = self.prepared
+        if prep.per_lane:
+            return self._per_lane(theta, grad)
         P = self.n_params
         extra = theta[:, P:]
         if grad:
@@ -88,6 +90,35 @@ class ProgramObjective:
         failed, reasons = _failures(loss, g, reasons)
         return Eval(loss, g, failed, reasons)
 
+    def _per_lane(self, theta: np.ndarray, grad: bool) -> Eval:
+        """One target series per lane: value walk, residual in NumPy, then the VJP walk."""
+        prep = self.prepared
+        assert prep.target is not None
+        P = self.n_params
+        B = theta.shape[0]
+        extra = theta[:, P:]
+        res = prep.model.evaluate(theta[:, :P], prep.model_inputs)
+        reasons = lane_reasons(res)
+        value = np.asarray(res.value, dtype=np.float64) if res.numeric else None
+        if value is None or value.reshape(B, -1).shape != prep.target.shape:
+            why = "result is not numeric" if value is None else "value does not match target"
+            loss = np.full(B, np.nan)
+            g = np.full((B, self.dim), np.nan) if grad else None
+            failed, reasons = _failures(loss, g, [r or why for r in reasons])
+            return Eval(loss, g, failed, reasons)
+        r = value.reshape(B, -1) - prep.target
+        sq = r * r
+        loss, gextra = prep.reduce(sq, extra)
+        g = None
+        if grad:
+            wr = prep.cotangent(sq.shape, extra) * r  # the tape of (* r r), as the runtime's
+            ct = (wr + wr).reshape(value.shape)
+            back = prep.model.evaluate(theta[:, :P], prep.model_inputs, grad=True, cotangent=ct)
+            assert back.grad is not None
+            g = np.concatenate([back.grad, gextra], axis=1) if gextra.shape[1] else back.grad
+        failed, reasons = _failures(loss, g, reasons)
+        return Eval(loss, g, failed, reasons)
+
     def _shape(self, theta: np.ndarray) -> tuple[int, ...]:
         if self._trailing is None:
             probe = self.prepared.program.evaluate(theta[:1, : self.n_params], self.prepared.inputs)
@@ -106,6 +137,11 @@ class TorchObjective:
     inputs: Mapping[str, Any]
     target: Any
     fn: Callable[..., Any]
+
+    def __post_init__(self) -> None:
+        from ndvm.extras import require
+
+        require("ndvm.calibrate(loss=<callable>)", "torch")
 
     @property
     def dim(self) -> int:

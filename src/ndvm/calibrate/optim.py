@@ -9,6 +9,7 @@ being evaluated at their last theta so the batch never changes and no other lane
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -62,6 +63,7 @@ class Control:
     early_stop: EarlyStop | None = None
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
     callback: Callable[[int, int], None] | None = None  # (step, total)
+    time_limit: float | None = None  # seconds for the whole fit: running lanes then fail
 
 
 class Optimizer(Protocol):
@@ -94,6 +96,17 @@ class _Book:
     @property
     def active(self) -> np.ndarray:
         return self.state == RUNNING
+
+    def out_of_time(self, t0: float, steps_done: int) -> bool:
+        """True (and the running lanes failed) once ``control.time_limit`` has passed."""
+        limit = self.c.time_limit
+        if limit is None or limit <= 0 or time.perf_counter() - t0 < limit:
+            return False
+        why = f"time limit of {limit:g} s reached after {steps_done} steps"
+        for b in np.flatnonzero(self.active):
+            self.reasons[b] = why
+        self.state[self.active] = FAILED
+        return True
 
     def record(self, theta: np.ndarray, ev: Eval) -> np.ndarray:
         """Log iterate k; returns the lanes that must be restarted (already re-drawn)."""
@@ -173,7 +186,15 @@ class Adam:
     lr: float = 0.05
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
+    lr_final: float | None = None  # cosine decay of a lane's lr from lr to lr_final
     name: str = "adam"
+
+    def schedule(self, steps: int) -> np.ndarray | None:
+        """lr of a lane's t-th step at index t - 1 (None: constant ``lr``)."""
+        if self.lr_final is None:
+            return None
+        frac = np.arange(steps, dtype=np.float64) / max(steps - 1, 1)
+        return self.lr_final + (self.lr - self.lr_final) * 0.5 * (1.0 + np.cos(np.pi * frac))
 
     def minimize(
         self, objective: Objective, theta0: np.ndarray, steps: int, control: Control
@@ -189,7 +210,11 @@ class Adam:
 
     def _loop(self, objective, theta, m, v, t, book, steps, control):  # type: ignore[no-untyped-def]
         b1, b2 = self.betas
-        for _ in range(steps):
+        sched = self.schedule(steps)
+        t0 = time.perf_counter()
+        for k in range(steps):
+            if book.out_of_time(t0, k):
+                break
             ev = objective(theta, grad=True)
             restart = book.record(theta, ev)
             act = book.active & ~restart
@@ -202,7 +227,8 @@ class Adam:
             v_new = v * b2 + (1.0 - b2) * g * g
             bc1 = 1.0 - b1**t
             bc2s = np.sqrt(1.0 - b2**t)
-            step = (self.lr / bc1)[:, None] * (m_new / (np.sqrt(v_new) / bc2s[:, None] + self.eps))
+            lr = self.lr if sched is None else sched[np.maximum(t, 1).astype(np.int64) - 1]
+            step = (lr / bc1)[:, None] * (m_new / (np.sqrt(v_new) / bc2s[:, None] + self.eps))
             if everyone:
                 m, v, theta = m_new, v_new, theta - step
                 if control.project is not None:
@@ -352,16 +378,18 @@ def _join(a: Trace, b: Trace) -> Trace:
     )
 
 
-def make_optimizer(name: str | Optimizer, lr: float) -> Optimizer:
-    """``"adam"``, ``"lbfgs"``, ``"adam+lbfgs"`` (Adam for ``steps``, then 50 L-BFGS), or one."""
+def make_optimizer(name: str | Optimizer, lr: float, lr_final: float | None = None) -> Optimizer:
+    """``"adam"``, ``"lbfgs"``, ``"adam+lbfgs"`` (Adam for ``steps``, then 50 L-BFGS), or one.
+
+    ``lr_final``: Adam's learning rate decays from ``lr`` to it on a cosine over the steps."""
     if not isinstance(name, str):
         return name
     if name == "adam":
-        return Adam(lr=lr)
+        return Adam(lr=lr, lr_final=lr_final)
     if name == "lbfgs":
         return LBFGS()
     if name == "adam+lbfgs":
-        return Chain(((Adam(lr=lr), None), (LBFGS(), 50)))
+        return Chain(((Adam(lr=lr, lr_final=lr_final), None), (LBFGS(), 50)))
     from ndvm.errors import NdvmError
 
     raise NdvmError(f"unknown optimizer {name!r} (adam, lbfgs, adam+lbfgs, or an Optimizer)")

@@ -19,6 +19,9 @@ def plot_calibration(
 
     extra: optional held-out data ``{"x": array, "y": array}`` drawn as hollow markers.
     """
+    from ndvm.extras import require
+
+    require("plotting a calibration", "plot")
     import matplotlib
 
     if path is not None:

@@ -37,7 +37,19 @@ def register(sub: Any) -> None:
         q.set_defaults(func=run)
 
 
+# The optional extras each benchmark needs (its baselines and its plot).
+_EXTRAS = {
+    "decompose": ("torch", "plot"),
+    "amortize": ("plot",),
+    "crossover": ("jax", "plot"),
+    "throughput": ("torch", "plot"),
+}
+
+
 def run(args: argparse.Namespace) -> int:
+    from ndvm.extras import require
+
+    require(f"ndvm bench {args.bench_command}", *_EXTRAS.get(args.bench_command, ()))
     # One intra-op thread for XLA, as torch is pinned to one: every tier is measured per core.
     os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
     from ndvm.bench import suites

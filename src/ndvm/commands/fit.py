@@ -90,7 +90,10 @@ def progress_bar(total: int) -> tuple[Callable[[int, int], None], Callable[[], N
 
 def run(args: argparse.Namespace) -> int:
     import ndvm
+    from ndvm.extras import require
 
+    if args.plot:
+        require("ndvm fit --plot", "plot")  # before fitting: a missing extra costs nothing
     try:
         with open(args.program, encoding="utf-8") as fh:
             source = fh.read()
@@ -119,8 +122,6 @@ def run(args: argparse.Namespace) -> int:
         finally:
             close()
         elapsed = time.perf_counter() - t0
-        if args.plot:
-            cal.plot(args.plot)
     except NdvmError as exc:
         print(exc.located(args.program), file=sys.stderr)
         return 1
@@ -138,4 +139,8 @@ def run(args: argparse.Namespace) -> int:
         if out["failed"]:
             print(f"{out['failed']} start(s) failed", file=sys.stderr)
         print(f"{elapsed:.3f} s, {cal.evaluations} evaluations", file=sys.stderr)
+    sys.stdout.flush()  # the result is out before plotting can fail
+    if args.plot:
+        cal.plot(args.plot)
+        print(f"plot: {args.plot}", file=sys.stderr)
     return 0 if cal.ok else 1

@@ -23,9 +23,12 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ndvm.extras import require
     from ndvm.search import frontier
     from ndvm.search.store import Store
 
+    if args.out:
+        require("ndvm report --out", "plot")
     if not Path(args.db).exists():
         print(f"ndvm report: no such database {args.db}", file=sys.stderr)
         return 1

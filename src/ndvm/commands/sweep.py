@@ -50,6 +50,9 @@ def _print_run(title: str, r: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ndvm.extras import require
+
+    require("ndvm sweep", "torch", "plot")
     import torch
 
     from ndvm.graph import experiment as ex

@@ -144,6 +144,9 @@ class RayExecutor:
     def __init__(
         self, task: str, workers: int, limits: CalibLimits, address: str | None = None
     ) -> None:
+        from ndvm.extras import require
+
+        require("the Ray executor", "ray")
         import ray
 
         self.ray = ray
