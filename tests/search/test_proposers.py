@@ -8,10 +8,10 @@ from ndvm.search import Budget, Candidate, run_search
 from ndvm.search.candidate import read_jsonl, write_jsonl
 from ndvm.search.evolve import EvolveProposer, loop_parts
 from ndvm.search.llm import LLMProposer, parse_reply
-from ndvm.search.problems import get
 from ndvm.search.replay import ReplayProposer
 from ndvm.search.state import SearchState
 from ndvm.search.store import Store
+from ndvm.tasks import get
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "candidates"
 
@@ -45,10 +45,10 @@ def test_replay_records_every_line(tmp_path):
 
 def test_evolve_is_deterministic_and_valid():
     p = get("sr-damped")
-    ev = EvolveProposer(p.grammar, p.seeds)
+    ev = EvolveProposer(p.search.grammar, p.search.seeds)
     st = SearchState.of("sr-damped", 7, [])
     a = ev.propose(st, 30)
-    b = EvolveProposer(p.grammar, p.seeds).propose(st, 30)
+    b = EvolveProposer(p.search.grammar, p.search.seeds).propose(st, 30)
     assert [c.src for c in a] == [c.src for c in b]
     assert len({c.src for c in a}) == 30
     for c in a:
@@ -57,7 +57,7 @@ def test_evolve_is_deterministic_and_valid():
 
 def test_evolve_iterated_map_requires_loop():
     p = get("iterated-map")
-    ev = EvolveProposer(p.grammar, p.seeds)
+    ev = EvolveProposer(p.search.grammar, p.search.seeds)
     for c in ev.propose(SearchState.of("iterated-map", 1, []), 20):
         (form,) = read(c.src)
         lp = loop_parts(form)
@@ -67,7 +67,7 @@ def test_evolve_iterated_map_requires_loop():
 def test_evolve_mutations_cover_grammar(tmp_path):
     st = run_search(
         "sr-damped",
-        EvolveProposer(get("sr-damped").grammar, get("sr-damped").seeds),
+        EvolveProposer(get("sr-damped").search.grammar, get("sr-damped").search.seeds),
         tmp_path / "e.db",
         budget=Budget(batches=4),
         batch_size=16,

@@ -24,7 +24,17 @@ def register(sub: Any) -> None:
     p.add_argument("--until-success", action="store_true", help="stop after a success")
     p.add_argument("--resume", action="store_true", help="continue the latest run in --db")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--batch-size", type=int, default=64, help="candidates per proposal batch")
+    p.add_argument(
+        "--starts", type=int, default=None,
+        help="starts per candidate, run as parameter lanes of one walk (default: 16 for a "
+        "single series, 1 per series for multi-series tasks; 1 = the TASKS.md protocol)",
+    )  # fmt: skip
+    p.add_argument(
+        "--cycles", type=int, default=1,
+        help="replay: passes over the corpus with fresh seeds (0: until the budget is spent)",
+    )  # fmt: skip
+    p.add_argument("--dialect", default=None, choices=("dmci",), help="language dialect")
     p.add_argument("--candidate-seconds", type=float, default=10.0, help="per-candidate limit")
     p.add_argument("--backend", default=None, help="reference or native (default: auto)")
     p.add_argument("--quiet", action="store_true", help="no live progress line")
@@ -32,21 +42,20 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ndvm import tasks
     from ndvm.search import Budget, make_proposer, run_search
-    from ndvm.search.calib import CalibLimits
     from ndvm.search.driver import Progress
+    from ndvm.search.evaluate import CalibLimits
     from ndvm.search.frontier import summarize
-    from ndvm.search.problems import names
     from ndvm.search.store import Store
 
-    if args.task not in names():
-        print(
-            f"ndvm search: unknown task {args.task!r} (known: {', '.join(names())})",
-            file=sys.stderr,
-        )
+    known = [n for n in tasks.names() if tasks.get(n).search is not None]
+    if args.task not in known:
+        print(f"ndvm search: unknown task {args.task!r} (known: {', '.join(known)})",
+              file=sys.stderr)  # fmt: skip
         return 2
     try:
-        proposer = make_proposer(args.proposer, args.task)
+        proposer = make_proposer(args.proposer, args.task, cycles=args.cycles)
     except (ValueError, OSError) as exc:
         print(f"ndvm search: {exc}", file=sys.stderr)
         return 2
@@ -61,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         line = (
             f"[{pr.elapsed:7.1f}s] proposed {pr.proposed}  calibrated {pr.evaluated}  "
             f"rejected {pr.rejected}  successes {pr.successes}  best R² {r2}  "
-            f"{pr.rate:.1f} cal/s"
+            f"{pr.rate:.1f} cal/s  {pr.lanes_rate:.0f} lanes/s"
         )
         print("\r" + line if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
 
@@ -76,7 +85,10 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         batch_size=args.batch_size,
         resume=args.resume,
-        limits=CalibLimits(seconds=args.candidate_seconds, backend=args.backend),
+        limits=CalibLimits(
+            seconds=args.candidate_seconds, backend=args.backend, dialect=args.dialect,
+            starts=args.starts,
+        ),  # fmt: skip
         executor=args.executor,
         progress=show,
     )
@@ -90,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{args.task}: {s.evaluated} calibrated, {s.rejected} rejected, {s.successes} successes "
         f"({s.distinct_success_skeletons} skeletons), best held-out R² {s.best_r2:.4f}, "
-        f"first success {first}, {s.calibrations_per_s:.1f} calibrations/s -> {args.db}"
+        f"first success {first}, {s.calibrations_per_s:.1f} calibrations/s, "
+        f"{s.lanes_per_s:.0f} start lanes/s -> {args.db}"
     )
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from bisect import bisect_left
+from functools import lru_cache
 
 from ndvm.errors import ReadError
 from ndvm.lang.datum import Bool, Datum, Num, SList, Str, Sym
@@ -49,10 +50,18 @@ def read(text: str, *, allow_empty: bool = False) -> tuple[Datum, ...]:
         raise ReadError(f"source must be str, not {type(text).__name__}")
     if len(text) > MAX_SOURCE_CHARS:
         raise ReadError(f"source longer than {MAX_SOURCE_CHARS} characters", 1, 1)
-    data = _Reader(text).run()
+    data = _read_small(text) if len(text) <= _CACHED_CHARS else _Reader(text).run()
     if not data and not allow_empty:
         raise ReadError("empty program: expected at least one expression", 1, 1)
     return data
+
+
+_CACHED_CHARS = 2048  # data are immutable: small sources read once (co-search reads twice)
+
+
+@lru_cache(maxsize=256)
+def _read_small(text: str) -> tuple[Datum, ...]:
+    return _Reader(text).run()
 
 
 class _Reader:

@@ -9,13 +9,16 @@ from ndvm.search.candidate import Candidate as Candidate
 from ndvm.search.candidate import Evaluation as Evaluation
 from ndvm.search.candidate import Record as Record
 from ndvm.search.driver import run_search as run_search
-from ndvm.search.grammar import Grammar as Grammar
+from ndvm.search.evaluate import CalibLimits as CalibLimits
 from ndvm.search.state import Budget as Budget
 from ndvm.search.state import Proposer as Proposer
 from ndvm.search.state import SearchState as SearchState
+from ndvm.tasks.base import Task
+from ndvm.tasks.grammar import Grammar as Grammar
 
 __all__ = [
     "Budget",
+    "CalibLimits",
     "Candidate",
     "Evaluation",
     "Grammar",
@@ -27,21 +30,26 @@ __all__ = [
 ]
 
 
-def make_proposer(spec: str, task: str, *, population: int = 24) -> Proposer:
-    """``replay:FILE``, ``evolve`` or ``llm`` for ``task``."""
-    from ndvm.search.problems import get
+def make_proposer(
+    spec: str, task: str | Task, *, population: int = 24, cycles: int = 1
+) -> Proposer:
+    """``replay:FILE`` (``cycles`` passes over the file; 0: endless), ``evolve`` or ``llm``."""
+    from ndvm import tasks
 
-    problem = get(task)
+    the_task = tasks.get(task) if isinstance(task, str) else task
     if spec.startswith("replay:"):
         from ndvm.search.replay import ReplayProposer
 
-        return ReplayProposer(spec.split(":", 1)[1])
+        return ReplayProposer(spec.split(":", 1)[1], cycles=cycles)
+    if the_task.search is None:
+        raise ValueError(f"task {the_task.name!r} has no search grammar (use replay:FILE)")
     if spec == "evolve":
         from ndvm.search.evolve import EvolveProposer
 
-        return EvolveProposer(problem.grammar, problem.seeds, population=population)
+        spec_ = the_task.search
+        return EvolveProposer(spec_.grammar, spec_.seeds, population=population)
     if spec == "llm":
         from ndvm.search.llm import LLMProposer
 
-        return LLMProposer(problem)
+        return LLMProposer(the_task)
     raise ValueError(f"unknown proposer {spec!r} (replay:FILE, evolve or llm)")

@@ -1,9 +1,12 @@
-"""The co-search loop: propose a batch, validate it, persist it, calibrate it, repeat.
+"""The co-search loop: propose a batch, persist it, run it (funnel + calibration), repeat.
 
 Every batch is proposed from the state after the previous batch was fully evaluated, and
-every candidate's calibration seed is derived from (search seed, index): given the same
-proposer, seed and budget in candidates or batches, the records are identical for any
-number of workers and across a kill-and-resume.
+every candidate's calibration seed is derived from (search seed, index). The funnel runs in
+the workers; the driver decides duplicates in index order (a candidate whose skeleton an
+earlier calibrated candidate of the same scope had is rejected) and commits results as the
+decided prefix grows, one transaction per chunk. Given the same proposer, seed and budget in
+candidates or batches, the records are identical for any number of workers and across a
+kill-and-resume.
 """
 
 from __future__ import annotations
@@ -13,14 +16,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from ndvm.search import funnel
-from ndvm.search.calib import CalibLimits
 from ndvm.search.candidate import Evaluation, Record, skeleton_hash
-from ndvm.search.problems import get as get_problem
-from ndvm.search.scheduler import Job, make_executor
+from ndvm.search.evaluate import CalibLimits, Job, Result
+from ndvm.search.scheduler import make_executor
 from ndvm.search.state import Budget, Proposer, SearchState, derive_seed
 from ndvm.search.store import Store
+from ndvm.tasks.base import Task
 
 DEFAULT_LIMITS = CalibLimits()
 
@@ -35,7 +38,8 @@ class Progress:
     rejected: int
     successes: int
     best_r2: float
-    rate: float
+    rate: float  # calibrations per second (one candidate, whatever its number of starts)
+    lanes_rate: float = 0.0  # start lanes per second
 
 
 def git_commit() -> str:
@@ -53,33 +57,36 @@ def git_commit() -> str:
 
 
 def run_search(
-    task: str,
+    task: str | Task,
     proposer: Proposer,
     db: str | Path,
     *,
     budget: Budget,
     workers: int = 1,
     seed: int = 0,
-    batch_size: int = 16,
+    batch_size: int = 64,
     resume: bool = False,
     limits: CalibLimits = DEFAULT_LIMITS,
     executor: str = "auto",
     progress: Callable[[Progress], None] | None = None,
 ) -> SearchState:
     """Run (or resume) a search; returns the final state. Results are in ``db``."""
-    problem = get_problem(task)
+    from ndvm import tasks
+
+    the_task = tasks.get(task) if isinstance(task, str) else task
+    name = the_task.name
     store = Store(db)
     info = store.latest_run() if resume else None
     if info is not None:
-        if info["task"] != task:
-            raise ValueError(f"{db}: latest run is task {info['task']!r}, not {task!r}")
+        if info["task"] != name:
+            raise ValueError(f"{db}: latest run is task {info['task']!r}, not {name!r}")
         run, seed, base = info["run"], info["seed"], float(info["elapsed"])
         records = store.records(run)
     else:
         config = {"batch_size": batch_size, "limits": limits.__dict__, "workers": workers}
-        run = store.new_run(task, proposer.name, seed, config, git_commit())
+        run = store.new_run(name, proposer.name, seed, config, git_commit())
         base, records = 0.0, []
-    by_idx: dict[int, Record] = {r.idx: r for r in records}
+    book = _Book(run, store, records, _scope_fn(proposer))
     t0 = time.perf_counter()
 
     def elapsed() -> float:
@@ -88,73 +95,157 @@ def run_search(
     def stop() -> bool:
         return budget.seconds is not None and elapsed() >= budget.seconds
 
-    stats = {"done": 0}
+    def on_results(results: list[Result]) -> None:
+        if book.take(results, elapsed()) and progress is not None:
+            progress(book.progress(elapsed(), time.perf_counter() - t0))
 
-    def on_result(idx: int, ev: Evaluation) -> None:
-        now = elapsed()
-        if store.finish(run, idx, ev, now, now):
-            r = by_idx[idx]
-            by_idx[idx] = Record(
-                r.idx, r.batch, r.candidate, r.skeleton, r.n_params, r.complexity, r.seed, ev, now
-            )
-            stats["done"] += 1
-            if progress is not None:
-                progress(_progress(by_idx, now, stats["done"], time.perf_counter() - t0))
-
-    sched = make_executor(task, workers, limits, executor)
+    sched = make_executor(the_task, workers, limits, executor)
     try:
-        pending = [Job(r.idx, r.candidate, r.seed) for r in records if r.status == "pending"]
+        pending = [r for r in records if r.status == "pending"]
         if pending:
-            sched.run(pending, on_result, stop)
-        while True:
-            state = SearchState.of(task, seed, [by_idx[i] for i in sorted(by_idx)])
-            if any(r.status == "pending" for r in state.records):
-                break  # budget ran out mid-batch; resume finishes it
+            book.expect(pending)
+            sched.run([book.job(r) for r in pending], on_results, stop)
+        while not book.waiting:
+            state = book.state(name, seed)
             if budget.exhausted(state, elapsed()):
                 break
             cands = proposer.propose(state, batch_size)
             if not cands:
                 break
-            batch, start = state.next_batch, len(state.records)
-            seen = set(state.seen)
-            new: list[Record] = []
-            for i, cand in enumerate(cands):
-                idx = start + i
-                cseed = derive_seed(seed, idx)
-                if cand.error:
-                    v = funnel.Verdict(False, "proposal", cand.error)
-                else:
-                    v = funnel.check(cand, problem, cseed, seen, limits.backend)
-                ev = None if v.ok else Evaluation("rejected", reason=v.message)
-                if v.ok:
-                    seen.add(skeleton_hash(v.skeleton))
-                rec = Record(
-                    idx, batch, cand, v.skeleton, v.n_params, v.complexity, cseed, ev, elapsed()
-                )
-                new.append(rec)
-                by_idx[idx] = rec
+            new = book.propose(cands, state.next_batch, seed, elapsed())
             store.add(run, new)
-            jobs = [Job(r.idx, r.candidate, r.seed) for r in new if r.status == "pending"]
-            sched.run(jobs, on_result, stop)
+            todo = [r for r in new if r.status == "pending"]
+            book.expect(todo)
+            sched.run([book.job(r) for r in todo], on_results, stop)
             store.set_elapsed(run, elapsed())
     finally:
         sched.close()
         store.set_elapsed(run, elapsed())
         store.close()
-    return SearchState.of(task, seed, [by_idx[i] for i in sorted(by_idx)])
+    return book.state(name, seed)
 
 
-def _progress(by_idx: dict[int, Record], now: float, done: int, active: float) -> Progress:
-    recs = by_idx.values()
-    ev = [r for r in recs if r.status in ("ok", "failed", "timeout")]
-    ok = [r.evaluation.heldout_r2 for r in ev if r.evaluation and r.status == "ok"]
-    finite = [x for x in ok if x == x]
-    return Progress(
-        elapsed=now,
-        proposed=len(by_idx),
-        evaluated=len(ev),
-        rejected=sum(1 for r in recs if r.status == "rejected"),
-        successes=sum(1 for r in ev if r.evaluation and r.evaluation.success),
-        best_r2=max(finite) if finite else float("nan"),
-        rate=done / active if active > 0 else 0.0,
-    )
+def _scope_fn(proposer: Proposer) -> Callable[[int], int]:
+    """The dedupe scope of record ``idx`` (a replay cycle; 0 for proposers without scopes)."""
+    fn = getattr(proposer, "scope", None)
+    return fn if callable(fn) else (lambda idx: 0)
+
+
+class _Book:
+    """The driver's records: final duplicate decisions in index order, one commit per chunk."""
+
+    def __init__(
+        self, run: int, store: Store, records: list[Record], scope: Callable[[int], int]
+    ) -> None:
+        self.run, self.store, self.scope = run, store, scope
+        self.by_idx: dict[int, Record] = {r.idx: r for r in sorted(records, key=lambda r: r.idx)}
+        self.seen = {
+            (scope(r.idx), skeleton_hash(r.skeleton))
+            for r in records
+            if r.skeleton and r.status not in ("rejected", "pending")
+        }
+        self.hashes = {h for _, h in self.seen}  # SearchState.seen (every scope)
+        self.pending = sum(r.status == "pending" for r in records)
+        self.order: list[int] = []  # pending indices in the order they are decided
+        self.ready: dict[int, Result] = {}
+        self.done = 0  # results committed by this process
+        self.done_calibrated = 0
+        self.lanes = 0  # start lanes calibrated by this process
+        self.counts = {"evaluated": 0, "rejected": 0, "successes": 0}
+        self.best_r2 = float("nan")
+        for r in records:
+            self._count(r.evaluation)
+
+    def _count(self, ev: Evaluation | None) -> None:
+        if ev is None:
+            return
+        if ev.status == "rejected":
+            self.counts["rejected"] += 1
+            return
+        self.counts["evaluated"] += 1
+        self.counts["successes"] += bool(ev.success)
+        if ev.status == "ok" and ev.heldout_r2 == ev.heldout_r2:
+            if not self.best_r2 >= ev.heldout_r2:
+                self.best_r2 = ev.heldout_r2
+
+    def progress(self, now: float, active: float) -> Progress:
+        return Progress(
+            elapsed=now,
+            proposed=len(self.by_idx),
+            evaluated=self.counts["evaluated"],
+            rejected=self.counts["rejected"],
+            successes=self.counts["successes"],
+            best_r2=self.best_r2,
+            rate=self.done_calibrated / active if active > 0 else 0.0,
+            lanes_rate=self.lanes / active if active > 0 else 0.0,
+        )
+
+    @property
+    def waiting(self) -> bool:
+        """Jobs of the last batch are still pending (the budget ran out mid-batch)."""
+        return self.pending > 0
+
+    def state(self, task: str, seed: int) -> SearchState:
+        # by_idx is in index order: records are appended with increasing indices
+        return SearchState.of(task, seed, list(self.by_idx.values()), frozenset(self.hashes))
+
+    def job(self, r: Record) -> Job:
+        return Job(r.idx, r.candidate, r.seed, self.scope(r.idx))
+
+    def expect(self, records: list[Record]) -> None:
+        self.order = sorted(r.idx for r in records)
+
+    def propose(self, cands: list[Any], batch: int, seed: int, now: float) -> list[Record]:
+        start = max(self.by_idx) + 1 if self.by_idx else 0
+        new = []
+        for i, cand in enumerate(cands):
+            idx = start + i
+            ev = Evaluation("rejected", reason=f"proposal: {cand.error}") if cand.error else None
+            rec = Record(idx, batch, cand, "", 0, 0, derive_seed(seed, idx), ev, now)
+            self.pending += ev is None
+            new.append(rec)
+            self.by_idx[idx] = rec
+        return new
+
+    def take(self, results: list[Result], now: float) -> bool:
+        """Buffer results; commit the decided prefix (index order). True if any was committed."""
+        for res in results:
+            self.ready[res.idx] = res
+        final = []
+        while self.order and self.order[0] in self.ready:
+            res = self.ready.pop(self.order.pop(0))
+            final.append(self._decide(res))
+        if not final:
+            return False
+        rows = [(res, now) for res in final]
+        for res, ok in zip(final, self.store.finish_many(self.run, rows, now)):
+            if ok:
+                r = self.by_idx[res.idx]
+                self.by_idx[res.idx] = Record(
+                    r.idx, r.batch, r.candidate, res.skeleton, res.n_params, res.complexity,
+                    r.seed, res.evaluation, now,
+                )  # fmt: skip
+                self.done += 1
+                self.pending -= 1
+                self.done_calibrated += res.evaluation.status != "rejected"
+                self.lanes += _lanes(res.evaluation)
+                self._count(res.evaluation)
+        return True
+
+    def _decide(self, res: Result) -> Result:
+        ev = res.evaluation
+        if ev.status == "rejected" or not res.skeleton:
+            return res
+        h = skeleton_hash(res.skeleton)
+        key = (self.scope(res.idx), h)
+        if key in self.seen:
+            dup = Evaluation("rejected", reason=f"duplicate: skeleton already evaluated: "
+                             f"{res.skeleton}", wall=ev.wall)  # fmt: skip
+            return Result(res.idx, res.skeleton, res.n_params, res.complexity, dup)
+        self.seen.add(key)
+        self.hashes.add(h)
+        return res
+
+
+def _lanes(ev: Evaluation | None) -> int:
+    return 0 if ev is None else len(ev.extra.get("lane_losses", ())) or (ev.status != "rejected")

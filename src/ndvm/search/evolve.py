@@ -21,8 +21,8 @@ from ndvm.lang.front import skeleton
 from ndvm.lang.reader import read
 from ndvm.search.candidate import Candidate, skeleton_hash
 from ndvm.search.funnel import complexity, symbols
-from ndvm.search.grammar import Grammar
 from ndvm.search.state import SearchState
+from ndvm.tasks.grammar import Grammar
 
 Path = tuple[int, ...]
 
@@ -179,6 +179,9 @@ class EvolveProposer:
         self.seeds = seeds
         self.population, self.tournament = population, tournament
         self.p_cross, self.parsimony, self.p_random = crossover, parsimony, random_fraction
+        self._pool: dict[int, tuple[float, int, Datum]] = {}  # fittest so far, by idx
+        self._scanned = 0  # records already considered for the pool
+        self._of: tuple[str, int] | None = None  # the search the cache belongs to
 
     # -- the protocol -----------------------------------------------------------------
     def propose(self, state: SearchState, n: int) -> list[Candidate]:
@@ -205,18 +208,26 @@ class EvolveProposer:
 
     # -- population and selection -------------------------------------------------------
     def _population(self, state: SearchState) -> list[tuple[float, Datum]]:
-        scored = []
-        for r in state.ok:
+        """The ``population`` fittest calibrated records (kept incrementally: each record is
+        read once; a state with fewer records than seen before, e.g. a new search, restarts)."""
+        if self._scanned > len(state.records) or self._of != (state.task, state.seed):
+            self._pool, self._scanned, self._of = {}, 0, (state.task, state.seed)
+        scored = dict(self._pool)
+        for r in state.records[self._scanned :]:
             ev = r.evaluation
-            if ev is None or not math.isfinite(ev.train_loss):
+            if r.status != "ok" or ev is None or not math.isfinite(ev.train_loss):
                 continue
             forms = read(r.candidate.src)
             if len(forms) != 1:
                 continue
             fit = ev.train_loss * (1.0 + self.parsimony * r.complexity)
-            scored.append((fit, r.idx, forms[0]))
-        scored.sort(key=lambda t: (t[0], t[1]))
-        return [(f, d) for f, _, d in scored[: self.population]]
+            scored[r.idx] = (fit, r.idx, forms[0])
+        best = sorted(scored.values(), key=lambda t: (t[0], t[1]))[: self.population]
+        self._pool = {t[1]: t for t in best}
+        # records still pending may be scored later: rescan from the first pending one
+        pending = [i for i, r in enumerate(state.records) if r.status == "pending"]
+        self._scanned = pending[0] if pending else len(state.records)
+        return [(f, d) for f, _, d in best]
 
     def _select(self, b: Builder, pool: list[tuple[float, Datum]]) -> Datum:
         picks = b.rng.integers(len(pool), size=min(self.tournament, len(pool)))

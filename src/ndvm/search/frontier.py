@@ -28,6 +28,7 @@ class Summary:
     distinct_success_skeletons: int
     elapsed: float
     calibrations_per_s: float
+    lanes_per_s: float
     time_to_first_success: float | None
     best_r2: float
     best: Record | None
@@ -68,6 +69,7 @@ def summarize(records: list[Record], elapsed: float | None = None) -> Summary:
         distinct_success_skeletons=len({r.skeleton for r in succ}),
         elapsed=total,
         calibrations_per_s=len(ev) / total if total > 0 else 0.0,
+        lanes_per_s=sum(_lanes(r) for r in ev) / total if total > 0 else 0.0,
         time_to_first_success=min((r.t_done for r in succ), default=None),
         best_r2=_r2(top) if top else float("nan"),
         best=top,
@@ -94,6 +96,11 @@ def pareto_front(records: list[Record]) -> list[Record]:
 
 
 _SYMPY_UNARY = {"exp": "exp", "log": "log", "sqrt": "sqrt", "sin": "sin", "cos": "cos"}
+
+
+def _lanes(r: Record) -> int:
+    ev = r.evaluation
+    return 1 if ev is None else max(1, len(ev.extra.get("lane_losses", ())))
 
 
 def to_sympy(src: str, values: dict[str, float] | None = None) -> Any:
@@ -202,30 +209,28 @@ def plot_best_fit(task: str, rec: Record, path: str | Path) -> None:
     import numpy as np
 
     import ndvm
-    from ndvm.search.problems import get
+    from ndvm import tasks
 
     plt = _plt()
-    problem = get(task)
-    assert rec.evaluation is not None
-    prog = ndvm.compile(rec.candidate.src, rec.candidate.params, (problem.input_name,))
+    t = tasks.get(task)
+    data = t.data()
+    assert rec.evaluation is not None and data.test_inputs is not None
+    x = t.inputs[0]
+    xtr, xte = np.asarray(data.train_inputs[x]), np.asarray(data.test_inputs[x])
+    S = t.series
+    prog = ndvm.compile(rec.candidate.src, rec.candidate.params, t.inputs)
     vals = [rec.evaluation.params[n] for n in prog.params]
     theta = rec.evaluation.extra.get("theta") or [list(prog.unconstrain(vals))]
-    xs = np.linspace(
-        min(problem.x_train.min(), problem.x_test.min()),
-        max(problem.x_train.max(), problem.x_test.max()),
-        200,
-    )
-    pred = np.asarray(prog.eval(np.asarray(theta), **{problem.input_name: xs}))
+    xs = np.linspace(min(xtr.min(), xte.min()), max(xtr.max(), xte.max()), 200)
+    pred = np.asarray(prog.eval(np.asarray(theta), **{x: xs})).reshape(S, -1)
     fig, ax = plt.subplots(figsize=(6, 4))
-    ytr = problem.y_train.reshape(problem.lanes, -1)
-    yte = problem.y_test.reshape(problem.lanes, -1)
-    for lane in range(problem.lanes):
+    ytr = np.asarray(data.train_target).reshape(S, -1)
+    yte = np.asarray(data.test_target).reshape(S, -1)
+    for lane in range(S):
         lab = lane == 0
-        ax.plot(problem.x_train, ytr[lane], ".", c="C0", ms=3, label="train" if lab else None)
-        ax.plot(problem.x_test, yte[lane], "x", c="C1", ms=3, label="held-out" if lab else None)
-        ax.plot(
-            xs, pred.reshape(problem.lanes, -1)[lane], c="C3", lw=1, label="best" if lab else None
-        )
+        ax.plot(xtr, ytr[lane], ".", c="C0", ms=3, label="train" if lab else None)
+        ax.plot(xte, yte[lane], "x", c="C1", ms=3, label="held-out" if lab else None)
+        ax.plot(xs, pred[lane], c="C3", lw=1, label="best" if lab else None)
     ax.set_title(rec.candidate.src[:70], fontsize=8)
     ax.legend()
     fig.tight_layout()

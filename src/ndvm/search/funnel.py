@@ -1,26 +1,25 @@
 """Validation funnel run before calibration; every rejection carries its stage and reason.
 
-Stages, in order: ``parse`` (the reader), ``size`` (the grammar's node budget), ``resolve``
-(compile: unbound variables, bad forms), ``params`` (at least one parameter, every declared
-parameter used), ``finite`` (evaluating at the initial parameters gives a finite value for
-every training point, and the value depends on the input), ``duplicate`` (skeleton already
-seen in this search).
+Stages, in order: ``parse`` (the reader), ``size`` (three times the grammar's node budget),
+``resolve`` (compile: unbound variables, bad forms), ``params`` (at least one parameter, every
+declared parameter used), ``finite`` (evaluating at the first start's initial parameters gives
+one finite value per training point), ``duplicate`` (an earlier candidate of the same dedupe
+scope had the same skeleton and was calibrated). The stages run in the worker on the one
+compiled program (``ndvm.search.evaluate``); the driver makes the final duplicate decision in
+index order, so it does not depend on how jobs were spread over workers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-import ndvm
+from ndvm.api import Program
 from ndvm.errors import NdvmError
 from ndvm.lang.datum import Datum, SList, Sym
-from ndvm.lang.reader import read
-from ndvm.search.calib import initial_theta
-from ndvm.search.candidate import Candidate, skeleton_hash
-from ndvm.search.problems import Problem
 
 
 @dataclass(frozen=True)
@@ -31,6 +30,10 @@ class Verdict:
     skeleton: str = ""
     n_params: int = 0
     complexity: int = 0
+
+    @property
+    def info(self) -> dict[str, Any]:
+        return {"skeleton": self.skeleton, "n_params": self.n_params, "complexity": self.complexity}
 
     @property
     def message(self) -> str:
@@ -63,35 +66,19 @@ def symbols(data: Iterable[Datum]) -> set[str]:
     return out
 
 
-def check(
-    cand: Candidate,
-    problem: Problem,
-    seed: int,
-    seen: set[str] | frozenset[str] = frozenset(),
-    backend: str | None = None,
-    max_steps: int = 200_000,
-    deadline: float = 1.0,
-) -> Verdict:
-    """Run the funnel on one candidate; ``seen`` holds skeleton hashes already evaluated."""
-    try:
-        data = read(cand.src)
-    except NdvmError as exc:
-        return Verdict(False, "parse", str(exc))
+def check_source(data: tuple[Datum, ...] | list[Datum], grammar: Any) -> Verdict:
+    """The ``size`` stage on the read program (before it is compiled)."""
     size = complexity(data)
-    if size > problem.grammar.max_size * 3:
-        return Verdict(False, "size", f"{size} nodes (limit {problem.grammar.max_size * 3})")
-    x = problem.input_name
-    try:
-        prog = ndvm.compile(
-            cand.src,
-            cand.params,
-            (x,),
-            backend=backend,
-            strict=False,
-            limits=ndvm.Limits(max_steps=max_steps, deadline=deadline),
-        )
-    except NdvmError as exc:
-        return Verdict(False, "resolve", f"{type(exc).__name__}: {exc}")
+    limit = (grammar.max_size if grammar is not None else 40) * 3
+    if size > limit:
+        return Verdict(False, "size", f"{size} nodes (limit {limit})", complexity=size)
+    return Verdict(True, complexity=size)
+
+
+def check_compiled(
+    prog: Program, data: Iterable[Datum], task: Any, theta: np.ndarray, size: int
+) -> Verdict:
+    """The ``params`` and ``finite`` stages on the compiled candidate at ``theta`` [1, P]."""
     skel, n_params = prog.skeleton, len(prog.params)
     base = {"skeleton": skel, "n_params": n_params, "complexity": size}
     if n_params == 0:
@@ -99,20 +86,26 @@ def check(
     unused = [p for p in prog.params if p not in symbols(data)]
     if unused:
         return Verdict(False, "params", f"declared but unused: {', '.join(unused)}", **base)
-    theta = initial_theta(n_params, problem.lanes, seed, problem.init_scale)
+    train = task.data().train_inputs
     try:
-        value = prog.eval(theta, **{x: problem.x_train})
+        value = prog.eval(theta, **dict(train))
     except NdvmError as exc:
         return Verdict(False, "finite", f"{type(exc).__name__}: {exc}", **base)
     if value.errors:
         err = value.errors[0][1]
         return Verdict(False, "finite", f"{type(err).__name__}: {err}", **base)
     arr = np.asarray(value)
-    if arr.dtype == object or arr.shape != (problem.lanes, problem.x_train.shape[0]):
-        return Verdict(False, "finite", f"output is not one number per point of {x}", **base)
+    n = _n_points(train)
+    if arr.dtype == object or arr.shape != (theta.shape[0], n):
+        names = ", ".join(task.inputs)
+        return Verdict(False, "finite", f"output is not one number per point of {names}", **base)
     if not np.all(np.isfinite(arr)):
         return Verdict(False, "finite", "non-finite output at the initial parameters", **base)
-    h = skeleton_hash(skel)
-    if h in seen:
-        return Verdict(False, "duplicate", f"skeleton already evaluated: {skel}", **base)
     return Verdict(True, **base)
+
+
+def _n_points(inputs: Any) -> int:
+    for v in dict(inputs).values():
+        if np.ndim(v) == 1:
+            return int(np.shape(v)[0])
+    return 1

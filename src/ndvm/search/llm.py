@@ -24,8 +24,8 @@ from typing import Any
 from ndvm.errors import NdvmError
 from ndvm.lang.reader import read
 from ndvm.search.candidate import Candidate
-from ndvm.search.problems import Problem
 from ndvm.search.state import SearchState
+from ndvm.tasks.base import Task
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.S)
 
@@ -55,14 +55,16 @@ def parse_reply(text: str) -> list[Candidate | str]:
     return out or ["only empty code blocks in the reply"]
 
 
-def build_prompt(problem: Problem, state: SearchState, n: int) -> list[dict[str, str]]:
-    """Chat messages: system (grammar, format) and user (task, best so far, failures)."""
+def build_prompt(task: Task, state: SearchState, n: int) -> list[dict[str, str]]:
+    """Chat messages: system (grammar, format) and user (the task's prompt, never the law that
+    generated its data; best so far; failures)."""
+    assert task.search is not None
     system = (
         "You propose candidate scientific models as programs in a small Scheme (ndvm). "
         "Answer with each program in its own ```scheme fenced code block, nothing else.\n"
-        "Grammar:\n" + problem.grammar.describe()
+        "Grammar:\n" + task.search.grammar.describe()
     )
-    lines = [f"Task {problem.name}: {problem.description}", ""]
+    lines = [f"Task: {task.search.prompt}", ""]
     best = state.best(5, key="heldout")
     if best:
         lines.append("Best programs so far (held-out R², train MSE):")
@@ -85,7 +87,7 @@ class LLMProposer:
 
     def __init__(
         self,
-        problem: Problem,
+        task: Task,
         *,
         base_url: str | None = None,
         model: str | None = None,
@@ -93,7 +95,7 @@ class LLMProposer:
         timeout: float | None = None,
         temperature: float = 0.8,
     ) -> None:
-        self.problem = problem
+        self.task = task
         self.base_url = (
             base_url or _env("NDVM_LLM_BASE_URL", "OPENAI_BASE_URL", default="")
         ).rstrip("/")
@@ -108,7 +110,7 @@ class LLMProposer:
     def propose(self, state: SearchState, n: int) -> list[Candidate]:
         body = {
             "model": self.model,
-            "messages": build_prompt(self.problem, state, n),
+            "messages": build_prompt(self.task, state, n),
             "temperature": self.temperature,
         }
         try:

@@ -1,10 +1,16 @@
-"""Concurrent calibration of candidates on local cores (processes) or a Ray cluster.
+"""Run jobs in this process, in a pool of worker processes, or on Ray actors.
 
-Each job is ``(idx, candidate, seed)``; its result depends only on the job and the task, so
-results are identical for any number of workers. Per-candidate limits are enforced twice:
-inside the worker (evaluation steps, a deadline per walk, a wall budget checked per Adam
-step) and by the scheduler, which kills and replaces a worker whose job outlives
-``limits.seconds + grace`` (a hung primitive cannot stall the search).
+Jobs go out in chunks (one message per chunk, not per candidate) and every worker runs its
+chunks in the order they were sent, i.e. in increasing job index; a worker remembers the
+skeletons it calibrated (``evaluate.run_job``'s ``seen``), which can only ever be skeletons of
+earlier jobs, so its duplicate shortcut agrees with the driver's final decision for any number
+of workers. A job's result depends only on the job and the task: records are identical for
+any executor and worker count.
+
+Per-candidate limits hold inside the worker (steps per walk, a wall budget for the whole
+candidate); the executor also kills and replaces a worker whose chunk outlives the sum of its
+jobs' budgets plus a grace period, or that died (a crash in native code): the chunk's jobs are
+then retried one by one, and a job that kills its worker twice is recorded as failed.
 """
 
 from __future__ import annotations
@@ -13,60 +19,170 @@ import multiprocessing as mp
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ndvm.search.calib import CalibLimits, calibrate_candidate
-from ndvm.search.candidate import Candidate, Evaluation
-from ndvm.search.problems import get as get_problem
+from ndvm.search.candidate import Evaluation
+from ndvm.search.evaluate import CalibLimits, Job, Result, run_job
+from ndvm.tasks.base import Task
+
+OnResults = Callable[[list[Result]], None]
+TaskRef = Any  # a registered task's name, or a (picklable) Task
 
 
-@dataclass(frozen=True)
-class Job:
-    idx: int
-    candidate: Candidate
-    seed: int
+def task_ref(task: Task) -> TaskRef:
+    """What crosses to a worker: the name of a registered task, else the Task itself."""
+    from ndvm import tasks
 
-
-OnResult = Callable[[int, Evaluation], None]
-
-
-def run_job(task: str, job: Job, limits: CalibLimits) -> Evaluation:
-    """Calibrate one job in this process (what every executor runs)."""
     try:
-        return calibrate_candidate(job.candidate, get_problem(task), job.seed, limits)
-    except Exception as exc:  # noqa: BLE001 - a candidate must never crash the search
-        return Evaluation("failed", reason=f"internal error: {type(exc).__name__}: {exc}")
+        return task.name if tasks.get(task.name) is task else task
+    except Exception:  # noqa: BLE001 - not a registered name
+        return task
 
 
-def _timeout(limits: CalibLimits, grace: float) -> Evaluation:
-    return Evaluation(
-        "timeout", reason=f"killed after {limits.seconds + grace:.1f}s (per-candidate limit)"
-    )
+def resolve(ref: TaskRef) -> Task:
+    from ndvm import tasks
+
+    return tasks.get(ref) if isinstance(ref, str) else ref
+
+
+def _failed(job: Job, reason: str) -> Result:
+    return Result(job.idx, "", 0, 0, Evaluation("failed", reason=reason))
+
+
+@dataclass
+class Worker:
+    """The state of one worker: its task, limits and the skeletons it calibrated."""
+
+    task: Task
+    limits: CalibLimits
+    seen: set[Any] = field(default_factory=set)
+
+    def run(self, jobs: Sequence[Job]) -> list[Result]:
+        out = []
+        for job in jobs:
+            try:
+                out.append(run_job(self.task, job, self.limits, self.seen))
+            except Exception as exc:  # noqa: BLE001 - a candidate must never crash the search
+                out.append(_failed(job, f"internal error: {type(exc).__name__}: {exc}"))
+        return out
+
+
+_PROCESS_WORKER: list[Worker] = []
+
+
+def _init_process(ref: TaskRef, limits: CalibLimits) -> None:
+    task = resolve(ref)
+    task.data()  # build (and cache) the data once per process
+    _PROCESS_WORKER[:] = [Worker(task, limits)]
+
+
+def _run_in_process(jobs: Sequence[Job]) -> list[Result]:
+    return _PROCESS_WORKER[0].run(jobs)
+
+
+def chunks(jobs: Sequence[Job], workers: int, most: int = 32) -> list[list[Job]]:
+    """Split jobs (in index order) into about four chunks per worker, at most ``most`` each."""
+    size = max(1, min(most, len(jobs) // max(4 * workers, 1)))
+    return [list(jobs[i : i + size]) for i in range(0, len(jobs), size)]
 
 
 class SerialExecutor:
     """Runs jobs one after another in this process (``workers=1``)."""
 
-    def __init__(self, task: str, limits: CalibLimits) -> None:
-        self.task, self.limits = task, limits
+    def __init__(self, task: Task, limits: CalibLimits) -> None:
+        self.worker = Worker(task, limits)
 
-    def run(self, jobs: Sequence[Job], on_result: OnResult, stop: Callable[[], bool]) -> None:
-        for job in jobs:
+    def run(self, jobs: Sequence[Job], on_results: OnResults, stop: Callable[[], bool]) -> None:
+        for chunk in chunks(jobs, 1, most=8):
             if stop():
                 return
-            on_result(job.idx, run_job(self.task, job, self.limits))
+            on_results(self.worker.run(chunk))
 
     def close(self) -> None:
         pass
 
 
-class ProcessExecutor:
-    """A pool of worker processes; at most ``workers`` jobs in flight, each with a hard limit."""
+class _Pool:
+    """The dispatch loop shared by the process and Ray executors (``submit``/``wait``/``kill``)."""
 
-    def __init__(self, task: str, workers: int, limits: CalibLimits, grace: float = 5.0) -> None:
-        self.task, self.workers, self.limits, self.grace = task, workers, limits, grace
+    workers: int
+    limits: CalibLimits
+    grace: float
+
+    def submit(self, chunk: list[Job]) -> Any: ...
+    def wait(self, handles: list[Any], timeout: float) -> list[Any]: ...
+    def result(self, handle: Any) -> list[Result]: ...
+    def kill(self) -> None: ...
+
+    def run(self, jobs: Sequence[Job], on_results: OnResults, stop: Callable[[], bool]) -> None:
+        queue = chunks(jobs, self.workers)
+        solo = 0  # the first ``solo`` queued chunks run one at a time (after a death)
+        inflight: dict[Any, tuple[list[Job], float]] = {}
+        died: dict[int, int] = {}  # job idx -> times its worker died while it ran alone
+        while queue or inflight:
+            room = 1 if solo else 2 * self.workers
+            while queue and len(inflight) < room and not stop():
+                chunk = queue.pop(0)
+                solo = max(0, solo - 1)
+                inflight[self.submit(chunk)] = (chunk, time.monotonic())
+                room = 1 if solo else room
+            if not inflight:
+                return
+            alone = len(inflight) == 1
+            deadline = min(t + self._budget(c) for c, t in inflight.values())
+            done = self.wait(list(inflight), max(0.05, deadline - time.monotonic()))
+            retry: list[Job] = []
+            for handle in done:
+                chunk, _ = inflight.pop(handle)
+                try:
+                    on_results(self.result(handle))
+                except _WorkerDied:
+                    retry += self._died(chunk, alone, died, on_results)
+            now = time.monotonic()
+            late = [h for h, (c, t) in inflight.items() if now - t > self._budget(c)]
+            for handle in late:
+                chunk, _ = inflight.pop(handle)
+                if len(chunk) == 1:
+                    reason = f"killed after {self._budget(chunk):.1f}s (per-candidate limit)"
+                    on_results([Result(chunk[0].idx, "", 0, 0, Evaluation("timeout", reason))])
+                else:
+                    retry += chunk  # find the slow one: one job per chunk
+            if late or retry:
+                # a pool cannot kill one worker: restart it and run the innocent jobs again,
+                # one job at a time and in index order (fresh workers remember nothing)
+                again = sorted(retry + [j for c, _ in inflight.values() for j in c],
+                               key=lambda j: j.idx)  # fmt: skip
+                inflight.clear()
+                self.kill()
+                queue = [[j] for j in again] + queue
+                solo = len(again)
+
+    def _budget(self, chunk: list[Job]) -> float:
+        return len(chunk) * self.limits.seconds + self.grace
+
+    def _died(
+        self, chunk: list[Job], alone: bool, died: dict[int, int], on_results: OnResults
+    ) -> list[Job]:
+        if len(chunk) > 1 or not alone:
+            return chunk
+        job = chunk[0]
+        died[job.idx] = died.get(job.idx, 0) + 1
+        if died[job.idx] < 2:
+            return chunk
+        on_results([_failed(job, "worker process died during calibration")])
+        return []
+
+
+class _WorkerDied(Exception):
+    pass
+
+
+class ProcessExecutor(_Pool):
+    """A pool of ``workers`` processes (forkserver where available), each with the task."""
+
+    def __init__(self, task: Task, workers: int, limits: CalibLimits, grace: float = 5.0) -> None:
+        self.ref, self.workers, self.limits, self.grace = task_ref(task), workers, limits, grace
         self.pool: ProcessPoolExecutor | None = None
 
     def _pool(self) -> ProcessPoolExecutor:
@@ -74,11 +190,35 @@ class ProcessExecutor:
             methods = mp.get_all_start_methods()
             ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
             if ctx.get_start_method() == "forkserver":
-                ctx.set_forkserver_preload(["ndvm.search.calib", "ndvm.search.problems"])
-            self.pool = ProcessPoolExecutor(self.workers, mp_context=ctx)
+                ctx.set_forkserver_preload(["ndvm.search.evaluate", "ndvm.tasks"])
+            self.pool = ProcessPoolExecutor(
+                self.workers, mp_context=ctx, initializer=_init_process,
+                initargs=(self.ref, self.limits),
+            )  # fmt: skip
         return self.pool
 
-    def _kill(self) -> None:
+    def submit(self, chunk: list[Job]) -> Future[list[Result]]:
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            return self._pool().submit(_run_in_process, chunk)
+        except BrokenProcessPool:
+            self.kill()
+            return self._pool().submit(_run_in_process, chunk)
+
+    def wait(self, handles: list[Any], timeout: float) -> list[Any]:
+        done, _ = wait(handles, timeout=timeout, return_when=FIRST_COMPLETED)
+        return list(done)
+
+    def result(self, handle: Any) -> list[Result]:
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            return handle.result()
+        except BrokenProcessPool:
+            raise _WorkerDied from None
+
+    def kill(self) -> None:
         pool, self.pool = self.pool, None
         if pool is None:
             return
@@ -86,111 +226,19 @@ class ProcessExecutor:
             proc.kill()
         pool.shutdown(wait=False, cancel_futures=True)
 
-    def run(self, jobs: Sequence[Job], on_result: OnResult, stop: Callable[[], bool]) -> None:
-        queue = list(jobs)
-        inflight: dict[Future[Evaluation], tuple[Job, float]] = {}
-        broke: dict[int, int] = {}  # job idx -> times its pool broke while it ran
-        hard = self.limits.seconds + self.grace
-        while queue or inflight:
-            while queue and len(inflight) < self.workers and not stop():
-                job = queue.pop(0)
-                try:
-                    fut = self._pool().submit(run_job, self.task, job, self.limits)
-                except BrokenProcessPool:
-                    self._kill()
-                    fut = self._pool().submit(run_job, self.task, job, self.limits)
-                inflight[fut] = (job, time.monotonic())
-            if not inflight:
-                return
-            oldest = min(t for _, t in inflight.values())
-            timeout = max(0.05, oldest + hard - time.monotonic())
-            done, _ = wait(list(inflight), timeout=timeout, return_when=FIRST_COMPLETED)
-            requeue: list[Job] = []
-            for fut in done:
-                job, _ = inflight.pop(fut)
-                try:
-                    ev = fut.result()
-                except BrokenProcessPool:
-                    # a worker died (e.g. a crash in native code): retry each job once, alone
-                    broke[job.idx] = broke.get(job.idx, 0) + 1
-                    if broke[job.idx] < 2:
-                        requeue.append(job)
-                        continue
-                    ev = Evaluation("failed", reason="worker process died during calibration")
-                except Exception as exc:  # noqa: BLE001 - a dead worker is a failed job
-                    ev = Evaluation("failed", reason=f"worker error: {type(exc).__name__}: {exc}")
-                on_result(job.idx, ev)
-            now = time.monotonic()
-            late = [f for f, (_, t) in inflight.items() if now - t > hard]
-            if late:
-                for fut in late:
-                    job, _ = inflight.pop(fut)
-                    on_result(job.idx, _timeout(self.limits, self.grace))
-            if late or requeue:
-                # the pool cannot kill one worker: restart it and requeue the innocent jobs
-                queue = requeue + [j for j, _ in inflight.values()] + queue
-                inflight.clear()
-                self._kill()
-
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
 
 
-class RayExecutor:
-    """Jobs as Ray tasks (``ndvm[ray]``); connects to ``address`` or starts a local instance."""
-
-    def __init__(
-        self, task: str, workers: int, limits: CalibLimits, address: str | None = None
-    ) -> None:
-        from ndvm.extras import require
-
-        require("the Ray executor", "ray")
-        import ray
-
-        self.ray = ray
-        if not ray.is_initialized():
-            ray.init(address=address, num_cpus=None if address else workers, log_to_driver=False)
-        self.task, self.workers, self.limits = task, workers, limits
-        self.remote = ray.remote(max_retries=0)(run_job)
-
-    def run(self, jobs: Sequence[Job], on_result: OnResult, stop: Callable[[], bool]) -> None:
-        ray = self.ray
-        queue = list(jobs)
-        inflight: dict[Any, tuple[Job, float]] = {}
-        hard = self.limits.seconds + 5.0
-        while queue or inflight:
-            while queue and len(inflight) < 2 * self.workers and not stop():
-                job = queue.pop(0)
-                ref = self.remote.remote(self.task, job, self.limits)
-                inflight[ref] = (job, time.monotonic())
-            if not inflight:
-                return
-            done, _ = ray.wait(list(inflight), num_returns=1, timeout=1.0)
-            for ref in done:
-                job, _ = inflight.pop(ref)
-                try:
-                    ev = ray.get(ref)
-                except Exception as exc:  # noqa: BLE001
-                    ev = Evaluation("failed", reason=f"ray task failed: {exc}")
-                on_result(job.idx, ev)
-            now = time.monotonic()
-            for ref, (job, t) in list(inflight.items()):
-                if now - t > 2 * hard:  # queued time counts too: be generous
-                    ray.cancel(ref, force=True)
-                    inflight.pop(ref)
-                    on_result(job.idx, _timeout(self.limits, 5.0))
-
-    def close(self) -> None:
-        pass
-
-
 def make_executor(
-    task: str, workers: int, limits: CalibLimits, kind: str = "auto"
-) -> SerialExecutor | ProcessExecutor | RayExecutor:
+    task: Task, workers: int, limits: CalibLimits, kind: str = "auto"
+) -> SerialExecutor | ProcessExecutor | Any:
     """``auto``: serial for one worker, else processes; ``ray`` needs ``ndvm[ray]``."""
     if kind == "ray":
+        from ndvm.search.ray_executor import RayExecutor
+
         return RayExecutor(task, max(workers, 1), limits)
     if kind == "serial" or (kind == "auto" and workers <= 1):
         return SerialExecutor(task, limits)

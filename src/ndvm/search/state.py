@@ -43,10 +43,19 @@ class SearchState:
     seen: frozenset[str] = field(default_factory=frozenset)
 
     @staticmethod
-    def of(task: str, seed: int, records: list[Record] | tuple[Record, ...]) -> SearchState:
-        seen = frozenset(
-            skeleton_hash(r.skeleton) for r in records if r.skeleton and r.status != "rejected"
-        )
+    def of(
+        task: str,
+        seed: int,
+        records: list[Record] | tuple[Record, ...],
+        seen: frozenset[str] | None = None,
+    ) -> SearchState:
+        """The state of ``records``; ``seen`` (hashes of calibrated skeletons) if already known."""
+        if seen is None:
+            seen = frozenset(
+                skeleton_hash(r.skeleton)
+                for r in records
+                if r.skeleton and r.status not in ("rejected", "pending")
+            )
         return SearchState(task, seed, tuple(records), seen)
 
     @property

@@ -1,11 +1,12 @@
 """SQLite (WAL) persistence of a search: every proposed candidate, its funnel verdict and its
 calibration result, keyed by ``(run, idx)``.
 
-Proposals are written (status ``pending`` or ``rejected``) in one transaction before any is
-calibrated; each calibration result then updates its row in its own transaction. A search
-killed at any moment (``kill -9`` included) therefore loses at most in-flight calibrations,
-which stay ``pending`` and are calibrated again on resume; a result is never written twice
-because rows are keyed and only ``pending`` rows are updated.
+Proposals are written (status ``pending``, or ``rejected`` for a proposer error) in one
+transaction before any is run; results (funnel verdict, skeleton and calibration) then update
+their rows one transaction per group of results. A search killed at any moment (``kill -9``
+included) therefore loses at most the results not yet committed, which stay ``pending`` and
+are run again on resume; a result is never written twice because rows are keyed and only
+``pending`` rows are updated.
 """
 
 from __future__ import annotations
@@ -148,32 +149,29 @@ class Store:
                 rows,
             )
 
-    def finish(self, run: int, idx: int, ev: Evaluation, t_done: float, elapsed: float) -> bool:
-        """Record the result of a pending candidate; False if it was not pending."""
+    def finish_many(self, run: int, results: list[tuple[Any, float]], elapsed: float) -> list[bool]:
+        """Record the results ``(evaluate.Result, t_done)`` of pending candidates in one
+        transaction; per result, False if its row was not pending (never written twice)."""
+        out = []
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
-            cur = self.db.execute(
-                "UPDATE candidates SET status = ?, reason = ?, train_loss = ?, heldout_mse = ?, "
-                "heldout_r2 = ?, success = ?, values_json = ?, extra = ?, wall = ?, steps = ?, "
-                "t_done = ? WHERE run = ? AND idx = ? AND status = 'pending'",
-                (
-                    ev.status,
-                    ev.reason,
-                    _num(ev.train_loss),
-                    _num(ev.heldout_mse),
-                    _num(ev.heldout_r2),
-                    int(ev.success),
-                    json.dumps(ev.params),
-                    json.dumps(ev.extra),
-                    ev.wall,
-                    ev.steps,
-                    t_done,
-                    run,
-                    idx,
-                ),
-            )
+            for res, t_done in results:
+                ev = res.evaluation
+                cur = self.db.execute(
+                    "UPDATE candidates SET status = ?, reason = ?, train_loss = ?, "
+                    "heldout_mse = ?, heldout_r2 = ?, success = ?, values_json = ?, extra = ?, "
+                    "wall = ?, steps = ?, t_done = ?, skeleton = ?, n_params = ?, complexity = ? "
+                    "WHERE run = ? AND idx = ? AND status = 'pending'",
+                    (
+                        ev.status, ev.reason, _num(ev.train_loss), _num(ev.heldout_mse),
+                        _num(ev.heldout_r2), int(ev.success), json.dumps(ev.params),
+                        json.dumps(ev.extra), ev.wall, ev.steps, t_done, res.skeleton,
+                        res.n_params, res.complexity, run, res.idx,
+                    ),
+                )  # fmt: skip
+                out.append(cur.rowcount == 1)
             self.db.execute("UPDATE runs SET elapsed = ? WHERE run = ?", (elapsed, run))
-        return cur.rowcount == 1
+        return out
 
     def records(self, run: int) -> list[Record]:
         """Every row of ``run`` in index order."""

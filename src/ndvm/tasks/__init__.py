@@ -6,6 +6,7 @@ import importlib
 
 from ndvm.errors import NdvmError
 from ndvm.tasks.base import CalibSpec as CalibSpec
+from ndvm.tasks.base import SearchSpec as SearchSpec
 from ndvm.tasks.base import Task as Task
 from ndvm.tasks.base import TaskData as TaskData
 from ndvm.tasks.base import TaskResult as TaskResult
@@ -19,6 +20,7 @@ MODULES = {
     "iterated-map": "ndvm.tasks.iterated_map",
     "enso-lim": "ndvm.tasks.enso_lim",
     "battery-knee": "ndvm.tasks.battery_knee",
+    "battery-knee-early": "ndvm.tasks.battery_knee:TASK_EARLY",
 }
 
 
@@ -31,7 +33,17 @@ def get(name: str) -> Task:
     key = name.replace("_", "-")
     if key not in MODULES:
         raise NdvmError(f"unknown task {name!r} (known: {', '.join(MODULES)})")
-    return importlib.import_module(MODULES[key]).TASK
+    module, _, attr = MODULES[key].partition(":")
+    return getattr(importlib.import_module(module), attr or "TASK")
 
 
-__all__ = ["CalibSpec", "Task", "TaskData", "TaskResult", "get", "load_candidate", "names"]
+__all__ = [
+    "CalibSpec",
+    "SearchSpec",
+    "Task",
+    "TaskData",
+    "TaskResult",
+    "get",
+    "load_candidate",
+    "names",
+]

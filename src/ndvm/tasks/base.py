@@ -1,8 +1,13 @@
 """The ``Task`` record: data builder, calibration protocol, scoring and success for one workload.
 
-A task serves both a single calibration (``task.calibrate()`` on its reference program) and
+One task model serves a single calibration (``task.calibrate()`` on its reference program) and
 co-search (``task.evaluate(candidate)``: calibrate a candidate on the train split, score it on
-the held-out split, never raise for a bad candidate).
+the held-out split, never raise for a bad candidate; ``task.search`` holds the proposal grammar,
+seed programs and the description an LLM proposer is given).
+
+A 2-D train target ``[S, N]`` is S independent series (e.g. battery cells): each series is
+fitted with its own parameters, ``starts`` lanes per series, and the best lane of each series
+(by training loss) is what the task scores.
 """
 
 from __future__ import annotations
@@ -42,6 +47,21 @@ class CalibSpec:
     starts: int = 1
     init_scale: float | None = 0.3  # values ~ init_scale * N(0, 1); None: declared inits
     constraints: Mapping[str, tuple[float | None, float | None]] | None = None
+    lr_final: float | None = None  # cosine decay of Adam's lr from lr to lr_final
+
+
+@dataclass(frozen=True)
+class SearchSpec:
+    """What co-search needs beyond the calibration protocol.
+
+    grammar: the proposal grammar (``ndvm.search.Grammar``); seeds: programs the evolutionary
+    proposer starts from; prompt: the task as an LLM proposer is told it (never the law that
+    generated the data).
+    """
+
+    grammar: Any
+    seeds: tuple[str, ...] = ()
+    prompt: str = ""
 
 
 @dataclass(frozen=True)
@@ -85,6 +105,13 @@ class Task:
     success: Callable[[Mapping[str, float]], bool]
     program: str | None = None  # reference program (the known-good model), if any
     plot_fn: Callable[..., Any] | None = None
+    search: SearchSpec | None = None
+
+    @property
+    def series(self) -> int:
+        """Independent target series (rows of a 2-D train target; 1 for a 1-D target)."""
+        t = self.data().train_target
+        return 1 if t is None or np.ndim(t) < 2 else int(np.shape(t)[0])
 
     def data(self) -> TaskData:
         return _cached(self.build_data)
@@ -115,8 +142,16 @@ class Task:
         if spec.init_scale is not None:
             scale = spec.init_scale
             kw["init"] = lambda rng, shape: scale * rng.standard_normal(shape)
+        if spec.lr_final is not None:
+            kw["lr_final"] = spec.lr_final
         kw.update(overrides)
-        return calibrate(program, data.train_inputs, data.train_target, **kw)
+        target = data.train_target
+        if target is not None and np.ndim(target) == 2:  # K starts per series, series-major
+            kw["target"] = np.repeat(np.asarray(target), int(kw["starts"]), axis=0)
+            kw["starts"] = int(kw["starts"]) * int(np.shape(target)[0])
+        else:
+            kw["target"] = target
+        return calibrate(program, data.train_inputs, **kw)
 
     def evaluate(self, candidate: Any, *, backend: str | None = None, **overrides: Any) -> Any:
         """Calibrate and score one candidate; errors become a failed ``TaskResult``."""
@@ -166,11 +201,27 @@ def regression_score(cal: Any, data: TaskData) -> dict[str, float]:
     return {"train_mse": cal.loss, "test_mse": mse, "test_r2": r2(data.test_target, pred)}
 
 
+def series_best(cal: Calibration, series: int) -> np.ndarray:
+    """The best lane of each series (lanes are series-major: ``starts`` lanes per series)."""
+    losses = np.asarray(cal.all_losses, dtype=np.float64).reshape(series, -1)
+    safe = np.where(np.isfinite(losses), losses, np.inf)
+    return np.argmin(safe, axis=1) + np.arange(series) * losses.shape[1]
+
+
+def predict_lanes(cal: Calibration, inputs: Mapping[str, Any], lanes: np.ndarray) -> np.ndarray:
+    """The model's values ``[len(lanes), N]`` at the given lanes' best parameters."""
+    P = len(cal.program.params)
+    theta = np.asarray(cal.all_theta)[np.asarray(lanes), :P]
+    out = np.asarray(cal.program.eval(theta, **dict(inputs)), dtype=np.float64)
+    return out.reshape(len(lanes), -1)
+
+
 def r2(y: np.ndarray, pred: np.ndarray) -> float:
     """Coefficient of determination; -inf for a non-finite prediction."""
     pred = np.asarray(pred, dtype=np.float64)
     if not np.isfinite(pred).all():
         return float("-inf")
-    ss_res = float(((y - pred) ** 2).sum())
+    with np.errstate(over="ignore", invalid="ignore"):
+        ss_res = float(((y - pred) ** 2).sum())
     ss_tot = float(((y - y.mean()) ** 2).sum())
     return 1.0 - ss_res / ss_tot

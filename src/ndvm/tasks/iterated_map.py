@@ -8,11 +8,11 @@ The data protocol of ``sr-damped`` (64 points on linspace(0.1, 6), N(0, 0.02^2) 
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from ndvm.tasks.base import CalibSpec, Task, TaskData, regression_data, regression_score
+from ndvm.tasks.base import CalibSpec, SearchSpec, Task, TaskData, regression_data, regression_score
+from ndvm.tasks.grammar import Grammar
+from ndvm.tasks.sr_damped import r2_success
 
 # A known-good map: s_{k+1} = s + (b sin(c x) + d x) / 8 after 8 steps is b sin(c x) + d x + a.
 PROGRAM = "(loop ((s a) (k 0)) (if (= k 8) s (recur (+ s (* 0.125 (+ (* b (sin (* c x))) (* d x)))) (+ k 1))))"  # noqa: E501
@@ -42,25 +42,12 @@ TASK = Task(
     build_data=build,
     calib=CalibSpec(loss="mse", steps=50, lr=0.05, optimizer="adam", init_scale=0.3),
     score=score,
-    success=lambda m: m["test_r2"] > 0.9,
+    success=r2_success,
     program=PROGRAM,
+    search=SearchSpec(
+        Grammar(loop=True, loop_depth=(6, 16), require_loop=True, max_size=48),
+        SEEDS,
+        "Regression: 44 noisy observations of y at x in [0.1, 6]; every model is a bounded "
+        "iterated map whose state s is updated N times from an initial value.",
+    ),
 )
-
-
-def problem() -> Any:
-    """The co-search problem (``ndvm.search``): data, grammar with a required loop, seeds."""
-    from ndvm.search.grammar import Grammar
-    from ndvm.search.problems import Problem
-
-    d = TASK.data()
-    assert d.test_inputs is not None and d.test_target is not None
-    return Problem(
-        "iterated-map",
-        np.asarray(d.train_inputs["x"]),
-        np.asarray(d.train_target),
-        np.asarray(d.test_inputs["x"]),
-        np.asarray(d.test_target),
-        grammar=Grammar(loop=True, loop_depth=(6, 16), require_loop=True, max_size=48),
-        seeds=SEEDS,
-        description=__doc__.splitlines()[0],
-    )
