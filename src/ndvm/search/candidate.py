@@ -78,6 +78,9 @@ class Evaluation:
 
     status: ``ok`` (calibrated, finite), ``failed`` (non-finite loss or error), ``timeout``
     (per-candidate limit hit), ``rejected`` (stopped by the funnel, never calibrated).
+    train_loss: the best lane's training loss; validation_*: scores on the validation split
+    (what every selection uses; NaN when the task has none); heldout_*: scores on the test
+    (held-out) split, never used to choose anything; success: the task's criterion.
     """
 
     status: str
@@ -90,6 +93,14 @@ class Evaluation:
     wall: float = 0.0
     steps: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    validation_mse: float = float("nan")
+    validation_r2: float = float("nan")
+
+    @property
+    def selection_loss(self) -> float:
+        """The loss selection ranks by: validation MSE, else (no split) the training loss."""
+        v = self.validation_mse
+        return v if v == v else self.train_loss
 
 
 @dataclass(frozen=True)

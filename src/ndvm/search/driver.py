@@ -37,7 +37,7 @@ class Progress:
     evaluated: int
     rejected: int
     successes: int
-    best_r2: float
+    best_r2: float  # best validation R² (selection never reads the test split)
     rate: float  # calibrations per second (one candidate, whatever its number of starts)
     lanes_rate: float = 0.0  # start lanes per second
 
@@ -73,7 +73,7 @@ def run_search(
     """Run (or resume) a search; returns the final state. Results are in ``db``."""
     from ndvm import tasks
 
-    the_task = tasks.get(task) if isinstance(task, str) else task
+    the_task = (tasks.get(task) if isinstance(task, str) else task).for_search()
     name = the_task.name
     store = Store(db)
     info = store.latest_run() if resume else None
@@ -164,9 +164,9 @@ class _Book:
             return
         self.counts["evaluated"] += 1
         self.counts["successes"] += bool(ev.success)
-        if ev.status == "ok" and ev.heldout_r2 == ev.heldout_r2:
-            if not self.best_r2 >= ev.heldout_r2:
-                self.best_r2 = ev.heldout_r2
+        r2 = ev.validation_r2
+        if ev.status == "ok" and r2 == r2 and not self.best_r2 >= r2:
+            self.best_r2 = r2  # the selection metric: validation R², never the test split
 
     def progress(self, now: float, active: float) -> Progress:
         return Progress(

@@ -156,6 +156,8 @@ def _evaluation(task: Task, cal: Any, metrics: dict[str, float], t0: float) -> E
         heldout_mse=mse,
         heldout_r2=float(metrics.get("test_r2", math.nan)),
         success=bool(task.success(metrics)),
+        validation_mse=float(metrics.get("validation_mse", math.nan)),
+        validation_r2=float(metrics.get("validation_r2", math.nan)),
         params={n: float(x) for n, x in zip(names, values[int(best[0])])},
         wall=wall,
         steps=steps,

@@ -53,9 +53,13 @@ CREATE TABLE IF NOT EXISTS candidates (
     wall REAL,
     steps INTEGER,
     t_done REAL,
+    validation_mse REAL,
+    validation_r2 REAL,
     PRIMARY KEY (run, idx)
 );
 """
+# columns added after the first schema: (name, type) added to older databases on open
+_ADDED = (("validation_mse", "REAL"), ("validation_r2", "REAL"))
 
 
 def _num(x: float) -> float | None:
@@ -75,6 +79,10 @@ class Store:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(_SCHEMA)
+        have = {row[1] for row in self.db.execute("PRAGMA table_info(candidates)")}
+        for name, kind in _ADDED:
+            if name not in have:
+                self.db.execute(f"ALTER TABLE candidates ADD COLUMN {name} {kind}")
 
     def close(self) -> None:
         self.db.close()
@@ -160,13 +168,15 @@ class Store:
                 cur = self.db.execute(
                     "UPDATE candidates SET status = ?, reason = ?, train_loss = ?, "
                     "heldout_mse = ?, heldout_r2 = ?, success = ?, values_json = ?, extra = ?, "
-                    "wall = ?, steps = ?, t_done = ?, skeleton = ?, n_params = ?, complexity = ? "
+                    "wall = ?, steps = ?, t_done = ?, skeleton = ?, n_params = ?, complexity = ?, "
+                    "validation_mse = ?, validation_r2 = ? "
                     "WHERE run = ? AND idx = ? AND status = 'pending'",
                     (
                         ev.status, ev.reason, _num(ev.train_loss), _num(ev.heldout_mse),
                         _num(ev.heldout_r2), int(ev.success), json.dumps(ev.params),
                         json.dumps(ev.extra), ev.wall, ev.steps, t_done, res.skeleton,
-                        res.n_params, res.complexity, run, res.idx,
+                        res.n_params, res.complexity, _num(ev.validation_mse),
+                        _num(ev.validation_r2), run, res.idx,
                     ),
                 )  # fmt: skip
                 out.append(cur.rowcount == 1)
@@ -178,13 +188,14 @@ class Store:
         cur = self.db.execute(
             "SELECT idx, batch, src, params, origin, skeleton, n_params, complexity, seed, "
             "status, reason, train_loss, heldout_mse, heldout_r2, success, values_json, extra, "
-            "wall, steps, t_done FROM candidates WHERE run = ? ORDER BY idx",
+            "wall, steps, t_done, validation_mse, validation_r2 FROM candidates "
+            "WHERE run = ? ORDER BY idx",
             (run,),
         )
         out = []
         for row in cur:
             (idx, batch, src, params, origin, skel, n_params, cx, seed, status, reason) = row[:11]
-            (train, mse, r2, success, values, extra, wall, steps, t_done) = row[11:]
+            (train, mse, r2, success, values, extra, wall, steps, t_done, vmse, vr2) = row[11:]
             cand = Candidate(src, None if params is None else tuple(json.loads(params)), origin)
             ev = None
             if status != "pending":
@@ -199,6 +210,8 @@ class Store:
                     wall or 0.0,
                     steps or 0,
                     json.loads(extra) if extra else {},
+                    _nan(vmse),
+                    _nan(vr2),
                 )
             out.append(Record(idx, batch, cand, skel, n_params, cx, seed, ev, t_done or 0.0))
         return out

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 import numpy as np
@@ -27,13 +27,21 @@ from ndvm.errors import NdvmError
 
 @dataclass(frozen=True)
 class TaskData:
-    """Train/held-out inputs and targets (target None for likelihood tasks), plus metadata."""
+    """Train / held-out (test) / validation inputs and targets, plus metadata.
+
+    Calibration sees only the train split; every selection between candidates (co-search's
+    tournament, Pareto front, hall of fame, "best") uses the validation split; the test split
+    is scored once per reported program and never used to choose anything. The target is None
+    for likelihood tasks; the validation split is optional (``with_validation`` carves one).
+    """
 
     train_inputs: Mapping[str, Any]
     train_target: np.ndarray | None
     test_inputs: Mapping[str, Any] | None = None
     test_target: np.ndarray | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    valid_inputs: Mapping[str, Any] | None = None
+    valid_target: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -175,6 +183,28 @@ class Task:
     def with_calib(self, **changes: Any) -> Task:
         return replace(self, calib=replace(self.calib, **changes))
 
+    def for_search(self, fraction: float = 0.25, seed: int = 0) -> Task:
+        """This task as co-search runs it: with a validation split carved from the training
+        data when it has none (calibration on the rest; the test split and the success
+        criterion unchanged). The same object for the same task and arguments."""
+        key = (id(self), fraction, seed)
+        view = _VIEWS.get(key)
+        if view is None:
+            data = self.data()
+            if data.valid_inputs is not None or with_validation(data) is data:
+                view = self
+            else:
+                view = replace(self, build_data=partial(_validated, self.build_data, fraction, seed))
+            _VIEWS[key] = view
+        return view
+
+
+_VIEWS: dict[tuple[int, float, int], Task] = {}
+
+
+def _validated(build: Callable[[], TaskData], fraction: float, seed: int) -> TaskData:
+    return with_validation(build(), fraction, seed)
+
 
 @cache
 def _cached(builder: Callable[[], TaskData]) -> TaskData:
@@ -193,12 +223,40 @@ def regression_data(target: Callable[[np.ndarray], np.ndarray]) -> TaskData:
 
 
 def regression_score(cal: Any, data: TaskData) -> dict[str, float]:
-    """Train MSE, held-out MSE and held-out R^2 of a calibrated regression candidate."""
+    """Train MSE; test (held-out) MSE and R^2; validation MSE and R^2 when there is a split."""
     assert data.test_inputs is not None and data.test_target is not None
-    pred = np.asarray(cal.predict(data.test_inputs), dtype=np.float64)
-    with np.errstate(all="ignore"):
-        mse = float(np.mean((pred - data.test_target) ** 2))
-    return {"train_mse": cal.loss, "test_mse": mse, "test_r2": r2(data.test_target, pred)}
+    out = {"train_mse": float(cal.loss)}
+    splits = [("test", data.test_inputs, data.test_target)]
+    if data.valid_inputs is not None and data.valid_target is not None:
+        splits.append(("validation", data.valid_inputs, data.valid_target))
+    for name, inputs, target in splits:
+        pred = np.asarray(cal.predict(inputs), dtype=np.float64)
+        with np.errstate(all="ignore"):
+            out[f"{name}_mse"] = float(np.mean((pred - target) ** 2))
+        out[f"{name}_r2"] = r2(np.asarray(target), pred)
+    return out
+
+
+def with_validation(data: TaskData, fraction: float = 0.25, seed: int = 0) -> TaskData:
+    """``data`` with a seeded ``fraction`` of its training points moved to a validation split
+    (1-D targets over data lanes; other data is returned unchanged)."""
+    t = data.train_target
+    if data.valid_inputs is not None or t is None or np.ndim(t) != 1 or len(t) < 8:
+        return data
+    n = len(t)
+    cols = {k: np.asarray(v) for k, v in data.train_inputs.items()}
+    if any(np.ndim(v) != 1 or len(v) != n for v in cols.values()):
+        return data
+    perm = np.random.default_rng(seed).permutation(n)
+    k = max(1, int(round(fraction * n)))
+    va, tr = np.sort(perm[:k]), np.sort(perm[k:])
+    return replace(
+        data,
+        train_inputs={k_: v[tr] for k_, v in cols.items()},
+        train_target=np.asarray(t)[tr],
+        valid_inputs={k_: v[va] for k_, v in cols.items()},
+        valid_target=np.asarray(t)[va],
+    )
 
 
 def series_best(cal: Calibration, series: int) -> np.ndarray:
