@@ -23,7 +23,8 @@ from typing import Any
 
 from ndvm.api import Program
 from ndvm.api import compile as _compile
-from ndvm.lang.front import ParamsArg, compile_source
+from ndvm.lang.front import ParamsArg, _prelude_closure, _symbols, compile_source
+from ndvm.lang.reader import read
 from ndvm.prims import PRIMS, Kind
 
 EVALUATOR_PATH = Path(__file__).with_name("evaluator.scm")
@@ -41,18 +42,34 @@ def evaluator_source() -> str:
     return EVALUATOR_PATH.read_text()
 
 
-@cache
-def support_source() -> str:
-    """``meta-primitives`` and ``meta-prelude``, generated from the primitive table."""
-    prims = [p for p in PRIMS if p.kind is not Kind.PRELUDE and p.name not in _OWN]
+def support_source(program_text: str) -> str:
+    """``meta-primitives`` and ``meta-prelude`` for the names ``program_text`` mentions.
+
+    Generated from the primitive table. Only the primitives and prelude procedures the text
+    names (and the prelude's dependencies) are bound: the global environment stays short, so
+    a lookup walks a few dozen entries, not every primitive.
+    """
+    names = _symbols(read(program_text))
+    prelude_names = _prelude_closure(names)
+    used = names | {d for n in prelude_names for d in _prelude_symbols(n)}
+    prims = [
+        p
+        for p in PRIMS
+        if p.kind is not Kind.PRELUDE and p.name not in _OWN and used & set(p.names)
+    ]
     prims.sort(key=lambda p: (_HOT.index(p.name) if p.name in _HOT else len(_HOT), p.code))
-    entries = [f"(cons '{alias} {p.name})" for p in prims for alias in p.names]
+    entries = [f"(cons '{alias} {p.name})" for p in prims for alias in p.names if alias in used]
     lines = ["(define meta-primitives", "  (list"]
     lines += [f"   {' '.join(entries[i : i + 4])}" for i in range(0, len(entries), 4)]
     lines[-1] += "))"
-    prelude = [f"   ({p.name} . {p.prelude.strip()})" for p in PRIMS.of_kind(Kind.PRELUDE)]
+    prelude = [f"   ({n} . {PRIMS.by_name(n).prelude.strip()})" for n in prelude_names]
     lines += ["(define meta-prelude", "  '(", *prelude, "   ))"]
     return "\n".join(lines) + "\n"
+
+
+@cache
+def _prelude_symbols(name: str) -> frozenset[str]:
+    return frozenset(_symbols(read(PRIMS.by_name(name).prelude or "")))
 
 
 def wrap(program_text: str, names: Sequence[str]) -> str:
@@ -62,9 +79,11 @@ def wrap(program_text: str, names: Sequence[str]) -> str:
     any name (``lookup``, ``meval``...) without being captured by the evaluator's own.
     """
     bindings = " ".join(f"(cons '{n} {n})" for n in names)
+    evaluator = evaluator_source()
+    support = support_source(program_text + "\n" + evaluator)
     return (
         f"(let ((%meta-bindings (list {bindings})))\n"
-        f"{support_source()}{evaluator_source()}\n"
+        f"{support}{evaluator}\n"
         f"(meta-run '(\n{program_text}\n) %meta-bindings))\n"
     )
 

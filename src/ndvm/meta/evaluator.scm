@@ -26,62 +26,6 @@
 ;;; `loop`, which is an ordinary variable wherever it is bound (the usual named-let name).
 
 ;; ---------------------------------------------------------------------------------------------
-;; Environments
-
-(define (rec-group lambdas vals) (list '%rec lambdas vals))
-
-(define (find-entry name env)
-  ;; The environment from NAME's binding entry on, or #f when NAME is unbound.
-  (cond ((null? env) #f)
-        ((eq? (car (car env)) name) env)
-        ((and (eq? (car (car env)) '%rec)
-              (or (assq name (caddr (car env))) (assq name (cadr (car env)))))
-         env)
-        (else (find-entry name (cdr env)))))
-
-(define (lookup name env)
-  (let ((e (find-entry name env)))
-    (cond ((not e) (error "unbound variable:" name))
-          ((eq? (car (car e)) name) (cdr (car e)))
-          (else
-           (let ((value (assq name (caddr (car e)))))
-             (if value
-                 (cdr value)
-                 (make-closure (cdr (assq name (cadr (car e)))) e)))))))
-
-(define (extend names args env)
-  ;; Bind a lambda list (fixed, dotted or a single rest symbol) to a list of arguments.
-  (cond ((symbol? names) (cons (cons names args) env))
-        ((null? names) (if (null? args) env (error "too many arguments:" args)))
-        ((null? args) (error "too few arguments, missing:" names))
-        (else (extend (cdr names) (cdr args) (cons (cons (car names) (car args)) env)))))
-
-(define (add-definition name value env)
-  ;; ENV starts with a group: the same group with one more value.
-  (let ((group (car env)))
-    (cons (rec-group (cadr group) (cons (cons name value) (caddr group))) (cdr env))))
-
-;; ---------------------------------------------------------------------------------------------
-;; Procedures
-
-(define (make-closure lambda-form env) (list '%closure (cadr lambda-form) (cddr lambda-form) env))
-
-(define (closure? x) (and (pair? x) (eq? (car x) '%closure)))
-
-(define (apply-procedure f args)
-  (cond ((closure? f) (eval-body (caddr f) (extend (cadr f) args (car (cdddr f)))))
-        ((procedure? f) (apply f args))
-        (else (error "not a procedure:" f))))
-
-(define (spread args)
-  ;; (a b (c d)) -> (a b c d): the argument list of (apply f a b '(c d)).
-  (if (null? (cdr args)) (car args) (cons (car args) (spread (cdr args)))))
-
-(define (meta-apply f . args) (apply-procedure f (spread args)))
-
-(define (meta-procedure? x) (or (procedure? x) (closure? x)))
-
-;; ---------------------------------------------------------------------------------------------
 ;; Expressions
 
 (define (meval x env)
@@ -195,6 +139,62 @@
                           specs)))))))
 
 ;; ---------------------------------------------------------------------------------------------
+;; Procedures
+
+(define (make-closure lambda-form env) (list '%closure (cadr lambda-form) (cddr lambda-form) env))
+
+(define (closure? x) (and (pair? x) (eq? (car x) '%closure)))
+
+(define (apply-procedure f args)
+  (cond ((closure? f) (eval-body (caddr f) (extend (cadr f) args (car (cdddr f)))))
+        ((procedure? f) (apply f args))
+        (else (error "not a procedure:" f))))
+
+(define (spread args)
+  ;; (a b (c d)) -> (a b c d): the argument list of (apply f a b '(c d)).
+  (if (null? (cdr args)) (car args) (cons (car args) (spread (cdr args)))))
+
+(define (meta-apply f . args) (apply-procedure f (spread args)))
+
+(define (meta-procedure? x) (or (procedure? x) (closure? x)))
+
+;; ---------------------------------------------------------------------------------------------
+;; Environments
+
+(define (rec-group lambdas vals) (list '%rec lambdas vals))
+
+(define (find-entry name env)
+  ;; The environment from NAME's binding entry on, or #f when NAME is unbound.
+  (cond ((null? env) #f)
+        ((eq? (car (car env)) name) env)
+        ((and (eq? (car (car env)) '%rec)
+              (or (assq name (caddr (car env))) (assq name (cadr (car env)))))
+         env)
+        (else (find-entry name (cdr env)))))
+
+(define (lookup name env)
+  (let ((e (find-entry name env)))
+    (cond ((not e) (error "unbound variable:" name))
+          ((eq? (car (car e)) name) (cdr (car e)))
+          (else
+           (let ((value (assq name (caddr (car e)))))
+             (if value
+                 (cdr value)
+                 (make-closure (cdr (assq name (cadr (car e)))) e)))))))
+
+(define (extend names args env)
+  ;; Bind a lambda list (fixed, dotted or a single rest symbol) to a list of arguments.
+  (cond ((symbol? names) (cons (cons names args) env))
+        ((null? names) (if (null? args) env (error "too many arguments:" args)))
+        ((null? args) (error "too few arguments, missing:" names))
+        (else (extend (cdr names) (cdr args) (cons (cons (car names) (car args)) env)))))
+
+(define (add-definition name value env)
+  ;; ENV starts with a group: the same group with one more value.
+  (let ((group (car env)))
+    (cons (rec-group (cadr group) (cons (cons name value) (caddr group))) (cdr env))))
+
+;; ---------------------------------------------------------------------------------------------
 ;; Bodies: definitions (and begin forms that contain them) first, then expressions
 
 (define (definition? form) (and (pair? form) (eq? (car form) 'define)))
@@ -249,16 +249,108 @@
         (else (meval (car forms) env) (eval-group (cdr forms) env))))
 
 ;; ---------------------------------------------------------------------------------------------
+;; Linking: before a program runs, every reference to a global (a primitive or a prelude
+;; procedure) that no binding form shadows becomes (quote <its value>), so running the program
+;; looks up only its own variables. BOUND lists the names lexically bound around a form; GLOBALS
+;; is the environment of the globals.
+
+(define (link x bound globals)
+  (cond ((symbol? x)
+         (if (or (memq x bound) (not (find-entry x globals))) x (list 'quote (lookup x globals))))
+        ((not (pair? x)) x)
+        ((and (symbol? (car x)) (not (memq (car x) bound))) (link-form (car x) x bound globals))
+        (else (link-list x bound globals))))
+
+(define (link-list xs bound globals) (map (lambda (x) (link x bound globals)) xs))
+
+(define (link-bindings bindings bound globals)
+  (map (lambda (b) (list (car b) (link (cadr b) bound globals))) bindings))
+
+(define (lambda-list-names formals)
+  (cond ((symbol? formals) (list formals))
+        ((pair? formals) (cons (car formals) (lambda-list-names (cdr formals))))
+        (else '())))
+
+(define (link-form head x bound globals)
+  (cond ((eq? head 'quote) x)
+        ((eq? head 'lambda)
+         (cons 'lambda (cons (cadr x) (link-body (cddr x) (append (lambda-list-names (cadr x)) bound)
+                                                 globals))))
+        ((and (eq? head 'let) (symbol? (cadr x)))
+         (cons 'let (cons (cadr x)
+                          (cons (link-bindings (caddr x) bound globals)
+                                (link-body (cdddr x) (cons (cadr x) (append (map car (caddr x)) bound))
+                                           globals)))))
+        ((eq? head 'let)
+         (cons 'let (cons (link-bindings (cadr x) bound globals)
+                          (link-body (cddr x) (append (map car (cadr x)) bound) globals))))
+        ((eq? head 'let*) (link-let* (cadr x) (cddr x) bound globals '()))
+        ((or (eq? head 'letrec) (eq? head 'letrec*))
+         (let ((inner (append (map car (cadr x)) bound)))
+           (cons head (cons (link-bindings (cadr x) inner globals) (link-body (cddr x) inner globals)))))
+        ((eq? head 'loop)
+         (cons 'loop (cons (link-bindings (cadr x) bound globals)
+                           (link-body (cddr x) (cons 'recur (append (map car (cadr x)) bound))
+                                      globals))))
+        ((eq? head 'do)
+         (let ((inner (append (map car (cadr x)) bound)))
+           (cons 'do (cons (map (lambda (spec)
+                                  (cons (car spec) (cons (link (cadr spec) bound globals)
+                                                         (link-list (cddr spec) inner globals))))
+                                (cadr x))
+                           (cons (link-list (caddr x) inner globals)
+                                 (link-list (cdddr x) inner globals))))))
+        ((eq? head 'case)
+         (cons 'case (cons (link (cadr x) bound globals)
+                           (map (lambda (clause) (cons (car clause) (link-list (cdr clause) bound globals)))
+                                (cddr x)))))
+        ((eq? head 'cond)
+         (cons 'cond (map (lambda (clause) (link-list clause bound globals)) (cdr x))))
+        ((memq head '(if begin and or when unless assert))
+         (cons head (link-list (cdr x) bound globals)))
+        ((eq? head 'define) x)
+        (else (link-list x bound globals))))
+
+(define (link-let* bindings body bound globals done)
+  (if (null? bindings)
+      (cons 'let* (cons (reverse done) (link-body body bound globals)))
+      (link-let* (cdr bindings) body (cons (car (car bindings)) bound) globals
+                 (cons (list (car (car bindings)) (link (cadr (car bindings)) bound globals)) done))))
+
+(define (link-body forms bound globals)
+  ;; The body's definitions are bound in all of its forms (letrec* scope).
+  (let* ((forms (if (has-definitions? forms) (splice-begins forms) forms))
+         (inner (append (definition-names forms) bound)))
+    (map (lambda (form)
+           (if (definition? form)
+               (list 'define (definition-name form) (link (definition-value form) inner globals))
+               (link form inner globals)))
+         forms)))
+
+(define (definition-names forms)
+  (cond ((null? forms) '())
+        ((definition? (car forms)) (cons (definition-name (car forms)) (definition-names (cdr forms))))
+        (else (definition-names (cdr forms)))))
+
+;; ---------------------------------------------------------------------------------------------
 ;; Programs
 
+(define primitive-values
+  (cons (cons 'apply meta-apply) (cons (cons 'procedure? meta-procedure?) meta-primitives)))
+
 (define global-environment
-  (list (rec-group meta-prelude
-                   (cons (cons 'apply meta-apply)
-                         (cons (cons 'procedure? meta-procedure?) meta-primitives)))))
+  ;; The prelude's own references to primitives are linked too.
+  (let ((unlinked (list (rec-group meta-prelude primitive-values))))
+    (list (rec-group (map (lambda (definition)
+                            (cons (car definition)
+                                  (link (cdr definition) (map car meta-prelude) unlinked)))
+                          meta-prelude)
+                     primitive-values))))
 
 (define (meta-run program bindings)
   ;; A leading (params ...) header is the host's business: its names arrive in BINDINGS.
-  (eval-body (if (and (pair? (car program)) (eq? (car (car program)) 'params))
-                 (cdr program)
-                 program)
-             (append bindings global-environment)))
+  (let ((forms (if (and (pair? (car program)) (eq? (car (car program)) 'params))
+                   (cdr program)
+                   program)))
+    (eval-body (link-body forms (map car bindings) global-environment)
+               (append bindings global-environment))))
