@@ -89,6 +89,10 @@ class BackendUnsupported(NdvmError):
     """A backend cannot run this program (a feature it does not implement yet)."""
 
 
+class ExportUnsupported(NdvmError):
+    """A program outside ``ndvm.export``'s subset; ``line``/``column`` locate the form."""
+
+
 class NativeError(NdvmError):
     """An internal failure reported by the native core (a bug: please report it)."""
 
@@ -98,6 +102,7 @@ __all__ = [
     "CompileError",
     "DeadlineExceeded",
     "DepthLimitExceeded",
+    "ExportUnsupported",
     "HeapLimitExceeded",
     "LimitExceeded",
     "NativeError",
