@@ -80,14 +80,14 @@ def trace(
     max_steps: int = MAX_STEPS,
     max_ops: int = MAX_OPS,
     deadline: float | None = None,
-) -> Any:
-    """The program's numeric result as a framework value (``(*batch, *struct)``)."""
+) -> Arr:
+    """The program's numeric result: a framework payload ``(*batch, *struct)`` and its struct."""
     tracer = Tracer(ns, params, inputs, max_steps=max_steps, max_ops=max_ops, deadline=deadline)
     out = tracer.run(compiled.body)
     if type(out) is Arr:
-        return out.val if ns.traced(out.val) else ns.asarray(out.val)
+        return Arr(out.val if ns.traced(out.val) else ns.asarray(out.val), out.struct)
     if type(out) is float:
-        return ns.asarray(out)
+        return Arr(ns.asarray(out), ())
     if type(out) is Bool:
         raise ExportUnsupported("the result is a boolean per lane, not a number")
     raise ExportUnsupported(f"the result is not a number (got {type(out).__name__})")

@@ -26,7 +26,7 @@ def export_jax(
     def fn(params: Mapping[str, Any], **given: Any) -> Any:
         theta = [ns.asarray(params[n]) for n in names]
         bound = bind_params(ns, compiled, theta)
-        return trace(ns, compiled, bound, bind_inputs(ns, compiled, given))
+        return trace(ns, compiled, bound, bind_inputs(ns, compiled, given)).val
 
     params = {n: ns.asarray(float(t)) for n, t in zip(names, program.init_theta())}
     if inputs is not None or not compiled.inputs:

@@ -109,6 +109,11 @@ def sympy_namespace() -> SimpleNamespace:
             return b
         return sp.Piecewise((a, c), (b, True))
 
+    third = sp.Rational(1, 3)
+
+    def cbrt(x: Any) -> Any:  # the real cube root (sympy's cbrt is the principal one)
+        return sp.Piecewise((x**third, x >= 0), (-((-x) ** third), True))
+
     return SimpleNamespace(
         exp=sp.exp, log=sp.log, log1p=lambda x: sp.log(1 + x), expm1=lambda x: sp.exp(x) - 1,
         sqrt=sp.sqrt, abs=sp.Abs, sin=sp.sin, cos=sp.cos, tan=sp.tan, asin=sp.asin,
@@ -118,7 +123,7 @@ def sympy_namespace() -> SimpleNamespace:
         sign=sp.sign, hypot=lambda a, b: sp.sqrt(a**2 + b**2), where=where,
         isnan=lambda x: sp.false, isfinite=lambda x: sp.true, eq=sp.Eq, erf=sp.erf,
         sigmoid=lambda x: 1 / (1 + sp.exp(-x)), softplus=lambda x: sp.log(1 + sp.exp(x)),
-        cbrt=sp.cbrt, fmod=sp.Mod, pow=sp.Pow, matmul=_unsupported("matmul"),
+        cbrt=cbrt, fmod=sp.Mod, pow=sp.Pow, matmul=_unsupported("matmul"),
         swapaxes=_unsupported("transpose"), inv=_unsupported("inv"), det=_unsupported("det"),
         logdet=_unsupported("logdet"), solve=_unsupported("solve"),
         cholesky=_unsupported("cholesky"), cross=_unsupported("cross"),

@@ -27,7 +27,8 @@ def export_sympy(
     ]
     inputs = [Arr(sp.Symbol(n, real=True), ()) for n in compiled.inputs]
     try:
-        return trace(ns, compiled, [Arr(p, ()) for p in params], inputs, max_ops=max_ops,
-                     deadline=deadline)  # fmt: skip
+        out = trace(ns, compiled, [Arr(p, ()) for p in params], inputs, max_ops=max_ops,
+                    deadline=deadline)  # fmt: skip
+        return out.val
     except RecursionError:
         raise ExportUnsupported("expression too deep for sympy") from None

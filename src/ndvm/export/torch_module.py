@@ -38,4 +38,4 @@ class ExportedModule(torch.nn.Module):
         ns = torch_namespace()
         compiled = self.program.compiled
         params = bind_params(ns, compiled, self.theta())
-        return trace(ns, compiled, params, bind_inputs(ns, compiled, inputs))
+        return trace(ns, compiled, params, bind_inputs(ns, compiled, inputs)).val

@@ -266,7 +266,7 @@ class Tracer:
             if impl is None:
                 raise unsupported(f"primitive {p.name!r}", node)
             return impl(*args)
-        except ExportUnsupported:
+        except (ExportUnsupported, RecursionError):
             raise
         except (NdvmError, TypeError, ValueError, IndexError, RuntimeError) as exc:
             raise unsupported(f"{p.name}: {exc}", node) from None
@@ -299,6 +299,8 @@ class Tracer:
             self.ops += 1
             if self.ops > self.max_ops:
                 raise self._unbounded(f"more than {self.max_ops} operations to unroll")
+            if self.stop is not None and time.perf_counter() > self.stop:
+                raise self._unbounded("translation deadline passed")
             impl = self.impls[p.code]
             vals = [self._framework(v) for v in vals]
         if p.shape is not Shape.CUSTOM and out_struct:
