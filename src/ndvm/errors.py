@@ -93,6 +93,10 @@ class MissingExtra(NdvmError, ImportError):
     """A feature needs an optional extra that is not installed (``pip install 'ndvm[NAME]'``)."""
 
 
+class ExportUnsupported(NdvmError):
+    """A program outside ``ndvm.export``'s subset; ``line``/``column`` locate the form."""
+
+
 class NativeError(NdvmError):
     """An internal failure reported by the native core (a bug: please report it)."""
 
@@ -102,6 +106,7 @@ __all__ = [
     "CompileError",
     "DeadlineExceeded",
     "DepthLimitExceeded",
+    "ExportUnsupported",
     "HeapLimitExceeded",
     "LimitExceeded",
     "MissingExtra",

@@ -10,15 +10,11 @@ from conftest import cases, reference_run
 from tests.helpers.extras import need
 
 import ndvm
+from ndvm.errors import ExportUnsupported
 from ndvm.prims import PRIMS
 
 need("jax")
-from ndvm.baselines.staged_jax import (  # noqa: E402
-    JAX_IMPLS,
-    StagedJaxBackend,
-    StagedProgram,
-    StagingError,
-)
+from ndvm.baselines.staged_jax import JAX_IMPLS, StagedJaxBackend, StagedProgram  # noqa: E402
 
 pytestmark = pytest.mark.jax
 
@@ -48,7 +44,7 @@ def test_staged_jax_matches_reference(case: Any) -> None:
         pytest.skip("outside the staged subset: lane errors or a non-numeric result")
     try:
         got = StagedJaxBackend().run(prog.compiled, th, inputs, grad=True)
-    except StagingError as exc:
+    except ExportUnsupported as exc:
         pytest.skip(f"outside the staged subset: {exc}")
     np.testing.assert_allclose(got.value, want.value, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(got.grad, want.grad, rtol=1e-7, atol=1e-9)
@@ -58,10 +54,19 @@ def test_jax_impls_cover_every_numeric_prim() -> None:
     assert set(JAX_IMPLS) == {p.code for p in PRIMS.numeric()}
 
 
-def test_staged_refuses_a_branch_on_a_parameter() -> None:
-    prog = ndvm.compile("(if (> a 0) a (- a))", backend="reference")
-    with pytest.raises(StagingError, match="branch depends on a parameter"):
+def test_staged_branch_on_a_parameter_is_a_select() -> None:
+    prog = ndvm.compile("(if (> a 0) (* a a) (- a))", backend="reference")
+    theta = np.array([[1.5], [-2.0]])
+    value, grad = StagedProgram(prog.compiled, 2, {})(theta)
+    np.testing.assert_allclose(value[:, 0], [2.25, 2.0])
+    np.testing.assert_allclose(grad[:, 0], [3.0, -1.0])
+
+
+def test_staged_refuses_a_loop_whose_exit_depends_on_a_parameter() -> None:
+    prog = ndvm.compile("(let loop ((i 0)) (if (< i a) (loop (+ i 1)) i))", backend="reference")
+    with pytest.raises(ExportUnsupported, match="exit depends on parameters") as info:
         StagedProgram(prog.compiled, 2, {})
+    assert (info.value.line, info.value.column) == (1, 19)
 
 
 def test_staged_times_compile_and_reuses_it() -> None:

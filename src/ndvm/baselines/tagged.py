@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -44,6 +43,7 @@ from ndvm.errors import (
     StepLimitExceeded,
 )
 from ndvm.eval.limits import Limits
+from ndvm.export.namespaces import torch_namespace
 from ndvm.lang import ir
 from ndvm.lang.ir import CompiledProgram
 from ndvm.prims import PRIMS, Kind, Shape
@@ -56,28 +56,7 @@ WIDTH = 14  # 10 tag columns, then 4 payload columns from PAY
 _PY_RECURSION = 50_000
 
 
-def _softplus(x: Tensor) -> Tensor:
-    return torch.logaddexp(torch.zeros_like(x), x)
-
-
-_TorchOps = SimpleNamespace(
-    exp=torch.exp, log=torch.log, log1p=torch.log1p, expm1=torch.expm1, sqrt=torch.sqrt,
-    abs=torch.abs, sin=torch.sin, cos=torch.cos, tan=torch.tan, asin=torch.asin,
-    acos=torch.acos, atan=torch.atan, atan2=torch.atan2, sinh=torch.sinh, cosh=torch.cosh,
-    tanh=torch.tanh, asinh=torch.asinh, acosh=torch.acosh, atanh=torch.atanh,
-    floor=torch.floor, ceil=torch.ceil, round=torch.round, trunc=torch.trunc, sign=torch.sign,
-    hypot=torch.hypot, where=torch.where, isnan=torch.isnan, erf=torch.erf,
-    sigmoid=torch.sigmoid, softplus=_softplus, fmod=torch.fmod, pow=torch.pow,
-    matmul=torch.matmul, swapaxes=torch.swapaxes, inv=torch.linalg.inv, det=torch.linalg.det,
-    solve=torch.linalg.solve, cholesky=torch.linalg.cholesky,
-    sum=lambda x, axis: torch.sum(x, dim=axis),
-    cbrt=lambda x: torch.sign(x) * torch.abs(x).pow(1.0 / 3.0),
-    logdet=lambda a: torch.linalg.slogdet(a)[1],
-    cross=lambda a, b: torch.linalg.cross(a, b, dim=-1),
-    trace=lambda a: torch.diagonal(a, dim1=-2, dim2=-1).sum(-1),
-)  # fmt: skip
-
-
+_TorchOps = torch_namespace()
 TORCH_IMPLS = numeric_impls(_TorchOps)
 _UNSUPPORTED_STRUCTURAL = {"%any-null"}
 

@@ -1,0 +1,151 @@
+"""Array namespaces the tracer computes with: torch, jax.numpy and sympy, imported lazily.
+
+Each namespace has the functions ``baselines.kernels.numeric_impls`` needs (so every NUMERIC
+primitive has one formula for all frameworks), plus the few the tracer itself uses: ``asarray``
+(a constant as a framework value), ``where``, ``stack``, ``broadcast_to``/``broadcast_shapes``,
+``eq``/``isfinite`` for predicates, and ``traced`` (whether a value is a framework value rather
+than a Python or NumPy constant).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from ndvm.errors import NdvmError
+
+EXTRAS = {"torch": "torch", "jax": "jax", "sympy": "search"}
+
+
+def require(module: str) -> Any:
+    """Import an optional dependency or raise an ``NdvmError`` naming the extra to install."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        extra = EXTRAS.get(module, module)
+        raise NdvmError(f"ndvm.export needs {module}: pip install 'ndvm[{extra}]'") from None
+
+
+@cache
+def torch_namespace() -> SimpleNamespace:
+    torch = require("torch")
+
+    def softplus(x: Any) -> Any:
+        return torch.logaddexp(torch.zeros_like(x), x)
+
+    return SimpleNamespace(
+        exp=torch.exp, log=torch.log, log1p=torch.log1p, expm1=torch.expm1, sqrt=torch.sqrt,
+        abs=torch.abs, sin=torch.sin, cos=torch.cos, tan=torch.tan, asin=torch.asin,
+        acos=torch.acos, atan=torch.atan, atan2=torch.atan2, sinh=torch.sinh, cosh=torch.cosh,
+        tanh=torch.tanh, asinh=torch.asinh, acosh=torch.acosh, atanh=torch.atanh,
+        floor=torch.floor, ceil=torch.ceil, round=torch.round, trunc=torch.trunc,
+        sign=torch.sign, hypot=torch.hypot, where=torch.where, isnan=torch.isnan,
+        isfinite=torch.isfinite, eq=torch.eq, erf=torch.erf, sigmoid=torch.sigmoid,
+        softplus=softplus, fmod=torch.fmod, pow=torch.pow, matmul=torch.matmul,
+        swapaxes=torch.swapaxes, inv=torch.linalg.inv, det=torch.linalg.det,
+        solve=torch.linalg.solve, cholesky=torch.linalg.cholesky,
+        sum=lambda x, axis: torch.sum(x, dim=axis),
+        cbrt=lambda x: torch.sign(x) * torch.abs(x).pow(1.0 / 3.0),
+        logdet=lambda a: torch.linalg.slogdet(a)[1],
+        cross=lambda a, b: torch.linalg.cross(a, b, dim=-1),
+        trace=lambda a: torch.diagonal(a, dim1=-2, dim2=-1).sum(-1),
+        asarray=lambda x: torch.as_tensor(x, dtype=torch.float64),
+        stack=lambda xs: torch.stack(xs, dim=-1),
+        broadcast_to=torch.broadcast_to, broadcast_shapes=torch.broadcast_shapes,
+        traced=lambda x: isinstance(x, torch.Tensor),
+        scalar=False,
+    )  # fmt: skip
+
+
+@cache
+def jax_namespace() -> SimpleNamespace:
+    jax = require("jax")
+    jnp = jax.numpy
+    import jax.scipy.special
+
+    return SimpleNamespace(
+        exp=jnp.exp, log=jnp.log, log1p=jnp.log1p, expm1=jnp.expm1, sqrt=jnp.sqrt, abs=jnp.abs,
+        sin=jnp.sin, cos=jnp.cos, tan=jnp.tan, asin=jnp.arcsin, acos=jnp.arccos,
+        atan=jnp.arctan, atan2=jnp.arctan2, sinh=jnp.sinh, cosh=jnp.cosh, tanh=jnp.tanh,
+        asinh=jnp.arcsinh, acosh=jnp.arccosh, atanh=jnp.arctanh, floor=jnp.floor,
+        ceil=jnp.ceil, round=jnp.round, trunc=jnp.trunc, sign=jnp.sign, hypot=jnp.hypot,
+        where=jnp.where, isnan=jnp.isnan, isfinite=jnp.isfinite, eq=jnp.equal,
+        erf=jax.scipy.special.erf, sigmoid=jax.nn.sigmoid,
+        softplus=lambda x: jnp.logaddexp(0.0, x), cbrt=jnp.cbrt, fmod=jnp.fmod, pow=jnp.power,
+        matmul=jnp.matmul, swapaxes=jnp.swapaxes, inv=jnp.linalg.inv, det=jnp.linalg.det,
+        logdet=lambda a: jnp.linalg.slogdet(a)[1], solve=jnp.linalg.solve,
+        cholesky=jnp.linalg.cholesky, cross=jnp.cross,
+        sum=lambda x, axis: jnp.sum(x, axis=axis),
+        trace=lambda a: jnp.trace(a, axis1=-2, axis2=-1),
+        asarray=lambda x: jnp.asarray(x, dtype=jnp.float64),
+        stack=lambda xs: jnp.stack(xs, axis=-1),
+        broadcast_to=jnp.broadcast_to, broadcast_shapes=jnp.broadcast_shapes,
+        traced=lambda x: isinstance(x, jax.Array),
+        scalar=False,
+    )  # fmt: skip
+
+
+def _unsupported(what: str) -> Any:
+    def fail(*_: Any) -> Any:
+        raise NdvmError(f"{what} has no closed form for sympy")
+
+    return fail
+
+
+@cache
+def sympy_namespace() -> SimpleNamespace:
+    """Scalar expressions only: vectors and matrices are outside ``to_sympy``'s subset."""
+    sp = require("sympy")
+
+    def where(c: Any, a: Any, b: Any) -> Any:
+        if c is sp.true or c is True:
+            return a
+        if c is sp.false or c is False:
+            return b
+        return sp.Piecewise((a, c), (b, True))
+
+    third = sp.Rational(1, 3)
+
+    def cbrt(x: Any) -> Any:  # the real cube root (sympy's cbrt is the principal one)
+        return sp.Piecewise((x**third, x >= 0), (-((-x) ** third), True))
+
+    return SimpleNamespace(
+        exp=sp.exp, log=sp.log, log1p=lambda x: sp.log(1 + x), expm1=lambda x: sp.exp(x) - 1,
+        sqrt=sp.sqrt, abs=sp.Abs, sin=sp.sin, cos=sp.cos, tan=sp.tan, asin=sp.asin,
+        acos=sp.acos, atan=sp.atan, atan2=sp.atan2, sinh=sp.sinh, cosh=sp.cosh, tanh=sp.tanh,
+        asinh=sp.asinh, acosh=sp.acosh, atanh=sp.atanh, floor=sp.floor, ceil=sp.ceiling,
+        round=_unsupported("round"), trunc=lambda x: sp.sign(x) * sp.floor(sp.Abs(x)),
+        sign=sp.sign, hypot=lambda a, b: sp.sqrt(a**2 + b**2), where=where,
+        isnan=lambda x: sp.false, isfinite=lambda x: sp.true, eq=sp.Eq, erf=sp.erf,
+        sigmoid=lambda x: 1 / (1 + sp.exp(-x)), softplus=lambda x: sp.log(1 + sp.exp(x)),
+        cbrt=cbrt, fmod=sp.Mod, pow=sp.Pow, matmul=_unsupported("matmul"),
+        swapaxes=_unsupported("transpose"), inv=_unsupported("inv"), det=_unsupported("det"),
+        logdet=_unsupported("logdet"), solve=_unsupported("solve"),
+        cholesky=_unsupported("cholesky"), cross=_unsupported("cross"),
+        sum=_unsupported("vector sums"), trace=_unsupported("trace"),
+        asarray=constant, stack=_unsupported("vectors"), broadcast_to=_unsupported("vectors"),
+        broadcast_shapes=_unsupported("vectors"),
+        traced=lambda x: isinstance(x, sp.Basic),
+        scalar=True, min=sp.Min, max=sp.Max,
+    )  # fmt: skip
+
+
+def constant(x: Any) -> Any:
+    """A float as an exact sympy number: integers stay integers, others keep every digit."""
+    import sympy as sp
+
+    if isinstance(x, np.ndarray):
+        if x.ndim:
+            raise NdvmError("vectors and matrices have no closed form for sympy")
+        x = float(x)
+    x = float(x)
+    if x.is_integer() and abs(x) < 2**53:
+        return sp.Integer(int(x))
+    if not np.isfinite(x):
+        return {True: sp.oo, False: -sp.oo}[x > 0] if not np.isnan(x) else sp.nan
+    return sp.Float(repr(x), 17)

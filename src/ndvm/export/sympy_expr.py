@@ -1,0 +1,34 @@
+"""``to_sympy``: a closed-form scalar program as an exact sympy expression."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ndvm.api import Program
+from ndvm.errors import ExportUnsupported
+from ndvm.export import trace
+from ndvm.export.namespaces import constant, sympy_namespace
+from ndvm.export.tracer import Arr
+
+
+def export_sympy(
+    program: Program, values: Mapping[str, float] | None, max_ops: int, deadline: float
+) -> Any:
+    """Parameters as real symbols (or the exact ``values``), inputs as real symbols."""
+    ns = sympy_namespace()
+    import sympy as sp
+
+    compiled = program.compiled
+    values = dict(values or {})
+    params = [
+        constant(values[s.name]) if s.name in values else sp.Symbol(s.name, real=True)
+        for s in compiled.params
+    ]
+    inputs = [Arr(sp.Symbol(n, real=True), ()) for n in compiled.inputs]
+    try:
+        out = trace(ns, compiled, [Arr(p, ()) for p in params], inputs, max_ops=max_ops,
+                    deadline=deadline)  # fmt: skip
+        return out.val
+    except RecursionError:
+        raise ExportUnsupported("expression too deep for sympy") from None

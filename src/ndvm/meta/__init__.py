@@ -1,0 +1,124 @@
+"""ndvm.meta: programs run through a metacircular evaluator written in the ndvm language.
+
+``evaluator.scm`` (shipped in this package) is an evaluator for the ndvm language written in
+the ndvm language. ``compile(src, ...)`` quotes ``src`` and wraps it in that evaluator: the
+result is an ordinary host program, compiled by ``ndvm.compile`` into a ``Program`` with the
+same parameters, inputs and API as ``ndvm.compile(src, ...)``. Its values and gradients are
+the object program's: the object program's numeric primitives are the host's, called through
+``apply`` and differentiated on the host's tape. ``levels=2`` runs the evaluator running
+itself running ``src`` (the interpretive tower).
+
+The wrapper defines two names the evaluator expects, both generated from the one primitive
+table: ``meta-primitives`` (every primitive and alias bound to the host procedure, except the
+evaluator's own ``apply`` and ``procedure?``) and ``meta-prelude`` (the prelude procedures'
+ndvm source, which the evaluator interprets like user code).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from ndvm.api import Program
+from ndvm.api import compile as _compile
+from ndvm.lang.front import ParamsArg, _prelude_closure, _symbols, compile_source
+from ndvm.lang.reader import read
+from ndvm.prims import PRIMS, Kind
+
+EVALUATOR_PATH = Path(__file__).with_name("evaluator.scm")
+# The evaluator defines these procedures itself (they must see object closures).
+_OWN = ("apply", "procedure?")
+# Looked up most often: first in the global association list.
+_HOT = ("+", "-", "*", "/", "car", "cdr", "cons", "=", "<", ">", "<=", ">=", "null?", "pair?",
+        "eq?", "not", "list", "cadr", "caddr", "cddr", "symbol?", "void", "append", "reverse",
+        "error")  # fmt: skip
+
+
+@cache
+def evaluator_source() -> str:
+    """The text of ``evaluator.scm``."""
+    return EVALUATOR_PATH.read_text()
+
+
+def support_source(program_text: str) -> str:
+    """``meta-primitives`` and ``meta-prelude`` for the names ``program_text`` mentions.
+
+    Generated from the primitive table. Only the primitives and prelude procedures the text
+    names (and the prelude's dependencies) are bound: the global environment stays short, so
+    a lookup walks a few dozen entries, not every primitive.
+    """
+    names = _symbols(read(program_text))
+    prelude_names = _prelude_closure(names)
+    used = names | {d for n in prelude_names for d in _prelude_symbols(n)}
+    prims = [
+        p
+        for p in PRIMS
+        if p.kind is not Kind.PRELUDE and p.name not in _OWN and used & set(p.names)
+    ]
+    prims.sort(key=lambda p: (_HOT.index(p.name) if p.name in _HOT else len(_HOT), p.code))
+    entries = [f"(cons '{alias} {p.name})" for p in prims for alias in p.names if alias in used]
+    lines = ["(define meta-primitives", "  (list"]
+    lines += [f"   {' '.join(entries[i : i + 4])}" for i in range(0, len(entries), 4)]
+    lines[-1] += "))"
+    prelude = [f"   ({n} . {PRIMS.by_name(n).prelude.strip()})" for n in prelude_names]
+    lines += ["(define meta-prelude", "  '(", *prelude, "   ))"]
+    return "\n".join(lines) + "\n"
+
+
+@cache
+def _prelude_symbols(name: str) -> frozenset[str]:
+    return frozenset(_symbols(read(PRIMS.by_name(name).prelude or "")))
+
+
+def wrap(program_text: str, names: Sequence[str]) -> str:
+    """One level: the evaluator running ``program_text`` with ``names`` bound by the host.
+
+    The bindings are made outside the evaluator's definitions, so an object variable may have
+    any name (``lookup``, ``meval``...) without being captured by the evaluator's own.
+    """
+    bindings = " ".join(f"(cons '{n} {n})" for n in names)
+    evaluator = evaluator_source()
+    support = support_source(program_text + "\n" + evaluator)
+    return (
+        f"(let ((%meta-bindings (list {bindings})))\n"
+        f"{support}{evaluator}\n"
+        f"(meta-run '(\n{program_text}\n) %meta-bindings))\n"
+    )
+
+
+def source(src: str, names: Sequence[str], levels: int = 1) -> str:
+    """The host program that runs ``src`` under ``levels`` evaluators (``levels >= 1``)."""
+    if levels < 1:
+        raise ValueError(f"levels must be >= 1, got {levels}")
+    text = src
+    for _ in range(levels):
+        text = wrap(text, names)
+    return text
+
+
+def compile(  # noqa: A001 - mirrors ndvm.compile
+    src: str,
+    params: ParamsArg = None,
+    inputs: Sequence[str] = (),
+    *,
+    levels: int = 1,
+    **options: Any,
+) -> Program:
+    """``ndvm.compile``'s contract, evaluated by ``levels`` metacircular evaluators.
+
+    ``src`` is first compiled directly (without running), so read and compile errors are
+    reported at the object program's line and column, and the parameters (names, initial
+    values, constraints) are the ones ``ndvm.compile(src, params, inputs)`` would choose.
+    Runtime errors of the object program are ``ProgramError``s raised by the evaluator.
+    ``options`` are ``ndvm.compile``'s keyword options (backend, dtype, limits, strict...).
+    """
+    if isinstance(inputs, str):
+        inputs = (inputs,)
+    direct = compile_source(src, params, tuple(inputs))
+    names = [s.name for s in direct.params] + list(direct.inputs)
+    return _compile(source(src, names, levels), direct.params, direct.inputs, **options)
+
+
+__all__ = ["EVALUATOR_PATH", "compile", "evaluator_source", "source", "support_source", "wrap"]
