@@ -280,38 +280,36 @@ def test_kill_and_resume(tmp_path):
 
 @pytest.mark.plot
 @pytest.mark.sympy
-def test_report_and_exports(tmp_path):
+def test_report_and_exports(tmp_path, capsys):
+    import json
+
     from ndvm.cli import main
 
     db = tmp_path / "r.db"
-    assert (
-        main(
-            [
-                "search",
-                "--task",
-                "sr-damped",
-                "--proposer",
-                f"replay:{ROOT / 'examples/candidates/sr-damped.jsonl'}",
-                "--db",
-                str(db),
-                "--quiet",
-            ]
-        )
-        == 0
-    )
+    corpus = f"replay:{ROOT / 'examples/candidates/sr-damped.jsonl'}"
+    assert main(["search", "--task", "sr-damped", "--proposer", corpus, "--db", str(db),
+                 "--quiet"]) == 0  # fmt: skip
     assert main(["report", "--db", str(db), "--out", str(tmp_path / "out")]) == 0
-    for name in ("frontier.png", "pareto.png", "best_fit.png", "summary.json", "best.jsonl"):
+    for name in ("frontier.png", "pareto.png", "best_fit.png", "summary.json",
+                 "hall_of_fame.jsonl"):  # fmt: skip
         assert (tmp_path / "out" / name).stat().st_size > 0
+    capsys.readouterr()
+    assert main(["report", "--db", str(db), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["best"]["src"] and rep["best"]["test_r2"] is not None
+    assert rep["rejections"]["parse"] == 1 and rep["hall_of_fame"]
+    assert rep["best"] == min(rep["hall_of_fame"], key=lambda r: r["validation_loss"])
     tex = frontier.to_latex("(* a (exp (* b x)) (cos (+ (* c x) d)))")
     assert "e^{b x}" in tex and "\\cos" in tex
-    assert frontier.to_sympy("(loop ((s a) (k 0)) (if (= k 3) s (recur s (+ k 1))))") is None
+    loop = frontier.equation("(loop ((s a) (k 0)) (if (= k b) s (recur s (+ k 1))))", {}, ("x",))
+    assert "export_error" in loop
 
 
 def test_pareto_front_is_monotone(tmp_path):
     st = run_search("sr-damped", _evolve(), tmp_path / "p.db", budget=Budget(batches=2), seed=2)
     front = frontier.pareto_front(list(st.ok))
     cx = [r.complexity for r in front]
-    mse = [r.evaluation.heldout_mse for r in front]
+    mse = [r.evaluation.validation_mse for r in front]
     assert cx == sorted(cx) and all(a > b for a, b in zip(mse, mse[1:]))
 
 

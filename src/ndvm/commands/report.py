@@ -1,9 +1,17 @@
-"""``ndvm report``: summary of a search database, best programs, plots."""
+"""``ndvm report``: what a search found — summary, hall of fame, exports and plots.
+
+    ndvm report --db search.db [--json] [--out DIR] [--run N]
+
+The hall of fame lists, per complexity, the best program by validation loss that beats every
+simpler one (PySR's definition, with score = -Δ log loss / Δ complexity), its test scores
+(never used to choose it) and its equation with the full-precision parameters.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,110 +19,145 @@ from typing import Any
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
-        "report",
-        help="summarize a search database and write plots",
-        description="Print the discovery frontier of a search and write plots and exports.",
-    )
+        "report", help="hall of fame, summary, exports and plots of a search database",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
     p.add_argument("--db", required=True, help="SQLite database written by ndvm search")
     p.add_argument("--run", type=int, default=None, help="run id (default: the latest)")
-    p.add_argument("--out", default=None, help="folder for plots, best.jsonl and summary.json")
-    p.add_argument("--top", type=int, default=5, help="how many best programs to list")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--out", default=None, help="folder for plots, hall_of_fame.jsonl, summary")
+    p.add_argument("--no-export", action="store_true", help="skip the sympy equations")
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from ndvm.extras import require
-    from ndvm.search import frontier
+def _num(x: Any) -> Any:
+    """JSON-safe (RFC 8259): NaN and infinities become null."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _num(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_num(v) for v in x]
+    return x
+
+
+def load(db: str, run: int | None) -> tuple[dict[str, Any], list[Any]]:
+    from ndvm.errors import NdvmError
     from ndvm.search.store import Store
 
-    if args.out:
-        require("ndvm report --out", "plot")
-    if not Path(args.db).exists():
-        print(f"ndvm report: no such database {args.db}", file=sys.stderr)
-        return 1
-    store = Store(args.db)
-    info = store.latest_run() if args.run is None else store.run_info(args.run)
-    if info is None:
-        print(f"ndvm report: {args.db} holds no run", file=sys.stderr)
-        return 1
-    recs = store.records(info["run"])
-    store.close()
+    if not Path(db).exists():
+        raise NdvmError(f"no such database {db}")
+    store = Store(db)
+    try:
+        info = store.latest_run() if run is None else store.run_info(run)
+        if info is None:
+            raise NdvmError(f"{db} holds no run")
+        return info, store.records(info["run"])
+    except KeyError as exc:
+        raise NdvmError(str(exc).strip("'\"")) from None
+    finally:
+        store.close()
+
+
+def build(info: dict[str, Any], recs: list[Any], export: bool = True) -> dict[str, Any]:
+    from ndvm.search import frontier
+
     s = frontier.summarize(recs, info["elapsed"])
-    first = "-" if s.time_to_first_success is None else f"{s.time_to_first_success:.1f} s"
-    print(
-        f"run {info['run']}: task {info['task']}, proposer {info['proposer']}, seed {info['seed']}"
-    )
-    print(f"  commit {info['commit']}, search time {s.elapsed:.1f} s")
-    print(
-        f"  proposed {s.proposed}, calibrated {s.evaluated} ({s.failed} failed), "
-        f"rejected {s.rejected} {s.rejections}"
-    )
-    print(f"  calibrations/s {s.calibrations_per_s:.2f}, time to first success {first}")
-    print(
-        f"  successes {s.successes}, distinct successful skeletons "
-        f"{s.distinct_success_skeletons}, best held-out R² {s.best_r2:.4f}"
-    )
-    ok = sorted(
-        (r for r in recs if r.status == "ok" and r.evaluation),
-        key=lambda r: (
-            -(
-                r.evaluation.heldout_r2
-                if r.evaluation.heldout_r2 == r.evaluation.heldout_r2
-                else -1e300
-            )
-        ),  # type: ignore[union-attr]
-    )[: args.top]
-    print("  best programs (held-out R², complexity):")
-    best_rows = []
-    for r in ok:
-        ev = r.evaluation
-        assert ev is not None
-        tex = frontier.to_latex(r.candidate.src, ev.params)
-        print(f"    {ev.heldout_r2:.4f}  {r.complexity:3d}  {r.candidate.src}")
-        if tex:
-            print(f"        = {tex}")
-        best_rows.append(
-            {
-                **r.candidate.to_json(),
-                "skeleton": r.skeleton,
-                "heldout_r2": ev.heldout_r2,
-                "values": ev.params,
-                "latex": tex,
-            }
-        )
-    print("  Pareto front (complexity, held-out MSE):")
-    for r in s.pareto:
-        assert r.evaluation is not None
-        print(f"    {r.complexity:3d}  {r.evaluation.heldout_mse:.3g}  {r.candidate.src}")
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        with open(out / "best.jsonl", "w", encoding="utf-8") as fh:
-            for row in best_rows:
-                fh.write(json.dumps(row) + "\n")
-        summary = {
-            "task": info["task"],
-            "proposer": info["proposer"],
-            "seed": info["seed"],
-            "commit": info["commit"],
-            "elapsed": s.elapsed,
-            "proposed": s.proposed,
-            "calibrated": s.evaluated,
-            "rejected": s.rejected,
-            "successes": s.successes,
-            "distinct_success_skeletons": s.distinct_success_skeletons,
-            "calibrations_per_s": s.calibrations_per_s,
-            "time_to_first_success": s.time_to_first_success,
-            "best_r2": s.best_r2,
-            "trajectory": s.trajectory,
-        }
-        (out / "summary.json").write_text(json.dumps(summary, indent=1))
-        try:
-            frontier.plot_frontier(s, out / "frontier.png")
-            frontier.plot_pareto(recs, s, out / "pareto.png")
-            if s.best is not None:
-                frontier.plot_best_fit(info["task"], s.best, out / "best_fit.png")
-        except ImportError:
-            print("  (matplotlib not installed: no plots)", file=sys.stderr)
-        print(f"  wrote {out}/summary.json, best.jsonl and plots")
+    inputs = tuple(info["config"].get("inputs") or ("x",))
+    hof = frontier.hall_of_fame(recs, inputs, export=export)
+    best = min(hof, key=_selection, default=None)
+    return {
+        "run": info["run"], "task": info["task"], "proposer": info["proposer"],
+        "seed": info["seed"], "commit": info["commit"], "elapsed": s.elapsed,
+        "proposed": s.proposed, "calibrated": s.evaluated, "failed": s.failed,
+        "rejected": s.rejected, "rejections": s.rejections, "successes": s.successes,
+        "distinct_success_skeletons": s.distinct_success_skeletons,
+        "calibrations_per_s": s.calibrations_per_s, "start_lanes_per_s": s.lanes_per_s,
+        "time_to_first_success": s.time_to_first_success,
+        "best": best, "hall_of_fame": hof, "trajectory": s.trajectory,
+    }  # fmt: skip
+
+
+def _selection(row: dict[str, Any]) -> float:
+    v = row["validation_loss"]
+    return v if v == v else row["train_loss"]
+
+
+def _fmt(x: Any, spec: str = ".4g") -> str:
+    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
+
+
+def print_text(rep: dict[str, Any]) -> None:
+    first = rep["time_to_first_success"]
+    print(f"run {rep['run']}: task {rep['task']}, proposer {rep['proposer']}, seed {rep['seed']}"
+          f", commit {rep['commit'][:12]}, search time {rep['elapsed']:.1f} s")  # fmt: skip
+    stages = ", ".join(f"{k} {v}" for k, v in sorted(rep["rejections"].items())) or "none"
+    print(f"  proposed {rep['proposed']}, calibrated {rep['calibrated']} ({rep['failed']} failed)"
+          f", rejected {rep['rejected']} ({stages})")  # fmt: skip
+    print(f"  {rep['calibrations_per_s']:.1f} calibrations/s, {rep['start_lanes_per_s']:.0f} "
+          f"start lanes/s, successes {rep['successes']}, first success "
+          f"{'-' if first is None else f'{first:.1f} s'}")  # fmt: skip
+    print("\nhall of fame (selected on validation; test scores only reported):")
+    print(f"  {'cx':>3} {'train':>10} {'valid':>10} {'val R²':>8} {'score':>7} "
+          f"{'test R²':>8}  program / equation")  # fmt: skip
+    for r in rep["hall_of_fame"]:
+        cells = (_fmt(r["train_loss"]), _fmt(r["validation_loss"]),
+                 _fmt(r["validation_r2"], ".4f"), _fmt(r["score"], ".3f"),
+                 _fmt(r["test_r2"], ".4f"))  # fmt: skip
+        print(f"  {r['complexity']:3d} {cells[0]:>10} {cells[1]:>10} {cells[2]:>8} "
+              f"{cells[3]:>7} {cells[4]:>8}  {r['src']}")
+        if r.get("equation_symbolic"):
+            print(f"{'':58}= {r['equation_symbolic']}")
+        elif r.get("export_error"):
+            print(f"{'':58}(no equation: {r['export_error'][:100]})")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ndvm.errors import NdvmError
+
+    try:
+        info, recs = load(args.db, args.run)
+        rep = build(info, recs, export=not args.no_export)
+        if args.json:
+            print(json.dumps(_num({k: v for k, v in rep.items() if k != "trajectory"})))
+        else:
+            print_text(rep)
+        if args.out:
+            write_out(Path(args.out), info, recs, rep)
+    except NdvmError as exc:
+        print(f"ndvm report: {exc}", file=sys.stderr)
+        return 1
     return 0
+
+
+def write_out(out: Path, info: dict[str, Any], recs: list[Any], rep: dict[str, Any]) -> None:
+    from ndvm.extras import require
+    from ndvm.search import frontier, plots
+
+    require("ndvm report --out", "plot")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(_num(rep), indent=1))
+    with open(out / "hall_of_fame.jsonl", "w", encoding="utf-8") as fh:
+        for row in rep["hall_of_fame"]:
+            fh.write(json.dumps(_num(row)) + "\n")
+    s = frontier.summarize(recs, info["elapsed"])
+    plots.plot_frontier(s, out / "frontier.png")
+    plots.plot_pareto(recs, s, out / "pareto.png")
+    task = _task_of(info)
+    if s.best is not None and task is not None:
+        plots.plot_best_fit(task, s.best, out / "best_fit.png")
+    print(f"wrote {out}/summary.json, hall_of_fame.jsonl and plots", file=sys.stderr)
+
+
+def _task_of(info: dict[str, Any]) -> Any:
+    """The run's task with the split the search used (None when it cannot be rebuilt)."""
+    from ndvm import tasks
+    from ndvm.errors import NdvmError
+    from ndvm.tasks.user import rebuild
+
+    try:
+        origin = info["config"].get("origin")
+        task = rebuild(origin) if origin else tasks.get(info["task"])
+    except (NdvmError, OSError, KeyError):
+        return None
+    return task.for_search()

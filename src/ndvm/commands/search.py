@@ -1,4 +1,12 @@
-"""``ndvm search``: run or resume a co-search; results go to a SQLite database."""
+"""``ndvm search``: run or resume a co-search on a built-in task or your own CSV data.
+
+    ndvm search --task sr-damped [--proposer evolve|replay:FILE|llm] [--budget 60] ...
+    ndvm search --data mm.csv --x S --y v [--binary-operators +,-,*,/] [--unary-operators exp]
+    ndvm search --resume --db search.db [--budget 30]     # the task comes from the database
+
+Results go to a SQLite database (kill-safe); ``ndvm report --db FILE`` shows the hall of fame.
+With ``--resume``, ``--budget`` is the extra search time of this session.
+"""
 
 from __future__ import annotations
 
@@ -7,102 +15,209 @@ import math
 import sys
 from typing import Any
 
+_FMT = argparse.ArgumentDefaultsHelpFormatter
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
-        "search",
-        help="search candidate programs for a task",
-        description="Propose, validate, calibrate and store candidate programs for a task.",
-    )
-    p.add_argument("--task", required=True, help="sr-damped, iterated-map, battery-knee, ...")
-    p.add_argument("--proposer", default="evolve", help="replay:FILE, evolve or llm")
-    p.add_argument("--budget", type=float, default=60.0, help="wall-clock seconds")
-    p.add_argument("--max-candidates", type=int, default=None, help="stop after N proposals")
-    p.add_argument("--workers", type=int, default=1, help="calibration processes")
-    p.add_argument("--executor", default="auto", choices=("auto", "serial", "process", "ray"))
-    p.add_argument("--db", default="search.db", help="SQLite database file")
-    p.add_argument("--until-success", action="store_true", help="stop after a success")
-    p.add_argument("--resume", action="store_true", help="continue the latest run in --db")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--batch-size", type=int, default=64, help="candidates per proposal batch")
-    p.add_argument(
-        "--starts", type=int, default=None,
-        help="starts per candidate, run as parameter lanes of one walk (default: 16 for a "
-        "single series, 1 per series for multi-series tasks; 1 = the TASKS.md protocol)",
+        "search", help="search candidate programs for a task or your own data",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
-    p.add_argument(
-        "--cycles", type=int, default=1,
-        help="replay: passes over the corpus with fresh seeds (0: until the budget is spent)",
-    )  # fmt: skip
-    p.add_argument("--dialect", default=None, choices=("dmci",), help="language dialect")
-    p.add_argument("--candidate-seconds", type=float, default=10.0, help="per-candidate limit")
-    p.add_argument("--backend", default=None, help="reference or native (default: auto)")
-    p.add_argument("--quiet", action="store_true", help="no live progress line")
+    what = p.add_argument_group("what to search")
+    what.add_argument("--task", default=None, help="a built-in task: sr-damped, iterated-map, "
+                      "battery-knee, battery-knee-early")  # fmt: skip
+    what.add_argument("--data", default=None, metavar="FILE.csv", help="your own data (CSV)")
+    what.add_argument("--x", default=None, help="input column(s), comma-separated")
+    what.add_argument("--y", default=None, help="target column")
+    what.add_argument("--binary-operators", default="+,-,*,/", help="(with --data)")
+    what.add_argument("--unary-operators", default="exp,log,sqrt,sin,cos", help="(with --data)")
+    what.add_argument("--split", default="0.6,0.2,0.2", help="train,validation,test fractions")
+    what.add_argument("--split-seed", type=int, default=0, help="seed of the row split")
+    how = p.add_argument_group("how")
+    how.add_argument("--proposer", default="evolve", help="evolve, replay:FILE or llm")
+    how.add_argument("--budget", type=float, default=60.0, help="wall-clock seconds (default 60)")
+    how.add_argument("--max-candidates", type=int, default=None, help="stop after N proposals")
+    how.add_argument("--workers", type=int, default=1, help="calibration processes (default 1)")
+    how.add_argument("--executor", default="auto", choices=("auto", "serial", "process", "ray"))
+    how.add_argument("--db", default="search.db", help="SQLite database (default search.db)")
+    how.add_argument("--until-success", action="store_true", help="stop after a success")
+    how.add_argument("--resume", action="store_true", help="continue the latest run in --db")
+    how.add_argument("--seed", type=int, default=0)
+    how.add_argument("--batch-size", type=int, default=64, help="proposals per batch")
+    how.add_argument("--starts", type=int, default=None, help="starts per candidate, run as "
+                     "parameter lanes of one walk (default 16; 1 per series for multi-series "
+                     "tasks; 1 = the TASKS.md protocol)")  # fmt: skip
+    how.add_argument("--cycles", type=int, default=1, help="replay: passes over the corpus "
+                     "with fresh seeds (0: until the budget is spent)")  # fmt: skip
+    how.add_argument("--dialect", default=None, choices=("dmci",), help="language dialect")
+    how.add_argument("--candidate-seconds", type=float, default=10.0, help="per-candidate limit")
+    how.add_argument("--backend", default=None, help="reference or native (default: auto)")
+    how.add_argument("--quiet", action="store_true", help="no live progress line")
+    try:
+        from ndvm.search.llm import add_llm_arguments
+    except ImportError:
+        pass
+    else:
+        add_llm_arguments(p)
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def _fail(msg: str) -> int:
+    print(f"ndvm search: {msg}", file=sys.stderr)
+    return 2
+
+
+def _task(args: argparse.Namespace) -> Any:
+    """The task to search: --task, --data, or (--resume) the one recorded in --db."""
     from ndvm import tasks
+    from ndvm.errors import NdvmError
+
+    if args.task and args.data:
+        raise NdvmError("give --task or --data, not both")
+    if args.data:
+        if not args.x or not args.y:
+            raise NdvmError("--data needs --x COL[,COL...] and --y COL")
+        split = tuple(float(f) for f in args.split.split(","))
+        return tasks.Task.from_csv(
+            args.data, args.x.split(","), args.y,
+            binary_operators=tuple(o for o in args.binary_operators.split(",") if o),
+            unary_operators=tuple(o for o in args.unary_operators.split(",") if o),
+            split=split, seed=args.split_seed,
+        )  # fmt: skip
+    if args.task is None:
+        if not args.resume:
+            raise NdvmError("give --task NAME or --data FILE.csv (or --resume --db FILE)")
+        return recorded_task(args.db)
+    known = [n for n in tasks.names() if tasks.get(n).search is not None]
+    if args.task not in known:
+        raise NdvmError(f"unknown task {args.task!r} (known: {', '.join(known)})")
+    return tasks.get(args.task)
+
+
+def recorded_task(db: str) -> Any:
+    """The task of the latest run in ``db`` (a built-in name, or CSV data by its origin)."""
+    from pathlib import Path
+
+    from ndvm import tasks
+    from ndvm.errors import NdvmError
+    from ndvm.search.store import Store
+    from ndvm.tasks.user import rebuild
+
+    if not Path(db).exists():
+        raise NdvmError(f"no such database {db}")
+    store = Store(db)
+    try:
+        info = store.latest_run()
+    finally:
+        store.close()
+    if info is None:
+        raise NdvmError(f"{db} holds no run to resume")
+    origin = info["config"].get("origin")
+    if origin:
+        return rebuild(origin)
+    return tasks.get(info["task"])
+
+
+def _elapsed(db: str) -> float:
+    from pathlib import Path
+
+    from ndvm.search.store import Store
+
+    if not Path(db).exists():
+        return 0.0
+    store = Store(db)
+    try:
+        info = store.latest_run()
+    finally:
+        store.close()
+    return float(info["elapsed"]) if info else 0.0
+
+
+def run(args: argparse.Namespace) -> int:
+    from ndvm.errors import NdvmError
     from ndvm.search import Budget, make_proposer, run_search
-    from ndvm.search.driver import Progress
     from ndvm.search.evaluate import CalibLimits
+
+    try:
+        task = _task(args)
+        llm = None
+        if args.proposer == "llm" and hasattr(args, "llm_base_url"):
+            from ndvm.search.llm import LLMConfig
+
+            llm = LLMConfig.from_args(args)
+        kw = {"cycles": args.cycles} if llm is None else {"cycles": args.cycles, "llm": llm}
+        proposer = make_proposer(args.proposer, task, **kw)
+    except (NdvmError, ValueError, OSError) as exc:
+        return _fail(str(exc))
+    show = _progress_line(args.quiet)
+    limits = CalibLimits(
+        seconds=args.candidate_seconds, backend=args.backend, dialect=args.dialect,
+        starts=args.starts,
+    )  # fmt: skip
+    seconds = args.budget + (_elapsed(args.db) if args.resume else 0.0)  # --budget is extra
+    budget = Budget(seconds=seconds, candidates=args.max_candidates,
+                    until_success=args.until_success)  # fmt: skip
+    try:
+        state = run_search(
+            task, proposer, args.db, budget=budget, workers=args.workers, seed=args.seed,
+            batch_size=args.batch_size, resume=args.resume, limits=limits,
+            executor=args.executor, progress=show,
+        )  # fmt: skip
+    except KeyboardInterrupt:
+        show.end()
+        print(f"ndvm search: interrupted; every finished result is in {args.db} "
+              f"(continue with: ndvm search --resume --db {args.db})", file=sys.stderr)  # fmt: skip
+        return 130
+    except NdvmError as exc:
+        show.end()
+        print(f"ndvm search: stopped: {exc} (results so far are in {args.db}; continue with "
+              f"--resume)", file=sys.stderr)  # fmt: skip
+        return 1
+    show.end()
+    _print_summary(task.name, state, args.db)
+    return 0
+
+
+class _progress_line:  # noqa: N801 - used like a function
+    """The live progress line (stderr): counts, rejections by stage, rates."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet, self.tty, self.last, self.shown = quiet, sys.stderr.isatty(), -1e9, False
+
+    def __call__(self, pr: Any) -> None:
+        if self.quiet or pr.elapsed - self.last < (0.2 if self.tty else 5.0):
+            return
+        self.last = pr.elapsed
+        r2 = "-" if math.isnan(pr.best_r2) else f"{pr.best_r2:.4f}"
+        stages = " ".join(f"{k} {v}" for k, v in sorted(pr.rejections.items()))
+        line = (
+            f"[{pr.elapsed:7.1f}s] proposed {pr.proposed}  calibrated {pr.evaluated}  "
+            f"rejected {pr.rejected}{f' ({stages})' if stages else ''}  successes "
+            f"{pr.successes}  best val R² {r2}  {pr.rate:.0f} cal/s  {pr.lanes_rate:.0f} lanes/s"
+        )
+        self.shown = True
+        end = "" if self.tty else "\n"
+        print("\r\033[K" + line if self.tty else line, end=end, file=sys.stderr, flush=True)
+
+    def end(self) -> None:
+        if self.tty and self.shown:
+            print(file=sys.stderr)
+            self.shown = False
+
+
+def _print_summary(name: str, state: Any, db: str) -> None:
     from ndvm.search.frontier import summarize
     from ndvm.search.store import Store
 
-    known = [n for n in tasks.names() if tasks.get(n).search is not None]
-    if args.task not in known:
-        print(f"ndvm search: unknown task {args.task!r} (known: {', '.join(known)})",
-              file=sys.stderr)  # fmt: skip
-        return 2
-    try:
-        proposer = make_proposer(args.proposer, args.task, cycles=args.cycles)
-    except (ValueError, OSError) as exc:
-        print(f"ndvm search: {exc}", file=sys.stderr)
-        return 2
-    tty = sys.stderr.isatty()
-    last = [-1e9]
-
-    def show(pr: Progress) -> None:
-        if args.quiet or pr.elapsed - last[0] < (0.2 if tty else 5.0):
-            return
-        last[0] = pr.elapsed
-        r2 = "-" if math.isnan(pr.best_r2) else f"{pr.best_r2:.4f}"
-        line = (
-            f"[{pr.elapsed:7.1f}s] proposed {pr.proposed}  calibrated {pr.evaluated}  "
-            f"rejected {pr.rejected}  successes {pr.successes}  best R² {r2}  "
-            f"{pr.rate:.1f} cal/s  {pr.lanes_rate:.0f} lanes/s"
-        )
-        print("\r" + line if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
-
-    state = run_search(
-        args.task,
-        proposer,
-        args.db,
-        budget=Budget(
-            seconds=args.budget, candidates=args.max_candidates, until_success=args.until_success
-        ),
-        workers=args.workers,
-        seed=args.seed,
-        batch_size=args.batch_size,
-        resume=args.resume,
-        limits=CalibLimits(
-            seconds=args.candidate_seconds, backend=args.backend, dialect=args.dialect,
-            starts=args.starts,
-        ),  # fmt: skip
-        executor=args.executor,
-        progress=show,
-    )
-    if tty and not args.quiet:
-        print(file=sys.stderr)
-    store = Store(args.db)
+    store = Store(db)
     info = store.latest_run()
     store.close()
     s = summarize(list(state.records), info["elapsed"] if info else None)
     first = "-" if s.time_to_first_success is None else f"{s.time_to_first_success:.1f}s"
+    r2 = "-" if math.isnan(s.best_r2) else f"{s.best_r2:.4f}"
     print(
-        f"{args.task}: {s.evaluated} calibrated, {s.rejected} rejected, {s.successes} successes "
-        f"({s.distinct_success_skeletons} skeletons), best held-out R² {s.best_r2:.4f}, "
+        f"{name}: {s.evaluated} calibrated, {s.rejected} rejected, {s.successes} successes "
+        f"({s.distinct_success_skeletons} skeletons), best validation R² {r2}, "
         f"first success {first}, {s.calibrations_per_s:.1f} calibrations/s, "
-        f"{s.lanes_per_s:.0f} start lanes/s -> {args.db}"
+        f"{s.lanes_per_s:.0f} start lanes/s -> {db}"
     )
-    return 0

@@ -13,7 +13,7 @@ from ndvm.search.evaluate import CalibLimits as CalibLimits
 from ndvm.search.state import Budget as Budget
 from ndvm.search.state import Proposer as Proposer
 from ndvm.search.state import SearchState as SearchState
-from ndvm.tasks.base import Task
+from ndvm.tasks.base import Task as Task
 from ndvm.tasks.grammar import Grammar as Grammar
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "Proposer",
     "Record",
     "SearchState",
+    "Task",
     "make_proposer",
     "run_search",
 ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ class Progress:
     best_r2: float  # best validation R² (selection never reads the test split)
     rate: float  # calibrations per second (one candidate, whatever its number of starts)
     lanes_rate: float = 0.0  # start lanes per second
+    rejections: dict[str, int] = field(default_factory=dict)  # rejected, by funnel stage
 
 
 def git_commit() -> str:
@@ -83,7 +84,10 @@ def run_search(
         run, seed, base = info["run"], info["seed"], float(info["elapsed"])
         records = store.records(run)
     else:
-        config = {"batch_size": batch_size, "limits": limits.__dict__, "workers": workers}
+        config = {
+            "batch_size": batch_size, "limits": limits.__dict__, "workers": workers,
+            "inputs": list(the_task.inputs), "origin": the_task.data().meta.get("origin"),
+        }  # fmt: skip
         run = store.new_run(name, proposer.name, seed, config, git_commit())
         base, records = 0.0, []
     book = _Book(run, store, records, _scope_fn(proposer))
@@ -152,6 +156,7 @@ class _Book:
         self.done_calibrated = 0
         self.lanes = 0  # start lanes calibrated by this process
         self.counts = {"evaluated": 0, "rejected": 0, "successes": 0}
+        self.stages: dict[str, int] = {}
         self.best_r2 = float("nan")
         for r in records:
             self._count(r.evaluation)
@@ -161,6 +166,8 @@ class _Book:
             return
         if ev.status == "rejected":
             self.counts["rejected"] += 1
+            stage = ev.reason.split(":", 1)[0]
+            self.stages[stage] = self.stages.get(stage, 0) + 1
             return
         self.counts["evaluated"] += 1
         self.counts["successes"] += bool(ev.success)
@@ -178,6 +185,7 @@ class _Book:
             best_r2=self.best_r2,
             rate=self.done_calibrated / active if active > 0 else 0.0,
             lanes_rate=self.lanes / active if active > 0 else 0.0,
+            rejections=dict(self.stages),
         )
 
     @property

@@ -141,7 +141,9 @@ def _evaluation(task: Task, cal: Any, metrics: dict[str, float], t0: float) -> E
             return Evaluation("timeout", reason=cal.status[int(b)][:500], wall=wall, steps=steps)
     train = float(metrics.get("train_mse", cal.loss))
     mse = float(metrics.get("test_mse", math.nan))
-    if not (math.isfinite(train) and math.isfinite(mse)):
+    # the status depends on what calibration and selection see, never on the test split
+    valid = float(metrics.get("validation_mse", train))
+    if not (math.isfinite(train) and math.isfinite(valid)):
         reason = next((s for s in cal.status if s != "ok"), "non-finite loss or prediction")
         return Evaluation("failed", reason=reason[:500], wall=wall, steps=steps)
     values = np.asarray(cal.all_params)

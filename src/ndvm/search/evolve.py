@@ -1,7 +1,8 @@
 """Evolutionary proposer: mutation and crossover of program ASTs (reader datums).
 
-Each batch is a generation: parents are the best calibrated candidates so far (by training
-loss, lightly penalized by size; held-out data is never used), chosen by tournament; children
+Each batch is a generation: parents are the best calibrated candidates so far (by validation
+loss, or training loss for a task without a validation split, lightly penalized by size; test
+data is never used), chosen by tournament; children
 come from crossover and the mutations swap operator, insert subtree, delete subtree, replace
 subtree, wrap in a unary op, add a parameter, add a bounded loop, change a loop's depth and
 point-mutate a leaf. Everything follows the task's ``Grammar``. The generator for batch ``g``
@@ -21,6 +22,7 @@ from ndvm.lang.front import skeleton
 from ndvm.lang.reader import read
 from ndvm.search.candidate import Candidate, skeleton_hash
 from ndvm.search.funnel import complexity, symbols
+from ndvm.search.simplify import simplify, uses_loop_state
 from ndvm.search.state import SearchState
 from ndvm.tasks.grammar import Grammar
 
@@ -215,12 +217,12 @@ class EvolveProposer:
         scored = dict(self._pool)
         for r in state.records[self._scanned :]:
             ev = r.evaluation
-            if r.status != "ok" or ev is None or not math.isfinite(ev.train_loss):
+            if r.status != "ok" or ev is None or not math.isfinite(ev.selection_loss):
                 continue
             forms = read(r.candidate.src)
             if len(forms) != 1:
                 continue
-            fit = ev.train_loss * (1.0 + self.parsimony * r.complexity)
+            fit = ev.selection_loss * (1.0 + self.parsimony * r.complexity)
             scored[r.idx] = (fit, r.idx, forms[0])
         best = sorted(scored.values(), key=lambda t: (t[0], t[1]))[: self.population]
         self._pool = {t[1]: t for t in best}
@@ -244,9 +246,12 @@ class EvolveProposer:
             data = read(src)
         except Exception:  # noqa: BLE001 - a seed that does not read is skipped
             return
+        simpler = tuple(simplify(d) for d in data)  # parsimony: (/ x x) -> 1 before scoring
+        if simpler != data:
+            data, src = simpler, " ".join(to_source(d) for d in simpler)
         if complexity(data) > self.g.max_size:
             return
-        if self.g.require_loop and not any(_has_loop(d) for d in data):
+        if self.g.require_loop and not any(uses_loop_state(d) for d in data):
             return
         h = skeleton_hash(skeleton(data, set(self.g.params)))
         if h in seen:

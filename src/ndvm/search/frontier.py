@@ -1,20 +1,20 @@
-"""The discovery frontier of a search database: summary figures, Pareto front, exports, plots.
+"""What a search found: summary figures, the Pareto front and the hall of fame, and exports.
 
-``summarize(records)`` gives time to first success, best held-out R² over search time,
-calibrations per second, distinct successful skeletons and the complexity-vs-error Pareto
-front. ``to_sympy``/``to_latex`` translate closed-form programs (grammar operators only) when
-sympy is importable. ``plot_*`` write PNGs with matplotlib's Agg backend.
+Every choice here ranks by the validation split (``Evaluation.selection_loss``: validation MSE,
+or the training loss for a task without one); test (held-out) scores are reported next to the
+chosen programs and never used to choose them. The hall of fame is PySR's: for each
+complexity the best program by validation loss, kept when it beats every simpler one, with
+score = -Δ log(loss) / Δ complexity against the previous entry. Equations come from
+``ndvm.export.to_sympy`` with the full-precision calibrated parameters; a program outside the
+closed-form subset gets the one-line reason instead.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from ndvm.lang.datum import Num, SList, Sym
-from ndvm.lang.reader import read
 from ndvm.search.candidate import Record
 
 
@@ -30,16 +30,34 @@ class Summary:
     calibrations_per_s: float
     lanes_per_s: float
     time_to_first_success: float | None
-    best_r2: float
-    best: Record | None
-    trajectory: list[tuple[float, float]] = field(default_factory=list)  # (t, best R² so far)
+    best_r2: float  # validation R² of ``best`` (NaN when the task has no validation split)
+    best: Record | None  # lowest validation loss
+    trajectory: list[tuple[float, float]] = field(default_factory=list)  # (t, best val loss)
     pareto: list[Record] = field(default_factory=list)
-    rejections: dict[str, int] = field(default_factory=dict)
+    rejections: dict[str, int] = field(default_factory=dict)  # by funnel stage
 
 
-def _r2(r: Record) -> float:
+def selection_loss(r: Record) -> float:
     ev = r.evaluation
-    return ev.heldout_r2 if ev is not None and math.isfinite(ev.heldout_r2) else -math.inf
+    if ev is None or r.status != "ok":
+        return math.inf
+    x = ev.selection_loss
+    return x if math.isfinite(x) else math.inf
+
+
+def _lanes(r: Record) -> int:
+    ev = r.evaluation
+    return 1 if ev is None else max(1, len(ev.extra.get("lane_losses", ())))
+
+
+def rejections(records: list[Record]) -> dict[str, int]:
+    """Rejected candidates by funnel stage (``parse``, ``resolve``, ``duplicate``, ...)."""
+    out: dict[str, int] = {}
+    for r in records:
+        if r.status == "rejected" and r.evaluation:
+            stage = r.evaluation.reason.split(":", 1)[0]
+            out[stage] = out.get(stage, 0) + 1
+    return out
 
 
 def summarize(records: list[Record], elapsed: float | None = None) -> Summary:
@@ -49,17 +67,14 @@ def summarize(records: list[Record], elapsed: float | None = None) -> Summary:
     done_t = sorted(r.t_done for r in ev)
     total = elapsed if elapsed is not None else (done_t[-1] if done_t else 0.0)
     traj: list[tuple[float, float]] = []
-    best = -math.inf
+    best = math.inf
     for r in sorted(ok, key=lambda r: (r.t_done, r.idx)):
-        if _r2(r) > best:
-            best = _r2(r)
+        if selection_loss(r) < best:
+            best = selection_loss(r)
             traj.append((r.t_done, best))
-    reasons: dict[str, int] = {}
-    for r in records:
-        if r.status == "rejected" and r.evaluation:
-            stage = r.evaluation.reason.split(":", 1)[0]
-            reasons[stage] = reasons.get(stage, 0) + 1
-    top = max(ok, key=lambda r: (_r2(r), -r.idx), default=None)
+    top = min(ok, key=lambda r: (selection_loss(r), r.idx), default=None)
+    if top is not None and not math.isfinite(selection_loss(top)):
+        top = None
     return Summary(
         proposed=len(records),
         evaluated=len(ev),
@@ -71,168 +86,93 @@ def summarize(records: list[Record], elapsed: float | None = None) -> Summary:
         calibrations_per_s=len(ev) / total if total > 0 else 0.0,
         lanes_per_s=sum(_lanes(r) for r in ev) / total if total > 0 else 0.0,
         time_to_first_success=min((r.t_done for r in succ), default=None),
-        best_r2=_r2(top) if top else float("nan"),
+        best_r2=top.evaluation.validation_r2 if top and top.evaluation else float("nan"),
         best=top,
         trajectory=traj,
         pareto=pareto_front(ok),
-        rejections=reasons,
+        rejections=rejections(records),
     )
 
 
 def pareto_front(records: list[Record]) -> list[Record]:
-    """Records not dominated in (complexity, held-out MSE), by increasing complexity."""
-    pts = [
-        r for r in records if r.evaluation is not None and math.isfinite(r.evaluation.heldout_mse)
-    ]
-    pts.sort(key=lambda r: (r.complexity, r.evaluation.heldout_mse, r.idx))  # type: ignore[union-attr]
+    """Records not dominated in (complexity, validation loss), by increasing complexity."""
+    pts = [r for r in records if math.isfinite(selection_loss(r))]
+    pts.sort(key=lambda r: (r.complexity, selection_loss(r), r.idx))
     front: list[Record] = []
     best = math.inf
     for r in pts:
-        assert r.evaluation is not None
-        if r.evaluation.heldout_mse < best:
+        if selection_loss(r) < best:
             front.append(r)
-            best = r.evaluation.heldout_mse
+            best = selection_loss(r)
     return front
 
 
-_SYMPY_UNARY = {"exp": "exp", "log": "log", "sqrt": "sqrt", "sin": "sin", "cos": "cos"}
+def hall_of_fame(
+    records: list[Record], inputs: tuple[str, ...] = ("x",), export: bool = True
+) -> list[dict[str, Any]]:
+    """The Pareto front as rows: complexity, losses, score, test metrics and the equation."""
+    rows: list[dict[str, Any]] = []
+    prev: tuple[int, float] | None = None
+    for r in pareto_front(records):
+        ev = r.evaluation
+        assert ev is not None
+        loss = selection_loss(r)
+        score = 0.0
+        if prev is not None and loss > 0 and prev[1] > 0 and r.complexity > prev[0]:
+            score = -(math.log(loss) - math.log(prev[1])) / (r.complexity - prev[0])
+        prev = (r.complexity, loss)
+        row: dict[str, Any] = {
+            "idx": r.idx,
+            "complexity": r.complexity,
+            "src": r.candidate.src,
+            "skeleton": r.skeleton,
+            "train_loss": ev.train_loss,
+            "validation_loss": ev.validation_mse,
+            "validation_r2": ev.validation_r2,
+            "score": score,
+            "test_mse": ev.heldout_mse,
+            "test_r2": ev.heldout_r2,
+            "params": dict(ev.params),
+        }
+        if export:
+            row.update(equation(r.candidate.src, ev.params, inputs))
+        rows.append(row)
+    return rows
 
 
-def _lanes(r: Record) -> int:
-    ev = r.evaluation
-    return 1 if ev is None else max(1, len(ev.extra.get("lane_losses", ())))
+def equation(src: str, params: dict[str, float], inputs: tuple[str, ...]) -> dict[str, Any]:
+    """``{"equation", "equation_symbolic", "latex"}`` of a closed-form program (full-precision
+    parameters; the symbolic form simplified by sympy), or ``{"export_error": reason}``."""
+    from ndvm.errors import NdvmError
+    from ndvm.extras import missing
 
-
-def to_sympy(src: str, values: dict[str, float] | None = None) -> Any:
-    """A sympy expression for a closed-form program (None if it uses loops, let*, or other
-    forms); parameters become symbols, or numbers rounded to 4 significant digits if given."""
-    try:
-        import sympy
-    except ImportError:
-        return None
-    forms = read(src)
-    if len(forms) != 1:
-        return None
-
-    def conv(d: Any) -> Any:
-        if isinstance(d, Num):
-            return sympy.Float(d.value) if d.value != int(d.value) else sympy.Integer(int(d.value))
-        if isinstance(d, Sym):
-            if values is not None and d.name in values:
-                return sympy.Float(float(f"{values[d.name]:.4g}"))
-            return sympy.Symbol(d.name)
-        if not isinstance(d, SList) or not d.items or not isinstance(d.items[0], Sym):
-            raise ValueError("not closed form")
-        op, args = d.items[0].name, [conv(a) for a in d.items[1:]]
-        if op == "+":
-            return sympy.Add(*args)
-        if op == "*":
-            return sympy.Mul(*args)
-        if op == "-":
-            return -args[0] if len(args) == 1 else args[0] - sympy.Add(*args[1:])
-        if op == "/":
-            return 1 / args[0] if len(args) == 1 else args[0] / sympy.Mul(*args[1:])
-        if op in _SYMPY_UNARY and len(args) == 1:
-            return getattr(sympy, _SYMPY_UNARY[op])(args[0])
-        if op == "abs" and len(args) == 1:
-            return sympy.Abs(args[0])
-        if op in ("min", "max"):
-            return (sympy.Min if op == "min" else sympy.Max)(*args)
-        if op in ("square",) and len(args) == 1:
-            return args[0] ** 2
-        raise ValueError(f"no sympy form for {op}")
-
-    try:
-        return conv(forms[0])
-    except (ValueError, TypeError):
-        return None
-
-
-def to_latex(src: str, values: dict[str, float] | None = None) -> str | None:
-    expr = to_sympy(src, values)
-    if expr is None:
-        return None
+    if missing("sympy"):
+        return {"export_error": "sympy is not installed (pip install 'ndvm[sympy]')"}
     import sympy
 
-    return str(sympy.latex(expr))
+    from ndvm.export import to_sympy
+
+    try:
+        symbolic = to_sympy(src, inputs=inputs)
+        exact = to_sympy(src, {k: float(v) for k, v in params.items()}, inputs=inputs)
+    except NdvmError as exc:
+        return {"export_error": f"{type(exc).__name__}: {exc}"}
+    if sympy.count_ops(symbolic) <= 40:  # simplify is unbounded on big trees: skip them
+        symbolic = sympy.simplify(symbolic)
+    return {
+        "equation": str(exact),
+        "equation_symbolic": str(symbolic),
+        "latex": sympy.latex(exact),
+        "latex_symbolic": sympy.latex(symbolic),
+    }
 
 
-def _plt() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def plot_frontier(summary: Summary, path: str | Path) -> None:
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6, 4))
-    if summary.trajectory:
-        t, r2 = zip(*summary.trajectory)
-        ax.step(list(t) + [summary.elapsed], list(r2) + [r2[-1]], where="post")
-    ax.axhline(0.9, ls="--", c="gray", lw=0.8)
-    ax.set_xlabel("search time (s)")
-    ax.set_ylabel("best held-out R²")
-    ax.set_ylim(max(-1.0, min([r for _, r in summary.trajectory] + [0.0])), 1.0)
-    ax.set_title("discovery frontier")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def plot_pareto(records: list[Record], summary: Summary, path: str | Path) -> None:
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6, 4))
-    pts = [
-        (r.complexity, r.evaluation.heldout_mse)
-        for r in records
-        if r.status == "ok" and r.evaluation and math.isfinite(r.evaluation.heldout_mse)
-    ]
-    if pts:
-        ax.scatter(*zip(*pts), s=6, alpha=0.3, label="calibrated")
-    front = [(r.complexity, r.evaluation.heldout_mse) for r in summary.pareto if r.evaluation]
-    if front:
-        ax.step(*zip(*front), where="post", c="C3", marker="o", ms=3, label="Pareto front")
-    ax.set_yscale("log")
-    ax.set_xlabel("complexity (AST nodes)")
-    ax.set_ylabel("held-out MSE")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def plot_best_fit(task: str, rec: Record, path: str | Path) -> None:
-    """The best program at its calibrated parameters against train and held-out data."""
-    import numpy as np
-
-    import ndvm
-    from ndvm import tasks
-
-    plt = _plt()
-    t = tasks.get(task)
-    data = t.data()
-    assert rec.evaluation is not None and data.test_inputs is not None
-    x = t.inputs[0]
-    xtr, xte = np.asarray(data.train_inputs[x]), np.asarray(data.test_inputs[x])
-    S = t.series
-    prog = ndvm.compile(rec.candidate.src, rec.candidate.params, t.inputs)
-    vals = [rec.evaluation.params[n] for n in prog.params]
-    theta = rec.evaluation.extra.get("theta") or [list(prog.unconstrain(vals))]
-    xs = np.linspace(min(xtr.min(), xte.min()), max(xtr.max(), xte.max()), 200)
-    pred = np.asarray(prog.eval(np.asarray(theta), **{x: xs})).reshape(S, -1)
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ytr = np.asarray(data.train_target).reshape(S, -1)
-    yte = np.asarray(data.test_target).reshape(S, -1)
-    for lane in range(S):
-        lab = lane == 0
-        ax.plot(xtr, ytr[lane], ".", c="C0", ms=3, label="train" if lab else None)
-        ax.plot(xte, yte[lane], "x", c="C1", ms=3, label="held-out" if lab else None)
-        ax.plot(xs, pred[lane], c="C3", lw=1, label="best" if lab else None)
-    ax.set_title(rec.candidate.src[:70], fontsize=8)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+def to_latex(
+    src: str, values: dict[str, float] | None = None, inputs: tuple[str, ...] = ("x",)
+) -> str | None:
+    """LaTeX of a closed-form program (None when it cannot be exported or sympy is missing)."""
+    out = equation(src, values or {}, inputs)
+    latex = out.get("latex")
+    if values or latex is None:
+        return latex
+    return out.get("latex_symbolic", latex)

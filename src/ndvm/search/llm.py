@@ -65,13 +65,15 @@ def build_prompt(task: Task, state: SearchState, n: int) -> list[dict[str, str]]
         "Grammar:\n" + task.search.grammar.describe()
     )
     lines = [f"Task: {task.search.prompt}", ""]
-    best = state.best(5, key="heldout")
+    best = state.best(5, key="validation")
     if best:
-        lines.append("Best programs so far (held-out R², train MSE):")
+        lines.append("Best programs so far (validation loss, train MSE):")
         for r in best:
             ev = r.evaluation
             assert ev is not None
-            lines.append(f"  {r.candidate.src}    ; R2={ev.heldout_r2:.4f} mse={ev.train_loss:.3g}")
+            lines.append(
+                f"  {r.candidate.src}    ; val={ev.selection_loss:.3g} mse={ev.train_loss:.3g}"
+            )
     fails = state.failures(5)
     if fails:
         lines.append("Recent failures (do not repeat them):")

@@ -70,13 +70,17 @@ class SearchState:
     def ok(self) -> tuple[Record, ...]:
         return tuple(r for r in self.records if r.status == "ok")
 
-    def best(self, k: int = 5, key: str = "train") -> list[Record]:
-        """The ``k`` best calibrated candidates by train loss (``key="train"``) or held-out R²."""
+    def best(self, k: int = 5, key: str = "validation") -> list[Record]:
+        """The ``k`` best calibrated candidates by validation loss (``key="validation"``; the
+        training loss for a task without a validation split) or by training loss. Test
+        (held-out) scores are never a key: they do not choose anything."""
+        if key not in ("validation", "train"):
+            raise ValueError(f"key must be 'validation' or 'train', got {key!r}")
         ok = [r for r in self.ok if r.evaluation is not None]
         if key == "train":
             ok.sort(key=lambda r: (_finite(r.evaluation.train_loss), r.complexity, r.idx))
         else:
-            ok.sort(key=lambda r: (_finite(-r.evaluation.heldout_r2), r.idx))
+            ok.sort(key=lambda r: (_finite(r.evaluation.selection_loss), r.complexity, r.idx))
         return ok[:k]
 
     def failures(self, k: int = 5) -> list[Record]:

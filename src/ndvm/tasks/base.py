@@ -180,6 +180,20 @@ class Task:
             return self.plot_fn(cal, self.data(), path)
         return cal.plot(path)
 
+    @staticmethod
+    def from_arrays(X: Any, y: Any, **kw: Any) -> Task:
+        """A regression task on your own data (``ndvm.tasks.user.from_arrays``)."""
+        from ndvm.tasks.user import from_arrays
+
+        return from_arrays(X, y, **kw)
+
+    @staticmethod
+    def from_csv(path: Any, x: Any, y: str, **kw: Any) -> Task:
+        """A regression task on columns of a CSV file (``ndvm.tasks.user.from_csv``)."""
+        from ndvm.tasks.user import from_csv
+
+        return from_csv(path, x, y, **kw)
+
     def with_calib(self, **changes: Any) -> Task:
         return replace(self, calib=replace(self.calib, **changes))
 
@@ -194,7 +208,8 @@ class Task:
             if data.valid_inputs is not None or with_validation(data) is data:
                 view = self
             else:
-                view = replace(self, build_data=partial(_validated, self.build_data, fraction, seed))
+                build = partial(_validated, self.build_data, fraction, seed)
+                view = replace(self, build_data=build)
             _VIEWS[key] = view
         return view
 
@@ -282,4 +297,6 @@ def r2(y: np.ndarray, pred: np.ndarray) -> float:
     with np.errstate(over="ignore", invalid="ignore"):
         ss_res = float(((y - pred) ** 2).sum())
     ss_tot = float(((y - y.mean()) ** 2).sum())
+    if not ss_tot > 0:
+        return float("nan")  # a constant target: R² is undefined
     return 1.0 - ss_res / ss_tot

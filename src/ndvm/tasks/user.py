@@ -174,3 +174,36 @@ def read_csv(path: str | Path, columns: Sequence[str]) -> dict[str, np.ndarray]:
                 raise NdvmError(f"{p}:{line}: column {col!r}: non-finite value {cell!r}")
         out[col] = vals
     return out
+
+
+def from_csv(
+    path: str | Path,
+    x: Sequence[str],
+    y: str,
+    **kw: Any,
+) -> Task:
+    """``from_arrays`` on columns ``x`` (inputs, named as the columns) and ``y`` of a CSV
+    file; the task remembers how it was built (``data().meta["origin"]``) so that a search
+    database can rebuild it for ``--resume`` and ``ndvm report``."""
+    xs = [c.strip() for c in x if c.strip()]
+    if not xs:
+        raise NdvmError("--x needs at least one column")
+    if y in xs:
+        raise NdvmError(f"column {y!r} is both an input (--x) and the target (--y)")
+    cols = read_csv(path, [*xs, y])
+    X = np.stack([cols[c] for c in xs], axis=1)
+    kw.setdefault("name", f"data:{Path(path).name}")
+    task = from_arrays(X, cols[y], names=xs, **kw)
+    origin = {"csv": str(Path(path).resolve()), "x": xs, "y": y}
+    origin.update({k: (list(v) if isinstance(v, tuple) else v) for k, v in kw.items()})
+    data = task.data()
+    meta = {**dict(data.meta), "origin": origin}
+    from dataclasses import replace
+
+    return replace(task, build_data=functools.partial(_fixed, replace(data, meta=meta)))
+
+
+def rebuild(origin: dict[str, Any]) -> Task:
+    """The task ``from_csv`` built, from its recorded origin."""
+    kw = dict(origin)
+    return from_csv(kw.pop("csv"), kw.pop("x"), kw.pop("y"), **kw)
