@@ -131,42 +131,53 @@ def test_prompt_falls_back_to_train_loss():
 
 def test_malformed_replies_are_rejected_with_reasons(stub_llm, tmp_path, transport):
     stub_llm.replies = [
+        GOOD,
         ("raw", b"{not json"),
         ("raw", b'{"x": 1}'),
         ("raw", b'{"choices": []}'),
         ("raw", b"[1, 2]"),
         ("raw", b'{"choices": [{"message": {"content": null}}]}'),
-        GOOD,
+        "```scheme\n(* a x)\n```",
     ]
     cfg = config(stub_llm.url, transport, max_consecutive_failures=6)
-    st = search(tmp_path, LLMProposer(get("sr-damped"), cfg), batches=6)
-    reasons = [r.evaluation.reason for r in st.records[:5]]
+    st = search(tmp_path, LLMProposer(get("sr-damped"), cfg), batches=7)
+    assert st.records[0].status == "ok" and st.records[6].status == "ok"
+    reasons = [r.evaluation.reason for r in st.records[1:6]]
     assert all(x.startswith("proposal: request failed: malformed reply") for x in reasons)
     assert "not JSON" in reasons[0] and "no choices" in reasons[1] and "no choices" in reasons[2]
     assert "not an object" in reasons[3] and "without text content" in reasons[4]
-    assert st.records[5].status == "ok"
 
 
 def test_consecutive_failures_stop_with_the_reason(stub_llm, tmp_path, transport):
-    stub_llm.replies = [("status", 500), GOOD, ("status", 503), ("status", 500), ("status", 502)]
+    stub_llm.replies = [GOOD, ("status", 500), GOOD, ("status", 503), ("status", 500),
+                        ("status", 502), GOOD]  # fmt: skip
     cfg = config(stub_llm.url, transport, max_consecutive_failures=3)
     prop = LLMProposer(get("sr-damped"), cfg)
     with pytest.raises(ProposerFailed, match="3 failed requests in a row.*HTTP 502") as info:
         search(tmp_path, prop)
-    assert isinstance(info.value, NdvmError) and prop.requests == len(stub_llm.requests) == 5
+    assert isinstance(info.value, NdvmError) and prop.requests == len(stub_llm.requests) == 6
     store = Store(tmp_path / "l.db")  # what came before the stop is stored
     recs = store.records(store.latest_run()["run"])
     store.close()
-    assert [r.status for r in recs] == ["rejected", "ok", "rejected", "rejected"]
-    assert recs[0].evaluation.reason == "proposal: request failed: HTTP 500: error"
+    assert [r.status for r in recs] == ["ok", "rejected", "rejected", "rejected", "rejected"]
+    assert recs[1].evaluation.reason == "proposal: request failed: HTTP 500: error"
+    assert recs[2].evaluation.reason.startswith("duplicate:")  # GOOD again
 
 
-def test_dead_endpoint_stops_after_max_failures(tmp_path, transport):
-    dead = f"http://127.0.0.1:{free_port()}/v1"
-    prop = LLMProposer(get("sr-damped"), config(dead, transport))
-    with pytest.raises(ProposerFailed, match="5 failed requests in a row.*Connection refused"):
+def test_a_failed_first_request_stops_at_once(stub_llm, tmp_path, transport):
+    stub_llm.replies = [("status", 404), GOOD]
+    prop = LLMProposer(get("sr-damped"), config(stub_llm.url, transport))
+    with pytest.raises(ProposerFailed, match="model 'stub'.* failed the first request: HTTP 404"):
         search(tmp_path, prop)
-    assert prop.requests == 5
+    assert len(stub_llm.requests) == 1
+
+
+def test_dead_endpoint_stops_at_once_with_the_reason(tmp_path, transport):
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    prop = LLMProposer(get("sr-damped"), config(dead, transport, max_retries=1))
+    with pytest.raises(ProposerFailed, match="failed the first request.*Connection refused"):
+        search(tmp_path, prop)
+    assert prop.requests == 1
 
 
 def test_request_cap_ends_the_search(stub_llm, tmp_path, transport):

@@ -12,10 +12,12 @@ the law that generated its data), the grammar, the best programs so far ranked b
 loss (train loss when records have no validation split; held-out/test metrics are never shown)
 and the latest failures with their reasons. Every fenced code block of the reply is one
 candidate; a reply without blocks or with an unreadable block becomes a rejected candidate
-carrying the reason. A failed request (transport, HTTP status, malformed reply) is recorded
-the same way and the search goes on, until ``max_consecutive_failures`` requests in a row
-have failed: then :class:`~ndvm.errors.ProposerFailed` stops the search with the last reason.
-After ``max_requests`` requests the proposer has nothing more and the search ends.
+carrying the reason. A failed request (transport, timeout, HTTP status, malformed reply;
+after its retries) raises :class:`~ndvm.errors.ProposerFailed` with the reason when it is the
+first request of the process (a wrong URL, model or key, or an endpoint that is down, stops
+the search at once); later ones are recorded like bad replies and the search goes on until
+``max_consecutive_failures`` requests in a row have failed. After ``max_requests`` requests
+the proposer has nothing more and the search ends.
 """
 
 from __future__ import annotations
@@ -248,7 +250,7 @@ def build_prompt(task: Task, state: SearchState, n: int) -> list[dict[str, str]]
     lines = [f"Task: {about}", ""]
     best = ranked(state)
     if best:
-        lines.append("Best programs so far (complexity; fit after calibration):")
+        lines.append("Best programs so far (after calibration):")
         lines += [f"  {r.candidate.src}    ; complexity {r.complexity}, {m}" for r, m in best]
     fails = [r for r in state.failures(8) if r.candidate.src][-5:]
     if fails:
@@ -272,6 +274,7 @@ class LLMProposer:
         self.name = f"llm:{self.config.model}"
         self.requests = 0  # requests sent by this process (retries not counted)
         self.failures = 0  # consecutive failed requests
+        self.answered = False  # the endpoint has answered a request of this process
         self.stop_reason = ""  # why propose returned nothing (the request cap)
 
     def propose(self, state: SearchState, n: int) -> list[Candidate]:
@@ -289,13 +292,18 @@ class LLMProposer:
             text = reply_text(self.transport.complete(body))
         except RequestFailed as exc:
             self.failures += 1
+            if not self.answered:
+                raise ProposerFailed(
+                    f"llm proposer: {cfg.base_url} (model {cfg.model!r}) failed the first "
+                    f"request: {exc.message}"
+                ) from None
             if self.failures >= cfg.max_consecutive_failures:
                 raise ProposerFailed(
                     f"llm proposer stopped after {self.failures} failed requests in a row to "
                     f"{cfg.base_url}: {exc.message}"
                 ) from None
             return [Candidate("", origin="llm", error=f"request failed: {exc.message}"[:300])]
-        self.failures = 0
+        self.failures, self.answered = 0, True
         out = []
         for item in parse_reply(text)[: max(n, 1)]:
             if isinstance(item, str):
