@@ -190,15 +190,23 @@ def test_request_cap_ends_the_search(stub_llm, tmp_path, transport):
 
 def test_urllib_retries_transient_errors_with_backoff(stub_llm):
     waits: list[float] = []
-    stub_llm.replies = [("status", 500), ("status", 429), GOOD, ("status", 401), ("status", 500)]
+    stub_llm.replies = [("status", 500), ("status", 429), GOOD, ("status", 401),
+                        ("status", 503, {"Retry-After": "0.25"}), GOOD,
+                        ("status", 429, {"Retry-After": "600"}), GOOD]  # fmt: skip
     tr = UrllibTransport(config(stub_llm.url, max_retries=2), sleep=waits.append)
     reply = tr.complete({"model": "stub", "messages": []})
     assert reply["choices"][0]["message"]["content"] == GOOD and waits == [0.5, 1.0]
     with pytest.raises(RequestFailed, match="HTTP 401"):  # not retried
         tr.complete({"model": "stub", "messages": []})
-    assert len(stub_llm.requests) == 4 and stub_llm.replies == [("status", 500)]
+    assert len(stub_llm.requests) == 4
+    tr.complete({"model": "stub", "messages": []})
+    assert waits == [0.5, 1.0, 0.25]  # the server's Retry-After
+    with pytest.raises(RequestFailed, match="HTTP 429"):  # asks for too long: not retried
+        tr.complete({"model": "stub", "messages": []})
+    assert len(stub_llm.requests) == 7 and waits == [0.5, 1.0, 0.25]
     assert [retry_delay(k) for k in range(6)] == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
-    assert retry_delay(0, "3") == 3.0 and retry_delay(0, "soon") == retry_delay(0, "600") == 0.5
+    assert retry_delay(0, "3") == 3.0 and retry_delay(1, "soon") == retry_delay(1, "0") == 1.0
+    assert retry_delay(0, "600") is None  # the server asks for too long: not retried
 
 
 @pytest.mark.llm

@@ -6,8 +6,9 @@ client with the same retry rule. ``complete(body)`` returns the reply's JSON obj
 :class:`~ndvm.errors.RequestFailed` whose message is the reason (``timeout after 5s``,
 ``HTTP 500: ...``, ``connection failed: [Errno 111] Connection refused``, ``malformed
 reply: ...``). Retried (up to ``config.max_retries`` times, waiting 0.5 s, 1 s, 2 s, ... at
-most 8 s, or the server's ``Retry-After`` up to 60 s): connection errors, timeouts and the
-statuses 408, 409, 429 and >= 500. Never retried: other statuses and malformed replies.
+most 8 s, or the server's ``Retry-After`` up to 120 s): connection errors, timeouts and the
+statuses 408, 409, 429 and >= 500. Never retried: other statuses, malformed replies and a
+``Retry-After`` beyond 120 s.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from ndvm.search.llm import LLMConfig
 
 RETRY_STATUS = frozenset({408, 409, 429})
-FIRST_DELAY, MAX_DELAY, MAX_RETRY_AFTER = 0.5, 8.0, 60.0
+FIRST_DELAY, MAX_DELAY, MAX_RETRY_AFTER = 0.5, 8.0, 120.0
 
 
 class Transport(Protocol):
@@ -51,14 +52,17 @@ def make_transport(config: LLMConfig) -> Transport:
     return UrllibTransport(config)
 
 
-def retry_delay(attempt: int, retry_after: str | None = None) -> float:
+def retry_delay(attempt: int, retry_after: str | None = None) -> float | None:
     """Seconds to wait before retry ``attempt`` (0-based): the server's ``Retry-After`` when
-    it is a number of seconds in [0, 60], else 0.5 s doubled per attempt, at most 8 s."""
+    it is a number of seconds in (0, 120], else 0.5 s doubled per attempt, at most 8 s;
+    ``None`` (do not retry) when the server asks for more than 120 s."""
     try:
-        wait = float(retry_after) if retry_after is not None else -1.0
+        wait = float(retry_after) if retry_after is not None else 0.0
     except ValueError:
-        wait = -1.0
-    if 0.0 <= wait <= MAX_RETRY_AFTER:
+        wait = 0.0
+    if wait > MAX_RETRY_AFTER:
+        return None
+    if wait > 0.0:
         return wait
     return min(FIRST_DELAY * 2.0**attempt, MAX_DELAY)
 
@@ -110,9 +114,10 @@ class UrllibTransport:
             try:
                 return parse_json(self._once(data))
             except _Retry as exc:
-                if attempt == self.config.max_retries:
+                wait = retry_delay(attempt, exc.retry_after)
+                if attempt == self.config.max_retries or wait is None:
                     raise RequestFailed(exc.reason) from None
-                self.sleep(retry_delay(attempt, exc.retry_after))
+                self.sleep(wait)
         raise AssertionError("unreachable")
 
     def _once(self, data: bytes) -> str:
