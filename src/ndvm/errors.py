@@ -101,9 +101,24 @@ class NativeError(NdvmError):
     """An internal failure reported by the native core (a bug: please report it)."""
 
 
+class ConfigError(NdvmError, ValueError):
+    """A missing or invalid setting (a command-line option or its environment variable)."""
+
+
+class RequestFailed(NdvmError):
+    """One request to an external endpoint (an LLM) failed after its retries: a transport error,
+    a timeout, an HTTP error status or a malformed reply. The message is the reason."""
+
+
+class ProposerFailed(NdvmError):
+    """A proposer cannot go on (its endpoint failed too many times in a row); the search stops
+    and the message carries the last reason."""
+
+
 __all__ = [
     "BackendUnsupported",
     "CompileError",
+    "ConfigError",
     "DeadlineExceeded",
     "DepthLimitExceeded",
     "ExportUnsupported",
@@ -113,7 +128,9 @@ __all__ = [
     "NativeError",
     "NdvmError",
     "ProgramError",
+    "ProposerFailed",
     "ReadError",
+    "RequestFailed",
     "ShapeError",
     "StepLimitExceeded",
     "UnsupportedForm",

@@ -21,7 +21,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "plot": ("matplotlib",),
     "sympy": ("sympy",),
     "data": ("statsmodels",),
-    "llm": ("httpx",),
+    "llm": ("openai",),
     "ray": ("ray",),
 }
 _EXTRA_OF = {mod: extra for extra, mods in EXTRAS.items() for mod in mods}

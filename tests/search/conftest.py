@@ -10,8 +10,9 @@ import pytest
 class StubLLM:
     """An OpenAI-compatible /v1/chat/completions stub with a queue of scripted replies.
 
-    Each reply is a string (the message content), ``("status", code)``, ``("sleep", s)``
-    or ``("raw", bytes)``; requests are recorded.
+    Each reply is a string (the message content), ``("status", code)`` or
+    ``("status", code, headers)``, ``("sleep", s)`` or ``("raw", bytes)``; requests are
+    recorded.
     """
 
     def __init__(self) -> None:
@@ -34,6 +35,8 @@ class StubLLM:
                     reply = "```scheme\n(* a x)\n```"
                 if isinstance(reply, tuple) and reply[0] == "status":
                     self.send_response(reply[1])
+                    for k, v in (reply[2] if len(reply) > 2 else {}).items():
+                        self.send_header(k, v)
                     self.end_headers()
                     self.wfile.write(b"error")
                     return

@@ -1,13 +1,11 @@
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from ndvm.lang.reader import read
 from ndvm.search import Budget, Candidate, run_search
 from ndvm.search.candidate import read_jsonl, write_jsonl
 from ndvm.search.evolve import EvolveProposer, loop_parts
-from ndvm.search.llm import LLMProposer, parse_reply
 from ndvm.search.replay import ReplayProposer
 from ndvm.search.state import SearchState
 from ndvm.search.store import Store
@@ -77,51 +75,6 @@ def test_evolve_mutations_cover_grammar(tmp_path):
     assert {"seed", "random"} <= origins
     assert len(origins & {"swap", "insert", "delete", "replace", "wrap", "param", "leaf"}) >= 4
     assert all(r.status != "pending" for r in st.records)
-
-
-def test_parse_reply():
-    text = "Here:\n```scheme\n(* a (sin x))\n```\nand\n```\n(+ a (* b x)\n```\n"
-    items = parse_reply(text)
-    assert isinstance(items[0], Candidate) and items[0].src == "(* a (sin x))"
-    assert isinstance(items[1], str) and "does not read" in items[1]
-    assert parse_reply("no code here") == ["no fenced code block in the reply"]
-
-
-def test_llm_against_stub(stub_llm, tmp_path):
-    stub_llm.replies = [
-        "```scheme\n(* a (exp (* b x)) (cos (+ (* c x) d)))\n```\n```scheme\n(* a x)\n```",
-        "I cannot help with that.",  # no code block
-        "```scheme\n(+ a (* b x)\n```",  # unbalanced
-        ("status", 500),
-        ("raw", b"{not json"),
-        ("sleep", 3.0),  # timeout
-        "```scheme\n(* a (cos (* b x)))\n```",
-    ]
-    prop = LLMProposer(
-        get("sr-damped"), base_url=stub_llm.url, model="stub", api_key="k", timeout=1
-    )
-    st = run_search("sr-damped", prop, tmp_path / "l.db", budget=Budget(batches=7), batch_size=2)
-    reasons = [r.evaluation.reason for r in st.records if r.evaluation]
-    assert sum(r.status == "ok" for r in st.records) >= 3
-    assert any("no fenced code block" in x for x in reasons)
-    assert any("does not read" in x for x in reasons)
-    assert any("HTTP 500" in x for x in reasons)
-    assert any("timeout" in x for x in reasons)
-    assert len(stub_llm.requests) == 7
-    path, body, headers = stub_llm.requests[-1]
-    assert path == "/v1/chat/completions" and body["model"] == "stub"
-    assert headers.get("Authorization") == "Bearer k"
-    prompt = body["messages"][1]["content"]
-    assert "Best programs so far" in prompt and "Recent failures" in prompt
-    assert "(* a x)" in prompt or "cos" in prompt
-    assert "Binary operators" in body["messages"][0]["content"]
-
-
-def test_llm_requires_url(monkeypatch):
-    for k in ("NDVM_LLM_BASE_URL", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(k, raising=False)
-    with pytest.raises(ValueError):
-        LLMProposer(get("sr-damped"))
 
 
 def test_store_reads_back(tmp_path):

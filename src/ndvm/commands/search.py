@@ -43,7 +43,8 @@ def register(sub: Any) -> None:
     how.add_argument("--until-success", action="store_true", help="stop after a success")
     how.add_argument("--resume", action="store_true", help="continue the latest run in --db")
     how.add_argument("--seed", type=int, default=0)
-    how.add_argument("--batch-size", type=int, default=64, help="proposals per batch")
+    how.add_argument("--batch-size", type=int, default=None,
+                     help="proposals per batch (default 64; 8 with --proposer llm)")  # fmt: skip
     how.add_argument("--starts", type=int, default=None, help="starts per candidate, run as "
                      "parameter lanes of one walk (default 16; 1 per series for multi-series "
                      "tasks; 1 = the TASKS.md protocol)")  # fmt: skip
@@ -53,12 +54,9 @@ def register(sub: Any) -> None:
     how.add_argument("--candidate-seconds", type=float, default=10.0, help="per-candidate limit")
     how.add_argument("--backend", default=None, help="reference or native (default: auto)")
     how.add_argument("--quiet", action="store_true", help="no live progress line")
-    try:
-        from ndvm.search.llm import add_llm_arguments
-    except ImportError:
-        pass
-    else:
-        add_llm_arguments(p)
+    from ndvm.search.llm import add_llm_arguments
+
+    add_llm_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -141,12 +139,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         task = _task(args)
         llm = None
-        if args.proposer == "llm" and hasattr(args, "llm_base_url"):
+        if args.proposer == "llm":  # from_args raises when no URL or model is configured
             from ndvm.search.llm import LLMConfig
 
             llm = LLMConfig.from_args(args)
-        kw = {"cycles": args.cycles} if llm is None else {"cycles": args.cycles, "llm": llm}
-        proposer = make_proposer(args.proposer, task, **kw)
+        proposer = make_proposer(args.proposer, task, cycles=args.cycles, llm=llm)
     except (NdvmError, ValueError, OSError) as exc:
         return _fail(str(exc))
     show = _progress_line(args.quiet)
@@ -160,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         state = run_search(
             task, proposer, args.db, budget=budget, workers=args.workers, seed=args.seed,
-            batch_size=args.batch_size, resume=args.resume, limits=limits,
+            batch_size=args.batch_size or (8 if args.proposer == "llm" else 64),
+            resume=args.resume, limits=limits,
             executor=args.executor, progress=show,
         )  # fmt: skip
     except KeyboardInterrupt:
@@ -174,6 +172,8 @@ def run(args: argparse.Namespace) -> int:
               f"--resume)", file=sys.stderr)  # fmt: skip
         return 1
     show.end()
+    if getattr(proposer, "stop_reason", ""):
+        print(f"ndvm search: {proposer.stop_reason}", file=sys.stderr)
     _print_summary(task.name, state, args.db)
     return 0
 

@@ -10,6 +10,7 @@ from ndvm.search.candidate import Evaluation as Evaluation
 from ndvm.search.candidate import Record as Record
 from ndvm.search.driver import run_search as run_search
 from ndvm.search.evaluate import CalibLimits as CalibLimits
+from ndvm.search.llm import LLMConfig as LLMConfig
 from ndvm.search.state import Budget as Budget
 from ndvm.search.state import Proposer as Proposer
 from ndvm.search.state import SearchState as SearchState
@@ -22,6 +23,7 @@ __all__ = [
     "Candidate",
     "Evaluation",
     "Grammar",
+    "LLMConfig",
     "Proposer",
     "Record",
     "SearchState",
@@ -32,9 +34,15 @@ __all__ = [
 
 
 def make_proposer(
-    spec: str, task: str | Task, *, population: int = 24, cycles: int = 1
+    spec: str,
+    task: str | Task,
+    *,
+    population: int = 24,
+    cycles: int = 1,
+    llm: LLMConfig | None = None,
 ) -> Proposer:
-    """``replay:FILE`` (``cycles`` passes over the file; 0: endless), ``evolve`` or ``llm``."""
+    """``replay:FILE`` (``cycles`` passes over the file; 0: endless), ``evolve`` or ``llm``
+    (configured by ``llm``; ``None``: ``LLMConfig.resolve()`` from the environment)."""
     from ndvm import tasks
 
     the_task = tasks.get(task) if isinstance(task, str) else task
@@ -52,5 +60,5 @@ def make_proposer(
     if spec == "llm":
         from ndvm.search.llm import LLMProposer
 
-        return LLMProposer(the_task)
+        return LLMProposer(the_task, llm)
     raise ValueError(f"unknown proposer {spec!r} (replay:FILE, evolve or llm)")

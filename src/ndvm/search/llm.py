@@ -1,40 +1,183 @@
-"""LLM proposer: an OpenAI-compatible chat-completions client (``ndvm[llm]`` = httpx; falls
-back to urllib). Configuration from the environment:
+"""LLM proposer: candidate programs from an OpenAI-compatible chat-completions endpoint.
 
-- ``NDVM_LLM_BASE_URL`` (or ``OPENAI_BASE_URL``), e.g. ``http://127.0.0.1:8000/v1``;
-- ``NDVM_LLM_MODEL`` (or ``OPENAI_MODEL``);
-- ``NDVM_LLM_API_KEY`` (or ``OPENAI_API_KEY``), sent as a bearer token when set;
-- ``NDVM_LLM_TIMEOUT`` seconds per request (default 60).
+Configuration (:class:`LLMConfig`) comes from command-line values with the environment as
+fallback: ``--llm-base-url`` / ``NDVM_LLM_BASE_URL`` / ``OPENAI_BASE_URL`` (required),
+``--llm-model`` / ``NDVM_LLM_MODEL`` / ``OPENAI_MODEL`` (required: an empty model is never
+sent), the key from the variable ``--llm-api-key-env`` names (default ``NDVM_LLM_API_KEY``,
+then ``OPENAI_API_KEY``; sent as a bearer token), ``--llm-timeout`` / ``NDVM_LLM_TIMEOUT``.
 
-The prompt states the task, the grammar, the best programs so far (with held-out R²) and the
-latest failures with their reasons. Every fenced code block of the reply is one candidate,
-checked with ndvm's reader; a reply without code blocks, an HTTP error or a timeout becomes
-one rejected candidate carrying the reason (the search continues).
+Each batch is one request (``llm_http``: the ``openai`` client when installed, else urllib,
+both with retries and exponential backoff). The prompt carries the task's description (never
+the law that generated its data), the grammar, the best programs so far ranked by validation
+loss (train loss when records have no validation split; held-out/test metrics are never shown)
+and the latest failures with their reasons. Every fenced code block of the reply is one
+candidate; a reply without blocks or with an unreadable block becomes a rejected candidate
+carrying the reason. A failed request (transport, timeout, HTTP status, malformed reply;
+after its retries) raises :class:`~ndvm.errors.ProposerFailed` with the reason when it is the
+first request of the process (a wrong URL, model or key, or an endpoint that is down, stops
+the search at once); later ones are recorded like bad replies and the search goes on until
+``max_consecutive_failures`` requests in a row have failed. After ``max_requests`` requests
+the proposer has nothing more and the search ends.
 """
 
 from __future__ import annotations
 
-import json
+import argparse
+import math
 import os
 import re
-import urllib.error
-import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from ndvm.errors import NdvmError
+from ndvm.errors import ConfigError, NdvmError, ProposerFailed, RequestFailed
 from ndvm.lang.reader import read
-from ndvm.search.candidate import Candidate
+from ndvm.search.candidate import Candidate, Record
+from ndvm.search.llm_http import Transport, make_transport
 from ndvm.search.state import SearchState
 from ndvm.tasks.base import Task
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.S)
+BASE_URL_ENV = ("NDVM_LLM_BASE_URL", "OPENAI_BASE_URL")
+MODEL_ENV = ("NDVM_LLM_MODEL", "OPENAI_MODEL")
+KEY_ENV = ("NDVM_LLM_API_KEY", "OPENAI_API_KEY")
+TIMEOUT_ENV = "NDVM_LLM_TIMEOUT"
+TRANSPORTS = ("auto", "openai", "urllib")
 
 
-def _env(*names: str, default: str | None = None) -> str | None:
-    for n in names:
-        if os.environ.get(n):
-            return os.environ[n]
-    return default
+@dataclass(frozen=True)
+class LLMConfig:
+    """Where and how the LLM proposer asks. ``max_requests=None``: no cap (the budget rules);
+    ``max_retries``: retries of one request on transient errors (``llm_http``)."""
+
+    base_url: str
+    model: str
+    api_key: str | None = field(default=None, repr=False)
+    api_key_env: str | None = None  # the variable the key was read from (shown, not the key)
+    temperature: float = 0.8
+    timeout: float = 60.0
+    max_requests: int | None = None
+    max_consecutive_failures: int = 5
+    max_retries: int = 2
+    transport: str = "auto"  # auto (openai when importable), openai or urllib
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "base_url", self.base_url.strip().rstrip("/"))
+        object.__setattr__(self, "model", self.model.strip())
+        if not self.base_url:
+            raise ConfigError(
+                "llm proposer: no endpoint: pass --llm-base-url or set NDVM_LLM_BASE_URL "
+                "(an OpenAI-compatible .../v1 URL)"
+            )
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"llm proposer: --llm-base-url {self.base_url!r} is not http(s)")
+        if not self.model:
+            raise ConfigError("llm proposer: no model: pass --llm-model or set NDVM_LLM_MODEL")
+        checks = (
+            (math.isfinite(self.temperature) and 0.0 <= self.temperature <= 2.0,
+             f"--llm-temperature must be in [0, 2], not {self.temperature}"),
+            (math.isfinite(self.timeout) and self.timeout > 0,
+             f"--llm-timeout must be positive, not {self.timeout}"),
+            (self.max_requests is None or self.max_requests >= 1,
+             f"--llm-max-requests must be at least 1, not {self.max_requests}"),
+            (self.max_consecutive_failures >= 1,
+             f"--llm-max-failures must be at least 1, not {self.max_consecutive_failures}"),
+            (self.max_retries >= 0, f"--llm-retries must be >= 0, not {self.max_retries}"),
+            (self.transport in TRANSPORTS, f"transport must be one of {TRANSPORTS}"),
+        )  # fmt: skip
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(f"llm proposer: {message}")
+
+    @classmethod
+    def resolve(
+        cls,
+        *,
+        base_url: str | None = None,
+        model: str | None = None,
+        api_key_env: str | None = None,
+        temperature: float | None = None,
+        timeout: float | None = None,
+        max_requests: int | None = None,
+        max_failures: int | None = None,
+        max_retries: int | None = None,
+        transport: str = "auto",
+        env: Mapping[str, str] | None = None,
+    ) -> LLMConfig:
+        """Given values win; unset ones come from ``env`` (default ``os.environ``)."""
+        env = os.environ if env is None else env
+        if api_key_env:
+            if not env.get(api_key_env):
+                raise ConfigError(
+                    f"llm proposer: environment variable {api_key_env} (--llm-api-key-env) "
+                    "is not set"
+                )
+            key_var: str | None = api_key_env
+        else:
+            key_var = _first_set(env, KEY_ENV)
+        timeout_text = env.get(TIMEOUT_ENV)
+        if timeout is None and timeout_text:
+            try:
+                timeout = float(timeout_text)
+            except ValueError:
+                raise ConfigError(f"{TIMEOUT_ENV}={timeout_text!r} is not a number") from None
+        return cls(
+            base_url=base_url or _first_value(env, BASE_URL_ENV),
+            model=model or _first_value(env, MODEL_ENV),
+            api_key=env.get(key_var) if key_var else None,
+            api_key_env=key_var,
+            temperature=0.8 if temperature is None else temperature,
+            timeout=60.0 if timeout is None else timeout,
+            max_requests=max_requests,
+            max_consecutive_failures=5 if max_failures is None else max_failures,
+            max_retries=2 if max_retries is None else max_retries,
+            transport=transport,
+        )
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, env: Mapping[str, str] | None = None) -> LLMConfig:
+        """The configuration from the options :func:`add_llm_arguments` added."""
+        return cls.resolve(
+            base_url=args.llm_base_url,
+            model=args.llm_model,
+            api_key_env=args.llm_api_key_env,
+            temperature=args.llm_temperature,
+            timeout=args.llm_timeout,
+            max_requests=args.llm_max_requests,
+            max_failures=args.llm_max_failures,
+            max_retries=args.llm_retries,
+            env=env,
+        )
+
+
+def _first_set(env: Mapping[str, str], names: tuple[str, ...]) -> str | None:
+    return next((n for n in names if env.get(n)), None)
+
+
+def _first_value(env: Mapping[str, str], names: tuple[str, ...]) -> str:
+    return next((env[n] for n in names if env.get(n)), "")
+
+
+def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``--llm-*`` options of ``--proposer llm`` (unset: the environment, then defaults)."""
+    g = parser.add_argument_group("LLM proposer (--proposer llm)")
+    g.add_argument("--llm-base-url", metavar="URL",
+                   help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 "
+                   "(default: $NDVM_LLM_BASE_URL, $OPENAI_BASE_URL)")  # fmt: skip
+    g.add_argument("--llm-model", metavar="NAME",
+                   help="model name (default: $NDVM_LLM_MODEL, $OPENAI_MODEL)")  # fmt: skip
+    g.add_argument("--llm-api-key-env", metavar="VAR",
+                   help="environment variable holding the API key (default: "
+                   "NDVM_LLM_API_KEY, then OPENAI_API_KEY; neither set: no key)")  # fmt: skip
+    g.add_argument("--llm-temperature", type=float, metavar="T", help="default 0.8")
+    g.add_argument("--llm-timeout", type=float, metavar="S",
+                   help="seconds per request (default: $NDVM_LLM_TIMEOUT or 60)")  # fmt: skip
+    g.add_argument("--llm-max-requests", type=int, metavar="N",
+                   help="stop proposing after N requests (default: no cap)")  # fmt: skip
+    g.add_argument("--llm-max-failures", type=int, metavar="N",
+                   help="stop the search after N failed requests in a row (default 5)")  # fmt: skip
+    g.add_argument("--llm-retries", type=int, metavar="N",
+                   help="retries of one request on transient errors (default 2)")  # fmt: skip
 
 
 def parse_reply(text: str) -> list[Candidate | str]:
@@ -55,75 +198,112 @@ def parse_reply(text: str) -> list[Candidate | str]:
     return out or ["only empty code blocks in the reply"]
 
 
+def reply_text(reply: Any) -> str:
+    """The message content of a chat-completions reply, or :class:`RequestFailed`."""
+    if not isinstance(reply, dict):
+        raise RequestFailed(f"malformed reply: a JSON {type(reply).__name__}, not an object")
+    choices = reply.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise RequestFailed(f"malformed reply: no choices: {str(reply)[:120]}")
+    message = choices[0].get("message") if isinstance(choices[0], dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, str):
+        choice = str(choices[0])[:120]
+        raise RequestFailed(f"malformed reply: choice without text content: {choice}")
+    return content
+
+
+def _metric(ev: Any, name: str) -> float:
+    v = getattr(ev, name, None)
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else math.nan
+
+
+def ranked(state: SearchState, k: int = 5) -> list[tuple[Record, str]]:
+    """The ``k`` best calibrated programs by validation MSE (train MSE for records without a
+    validation score), each with the metrics the prompt shows. Held-out metrics never."""
+    rows = []
+    for r in state.ok:
+        ev = r.evaluation
+        val, val_r2 = _metric(ev, "validation_mse"), _metric(ev, "validation_r2")
+        train = _metric(ev, "train_loss")
+        if math.isfinite(val):
+            r2 = f"validation R²={val_r2:.4f}, " if math.isfinite(val_r2) else ""
+            rows.append(((0, val, r.complexity, r.idx), r, f"{r2}validation MSE={val:.4g}"))
+        elif math.isfinite(train):
+            rows.append(((1, train, r.complexity, r.idx), r, f"train MSE={train:.4g}"))
+    rows.sort(key=lambda row: row[0])
+    return [(r, text) for _, r, text in rows[:k]]
+
+
 def build_prompt(task: Task, state: SearchState, n: int) -> list[dict[str, str]]:
-    """Chat messages: system (grammar, format) and user (the task's prompt, never the law that
-    generated its data; best so far; failures)."""
-    assert task.search is not None
+    """Chat messages: system (format, grammar) and user (the task's description, never the law
+    that generated its data; the best programs so far; recent failures)."""
+    spec = task.search
+    assert spec is not None
     system = (
         "You propose candidate scientific models as programs in a small Scheme (ndvm). "
-        "Answer with each program in its own ```scheme fenced code block, nothing else.\n"
-        "Grammar:\n" + task.search.grammar.describe()
+        "Answer with each program in its own ```scheme fenced code block, nothing else. "
+        "Parameters are fitted to the data after you answer: use parameter names, not "
+        "guessed constants.\nGrammar:\n" + spec.grammar.describe()
     )
-    lines = [f"Task: {task.search.prompt}", ""]
-    best = state.best(5, key="validation")
+    about = spec.prompt or f"Regression: find a model of y from {', '.join(task.inputs)}."
+    lines = [f"Task: {about}", ""]
+    best = ranked(state)
     if best:
-        lines.append("Best programs so far (validation loss, train MSE):")
-        for r in best:
-            ev = r.evaluation
-            assert ev is not None
-            lines.append(
-                f"  {r.candidate.src}    ; val={ev.selection_loss:.3g} mse={ev.train_loss:.3g}"
-            )
-    fails = state.failures(5)
+        lines.append("Best programs so far (after calibration):")
+        lines += [f"  {r.candidate.src}    ; complexity {r.complexity}, {m}" for r, m in best]
+    fails = [r for r in state.failures(8) if r.candidate.src][-5:]
     if fails:
         lines.append("Recent failures (do not repeat them):")
         for r in fails:
             reason = r.evaluation.reason if r.evaluation else ""
-            lines.append(f"  {r.candidate.src or '<no program>'}    ; {reason[:160]}")
-    lines.append(f"Propose {n} new, structurally different programs.")
+            lines.append(f"  {r.candidate.src[:200]}    ; {reason[:160]}")
+    lines.append(f"Propose {n} new programs, structurally different from those above.")
     return [{"role": "system", "content": system}, {"role": "user", "content": "\n".join(lines)}]
 
 
 class LLMProposer:
-    """Asks the model for ``n`` programs per batch."""
+    """Asks the endpoint for ``n`` programs per batch (one request per batch)."""
 
     def __init__(
-        self,
-        task: Task,
-        *,
-        base_url: str | None = None,
-        model: str | None = None,
-        api_key: str | None = None,
-        timeout: float | None = None,
-        temperature: float = 0.8,
+        self, task: Task, config: LLMConfig | None = None, *, transport: Transport | None = None
     ) -> None:
         self.task = task
-        self.base_url = (
-            base_url or _env("NDVM_LLM_BASE_URL", "OPENAI_BASE_URL", default="")
-        ).rstrip("/")
-        self.model = model or _env("NDVM_LLM_MODEL", "OPENAI_MODEL", default="") or ""
-        self.api_key = api_key or _env("NDVM_LLM_API_KEY", "OPENAI_API_KEY")
-        self.timeout = timeout or float(_env("NDVM_LLM_TIMEOUT", default="60") or 60)
-        self.temperature = temperature
-        self.name = f"llm:{self.model or 'default'}"
-        if not self.base_url:
-            raise ValueError("llm proposer: set NDVM_LLM_BASE_URL (OpenAI-compatible /v1 URL)")
+        self.config = config if config is not None else LLMConfig.resolve()
+        self.transport = transport if transport is not None else make_transport(self.config)
+        self.name = f"llm:{self.config.model}"
+        self.requests = 0  # requests sent by this process (retries not counted)
+        self.failures = 0  # consecutive failed requests
+        self.answered = False  # the endpoint has answered a request of this process
+        self.stop_reason = ""  # why propose returned nothing (the request cap)
 
     def propose(self, state: SearchState, n: int) -> list[Candidate]:
+        cfg = self.config
+        if cfg.max_requests is not None and self.requests >= cfg.max_requests:
+            self.stop_reason = f"llm request cap reached ({cfg.max_requests} requests)"
+            return []
         body = {
-            "model": self.model,
+            "model": cfg.model,
             "messages": build_prompt(self.task, state, n),
-            "temperature": self.temperature,
+            "temperature": cfg.temperature,
         }
+        self.requests += 1
         try:
-            reply = self._post(body)
-            text = reply["choices"][0]["message"]["content"]
-            if not isinstance(text, str):
-                raise TypeError("message content is not text")
-        except TimeoutError:
-            return [Candidate("", origin="llm", error=f"timeout after {self.timeout}s")]
-        except (OSError, KeyError, IndexError, TypeError, ValueError) as exc:
-            return [Candidate("", origin="llm", error=f"request failed: {exc}"[:300])]
+            text = reply_text(self.transport.complete(body))
+        except RequestFailed as exc:
+            self.failures += 1
+            if not self.answered:
+                raise ProposerFailed(
+                    f"llm proposer: {cfg.base_url} (model {cfg.model!r}) failed the first "
+                    f"request: {exc.message}"
+                ) from None
+            if self.failures >= cfg.max_consecutive_failures:
+                raise ProposerFailed(
+                    f"llm proposer stopped after {self.failures} failed requests in a row to "
+                    f"{cfg.base_url}: {exc.message}"
+                ) from None
+            return [Candidate("", origin="llm", error=f"request failed: {exc.message}"[:300])]
+        self.failures, self.answered = 0, True
         out = []
         for item in parse_reply(text)[: max(n, 1)]:
             if isinstance(item, str):
@@ -131,33 +311,3 @@ class LLMProposer:
             else:
                 out.append(item)
         return out
-
-    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        url = f"{self.base_url}/chat/completions"
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        try:
-            import httpx
-        except ImportError:
-            httpx = None  # type: ignore[assignment]
-        if httpx is not None:
-            try:
-                r = httpx.post(url, json=body, headers=headers, timeout=self.timeout)
-            except httpx.TimeoutException as exc:
-                raise TimeoutError(str(exc)) from None
-            except httpx.HTTPError as exc:
-                raise OSError(str(exc)) from None
-            if r.status_code != 200:
-                raise OSError(f"HTTP {r.status_code}: {r.text[:200]}")
-            return dict(r.json())
-        req = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return dict(json.loads(resp.read().decode()))
-        except urllib.error.HTTPError as exc:
-            raise OSError(f"HTTP {exc.code}: {exc.read()[:200]!r}") from None
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, TimeoutError):
-                raise TimeoutError(str(exc)) from None
-            raise OSError(str(exc)) from None
