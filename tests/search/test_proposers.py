@@ -1,6 +1,7 @@
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from ndvm.lang.reader import read
 from ndvm.search import Budget, Candidate, run_search
@@ -85,3 +86,46 @@ def test_store_reads_back(tmp_path):
     assert [r.candidate.src for r in recs] == [r.candidate.src for r in st.records]
     ok = [r for r in recs if r.status == "ok"]
     assert ok and all(np.isfinite(r.evaluation.train_loss) for r in ok)
+
+
+@pytest.mark.parametrize("kind", ["text", "garbage", "other-schema", "directory", "read-only"])
+def test_bad_database_is_a_one_line_error(tmp_path, kind):
+    """``ndvm report`` / ``ndvm search`` on an unusable --db: one line, exit status 1."""
+    import os
+    import sqlite3
+    import subprocess
+    import sys
+
+    db = tmp_path / "x.db"
+    if kind == "text":
+        db.write_text("not a database at all\n")
+    elif kind == "garbage":
+        db.write_bytes(b"SQLite format 3\x00" + os.urandom(4096))
+    elif kind == "other-schema":
+        con = sqlite3.connect(db)
+        con.execute("CREATE TABLE candidates (run INTEGER, idx INTEGER)")
+        con.commit()
+        con.close()
+    elif kind == "directory":
+        db.mkdir()
+    else:
+        st = run_search("sr-damped", ReplayProposer(EXAMPLES / "sr-damped.jsonl"), db,
+                        budget=Budget(batches=1))  # fmt: skip
+        assert st.records
+        db.chmod(0o444)
+        tmp_path.chmod(0o555)
+    try:
+        search = ["search", "--task", "sr-damped", "--db", str(db), "--budget", "1"]
+        for args in (["report", "--db", str(db)], search):
+            proc = subprocess.run([sys.executable, "-m", "ndvm", *args], capture_output=True,
+                                  text=True, timeout=120)  # fmt: skip
+            if kind == "read-only" and args[0] == "report" and os.geteuid() != 0:
+                assert proc.returncode == 0, proc.stderr  # reading a read-only db works
+                continue
+            if kind == "read-only" and os.geteuid() == 0:
+                continue  # root writes through file modes: nothing to check
+            assert proc.returncode in (1, 2), (args, proc.stderr)
+            assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+            assert str(db) in proc.stderr
+    finally:
+        tmp_path.chmod(0o755)

@@ -135,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
     from ndvm.errors import NdvmError
     from ndvm.search import Budget, make_proposer, run_search
     from ndvm.search.evaluate import CalibLimits
+    from ndvm.search.store import StoreError
 
     try:
         task = _task(args)
@@ -161,6 +162,10 @@ def run(args: argparse.Namespace) -> int:
             resume=args.resume, limits=limits,
             executor=args.executor, progress=show,
         )  # fmt: skip
+    except StoreError as exc:
+        show.end()
+        print(f"ndvm search: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         show.end()
         print(f"ndvm search: interrupted; every finished result is in {args.db} "

@@ -11,13 +11,16 @@ are run again on resume; a result is never written twice because rows are keyed 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ndvm.errors import NdvmError
 from ndvm.search.candidate import Candidate, Evaluation, Record
 
 _SCHEMA = """
@@ -70,12 +73,47 @@ def _nan(x: Any) -> float:
     return float("nan") if x is None else float(x)
 
 
+class StoreError(NdvmError):
+    """A search database that cannot be used: not SQLite, malformed, another schema, read-only."""
+
+
+def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn SQLite's exceptions into one-line ``StoreError``s naming the file."""
+
+    @functools.wraps(fn)
+    def wrapper(self: Store, *args: Any, **kw: Any) -> Any:
+        try:
+            return fn(self, *args, **kw)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: search database error: {exc}") from None
+        except (ValueError, TypeError) as exc:  # a row that does not decode (hand-edited)
+            raise StoreError(f"{self.path}: malformed search database: {exc}") from None
+
+    return wrapper
+
+
+def _columns(schema: str, table: str) -> set[str]:
+    body = schema.split(f"CREATE TABLE IF NOT EXISTS {table} (", 1)[1].split(");", 1)[0]
+    lines = [line.split() for line in body.strip().splitlines()]
+    return {words[0] for words in lines if words and words[0] != "PRIMARY"}
+
+
 class Store:
     """One SQLite database file; may hold several runs (the latest is resumed)."""
 
+    @_guarded
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
+        if Path(self.path).is_dir():
+            raise StoreError(f"{self.path}: is a directory, not a search database")
         self.db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        try:
+            self._open()
+        except BaseException:
+            self.db.close()
+            raise
+
+    def _open(self) -> None:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(_SCHEMA)
@@ -83,11 +121,21 @@ class Store:
         for name, kind in _ADDED:
             if name not in have:
                 self.db.execute(f"ALTER TABLE candidates ADD COLUMN {name} {kind}")
+                have.add(name)
+        runs = {row[1] for row in self.db.execute("PRAGMA table_info(runs)")}
+        missing = (_columns(_SCHEMA, "candidates") - have) | (_columns(_SCHEMA, "runs") - runs)
+        if missing:
+            raise StoreError(
+                f"{self.path}: not an ndvm search database (missing columns: "
+                f"{', '.join(sorted(missing))})"
+            )
 
+    @_guarded
     def close(self) -> None:
         self.db.close()
 
     # -- runs ---------------------------------------------------------------------------
+    @_guarded
     def new_run(
         self, task: str, proposer: str, seed: int, config: dict[str, Any], commit_id: str
     ) -> int:
@@ -98,6 +146,7 @@ class Store:
         )
         return int(cur.lastrowid or 0)
 
+    @_guarded
     def latest_run(self) -> dict[str, Any] | None:
         row = self.db.execute(
             "SELECT run, task, proposer, seed, config, commit_id, created, elapsed "
@@ -105,6 +154,7 @@ class Store:
         ).fetchone()
         return None if row is None else self._run_dict(row)
 
+    @_guarded
     def run_info(self, run: int) -> dict[str, Any]:
         row = self.db.execute(
             "SELECT run, task, proposer, seed, config, commit_id, created, elapsed "
@@ -112,7 +162,7 @@ class Store:
             (run,),
         ).fetchone()
         if row is None:
-            raise KeyError(f"no run {run} in {self.path}")
+            raise StoreError(f"{self.path}: no run {run}")
         return self._run_dict(row)
 
     @staticmethod
@@ -122,10 +172,12 @@ class Store:
         out["config"] = json.loads(out["config"])
         return out
 
+    @_guarded
     def set_elapsed(self, run: int, elapsed: float) -> None:
         self.db.execute("UPDATE runs SET elapsed = ? WHERE run = ?", (elapsed, run))
 
     # -- candidates ---------------------------------------------------------------------
+    @_guarded
     def add(self, run: int, records: list[Record]) -> None:
         """Insert a batch of proposals atomically (pending or already rejected)."""
         rows = []
@@ -157,6 +209,7 @@ class Store:
                 rows,
             )
 
+    @_guarded
     def finish_many(self, run: int, results: list[tuple[Any, float]], elapsed: float) -> list[bool]:
         """Record the results ``(evaluate.Result, t_done)`` of pending candidates in one
         transaction; per result, False if its row was not pending (never written twice)."""
@@ -183,6 +236,7 @@ class Store:
             self.db.execute("UPDATE runs SET elapsed = ? WHERE run = ?", (elapsed, run))
         return out
 
+    @_guarded
     def records(self, run: int) -> list[Record]:
         """Every row of ``run`` in index order."""
         cur = self.db.execute(
