@@ -423,3 +423,12 @@ def test_ray_actor_killed_mid_job_is_recovered(tmp_path):
         ex.close()
         ray.shutdown()
     _check_crash_recovery(out)
+
+
+def test_dmci_dialect_in_search_clamps_sqrt_and_log():
+    """The reference system's corpora assume its clamped sqrt/log (--dialect dmci)."""
+    src = "(* a (sqrt (- x 3)))"  # negative under the root for x < 3
+    plain = _run(src, 0, starts=1).evaluation
+    dmci = _run(src, 0, starts=1, dialect="dmci").evaluation
+    assert plain.status == "rejected" and plain.reason.startswith("finite:")
+    assert dmci.status == "ok" and math.isfinite(dmci.train_loss)
