@@ -338,6 +338,12 @@ void Interp::reset(const RunRequest& req) {
   inputs_.clear();
   n_joins_ = 0;
   steps_ = 0;
+  check_at_ = 4096;
+  charged_ = 0;
+  all_steps_ = 0;
+  lane_steps_.assign(W_, 0);
+  expired_ = false;
+  err_pending_ = false;
   heap_count_ = 0;
   mask_ = 0;
   node_ = -1;
@@ -393,7 +399,7 @@ RunOutput Interp::run(const RunRequest& req) {
     threads_.pop_back();
     kont_ = std::move(t.kont);
     vstack_ = std::move(t.vstack);
-    mask_ = t.mask;
+    set_mask(t.mask);
     Step resume_step;
     resume_step.val = t.value;
     run_thread(resume_step);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_set>
 
 #include "ndvm/interp.hpp"
 #include "ndvm/prims.hpp"
@@ -321,15 +322,19 @@ Value Interp::bool_and(Value a, Value b) {
   return bools_from(a, b, true);
 }
 
+// Structural equality; a pair of pairs is compared once (shared structure stays linear) and
+// every comparison is a step of the running lanes (as prims/structural.py _equal).
 Value Interp::equal(Value a, Value b) {
   Value result = make_value(Tag::BOOL, 1);
   std::vector<std::pair<Value, Value>> stack{{a, b}};
+  std::unordered_set<uint64_t> seen;
   while (!stack.empty()) {
-    if (++steps_ > lim_.max_steps) check_limits();
+    spend(1);
     const auto [x, y] = stack.back();
     stack.pop_back();
     Value r;
     if (x.tag == Tag::PAIR && y.tag == Tag::PAIR) {
+      if (!seen.insert((static_cast<uint64_t>(x.id) << 32) | y.id).second) continue;
       stack.emplace_back(heap_.pairs[x.id].cdr, heap_.pairs[y.id].cdr);
       stack.emplace_back(heap_.pairs[x.id].car, heap_.pairs[y.id].car);
       continue;
