@@ -123,6 +123,9 @@ class Runtime:
         if self.heap > self.max_heap:
             raise HeapLimitExceeded(f"heap limit of {self.max_heap} cells exceeded")
 
+    def spend(self, n: int) -> None:
+        """Charge ``n`` steps of work done inside a primitive (the machine replaces this)."""
+
     def prim_proc(self, code: int) -> PrimProc:
         return self._prim_procs[code]
 

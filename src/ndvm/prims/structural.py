@@ -199,11 +199,19 @@ def _eqv(rt: Any, a: Any, b: Any) -> Any:
 
 
 def _equal(rt: Any, a: Any, b: Any) -> Any:
+    """Structural equality; a pair of pairs is compared once (shared structure stays linear),
+    and every comparison is a step of the running lanes."""
     result: Any = True
     stack = [(a, b)]
+    seen: set[tuple[int, int]] = set()
     while stack:
         x, y = stack.pop()
+        rt.spend(1)
         if type(x) is Pair and type(y) is Pair:
+            key = (id(x), id(y))
+            if key in seen:
+                continue
+            seen.add(key)
             stack.append((x.cdr, y.cdr))
             stack.append((x.car, y.car))
             continue
