@@ -310,7 +310,7 @@ def _object_grid(
 def _input_arrays(
     program: CompiledProgram, inputs: Mapping[str, Any]
 ) -> tuple[list[int], list[np.ndarray], int | None]:
-    kinds, n_data = classify_inputs(program.inputs, inputs)
+    kinds, n_data = classify_inputs(program.inputs, inputs, program.input_positions)
     arrays = [
         np.ascontiguousarray(a, dtype=np.float64).reshape(-1 if k != "const" else a.shape)
         for k, a in kinds

@@ -35,7 +35,7 @@ class ReferenceBackend:
         limits: Limits,
         dialect: str | None,
     ) -> RunResult:
-        kinds, n_data = classify_inputs(program.inputs, inputs)
+        kinds, n_data = classify_inputs(program.inputs, inputs, program.input_positions)
         B = theta.shape[0]
         Ng = n_data or 1
         rt = Runtime(B, Ng, limits.max_heap, dialect)

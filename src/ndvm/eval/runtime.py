@@ -13,7 +13,13 @@ import numpy as np
 
 from ndvm.errors import HeapLimitExceeded, ProgramError, ShapeError
 from ndvm.lang import ir
-from ndvm.payload import Arr, BoolArr, uniform_under
+from ndvm.payload import (
+    MAX_PAYLOAD_DOUBLES,
+    PAYLOAD_LIMIT_MESSAGE,
+    Arr,
+    BoolArr,
+    uniform_under,
+)
 from ndvm.prims import PRIMS, Kind, Prim, Shape
 from ndvm.tape import Tape
 from ndvm.values import NIL, VOID, Pair, String, Symbol
@@ -106,6 +112,7 @@ class Runtime:
         self.tape = Tape()
         self.mask: np.ndarray | None = None
         self.heap = 0
+        self.payload = 0  # float64 elements of the payloads computed so far
         self.max_heap = max_heap
         self.node: Any = None  # IR node being applied, for error positions
         self.dialect = dialect
@@ -122,6 +129,20 @@ class Runtime:
         self.heap += n
         if self.heap > self.max_heap:
             raise HeapLimitExceeded(f"heap limit of {self.max_heap} cells exceeded")
+
+    def payload_alloc(self, n: int) -> None:
+        """Account ``n`` float64 payload elements (before allocating them when possible)."""
+        self.payload += n
+        if self.payload > MAX_PAYLOAD_DOUBLES:
+            raise HeapLimitExceeded(PAYLOAD_LIMIT_MESSAGE)
+
+    def _apply(self, ref: Any, payloads: list[Any]) -> Any:
+        try:
+            out = ref(*payloads)
+        except MemoryError:
+            raise HeapLimitExceeded(PAYLOAD_LIMIT_MESSAGE) from None
+        self.payload_alloc(int(np.size(out)))
+        return out
 
     def spend(self, n: int) -> None:
         """Charge ``n`` steps of work done inside a primitive (the machine replaces this)."""
@@ -201,7 +222,7 @@ class Runtime:
                 p if r == rank or type(p) is float else p.reshape(p.shape + (1,) * rank)
                 for p, r in zip(payloads, ranks)
             ]
-        out = ref(*payloads)
+        out = self._apply(ref, payloads)
         if prim.kind is Kind.PREDICATE:
             if isinstance(out, np.ndarray) and out.ndim:
                 return BoolArr(out)
@@ -254,13 +275,16 @@ class Runtime:
         except ShapeError as exc:
             raise self.error(exc.message, ShapeError) from None
         payloads = [np.full((1, 1), p) if type(p) is float else p for p in payloads]
-        out = np.asarray(ref(*payloads), dtype=np.float64)
+        lanes = max(p.shape[0] for p in payloads) * max(p.shape[1] for p in payloads)
+        self.payload_alloc(lanes * int(np.prod(out_struct, dtype=np.float64)))
+        out = np.asarray(self._apply(ref, payloads), dtype=np.float64)
         return self._result(prim, vjp, args, payloads, out, len(out_struct))
 
     def tape_op(
         self, vjp: Any, args: tuple[Any, ...], payloads: tuple[Any, ...], out: np.ndarray, rank: int
     ) -> Arr:
         """Record a generic numeric op (stack, gather, merge) defined outside the table."""
+        self.payload_alloc(out.size)
         ins = tuple(a.node if type(a) is Arr else -1 for a in args)
         if max(ins, default=-1) < 0:
             return constant(out, rank)
