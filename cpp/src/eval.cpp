@@ -123,7 +123,9 @@ void Interp::run_thread(Step s) {
     if (!err_pending_ && !diverge_pending_ &&
         (steps_ >= check_at_ || kont_.size() > lim_.max_depth)) {
       if (limit_error(pending_err_)) {
-        err_pending_ = true;
+        // past the deadline, lanes that hold their value and only return it through pending
+        // frames go on; the first expression left to evaluate fails them
+        err_pending_ = s.expr >= 0 || pending_err_.cls != ErrClass::DEADLINE;
       } else if (overrun(bad) == 2) {
         pending_err_ = step_error();
         err_pending_ = true;

@@ -192,6 +192,7 @@ class Interp {
   uint32_t size_arg(Value x, const char* who);
   // Work inside a primitive: n steps of the running lanes; throws their limit LaneError.
   void spend(uint64_t n);
+  void mind_clock();
 
   PayloadTable pay_;
   MaskTable masks_;
@@ -248,6 +249,8 @@ class Interp {
   Limits lim_;
   uint64_t steps_ = 0;
   uint64_t check_at_ = 0;
+  static constexpr size_t kClockEvery = size_t{1} << 22;
+  size_t clock_at_ = kClockEvery;
   uint64_t charged_ = 0;             // steps_ already charged to lanes
   uint64_t all_steps_ = 0;           // steps charged to every lane (mask 0)
   std::vector<uint64_t> lane_steps_;  // [W] steps charged to each lane beyond all_steps_
