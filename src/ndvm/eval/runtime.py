@@ -24,6 +24,8 @@ from ndvm.prims import PRIMS, Kind, Prim, Shape
 from ndvm.tape import Tape
 from ndvm.values import NIL, VOID, Pair, String, Symbol
 
+CLOCK_EVERY = 1 << 22  # payload elements computed between two deadline checks
+
 
 class Env:
     """A frame of the lexical environment (``Local(depth, index)`` walks ``parent``)."""
@@ -113,6 +115,7 @@ class Runtime:
         self.mask: np.ndarray | None = None
         self.heap = 0
         self.payload = 0  # float64 elements of the payloads computed so far
+        self._clock_at = CLOCK_EVERY  # payload elements at which the deadline is checked
         self.max_heap = max_heap
         self.node: Any = None  # IR node being applied, for error positions
         self.dialect = dialect
@@ -135,6 +138,9 @@ class Runtime:
         self.payload += n
         if self.payload > MAX_PAYLOAD_DOUBLES:
             raise HeapLimitExceeded(PAYLOAD_LIMIT_MESSAGE)
+        if self.payload >= self._clock_at:  # big numeric work between steps: mind the clock
+            self._clock_at = self.payload + CLOCK_EVERY
+            self.tick()
 
     def _apply(self, ref: Any, payloads: list[Any]) -> Any:
         try:
@@ -146,6 +152,9 @@ class Runtime:
 
     def spend(self, n: int) -> None:
         """Charge ``n`` steps of work done inside a primitive (the machine replaces this)."""
+
+    def tick(self) -> None:
+        """Check the deadline now (the machine replaces this)."""
 
     def prim_proc(self, code: int) -> PrimProc:
         return self._prim_procs[code]

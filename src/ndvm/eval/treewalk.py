@@ -13,7 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from ndvm.errors import HeapLimitExceeded, LimitExceeded, NdvmError, ProgramError
+from ndvm.errors import (
+    DeadlineExceeded,
+    HeapLimitExceeded,
+    LimitExceeded,
+    NdvmError,
+    ProgramError,
+)
 from ndvm.eval.clock import LaneClock
 from ndvm.eval.export import error_message
 from ndvm.eval.inline import make_inline
@@ -83,6 +89,7 @@ class Machine:
         self.all_lanes = np.ones((rt.B, rt.Ng), dtype=bool)
         self._inlined: dict[int, Any] = {}
         rt.spend = self._spend
+        rt.tick = self._tick
 
     def run(self, body: ir.Node) -> Outcome:
         root = JoinState(self.all_lanes, [])
@@ -130,9 +137,20 @@ class Machine:
             if err is not None:
                 raise err
 
-    def _limit(self, kont: list[Any]) -> NdvmError | _Overrun | None:
-        """At a check point: a limit error of the running lanes, an ``_Overrun``, or None."""
+    def _tick(self) -> None:
+        if self.limits.deadline is not None:
+            err = self.clock.check(self.steps, self.rt.mask, 0)
+            if err is not None:
+                raise err
+
+    def _limit(self, kont: list[Any], expr: Any) -> NdvmError | _Overrun | None:
+        """At a check point: a limit error of the running lanes, an ``_Overrun``, or None.
+
+        Past the deadline, lanes that hold their value and only return it through pending
+        frames (``expr`` is None) go on; the first expression left to evaluate fails them."""
         err = self.clock.check(self.steps, self.rt.mask, len(kont))
+        if type(err) is DeadlineExceeded and expr is None:
+            return None
         if err is not None:
             return err
         bad = self.clock.over(self.rt.mask)
@@ -156,7 +174,7 @@ class Machine:
         while True:
             self.steps += 1
             if pending is None and (self.steps >= self.check_at or len(kont) > max_depth):
-                pending = self._limit(kont)
+                pending = self._limit(kont, expr)
                 self.check_at = self.steps + (1 if self.clock.expired else _CHECK_EVERY)
             try:
                 if pending is not None:

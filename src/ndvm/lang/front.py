@@ -109,6 +109,8 @@ def parse_header(form: SList) -> tuple[ir.ParamSpec, ...]:
     specs: list[ir.ParamSpec] = []
     for item in form.items[1:]:
         if isinstance(item, Sym):
+            if any(s.name == item.name for s in specs):
+                raise CompileError(f"params: {item.name!r} declared twice", item.line, item.column)
             specs.append(ir.ParamSpec(item.name, 0.0, "free", item.line, item.column))
             continue
         if (
