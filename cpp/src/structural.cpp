@@ -97,6 +97,7 @@ bool Interp::list_items(Value lst, std::vector<Value>& out, const char* who, boo
       throw error(std::string(who) + ": list too long");
     }
   }
+  spend(out.size());  // each element traversed is a step (as prims/structural.py)
   if (x.tag != Tag::NIL) {
     if (!raise) return false;
     throw error(std::string(who) + ": expected a proper list, got " + type_name(lst));
@@ -221,6 +222,7 @@ Value Interp::structural(int code, const Value* args, uint32_t n) {
         x = heap_.pairs[x.id].cdr;
       }
       if (k < 0) throw error("list-tail: index " + idx_str(k) + " out of range");
+      spend(static_cast<uint64_t>(k));  // each element traversed is a step
       if (!is_ref) return x;
       if (x.tag != Tag::PAIR) throw error("list-ref: index " + idx_str(k) + " out of range");
       return heap_.pairs[x.id].car;
@@ -239,7 +241,9 @@ Value Interp::structural(int code, const Value* args, uint32_t n) {
       return make_value(Tag::BOOL, args[0].tag == Tag::NUM && args[0].rank == 2);
     case Prim::IS_LIST: {
       Value x = args[0];
-      while (x.tag == Tag::PAIR) x = heap_.pairs[x.id].cdr;
+      uint64_t n = 0;
+      for (; x.tag == Tag::PAIR; ++n) x = heap_.pairs[x.id].cdr;
+      spend(n);
       return make_value(Tag::BOOL, x.tag == Tag::NIL);
     }
     case Prim::IS_PROCEDURE:
