@@ -45,6 +45,10 @@ LANES3 = [[0.0], [5.0], [6.0]]
 SMALL_STEPS = {"max_steps": 5_000, "deadline": 5.0}
 
 
+def _fit(y: str = "y", *extra: str) -> tuple[str, ...]:
+    return ("fit", "{src}", "--data", "{csv}", "--x", "x", "--y", y, *extra)
+
+
 def _many(n: int) -> str:
     return "(+ a" + " 1" * n + ")"
 
@@ -147,19 +151,19 @@ CASES: list[Case] = [
          params=(("a", -1.0, "positive"),)),
     # 6. files given to the CLI
     Case("csv-header-only", "files", "(* a x)", "NdvmError",
-         cli=("fit", "{src}", "--data", "{csv}", "--x", "x", "--y", "y"), csv="x,y\n"),
+         cli=_fit(), csv="x,y\n"),
     Case("csv-empty", "files", "(* a x)", "NdvmError",
-         cli=("fit", "{src}", "--data", "{csv}", "--x", "x", "--y", "y"), csv=""),
+         cli=_fit(), csv=""),
     Case("csv-nul", "files", "(* a x)", "NdvmError",
-         cli=("fit", "{src}", "--data", "{csv}", "--x", "x", "--y", "y"), csv="x,y\n1,\x002\n"),
+         cli=_fit(), csv="x,y\n1,\x002\n"),
     Case("csv-short-row", "files", "(* a x)", "NdvmError",
-         cli=("fit", "{src}", "--data", "{csv}", "--x", "x", "--y", "y"), csv="x,y\n1\n2,3\n"),
+         cli=_fit(), csv="x,y\n1\n2,3\n"),
     Case("csv-missing-column", "files", "(* a x)", "NdvmError",
-         cli=("fit", "{src}", "--data", "{csv}", "--x", "x", "--y", "z"), csv="x,y\n1,2\n"),
+         cli=_fit("z"), csv="x,y\n1,2\n"),
     Case("csv-text", "files", "(* a x)", "NdvmError",
-         cli=("fit", "{src}", "--data", "{csv}", "--x", "x", "--y", "y"), csv="x,y\na,b\n"),
+         cli=_fit(), csv="x,y\na,b\n"),
     Case("csv-ok", "files", "(* a x)", "value",
-         cli=("fit", "{src}", "--data", "{csv}", "--x", "x", "--y", "y", "--steps", "3"),
+         cli=_fit("y", "--steps", "3"),
          csv="x,y\n1,2\n2,4\n"),
     Case("eval-garbage", "files", "(((", cli=("eval", "{src}"), expect="NdvmError"),
     Case("eval-bad-param", "files", "(* a 2)", cli=("eval", "{src}", "--param", "zz=1"),
