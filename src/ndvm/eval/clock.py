@@ -18,24 +18,38 @@ from ndvm.eval.limits import Limits
 
 
 class LaneClock:
-    __slots__ = ("limits", "lanes", "charged", "t0", "expired")
+    __slots__ = ("limits", "lanes", "base", "segments", "charged", "t0", "expired")
 
     def __init__(self, limits: Limits, B: int, Ng: int) -> None:
         self.limits = limits
-        self.lanes = np.zeros((B, Ng), dtype=np.int64)
+        self.lanes = np.zeros((B, Ng), dtype=np.int64)  # steps of each lane beyond ``base``
+        self.base = 0  # steps charged to every lane
+        self.segments: list[tuple[np.ndarray, int]] = []  # (mask, steps) not yet in ``lanes``
         self.charged = 0  # machine steps already charged to some lanes
         self.t0 = time.monotonic()
         self.expired = False
 
     def charge(self, steps: int, mask: np.ndarray | None) -> None:
-        """Charge the steps run since the last charge to the lanes of ``mask`` (None: all)."""
+        """Charge the steps run since the last charge to the lanes of ``mask`` (None: all).
+
+        O(1): masked charges are kept as segments and summed into ``lanes`` in one
+        vectorized operation when the counts are needed (or 64 have accumulated)."""
         d = steps - self.charged
         if d:
-            if mask is None:
-                self.lanes += d
-            else:
-                self.lanes[mask] += d
             self.charged = steps
+            if mask is None:
+                self.base += d
+            else:
+                self.segments.append((mask, d))
+                if len(self.segments) >= 64:
+                    self._flush()
+
+    def _flush(self) -> None:
+        if self.segments:
+            masks = np.stack([m for m, _ in self.segments])
+            steps = np.array([d for _, d in self.segments], dtype=np.int64)
+            self.lanes += (masks * steps[:, None, None]).sum(axis=0)
+            self.segments.clear()
 
     def check(self, steps: int, mask: np.ndarray | None, depth: int) -> LimitExceeded | None:
         """The limit error of the running lanes, or None; lanes over the step limit are
@@ -55,7 +69,8 @@ class LaneClock:
 
     def over(self, mask: np.ndarray | None) -> np.ndarray | None:
         """The active lanes past ``max_steps`` (a (B, Ng) mask), or None when there are none."""
-        bad = self.lanes > self.limits.max_steps
+        self._flush()
+        bad = self.lanes > self.limits.max_steps - self.base
         if mask is not None:
             bad &= mask
         return bad if bad.any() else None

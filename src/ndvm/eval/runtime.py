@@ -136,18 +136,24 @@ class Runtime:
     def payload_alloc(self, n: int) -> None:
         """Account ``n`` float64 payload elements (before allocating them when possible)."""
         self.payload += n
+        if self.payload >= self._clock_at:
+            self._payload_checks()
+
+    def _payload_checks(self) -> None:
+        """The payload cap, and the deadline during big numeric work between steps."""
         if self.payload > MAX_PAYLOAD_DOUBLES:
             raise HeapLimitExceeded(PAYLOAD_LIMIT_MESSAGE)
-        if self.payload >= self._clock_at:  # big numeric work between steps: mind the clock
-            self._clock_at = self.payload + CLOCK_EVERY
-            self.tick()
+        self._clock_at = min(self.payload + CLOCK_EVERY, MAX_PAYLOAD_DOUBLES + 1)
+        self.tick()
 
     def _apply(self, ref: Any, payloads: list[Any]) -> Any:
         try:
             out = ref(*payloads)
         except MemoryError:
             raise HeapLimitExceeded(PAYLOAD_LIMIT_MESSAGE) from None
-        self.payload_alloc(int(np.size(out)))
+        self.payload += out.size if type(out) is np.ndarray else 1
+        if self.payload >= self._clock_at:
+            self._payload_checks()
         return out
 
     def spend(self, n: int) -> None:
