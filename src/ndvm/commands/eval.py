@@ -147,7 +147,10 @@ def run(args: argparse.Namespace) -> int:
             out["grad"] = {p: float(g) for p, g in zip(program.params, grad)}
         else:
             value = program.eval(theta, **inputs)
-        text = encode(np.asarray(value).tolist(), args.json)
+        arr = np.asarray(value)
+        # a numeric array prints whole (its size is its cost); structure is bounded
+        cells = MAX_PRINT_CELLS if arr.dtype == object else MAX_PRINT_CELLS + 2 * arr.size
+        text = encode(arr.tolist(), args.json, cells)
     except NdvmError as exc:
         exc.source_name = exc.source_name or name
         print(exc.located(name), file=sys.stderr)
