@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Build the native core and extension with AddressSanitizer + UndefinedBehaviorSanitizer, then
-# run the native tests, the golden programs and a fuzz smoke against that build.
+# run the native tests, the golden programs, the hostile corpus and the fuzz target against it.
 #
-#   tools/sanitize.sh           full: every native + golden test, 2000 fuzz inputs
-#   tools/sanitize.sh --short   CI form (< 3 minutes once the build dir is warm): native tests,
-#                               300 fuzz inputs
+#   tools/sanitize.sh              full: native + golden tests, hostile corpus, 5000 fuzz inputs
+#   tools/sanitize.sh --short      CI form (a few minutes once the build dir is warm): native
+#                                  tests, the hostile corpus, 2000 fuzz inputs
+#   tools/sanitize.sh --fuzz MIN   the fuzz target alone for MIN minutes (seed: $NDVM_FUZZ_SEED)
 #
 # The sanitized extension is built in build/sanitize and loaded from a private overlay of the
 # package (the editable install's finder is bypassed), with libasan preloaded into Python.
@@ -65,10 +66,13 @@ PYEOF
 
 cd "$ROOT"
 if [ "$MODE" = "--short" ]; then
-  run_py -m pytest -q -p no:cacheprovider tests/native
-  run_py tools/fuzz/fuzz_source.py --iterations 300 --seed 1
+  run_py -m pytest -q -p no:cacheprovider tests/native tests/hostile
+  run_py tools/fuzz/fuzz_source.py --iterations 2000 --seed 1
+elif [ "$MODE" = "--fuzz" ]; then
+  run_py tools/fuzz/fuzz_source.py --minutes "${2:?--fuzz needs minutes}" \
+    --seed "${NDVM_FUZZ_SEED:-0}"
 else
-  run_py -m pytest -q -p no:cacheprovider tests/native tests/golden
-  run_py tools/fuzz/fuzz_source.py --iterations 2000 --seed 2
+  run_py -m pytest -q -p no:cacheprovider tests/native tests/golden tests/hostile
+  run_py tools/fuzz/fuzz_source.py --iterations 5000 --seed 2
 fi
 echo "sanitize: OK"

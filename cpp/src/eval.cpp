@@ -1,6 +1,7 @@
 // The CEK machine: evaluation steps, continuation frames, lane splits and joins, lane failure.
 // Mirrors src/ndvm/eval/treewalk.py frame by frame (the reference is the specification).
 #include <algorithm>
+#include <cstdio>
 
 #include "ndvm/interp.hpp"
 #include "ndvm/prims.hpp"
@@ -11,38 +12,135 @@ namespace {
 constexpr uint64_t kCheckEvery = 4096;
 }
 
-void Interp::check_limits() {
-  if (steps_ > lim_.max_steps) {
-    throw LimitError(LimitKind::STEPS,
-                     "step limit of " + std::to_string(lim_.max_steps) + " exceeded");
+// Steps are charged to the lanes that ran them (at every mask switch and check point), so
+// Limits.max_steps bounds each lane's own path: a runaway lane fails alone, as in a batch of
+// one. Depth and the deadline fail the running lanes; after the deadline every lane still
+// running fails. The reference's LaneClock (src/ndvm/eval/clock.py) is the specification.
+void Interp::charge() {
+  const uint64_t d = steps_ - charged_;
+  charged_ = steps_;
+  if (d == 0) return;
+  if (mask_ == 0 || masks_.full(mask_)) {
+    all_steps_ += d;
+    return;
   }
-  if (kont_.size() > lim_.max_depth) {
-    throw LimitError(LimitKind::DEPTH, "control stack deeper than " +
-                                           std::to_string(lim_.max_depth) +
-                                           " frames (non-tail recursion too deep?)");
-  }
-  if (lim_.deadline > 0) {
-    const double dt =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-    if (dt > lim_.deadline) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%g", lim_.deadline);
-      throw LimitError(LimitKind::DEADLINE,
-                       std::string("evaluation exceeded its deadline of ") + buf + " s");
-    }
-  }
+  const uint8_t* bits = masks_.bits(mask_);
+  for (uint32_t l = 0; l < W_; ++l) lane_steps_[l] += bits[l] ? d : 0;
 }
 
+void Interp::set_mask(uint32_t m) {
+  charge();
+  mask_ = m;
+}
+
+LaneError Interp::step_error() const {
+  LaneError e;
+  e.cls = ErrClass::STEPS;
+  e.message = "step limit of " + std::to_string(lim_.max_steps) + " exceeded";
+  return e;
+}
+
+bool Interp::limit_error(LaneError& out) {
+  if (kont_.size() > lim_.max_depth) {
+    out = LaneError{};
+    out.cls = ErrClass::DEPTH;
+    out.message = "control stack deeper than " + std::to_string(lim_.max_depth) +
+                  " frames (non-tail recursion too deep?)";
+    return true;
+  }
+  if (!expired_ && lim_.deadline > 0) {
+    const double dt =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    expired_ = dt > lim_.deadline;
+  }
+  if (expired_) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g", lim_.deadline);
+    out = LaneError{};
+    out.cls = ErrClass::DEADLINE;
+    out.message = std::string("evaluation exceeded its deadline of ") + buf + " s";
+    return true;
+  }
+  charge();
+  return false;
+}
+
+// Running lanes past the step limit: 0 none, 2 all, 1 some (then `bad` is their new mask).
+int Interp::overrun(uint32_t& bad) {
+  const uint8_t* act = masks_.bits(mask_);
+  uint32_t n = 0;
+  for (uint32_t l = 0; l < W_; ++l) n += act[l] && all_steps_ + lane_steps_[l] > lim_.max_steps;
+  if (n == 0) return 0;
+  if (n == masks_.count(mask_)) return 2;
+  const uint32_t m = masks_.add();
+  act = masks_.bits(mask_);
+  uint8_t* out = masks_.mutable_bits(m);
+  for (uint32_t l = 0; l < W_; ++l) {
+    out[l] = static_cast<uint8_t>(act[l] && all_steps_ + lane_steps_[l] > lim_.max_steps);
+  }
+  masks_.seal(m);
+  bad = m;
+  return 1;
+}
+
+void Interp::spend(uint64_t n) {
+  steps_ += n;
+  if (steps_ < check_at_) return;
+  check_at_ = steps_ + kCheckEvery;
+  LaneError e;
+  if (limit_error(e)) throw e;
+  uint32_t bad = 0;
+  if (overrun(bad) != 0) throw step_error();
+}
+
+Step Interp::split_overrun(const Step& s, uint32_t bad) {
+  const uint32_t active = mask_;
+  const uint32_t ok = masks_.add();
+  const uint8_t* act = masks_.bits(active);
+  const uint8_t* b = masks_.bits(bad);
+  uint8_t* out = masks_.mutable_bits(ok);
+  for (uint32_t l = 0; l < W_; ++l) out[l] = static_cast<uint8_t>(act[l] && !b[l]);
+  masks_.seal(ok);
+  Arm arms[2];
+  arms[0].mask = ok;
+  arms[0].kind = ArmKind::RESUME;
+  arms[0].node = static_cast<uint32_t>(s.expr >= 0 ? s.expr : 0);
+  arms[0].i = s.expr >= 0 ? 1 : 0;
+  arms[0].env = s.env;
+  arms[0].value = s.val;
+  arms[1].mask = bad;
+  arms[1].kind = ArmKind::OVERRUN;
+  return split_masks(active, arms, 2);
+}
+
+// One thread until it finishes or waits on a join. A lane error, a divergence or a limit of
+// the running lanes is handled as the next step inside the same try (handling it may start
+// another arm, which may fail in turn).
 void Interp::run_thread(Step s) {
-  uint64_t check_at = steps_ + kCheckEvery;
   for (;;) {
     ++steps_;
-    if (steps_ >= check_at || kont_.size() > lim_.max_depth) {
-      check_limits();
-      check_at = steps_ + kCheckEvery;
+    uint32_t bad = 0;
+    if (!err_pending_ && !diverge_pending_ &&
+        (steps_ >= check_at_ || kont_.size() > lim_.max_depth)) {
+      if (limit_error(pending_err_)) {
+        // past the deadline, lanes that hold their value and only return it through pending
+        // frames go on; the first expression left to evaluate fails them
+        err_pending_ = s.expr >= 0 || pending_err_.cls != ErrClass::DEADLINE;
+      } else if (overrun(bad) == 2) {
+        pending_err_ = step_error();
+        err_pending_ = true;
+        bad = 0;
+      }
+      check_at_ = steps_ + (expired_ ? 1 : kCheckEvery);
     }
     try {
-      if (diverge_pending_) {
+      if (err_pending_) {
+        err_pending_ = false;
+        LaneError e = std::move(pending_err_);
+        s = fail(e);
+      } else if (bad != 0) {
+        s = split_overrun(s, bad);
+      } else if (diverge_pending_) {
         diverge_pending_ = false;
         s = split_retry();
       } else if (s.expr >= 0) {
@@ -58,8 +156,8 @@ void Interp::run_thread(Step s) {
       diverge_groups_ = std::move(d.groups);
       diverge_pending_ = true;
     } catch (LaneError& err) {
-      s = fail(err);
-      if (s.done) return;
+      pending_err_ = std::move(err);
+      err_pending_ = true;
     }
   }
 }
@@ -393,7 +491,7 @@ Step Interp::split_retry() {
 }
 
 Step Interp::start_arm(const Arm& arm) {
-  mask_ = arm.mask;
+  set_mask(arm.mask);
   Step s;
   s.env = arm.env;
   switch (arm.kind) {
@@ -407,6 +505,11 @@ Step Interp::start_arm(const Arm& arm) {
       args_.assign(retry_args_.begin() + arm.args, retry_args_.begin() + arm.args + arm.nargs);
       return call(make_value(Tag::PRIMPROC, arm.code), args_.data(), arm.nargs, arm.node);
     }
+    case ArmKind::RESUME:
+      s.expr = arm.i ? static_cast<int32_t>(arm.node) : -1;
+      s.val = arm.value;
+      return s;
+    case ArmKind::OVERRUN: throw step_error();
     case ArmKind::OR_FROM: {
       const Node& n = prog_->nodes[arm.node];
       if (arm.i + 1 < n.nkids) {
@@ -441,7 +544,7 @@ Step Interp::service(uint32_t js) {
       return s;
     }
     if (!j.results.empty()) {
-      mask_ = j.mask;
+      set_mask(j.mask);
       const std::vector<std::pair<uint32_t, Value>> results = std::move(j.results);
       joins_[js].results.clear();
       std::vector<std::pair<uint32_t, Value>> groups = merge_groups(results);
@@ -453,7 +556,7 @@ Step Interp::service(uint32_t js) {
       for (size_t k = 1; k < groups.size(); ++k) {
         threads_.push_back(Thread{kont_, vstack_, groups[k].first, groups[k].second});
       }
-      mask_ = masks_.full(groups[0].first) ? 0 : groups[0].first;
+      set_mask(masks_.full(groups[0].first) ? 0 : groups[0].first);
       s.val = groups[0].second;
       return s;
     }

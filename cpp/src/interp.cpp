@@ -81,6 +81,16 @@ LaneError Interp::error(const std::string& msg, ErrClass cls) const {
   return e;
 }
 
+// Big numeric work between steps: the deadline is checked every kClockEvery payload doubles
+// (the reference's Runtime.payload_alloc does the same).
+void Interp::mind_clock() {
+  if (pay_.doubles() < clock_at_) return;
+  clock_at_ = pay_.doubles() + kClockEvery;
+  if (lim_.deadline <= 0 || kont_.empty()) return;  // not inside the machine yet
+  LaneError e;
+  if (limit_error(e)) throw e;
+}
+
 void Interp::alloc(uint64_t n) {
   heap_count_ += n;
   if (heap_count_ > lim_.max_heap) {
@@ -174,6 +184,7 @@ Value Interp::numeric(int code, const Value* args, uint32_t n) {
   }
   const Payload shape = first >= 0 ? pay_[args[first].id] : Payload{};
   const uint32_t out = pay_.alloc(width, shape.rank, shape.rows, shape.cols, taped);
+  mind_clock();
   for (uint32_t i = 0; i < n; ++i) ops_[i] = pay_.operand(args[i].id);
   const bool dmci = dmci_ && info.domain == PrimDomain::POSITIVE;
   elementwise_forward(code, dmci, ops_.data(), static_cast<int>(n), pay_.ptr(out), width,
@@ -208,6 +219,7 @@ Value Interp::custom(int code, const Value* args, uint32_t n) {
   const std::string bad = custom_shape(code, ops_.data(), static_cast<int>(n), shape);
   if (!bad.empty()) throw error(bad, ErrClass::SHAPE);
   const uint32_t out = pay_.alloc(width, shape.rank, shape.rows, shape.cols, taped);
+  mind_clock();
   for (uint32_t i = 0; i < n; ++i) ops_[i] = pay_.operand(args[i].id);
   custom_forward(code, ops_.data(), static_cast<int>(n), pay_.ptr(out), width, scratch_);
   if (taped) {
@@ -338,6 +350,13 @@ void Interp::reset(const RunRequest& req) {
   inputs_.clear();
   n_joins_ = 0;
   steps_ = 0;
+  check_at_ = 4096;
+  clock_at_ = kClockEvery;
+  charged_ = 0;
+  all_steps_ = 0;
+  lane_steps_.assign(W_, 0);
+  expired_ = false;
+  err_pending_ = false;
   heap_count_ = 0;
   mask_ = 0;
   node_ = -1;
@@ -393,7 +412,7 @@ RunOutput Interp::run(const RunRequest& req) {
     threads_.pop_back();
     kont_ = std::move(t.kont);
     vstack_ = std::move(t.vstack);
-    mask_ = t.mask;
+    set_mask(t.mask);
     Step resume_step;
     resume_step.val = t.value;
     run_thread(resume_step);

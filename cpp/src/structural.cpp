@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_set>
 
 #include "ndvm/interp.hpp"
 #include "ndvm/prims.hpp"
@@ -96,6 +97,7 @@ bool Interp::list_items(Value lst, std::vector<Value>& out, const char* who, boo
       throw error(std::string(who) + ": list too long");
     }
   }
+  spend(out.size());  // each element traversed is a step (as prims/structural.py)
   if (x.tag != Tag::NIL) {
     if (!raise) return false;
     throw error(std::string(who) + ": expected a proper list, got " + type_name(lst));
@@ -220,6 +222,7 @@ Value Interp::structural(int code, const Value* args, uint32_t n) {
         x = heap_.pairs[x.id].cdr;
       }
       if (k < 0) throw error("list-tail: index " + idx_str(k) + " out of range");
+      spend(static_cast<uint64_t>(k));  // each element traversed is a step
       if (!is_ref) return x;
       if (x.tag != Tag::PAIR) throw error("list-ref: index " + idx_str(k) + " out of range");
       return heap_.pairs[x.id].car;
@@ -238,7 +241,9 @@ Value Interp::structural(int code, const Value* args, uint32_t n) {
       return make_value(Tag::BOOL, args[0].tag == Tag::NUM && args[0].rank == 2);
     case Prim::IS_LIST: {
       Value x = args[0];
-      while (x.tag == Tag::PAIR) x = heap_.pairs[x.id].cdr;
+      uint64_t n = 0;
+      for (; x.tag == Tag::PAIR; ++n) x = heap_.pairs[x.id].cdr;
+      spend(n);
       return make_value(Tag::BOOL, x.tag == Tag::NIL);
     }
     case Prim::IS_PROCEDURE:
@@ -321,15 +326,19 @@ Value Interp::bool_and(Value a, Value b) {
   return bools_from(a, b, true);
 }
 
+// Structural equality; a pair of pairs is compared once (shared structure stays linear) and
+// every comparison is a step of the running lanes (as prims/structural.py _equal).
 Value Interp::equal(Value a, Value b) {
   Value result = make_value(Tag::BOOL, 1);
   std::vector<std::pair<Value, Value>> stack{{a, b}};
+  std::unordered_set<uint64_t> seen;
   while (!stack.empty()) {
-    if (++steps_ > lim_.max_steps) check_limits();
+    spend(1);
     const auto [x, y] = stack.back();
     stack.pop_back();
     Value r;
     if (x.tag == Tag::PAIR && y.tag == Tag::PAIR) {
+      if (!seen.insert((static_cast<uint64_t>(x.id) << 32) | y.id).second) continue;
       stack.emplace_back(heap_.pairs[x.id].cdr, heap_.pairs[y.id].cdr);
       stack.emplace_back(heap_.pairs[x.id].car, heap_.pairs[y.id].car);
       continue;

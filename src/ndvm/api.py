@@ -19,6 +19,7 @@ from ndvm.errors import BackendUnsupported, NdvmError
 from ndvm.eval.limits import Limits
 from ndvm.lang.front import compile_source
 from ndvm.lang.ir import CompiledProgram, ParamSpec
+from ndvm.values import show
 
 DIALECTS = (None, "dmci")
 DTYPES = ("float64", "float32")
@@ -37,6 +38,14 @@ class LaneArray(np.ndarray):
     def __array_finalize__(self, obj: Any) -> None:
         self.status = getattr(obj, "status", None)
         self.errors = getattr(obj, "errors", [])
+
+    def __repr__(self) -> str:
+        if self.dtype != object:
+            return super().__repr__()
+        return f"LaneArray({show(self.tolist())}, dtype=object)"
+
+    def __str__(self) -> str:
+        return super().__str__() if self.dtype != object else show(self.tolist())
 
     @property
     def ok(self) -> bool:
@@ -206,7 +215,10 @@ class Program:
         P = len(self.compiled.params)
         if theta is None:
             theta = self.init_theta()
-        th = np.asarray(theta, dtype=np.float64)
+        try:
+            th = np.asarray(theta, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise NdvmError(f"theta must be a numeric [{P}] or [B, {P}] array (ragged?)") from None
         single = th.ndim <= 1
         th = th.reshape(1, -1) if single else th
         if th.ndim != 2 or th.shape[1] != P:
@@ -275,7 +287,8 @@ def compile(  # noqa: A001 - the public name is part of the contract
         backend: "reference" or "native" (None: the default backend).
         dtype: "float64" or "float32".
         dialect: None or "dmci" (protected sqrt/log as in the reference system).
-        limits: evaluation limits (steps, heap cells, depth, deadline).
+        limits: limits of compilation (source size, forms) and of every evaluation (steps,
+            heap cells, depth, deadline).
         strict: True raises on any failing lane; False never raises for lane errors;
             None (default) raises only when every lane failed.
     """
@@ -285,9 +298,10 @@ def compile(  # noqa: A001 - the public name is part of the contract
         raise NdvmError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
     if isinstance(inputs, str):
         inputs = (inputs,)
-    compiled = compile_source(source, params, tuple(inputs))
+    limits = limits or Limits()
+    compiled = compile_source(source, params, tuple(inputs), limits)
     name = _choose_backend(backend, compiled)
-    return Program(compiled, name, dtype, dialect, limits or Limits(), strict)
+    return Program(compiled, name, dtype, dialect, limits, strict)
 
 
 def _choose_backend(name: str | None, compiled: CompiledProgram) -> str:

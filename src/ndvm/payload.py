@@ -12,6 +12,11 @@ from typing import Any
 
 import numpy as np
 
+# Numeric payload memory of one evaluation is capped at 2 GiB of float64 (the native core's
+# kMaxPayloadDoubles); beyond it the evaluation stops with HeapLimitExceeded.
+MAX_PAYLOAD_DOUBLES = 1 << 28
+PAYLOAD_LIMIT_MESSAGE = f"payload memory limit of {MAX_PAYLOAD_DOUBLES * 8 >> 20} MiB exceeded"
+
 
 class Arr:
     """A lane-batched number, vector (rank 1) or matrix (rank 2); ``node`` >= 0 if taped."""

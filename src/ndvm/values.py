@@ -70,7 +70,7 @@ class Pair:
         self.cdr = cdr
 
     def __repr__(self) -> str:
-        return "(" + " ".join(repr(x) for x in iter_list(self, strict=False)) + ")"
+        return show(self, PRINT_LIMIT)
 
 
 def iter_list(value: Any, *, strict: bool = True):  # type: ignore[no-untyped-def]
@@ -87,3 +87,53 @@ def from_iterable(items: Any, tail: Any = NIL) -> Any:
     for x in reversed(list(items)):
         out = Pair(x, out)
     return out
+
+
+PRINT_LIMIT = 10_000  # characters of a printed structural value before it is cut with "..."
+
+
+def show(value: Any, limit: int = PRINT_LIMIT, leaf: Any = repr) -> str:
+    """The printed form of a value, cut after ``limit`` characters (then ``...`` is appended).
+
+    Pairs print as Scheme lists ``(a b . c)``, Python lists/tuples (exported results) as
+    ``[a, b]``; anything else through ``leaf``. Iterative, and it stops at ``limit``, so a
+    deeply nested value or a DAG with exponentially many paths prints in bounded time.
+    """
+    out: list[str] = []
+    size = 0
+    stack: list[Any] = [value]
+    while stack and size < limit:
+        x = stack.pop()
+        if type(x) is _Text:
+            text = x.text
+        elif type(x) is Pair:
+            items: list[Any] = [_OPEN_PAREN]
+            while type(x) is Pair and len(items) < limit:
+                items += [x.car, _SPACE]
+                x = x.cdr
+            items[-1:] = [_CLOSE_PAREN] if x is NIL else [_DOT, x, _CLOSE_PAREN]
+            stack.extend(reversed(items))
+            continue
+        elif type(x) is list or type(x) is tuple:
+            parts: list[Any] = [_OPEN_BRACKET]
+            for k, item in enumerate(x[:limit]):
+                parts += [_COMMA, item] if k else [item]
+            parts.append(_CLOSE_BRACKET)
+            stack.extend(reversed(parts))
+            continue
+        else:
+            text = leaf(x)
+        out.append(text)
+        size += len(text)
+    return "".join(out) + ("..." if stack else "")
+
+
+class _Text:
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+_OPEN_PAREN, _CLOSE_PAREN, _SPACE, _DOT = _Text("("), _Text(")"), _Text(" "), _Text(" . ")
+_OPEN_BRACKET, _CLOSE_BRACKET, _COMMA = _Text("["), _Text("]"), _Text(", ")

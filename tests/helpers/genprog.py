@@ -5,6 +5,9 @@ Every generated program is a numeric expression over parameters ``a b c`` and th
 lane-dependent values, so lanes diverge; the bounded named-let has a lane-dependent trip
 count (at most 5); one form makes lanes produce a list or a number and then continue. Domains
 are guarded loosely (``log``/``sqrt`` of ``abs``); non-finite results are allowed.
+``hostile=True`` adds forms that fail on some lanes (type errors, out-of-range and
+non-integer indices, failed asserts, ``error``) and forms whose loop never ends on some lanes
+(run them under a small ``Limits.max_steps``).
 """
 
 from __future__ import annotations
@@ -56,21 +59,45 @@ def _extend(kids: Expr) -> Expr:
     )
 
 
+RUNAWAY = "(let loop ((i 0)) (loop (+ i 1)))"
+
+
+def _hostile(kids: Expr) -> Expr:
+    """Forms that fail (or never end) on the lanes where a generated test holds."""
+    two = st.tuples(kids, kids)
+    three = st.tuples(kids, kids, kids)
+    return st.one_of(
+        _extend(kids),
+        two.map(lambda e: f"(if (> {e[0]} 0.5) (car {e[1]}) {e[1]})"),
+        three.map(lambda e: f"(ref (vec {e[0]} {e[1]}) (floor (abs {e[2]})))"),
+        three.map(lambda e: f"(list-ref (list {e[0]} {e[1]}) (min 3 (abs {e[2]})))"),
+        two.map(lambda e: f"(begin (assert (< {e[0]} 1)) {e[1]})"),
+        two.map(lambda e: f'(if (< {e[0]} -1) (error "low" {e[0]}) {e[1]})'),
+        two.map(lambda e: f"(if (> {e[0]} 0) {RUNAWAY} {e[1]})"),
+        two.map(lambda e: f"(if (< {e[0]} 0) (+ {e[1]} {RUNAWAY}) {e[1]})"),
+        two.map(
+            lambda e: f"(let loop ((i 0)) (if (< i (* 3 (abs {e[0]}))) (loop (+ i 1)) {e[1]}))"
+        ),
+    )
+
+
 def leaves(with_input: bool = True) -> Expr:
     names = PARAMS + (INPUTS if with_input else ())
     return st.sampled_from(names) | st.sampled_from(LITERALS)
 
 
-def expressions(max_leaves: int = 10, with_input: bool = True) -> Expr:
+def expressions(max_leaves: int = 10, with_input: bool = True, hostile: bool = False) -> Expr:
     """Numeric expressions; every parameter is mentioned so the parameter order is fixed."""
-    body = st.recursive(leaves(with_input), _extend, max_leaves=max_leaves)
+    body = st.recursive(
+        leaves(with_input), _hostile if hostile else _extend, max_leaves=max_leaves
+    )
     return body.map(lambda e: f"(+ (* 0 a b c) {e})")
 
 
-def programs(max_leaves: int = 10) -> Expr:
+def programs(max_leaves: int = 10, hostile: bool = False) -> Expr:
     """Whole programs, sometimes with a define prelude (a top-level letrec*)."""
-    plain = expressions(max_leaves)
-    defined = st.tuples(expressions(4), expressions(max_leaves)).map(
+    plain = expressions(max_leaves, hostile=hostile)
+    defined = st.tuples(expressions(4), expressions(max_leaves, hostile=hostile)).map(
         lambda e: f"(define (f u) (+ u {e[0]}))\n(f {e[1]})"
     )
     return st.one_of(plain, defined)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import ndvm
+from ndvm.backends import registry
 from ndvm.errors import (
     CompileError,
     DeadlineExceeded,
@@ -256,15 +257,23 @@ def test_deadline() -> None:
     assert time.monotonic() - t0 < 5
 
 
-def test_limit_errors_are_not_lane_errors() -> None:
-    """A limit aborts the whole evaluation, even with strict=False."""
+@pytest.mark.parametrize("backend", registry.available())
+def test_runaway_lane_fails_alone(backend: str) -> None:
+    """At the step limit only the lanes still running fail; the finished lanes keep values."""
     prog = ndvm.compile(
         "(if (> a 0) (let loop ((i 0)) (loop (+ i 1))) a)",
         strict=False,
+        backend=backend,
         limits=ndvm.Limits(max_steps=50_000),
     )
-    with pytest.raises(StepLimitExceeded):
-        prog.eval(np.array([[1.0], [-1.0]]))
+    out = prog.eval(np.array([[1.0], [-1.0]]))
+    assert out.status.tolist() == [2, 0]
+    assert np.isnan(out[0]) and out[1] == -1.0
+    ((mask, err),) = out.errors
+    assert isinstance(err, StepLimitExceeded) and err.lanes == (0,)
+    assert mask.tolist() == [[True], [False]]
+    with pytest.raises(StepLimitExceeded):  # every lane failed: the default raises
+        prog.with_options(strict=None).eval(np.array([[1.0], [2.0]]))
     assert prog.eval(np.array([[-1.0], [-2.0]])).tolist() == [-1.0, -2.0]
 
 

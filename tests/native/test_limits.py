@@ -44,3 +44,29 @@ def test_native_malformed_table_is_typed_error() -> None:
     empty = np.zeros(0, dtype=np.int32)
     with pytest.raises(errors.NativeError):
         _core.Program(nodes, empty, empty, np.zeros((0, 3), np.int32), np.zeros(0), [], 0, 0, 0)
+
+
+LANE_CASES = [
+    ("(if (> a 0) (let loop ((k 0)) (loop (+ k 1))) (* 2 a))", Limits(max_steps=20_000)),
+    ("(define (f n) (if (> n 0) (+ 1 (f n)) 0)) (+ (f a) a)", Limits(max_depth=2_000)),
+    (
+        "(if (> a 0) (let loop ((k 0)) (loop (+ k 1))) (* 2 a))",
+        Limits(max_steps=10**12, deadline=0.1),
+    ),
+    ("(ref (vec 1 2) (floor (+ a 1)))", Limits()),
+]
+
+
+@pytest.mark.parametrize("source,limits", LANE_CASES)
+def test_native_lane_limits_match_reference(source: str, limits: Limits) -> None:
+    """Limits and errors of some lanes: same statuses, values, error classes and lanes."""
+    theta = np.array([[0.5], [-1.0], [2.0], [-0.25]])
+    got = {}
+    for backend in ("reference", "native"):
+        prog = ndvm.compile(source, backend=backend, limits=limits, strict=False)
+        res = prog.evaluate(theta, {}, grad=True)
+        errs = sorted((type(e).__name__, e.lanes) for _, e in res.errors)
+        got[backend] = (res.status.tolist(), res.value.tolist(), errs, res.grad.tolist())
+    np.testing.assert_equal(got["native"], got["reference"])
+    ok = ndvm.compile("(* a 2)", backend="native")  # the thread's context is still good
+    assert float(ok.eval(np.array([1.5]))) == 3.0

@@ -2,20 +2,27 @@
 
 Modes:
   python tools/fuzz/fuzz_source.py --iterations 2000 [--seed 0]   # built-in mutator (no deps)
+  python tools/fuzz/fuzz_source.py --minutes 60 --seed 7          # a longer run, by time
   python tools/fuzz/fuzz_source.py --atheris [libFuzzer args]     # coverage-guided, if atheris
                                                                   # is installed
+  tools/sanitize.sh --fuzz 30                                     # 30 minutes under ASan/UBSan
 
-Seeds are the golden programs and examples. Each input is compiled (free variables become
-parameters) and evaluated on the native backend (the reference backend when the native one is
-not built) over 3 lanes, with small limits so nothing can hang. Any exception that is not an
-``ndvm.NdvmError`` is a bug: the input is written to ``fuzz-crash-<n>.scm`` and the run fails.
+Seeds are the golden programs, the examples and the hostile corpus (tests/hostile). Each input
+is compiled (free variables become parameters) and evaluated on the native backend (the
+reference backend when the native one is not built, or ``--backend``) over 3 lanes, with small
+limits so nothing should hang. Any exception that is not an ``ndvm.NdvmError`` is a bug: the
+input is written to ``fuzz-crash-<n>.scm`` and the run fails. A hang (no answer within
+``--hang`` seconds, even inside the native core) dumps the stacks and exits 1; the input is in
+``fuzz-last.scm``. A crash (a signal, an ASan report) leaves it there too.
 """
 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import random
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -90,12 +97,26 @@ TOKENS = [
     ";",
     "#;",
     ".",
+    "(floor a)",
+    "(list-ref (list 1 2 3) (floor a))",
+    "(let loop ((l '()) (k 0)) (if (= k 60) l (loop (cons l l) (+ k 1))))",
+    "(let loop ((i 0)) (loop (+ i 1)))",
+    "(assoc a (list (cons a 1)))",
+    "(zeros 100000 100000)",
+    "(outer (ones 9) (ones 9))",
+    "(params (a -1.0 positive))",
 ]
 
 
 def seeds() -> list[str]:
     out = [p.read_text() for p in sorted((ROOT / "tests" / "golden" / "programs").glob("*.scm"))]
     out += [p.read_text() for p in sorted((ROOT / "examples").glob("*.scm"))]
+    sys.path.insert(0, str(ROOT))
+    try:
+        from tests.hostile.corpus import CASES
+    except ImportError:  # a checkout without the tests
+        CASES = []
+    out += [c.source for c in CASES if c.source and len(c.source) < 20_000]
     return out or ["(+ a b)"]
 
 
@@ -130,11 +151,16 @@ def check(text: str, backend: str) -> None:
         pass
 
 
-def builtin(iterations: int, seed: int, backend: str) -> int:
+def builtin(iterations: int, seed: int, backend: str, minutes: float, hang: float) -> int:
     rng = random.Random(seed)
     corpus = seeds()
-    for i in range(iterations):
+    last = Path("fuzz-last.scm")
+    stop = time.monotonic() + minutes * 60 if minutes else None
+    i = 0
+    while (i < iterations) if stop is None else (time.monotonic() < stop):
         text = mutate(rng.choice(corpus), rng)
+        last.write_text(text)
+        faulthandler.dump_traceback_later(hang, exit=True)
         try:
             check(text, backend)
         except Exception as exc:  # noqa: BLE001 - anything untyped is the bug we look for
@@ -142,21 +168,28 @@ def builtin(iterations: int, seed: int, backend: str) -> int:
             path.write_text(text)
             print(f"untyped {type(exc).__name__}: {exc}; input saved to {path}", file=sys.stderr)
             return 1
-    print(f"fuzz: {iterations} inputs, backend {backend}: typed errors only")
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+        i += 1
+    last.unlink(missing_ok=True)
+    print(f"fuzz: {i} inputs, backend {backend}: typed errors only")
     return 0
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--iterations", type=int, default=1000)
+    ap.add_argument("--minutes", type=float, default=0.0, help="run for this long instead")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--backend", default=None, help="reference or native (default: auto)")
+    ap.add_argument("--hang", type=float, default=60.0, help="seconds before an input hangs")
     ap.add_argument("--atheris", action="store_true")
     args, rest = ap.parse_known_args()
     from ndvm.backends import registry
 
-    backend = registry.available()[0]
+    backend = args.backend or registry.available()[0]
     if not args.atheris:
-        return builtin(args.iterations, args.seed, backend)
+        return builtin(args.iterations, args.seed, backend, args.minutes, args.hang)
     import atheris  # optional: pip install atheris
 
     def one(data: bytes) -> None:

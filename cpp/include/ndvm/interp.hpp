@@ -18,7 +18,9 @@
 
 namespace ndvm {
 
-enum class ErrClass : uint8_t { PROGRAM = 0, SHAPE = 1 };
+// PROGRAM/SHAPE: ProgramError/ShapeError; the others are the limits that fail only the lanes
+// running when they are hit (StepLimitExceeded, DepthLimitExceeded, DeadlineExceeded).
+enum class ErrClass : uint8_t { PROGRAM = 0, SHAPE = 1, STEPS = 2, DEPTH = 3, DEADLINE = 4 };
 
 // Exported value: preorder records of 4 int64 (tag, a, b, c) plus numeric arrays.
 struct Export {
@@ -113,7 +115,9 @@ struct Frame {
   uint32_t base = 0;  // value-stack height when pushed
 };
 
-enum class ArmKind : uint8_t { EVAL, VALUE, RAISE, RETRY, OR_FROM };
+// RESUME continues the interrupted step (node: expr, i: 1 if expr is set); OVERRUN fails the
+// lanes past the step limit.
+enum class ArmKind : uint8_t { EVAL, VALUE, RAISE, RETRY, OR_FROM, RESUME, OVERRUN };
 
 struct Arm {
   uint32_t mask = 0;
@@ -186,7 +190,9 @@ class Interp {
   Value stack(const Value* items, uint32_t n, const char* who, int axis_rank);
   Value gather(Value v, uint32_t first, uint32_t count, uint8_t rank);
   uint32_t size_arg(Value x, const char* who);
-  void check_limits();
+  // Work inside a primitive: n steps of the running lanes; throws their limit LaneError.
+  void spend(uint64_t n);
+  void mind_clock();
 
   PayloadTable pay_;
   MaskTable masks_;
@@ -220,6 +226,12 @@ class Interp {
   Step deliver(uint32_t js, Value val);
   Step service(uint32_t js);
   Step fail(LaneError& err);
+  void set_mask(uint32_t m);
+  void charge();
+  bool limit_error(LaneError& out);
+  int overrun(uint32_t& bad);
+  Step split_overrun(const Step& s, uint32_t bad);
+  LaneError step_error() const;
   Step call(Value fn, const Value* args, uint32_t n, uint32_t node);
   Step apply_prim(int code, const Value* args, uint32_t n, uint32_t node);
   Step apply_control(int code, const Value* args, uint32_t n, uint32_t node);
@@ -236,6 +248,15 @@ class Interp {
 
   Limits lim_;
   uint64_t steps_ = 0;
+  uint64_t check_at_ = 0;
+  static constexpr size_t kClockEvery = size_t{1} << 22;
+  size_t clock_at_ = kClockEvery;
+  uint64_t charged_ = 0;             // steps_ already charged to lanes
+  uint64_t all_steps_ = 0;           // steps charged to every lane (mask 0)
+  std::vector<uint64_t> lane_steps_;  // [W] steps charged to each lane beyond all_steps_
+  bool expired_ = false;             // the deadline has passed: every running lane fails
+  bool err_pending_ = false;
+  LaneError pending_err_;
   uint64_t heap_count_ = 0;
   std::chrono::steady_clock::time_point t0_;
   std::vector<Value> params_;

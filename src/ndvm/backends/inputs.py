@@ -16,7 +16,10 @@ class Const:
     __slots__ = ("array",)
 
     def __init__(self, array: Any) -> None:
-        arr = np.asarray(array, dtype=np.float64)
+        try:
+            arr = np.asarray(array, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise NdvmError(f"const: not a numeric array ({_reason(exc)})") from None
         if arr.ndim not in (0, 1, 2):
             raise NdvmError(f"const: expected a scalar, vector or matrix, got shape {arr.shape}")
         self.array = arr
@@ -30,13 +33,27 @@ def const(array: Any) -> Const:
     return Const(array)
 
 
+def _reason(exc: Exception) -> str:
+    text = str(exc)
+    return "ragged nesting" if "inhomogeneous" in text or "sequence" in text else text
+
+
 def classify_inputs(
-    names: tuple[str, ...], given: Mapping[str, Any]
+    names: tuple[str, ...],
+    given: Mapping[str, Any],
+    positions: tuple[tuple[int, int], ...] = (),
 ) -> tuple[list[tuple[str, np.ndarray]], int | None]:
     """Check input names and find the data-lane count N (None if no data lanes).
 
-    Returns ``(kind, array)`` per declared input, kind one of scalar / data / const.
+    Returns ``(kind, array)`` per declared input, kind one of scalar / data / const. A bad
+    input's error carries the position of its first use in the source (``positions``).
     """
+    where = dict(zip(names, positions))
+
+    def bad(name: str, message: str) -> NdvmError:
+        line, column = where.get(name, (0, 0))
+        return NdvmError(f"input {name!r}: {message}", line or None, column if line else None)
+
     missing = [n for n in names if n not in given]
     if missing:
         raise NdvmError(f"missing input(s): {', '.join(missing)}")
@@ -56,20 +73,18 @@ def classify_inputs(
         try:
             arr = np.asarray(value, dtype=np.float64)
         except (TypeError, ValueError) as exc:
-            raise NdvmError(f"input {name!r}: not numeric ({exc})") from None
+            raise bad(name, f"not numeric ({_reason(exc)})") from None
         if arr.ndim == 0:
             out.append(("scalar", arr))
         elif arr.ndim == 1:
             if n_data is not None and arr.shape[0] != n_data:
-                raise NdvmError(
-                    f"input {name!r} has {arr.shape[0]} data lanes, others have {n_data}"
-                )
+                raise bad(name, f"has {arr.shape[0]} data lanes, others have {n_data}")
             n_data = arr.shape[0]
             if n_data == 0:
-                raise NdvmError(f"input {name!r} is empty")
+                raise bad(name, "is empty")
             out.append(("data", arr))
         elif arr.ndim == 2:
             out.append(("const", arr))
         else:
-            raise NdvmError(f"input {name!r}: arrays of rank {arr.ndim} are not supported")
+            raise bad(name, f"arrays of rank {arr.ndim} are not supported")
     return out, n_data

@@ -9,6 +9,7 @@ core runs with the GIL released on a per-thread context whose arenas are reused.
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -17,7 +18,16 @@ import numpy as np
 
 from ndvm.backends.base import RunResult
 from ndvm.backends.inputs import classify_inputs
-from ndvm.errors import BackendUnsupported, NdvmError, ProgramError, ShapeError
+from ndvm.errors import (
+    BackendUnsupported,
+    DeadlineExceeded,
+    DepthLimitExceeded,
+    NdvmError,
+    ProgramError,
+    ShapeError,
+    StepLimitExceeded,
+)
+from ndvm.eval.export import Budget, error_message, object_grid
 from ndvm.eval.limits import Limits
 from ndvm.lang import ir
 from ndvm.lang.ir import CompiledProgram
@@ -269,39 +279,38 @@ def _leaf(
     return None
 
 
-def _error_message(args: list[Any]) -> str:
-    from ndvm.eval.treewalk import _error_message as reference_message
-
-    return reference_message(tuple(args))
+# ErrClass (cpp/include/ndvm/interp.hpp) -> the error class of a lane error
+_ERROR_CLASSES: tuple[type[NdvmError], ...] = (
+    ProgramError,
+    ShapeError,
+    StepLimitExceeded,
+    DepthLimitExceeded,
+    DeadlineExceeded,
+)
 
 
 def _errors(raw: list[Any], strings: list[str]) -> list[tuple[np.ndarray, NdvmError]]:
     out = []
     for mask, cls, message, line, column, lanes, error_prim, irritants in raw:
         if error_prim:
-            message = _error_message(_decode(irritants, strings))
-        kind = ShapeError if cls == 1 else ProgramError
-        exc = kind(message, line or None, column if line else None)
+            message = error_message(tuple(_decode(irritants, strings)))
+        exc = _ERROR_CLASSES[cls](message, line or None, column if line else None)
         exc.lanes = tuple(lanes)
         out.append((np.asarray(mask, dtype=bool), exc))
     return out
 
 
-def _object_grid(groups: list[Any], strings: list[str], B: int, Ng: int) -> np.ndarray:
-    from ndvm.backends.reference import to_python
-
-    value = np.empty((B, Ng), dtype=object)
-    for mask, export in groups:
-        (v,) = _decode(export, strings)
-        for b, n in np.argwhere(np.asarray(mask, dtype=bool)):
-            value[b, n] = to_python(v, b, n)
-    return value
+def _object_grid(
+    groups: list[Any], strings: list[str], B: int, Ng: int, budget: Budget
+) -> np.ndarray:
+    decoded = [(np.asarray(m, dtype=bool), _decode(export, strings)[0]) for m, export in groups]
+    return object_grid(decoded, B, Ng, budget)
 
 
 def _input_arrays(
     program: CompiledProgram, inputs: Mapping[str, Any]
 ) -> tuple[list[int], list[np.ndarray], int | None]:
-    kinds, n_data = classify_inputs(program.inputs, inputs)
+    kinds, n_data = classify_inputs(program.inputs, inputs, program.input_positions)
     arrays = [
         np.ascontiguousarray(a, dtype=np.float64).reshape(-1 if k != "const" else a.shape)
         for k, a in kinds
@@ -379,6 +388,7 @@ class NativeBackend:
         kinds, arrays, n_data = _input_arrays(program, inputs)
         Ng = n_data or 1
         ctx = self._context()
+        t0 = time.monotonic()
         raw = ctx.run(
             low.core,
             theta,
@@ -394,7 +404,8 @@ class NativeBackend:
         if raw["numeric"]:
             result = RunResult(raw["value"], status, errors, numeric=True)
         else:
-            value = _object_grid(raw["groups"], low.strings, B, Ng)
+            budget = Budget(limits, t0)
+            value = _object_grid(raw["groups"], low.strings, B, Ng, budget)
             result = RunResult(value, status, errors, numeric=False)
         result.data_lanes = n_data is not None
         result.stats = {"steps": raw["steps"], "tape": raw["tape"], "heap": raw["heap"]}

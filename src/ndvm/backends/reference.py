@@ -10,13 +10,13 @@ import numpy as np
 from ndvm.backends.base import STATUS_ERROR, STATUS_NONFINITE, RunResult
 from ndvm.backends.inputs import classify_inputs
 from ndvm.errors import NdvmError
+from ndvm.eval.export import Budget, object_grid
 from ndvm.eval.limits import Limits
 from ndvm.eval.runtime import Runtime
 from ndvm.eval.treewalk import Machine
 from ndvm.lang.ir import CompiledProgram
-from ndvm.payload import Arr, BoolArr, mask_for
+from ndvm.payload import Arr, mask_for
 from ndvm.prims import PRIMS
-from ndvm.values import NIL, VOID, Pair, String, Symbol
 
 _TRANSFORMS = {"positive": "softplus", "unit": "sigmoid", "signed-unit": "tanh"}
 
@@ -35,15 +35,17 @@ class ReferenceBackend:
         limits: Limits,
         dialect: str | None,
     ) -> RunResult:
-        kinds, n_data = classify_inputs(program.inputs, inputs)
+        kinds, n_data = classify_inputs(program.inputs, inputs, program.input_positions)
         B = theta.shape[0]
         Ng = n_data or 1
         rt = Runtime(B, Ng, limits.max_heap, dialect)
         leaves, params = _bind_params(rt, program, theta)
         values = [_bind_input(kind, arr) for kind, arr in kinds]
         with np.errstate(all="ignore"):
-            outcome = Machine(rt, params, values, limits).run(program.body)
-            result = _assemble(outcome.groups, outcome.errors, B, Ng)
+            machine = Machine(rt, params, values, limits)
+            outcome = machine.run(program.body)
+            budget = Budget(limits, machine.t0)
+            result = _assemble(outcome.groups, outcome.errors, B, Ng, budget)
             result.data_lanes = n_data is not None
             result.stats = {"steps": outcome.steps, "tape": len(rt.tape.records), "heap": rt.heap}
             if grad:
@@ -88,6 +90,7 @@ def _assemble(
     errors: list[tuple[np.ndarray, NdvmError]],
     B: int,
     Ng: int,
+    budget: Budget,
 ) -> RunResult:
     status = np.zeros((B, Ng), dtype=np.int8)
     for mask, _ in errors:
@@ -106,11 +109,7 @@ def _assemble(
         return RunResult(value, status, errors, numeric=True)
     if not groups:
         return RunResult(np.full((B, Ng), np.nan), status, errors, numeric=True)
-    value = np.empty((B, Ng), dtype=object)
-    for mask, v in groups:
-        for b, n in np.argwhere(mask):
-            value[b, n] = to_python(v, b, n)
-    return RunResult(value, status, errors, numeric=False)
+    return RunResult(object_grid(groups, B, Ng, budget), status, errors, numeric=False)
 
 
 def _gradient(
@@ -142,60 +141,3 @@ def _gradient(
     failed = (result.status == STATUS_ERROR).any(axis=1)
     grad[failed] = np.nan
     return grad
-
-
-_DOT = object()
-
-
-def to_python(v: Any, b: int, n: int) -> Any:
-    """The value of lane (b, n) as plain Python data (floats, lists, symbols as str).
-
-    Iterative (an explicit stack), so a deeply nested list cannot exhaust the Python stack.
-    """
-    box: list[Any] = [None]
-    stack: list[tuple[Any, list[Any], int]] = [(v, box, 0)]
-    while stack:
-        x, into, i = stack.pop()
-        if type(x) is not Pair:
-            into[i] = _leaf(x, b, n)
-            continue
-        items = []
-        while type(x) is Pair:
-            items.append(x.car)
-            x = x.cdr
-        if x is not NIL:
-            items += [_DOT, x]
-        out: list[Any] = [None] * len(items)
-        into[i] = out
-        for k, item in enumerate(items):
-            if item is _DOT:
-                out[k] = "."
-            else:
-                stack.append((item, out, k))
-    return box[0]
-
-
-def _leaf(v: Any, b: int, n: int) -> Any:
-    t = type(v)
-    if t is float:
-        return v
-    if t is Arr:
-        val = np.broadcast_to(
-            v.val, (max(v.val.shape[0], b + 1), max(v.val.shape[1], n + 1)) + v.val.shape[2:]
-        )
-        lane = val[b if v.val.shape[0] > 1 else 0, n if v.val.shape[1] > 1 else 0]
-        return float(lane) if v.rank == 0 else np.array(lane)
-    if t is BoolArr:
-        val = v.val
-        return bool(val[b if val.shape[0] > 1 else 0, n if val.shape[1] > 1 else 0])
-    if t is bool:
-        return v
-    if v is NIL:
-        return []
-    if t is Symbol:
-        return v.name
-    if t is String:
-        return v.text
-    if v is VOID:
-        return None
-    return repr(v)

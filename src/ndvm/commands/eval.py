@@ -60,14 +60,53 @@ def _parse_value(text: str) -> Any:
     return float(text)
 
 
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
-    if isinstance(x, float):
-        return x if np.isfinite(x) else str(x)
-    if isinstance(x, list):
-        return [_jsonable(v) for v in x]
-    return x
+MAX_PRINT_CELLS = 1_000_000  # elements a printed value may have (shared parts count per path)
+
+
+def _leaf(x: Any, as_json: bool) -> str:
+    if isinstance(x, float) and not np.isfinite(x):
+        x = str(x)
+    return json.dumps(x) if as_json else repr(x)
+
+
+def encode(value: Any, as_json: bool, max_cells: int = MAX_PRINT_CELLS) -> str:
+    """``value`` (floats, lists, arrays, str, bool, None) as JSON or as Python prints it,
+    non-finite floats as strings. Iterative and bounded: deeply nested values print, and a
+    value with more than ``max_cells`` elements (e.g. a DAG of shared lists, printed once per
+    path) is an ``NdvmError`` instead of a hang."""
+    out: list[str] = []
+    stack: list[Any] = [value]
+    cells = 0
+    while stack:
+        x = stack.pop()
+        if type(x) is _Token:
+            out.append(x.text)
+            continue
+        cells += 1
+        if cells > max_cells:
+            raise NdvmError(f"the value has more than {max_cells} elements to print")
+        if isinstance(x, np.ndarray):
+            x = x.tolist()
+        if isinstance(x, (list, tuple)):
+            stack.append(_CLOSE)
+            for k in range(len(x) - 1, -1, -1):
+                stack.append(x[k])
+                if k:
+                    stack.append(_SEP)
+            stack.append(_OPEN)
+            continue
+        out.append(_leaf(x.item() if isinstance(x, np.generic) else x, as_json))
+    return "".join(out)
+
+
+class _Token:
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+_OPEN, _CLOSE, _SEP = _Token("["), _Token("]"), _Token(", ")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,7 +147,10 @@ def run(args: argparse.Namespace) -> int:
             out["grad"] = {p: float(g) for p, g in zip(program.params, grad)}
         else:
             value = program.eval(theta, **inputs)
-        out = {"value": _jsonable(np.asarray(value).tolist()), **out}
+        arr = np.asarray(value)
+        # a numeric array prints whole (its size is its cost); structure is bounded
+        cells = MAX_PRINT_CELLS if arr.dtype == object else MAX_PRINT_CELLS + 2 * arr.size
+        text = encode(arr.tolist(), args.json, cells)
     except NdvmError as exc:
         exc.source_name = exc.source_name or name
         print(exc.located(name), file=sys.stderr)
@@ -117,9 +159,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"{name}: error: {exc}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(out))
+        rest = json.dumps(out)[1:]
+        print('{"value": ' + text + (", " + rest if out else "}"))
     else:
-        print(f"value: {out['value']}")
+        print(f"value: {text}")
         for pname, g in out.get("grad", {}).items():
             print(f"d/d{pname}: {g}")
     return 0

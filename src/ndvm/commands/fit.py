@@ -45,10 +45,15 @@ def register(sub: Any) -> None:
 
 def read_columns(path: str, names: tuple[str, ...]) -> dict[str, np.ndarray]:
     """Named float columns of a CSV file with a header row."""
-    with open(path, encoding="utf-8", newline="") as fh:
-        rows = list(csv.reader(fh))
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            rows = list(csv.reader(fh))
+    except csv.Error as exc:
+        raise NdvmError(f"{path}: malformed CSV ({exc})") from None
     if not rows:
         raise NdvmError(f"{path}: empty CSV file")
+    if not any(rows[1:]):
+        raise NdvmError(f"{path}: no data rows after the header")
     header = [h.strip() for h in rows[0]]
     out = {}
     for name in names:

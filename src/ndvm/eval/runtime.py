@@ -13,10 +13,18 @@ import numpy as np
 
 from ndvm.errors import HeapLimitExceeded, ProgramError, ShapeError
 from ndvm.lang import ir
-from ndvm.payload import Arr, BoolArr, uniform_under
+from ndvm.payload import (
+    MAX_PAYLOAD_DOUBLES,
+    PAYLOAD_LIMIT_MESSAGE,
+    Arr,
+    BoolArr,
+    uniform_under,
+)
 from ndvm.prims import PRIMS, Kind, Prim, Shape
 from ndvm.tape import Tape
 from ndvm.values import NIL, VOID, Pair, String, Symbol
+
+CLOCK_EVERY = 1 << 22  # payload elements computed between two deadline checks
 
 
 class Env:
@@ -106,6 +114,8 @@ class Runtime:
         self.tape = Tape()
         self.mask: np.ndarray | None = None
         self.heap = 0
+        self.payload = 0  # float64 elements of the payloads computed so far
+        self._clock_at = CLOCK_EVERY  # payload elements at which the deadline is checked
         self.max_heap = max_heap
         self.node: Any = None  # IR node being applied, for error positions
         self.dialect = dialect
@@ -122,6 +132,35 @@ class Runtime:
         self.heap += n
         if self.heap > self.max_heap:
             raise HeapLimitExceeded(f"heap limit of {self.max_heap} cells exceeded")
+
+    def payload_alloc(self, n: int) -> None:
+        """Account ``n`` float64 payload elements (before allocating them when possible)."""
+        self.payload += n
+        if self.payload >= self._clock_at:
+            self._payload_checks()
+
+    def _payload_checks(self) -> None:
+        """The payload cap, and the deadline during big numeric work between steps."""
+        if self.payload > MAX_PAYLOAD_DOUBLES:
+            raise HeapLimitExceeded(PAYLOAD_LIMIT_MESSAGE)
+        self._clock_at = min(self.payload + CLOCK_EVERY, MAX_PAYLOAD_DOUBLES + 1)
+        self.tick()
+
+    def _apply(self, ref: Any, payloads: list[Any]) -> Any:
+        try:
+            out = ref(*payloads)
+        except MemoryError:
+            raise HeapLimitExceeded(PAYLOAD_LIMIT_MESSAGE) from None
+        self.payload += out.size if type(out) is np.ndarray else 1
+        if self.payload >= self._clock_at:
+            self._payload_checks()
+        return out
+
+    def spend(self, n: int) -> None:
+        """Charge ``n`` steps of work done inside a primitive (the machine replaces this)."""
+
+    def tick(self) -> None:
+        """Check the deadline now (the machine replaces this)."""
 
     def prim_proc(self, code: int) -> PrimProc:
         return self._prim_procs[code]
@@ -198,7 +237,7 @@ class Runtime:
                 p if r == rank or type(p) is float else p.reshape(p.shape + (1,) * rank)
                 for p, r in zip(payloads, ranks)
             ]
-        out = ref(*payloads)
+        out = self._apply(ref, payloads)
         if prim.kind is Kind.PREDICATE:
             if isinstance(out, np.ndarray) and out.ndim:
                 return BoolArr(out)
@@ -251,13 +290,16 @@ class Runtime:
         except ShapeError as exc:
             raise self.error(exc.message, ShapeError) from None
         payloads = [np.full((1, 1), p) if type(p) is float else p for p in payloads]
-        out = np.asarray(ref(*payloads), dtype=np.float64)
+        lanes = max(p.shape[0] for p in payloads) * max(p.shape[1] for p in payloads)
+        self.payload_alloc(lanes * int(np.prod(out_struct, dtype=np.float64)))
+        out = np.asarray(self._apply(ref, payloads), dtype=np.float64)
         return self._result(prim, vjp, args, payloads, out, len(out_struct))
 
     def tape_op(
         self, vjp: Any, args: tuple[Any, ...], payloads: tuple[Any, ...], out: np.ndarray, rank: int
     ) -> Arr:
         """Record a generic numeric op (stack, gather, merge) defined outside the table."""
+        self.payload_alloc(out.size)
         ins = tuple(a.node if type(a) is Arr else -1 for a in args)
         if max(ins, default=-1) < 0:
             return constant(out, rank)

@@ -9,12 +9,19 @@ copy of the stack). A runtime error fails only the lanes of the thread that rais
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
 
-from ndvm.errors import DeadlineExceeded, DepthLimitExceeded, ProgramError, StepLimitExceeded
+from ndvm.errors import (
+    DeadlineExceeded,
+    HeapLimitExceeded,
+    LimitExceeded,
+    NdvmError,
+    ProgramError,
+)
+from ndvm.eval.clock import LaneClock
+from ndvm.eval.export import error_message
 from ndvm.eval.inline import make_inline
 from ndvm.eval.limits import Limits
 from ndvm.eval.merge import merge_groups
@@ -22,13 +29,25 @@ from ndvm.eval.runtime import Closure, Diverge, Env, PrimProc, Runtime, Unassign
 from ndvm.lang import ir
 from ndvm.payload import BoolArr
 from ndvm.prims import PRIMS, Kind, Prim
-from ndvm.values import NIL, Pair, from_iterable, iter_list
+from ndvm.values import from_iterable, iter_list
 
 K_IF, K_SEQ, K_OR, K_LET, K_LETREC, K_CALL, K_PRIM, K_ASSERT, K_JOIN = range(9)
 _APPLY = PRIMS.by_name("apply").code
 _ERROR = PRIMS.by_name("error").code
 _SIMPLE = (ir.Const, ir.Local, ir.Param, ir.Input)
 _MISSING = object()
+_CHECK_EVERY = 4096
+
+
+class _Overrun:
+    """Some (not all) running lanes passed the step limit: they fail, the others go on."""
+
+    __slots__ = ("active", "ok", "bad")
+
+    def __init__(self, active: np.ndarray, bad: np.ndarray) -> None:
+        self.active = active
+        self.ok = active & ~bad
+        self.bad = bad
 
 
 class JoinState:
@@ -50,7 +69,7 @@ class Outcome:
 
     def __init__(self, runtime: Runtime) -> None:
         self.groups: list[tuple[np.ndarray, Any]] = []
-        self.errors: list[tuple[np.ndarray, ProgramError]] = []
+        self.errors: list[tuple[np.ndarray, NdvmError]] = []
         self.runtime = runtime
         self.steps = 0
 
@@ -62,11 +81,15 @@ class Machine:
         self.inputs = inputs
         self.limits = limits
         self.steps = 0
-        self.t0 = time.monotonic()
+        self.check_at = _CHECK_EVERY
+        self.clock = LaneClock(limits, rt.B, rt.Ng)
+        self.t0 = self.clock.t0
         self.threads: list[tuple[list[Any], np.ndarray | None, Any]] = []
         self.outcome = Outcome(rt)
         self.all_lanes = np.ones((rt.B, rt.Ng), dtype=bool)
         self._inlined: dict[int, Any] = {}
+        rt.spend = self._spend
+        rt.tick = self._tick
 
     def run(self, body: ir.Node) -> Outcome:
         root = JoinState(self.all_lanes, [])
@@ -98,56 +121,95 @@ class Machine:
     def _count(self, mask: np.ndarray | None) -> int:
         return self.rt.B * self.rt.Ng if mask is None else int(mask.sum())
 
-    def _check_limits(self, depth: int) -> None:
-        lim = self.limits
-        if self.steps > lim.max_steps:
-            raise StepLimitExceeded(f"step limit of {lim.max_steps} exceeded")
-        if depth > lim.max_depth:
-            raise DepthLimitExceeded(
-                f"control stack deeper than {lim.max_depth} frames (non-tail recursion too deep?)"
-            )
-        if lim.deadline is not None and time.monotonic() - self.t0 > lim.deadline:
-            raise DeadlineExceeded(f"evaluation exceeded its deadline of {lim.deadline} s")
+    def _set_mask(self, mask: np.ndarray | None) -> None:
+        """Switch the running lanes; the steps so far are charged to the previous ones."""
+        self.clock.charge(self.steps, self.rt.mask)
+        self.rt.mask = mask
+
+    def _spend(self, n: int) -> None:
+        """Work inside a primitive (e.g. ``equal?`` on big structures) counts as steps."""
+        self.steps += n
+        if self.steps >= self.check_at:
+            self.check_at = self.steps + _CHECK_EVERY
+            err = self.clock.check(self.steps, self.rt.mask, 0)
+            if err is None and self.clock.over(self.rt.mask) is not None:
+                err = self.clock.step_error()
+            if err is not None:
+                raise err
+
+    def _tick(self) -> None:
+        if self.limits.deadline is not None:
+            err = self.clock.check(self.steps, self.rt.mask, 0)
+            if err is not None:
+                raise err
+
+    def _limit(self, kont: list[Any], expr: Any) -> NdvmError | _Overrun | None:
+        """At a check point: a limit error of the running lanes, an ``_Overrun``, or None.
+
+        Past the deadline, lanes that hold their value and only return it through pending
+        frames (``expr`` is None) go on; the first expression left to evaluate fails them."""
+        err = self.clock.check(self.steps, self.rt.mask, len(kont))
+        if type(err) is DeadlineExceeded and expr is None:
+            return None
+        if err is not None:
+            return err
+        bad = self.clock.over(self.rt.mask)
+        if bad is None:
+            return None
+        active = self.all_lanes if self.rt.mask is None else self.rt.mask
+        if bool((bad == active).all()):
+            return self.clock.step_error()
+        return _Overrun(active, bad)
 
     # -- the main loop -------------------------------------------------------------------
     def _thread(
         self, kont: list[Any], mask: np.ndarray | None, expr: Any, env: Env | None, val: Any
     ) -> None:
-        rt = self.rt
-        rt.mask = mask
+        """Run one thread until it finishes or waits on a join. A lane error, a divergence or
+        a limit of the running lanes becomes ``pending`` and is handled as the next step,
+        inside the same ``try`` (handling it may start another arm, which may fail too)."""
+        self._set_mask(mask)
         max_depth = self.limits.max_depth
-        check_at = self.steps + 4096
+        pending: Any = None
         while True:
             self.steps += 1
-            if self.steps >= check_at or len(kont) > max_depth:
-                self._check_limits(len(kont))
-                check_at = self.steps + 4096
+            if pending is None and (self.steps >= self.check_at or len(kont) > max_depth):
+                pending = self._limit(kont, expr)
+                self.check_at = self.steps + (1 if self.clock.expired else _CHECK_EVERY)
             try:
-                if expr is not None:
-                    expr, env, val = self._eval(kont, expr, env)
-                    continue
-                frame = kont.pop()
-                tag = frame[0]
-                if tag == K_JOIN:
-                    nxt = self._deliver(kont, frame[1], val)
+                if pending is not None:
+                    exc, pending = pending, None
+                    nxt = self._recover(kont, exc, expr, env, val)
                     if nxt is None:
                         return
                     expr, env, val = nxt
+                elif expr is not None:
+                    expr, env, val = self._eval(kont, expr, env)
                 else:
-                    expr, env, val = self._resume(kont, frame, val)
+                    frame = kont.pop()
+                    if frame[0] == K_JOIN:
+                        nxt = self._deliver(kont, frame[1], val)
+                        if nxt is None:
+                            return
+                        expr, env, val = nxt
+                    else:
+                        expr, env, val = self._resume(kont, frame, val)
             except Diverge as div:
-                try:
-                    nxt = self._split(kont, div.groups, ("retry", self._pending, self._retry))
-                except ProgramError as exc:  # the first group's retry failed: only its lanes
-                    nxt = self._fail(kont, exc)
-                if nxt is None:
-                    return
-                expr, env, val = nxt
-            except ProgramError as exc:
-                nxt = self._fail(kont, exc)
-                if nxt is None:
-                    return
-                expr, env, val = nxt
+                pending = div
+            except HeapLimitExceeded:
+                raise  # the heap is shared by every lane: the whole evaluation stops
+            except (ProgramError, LimitExceeded) as exc:
+                pending = exc
+
+    def _recover(
+        self, kont: list[Any], exc: Any, expr: Any, env: Env | None, val: Any
+    ) -> tuple[Any, ...] | None:
+        if type(exc) is Diverge:
+            return self._split(kont, exc.groups, ("retry", self._pending, self._retry))
+        if type(exc) is _Overrun:
+            arms = [(exc.ok, ("resume", expr, env, val)), (exc.bad, ("throw", None))]
+            return self._split_masks(kont, exc.active, arms)
+        return self._fail(kont, exc)
 
     def _inline(self, e: Any) -> Any:
         key = id(e)
@@ -342,7 +404,7 @@ class Machine:
     def _start_arm(
         self, kont: list[Any], mask: np.ndarray, action: tuple[Any, ...]
     ) -> tuple[Any, ...]:
-        self.rt.mask = mask
+        self._set_mask(mask)
         kind = action[0]
         if kind == "eval":
             return action[1], action[2], None
@@ -351,6 +413,10 @@ class Machine:
         if kind == "raise":
             self.rt.node = action[2]
             raise self.rt.error(action[1])
+        if kind == "resume":
+            return action[1], action[2], action[3]
+        if kind == "throw":
+            raise self.clock.step_error()
         return action[2](kont, action[1])
 
     def _deliver(self, kont: list[Any], js: JoinState, val: Any) -> tuple[Any, ...] | None:
@@ -368,7 +434,7 @@ class Machine:
             if js.outstanding > 0:
                 return None  # siblings (forked threads) still owe lanes to this join
             if js.results:
-                self.rt.mask = js.mask  # the merge itself runs on every lane of the join
+                self._set_mask(js.mask)  # the merge itself runs on every lane of the join
                 groups = merge_groups(self.rt, js.results)
                 js.results = []
                 if not kont:  # the root join: evaluation is complete
@@ -377,7 +443,7 @@ class Machine:
                 for mask, value in groups[1:]:
                     self.threads.append((list(kont), mask, value))
                 mask, value = groups[0]
-                self.rt.mask = None if bool(mask.all()) else mask
+                self._set_mask(None if bool(mask.all()) else mask)
                 return None, None, value
             # every lane of this join failed: keep unwinding to the next join
             while kont and kont[-1][0] != K_JOIN:
@@ -386,7 +452,7 @@ class Machine:
                 return None
             js = kont.pop()[1]
 
-    def _fail(self, kont: list[Any], exc: ProgramError) -> tuple[Any, ...] | None:
+    def _fail(self, kont: list[Any], exc: NdvmError) -> tuple[Any, ...] | None:
         mask = self.all_lanes if self.rt.mask is None else self.rt.mask
         lanes = np.argwhere(mask)
         exc.lanes = tuple(int(b) for b in np.unique(lanes[:, 0]))
@@ -452,51 +518,5 @@ class Machine:
                 raise rt.error("apply: the last argument must be a proper list") from None
             return self._call(kont, fn, (*args[1:-1], *tail), e)
         if prim.code == _ERROR:
-            raise rt.error(_error_message(args))
+            raise rt.error(error_message(args))
         raise rt.error(f"primitive {prim.name} cannot be applied here")
-
-
-def _error_message(args: tuple[Any, ...]) -> str:
-    from ndvm.values import String
-
-    parts = []
-    for i, a in enumerate(args):
-        if i == 0 and type(a) is String:
-            parts.append(a.text)
-        else:
-            parts.append(_show(a))
-    return " ".join(parts) if parts else "error"
-
-
-def _show(a: Any) -> str:
-    from ndvm.payload import Arr
-
-    if type(a) is Arr:
-        return np.array2string(np.squeeze(a.val), precision=6)
-    if type(a) is Pair:
-        return _show_list(a)
-    return repr(a)
-
-
-def _show_list(a: Any, limit: int = 200) -> str:
-    """A list printed without recursion, cut at ``limit`` characters."""
-    out: list[str] = []
-    size = 0
-    stack: list[Any] = [a]
-    while stack and size < limit:
-        x = stack.pop()
-        if isinstance(x, str):
-            text = x
-        elif type(x) is Pair:
-            items: list[Any] = ["("]
-            while type(x) is Pair:
-                items += [x.car, " "]
-                x = x.cdr
-            items[-1:] = [")"] if x is NIL else [" . ", x, ")"]
-            stack.extend(reversed(items))
-            continue
-        else:
-            text = _show(x)
-        out.append(text)
-        size += len(text)
-    return "".join(out) + ("..." if stack else "")

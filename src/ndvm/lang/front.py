@@ -13,6 +13,7 @@ from functools import cache
 from typing import Any
 
 from ndvm.errors import CompileError
+from ndvm.eval.limits import Limits
 from ndvm.lang import ir
 from ndvm.lang.datum import Datum, Num, SList, Sym, to_source
 from ndvm.lang.expand import Expander, head_name
@@ -29,23 +30,27 @@ def compile_source(
     source: str,
     params: ParamsArg = None,
     inputs: Iterable[str] = (),
+    limits: Limits | None = None,
 ) -> ir.CompiledProgram:
-    """Read, expand and resolve ``source``. Raises ReadError / CompileError with positions."""
+    """Read, expand and resolve ``source``. Raises ReadError / CompileError with positions;
+    ``limits`` bounds the source size and the number of forms (``Limits.max_forms``)."""
     old = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old, _RECURSION_LIMIT))
     try:
-        return _compile(source, params, tuple(inputs))
+        return _compile(source, params, tuple(inputs), limits)
     except RecursionError:
         raise CompileError("program nested too deeply to compile") from None
     finally:
         sys.setrecursionlimit(old)
 
 
-def _compile(source: str, params: ParamsArg, inputs: tuple[str, ...]) -> ir.CompiledProgram:
+def _compile(
+    source: str, params: ParamsArg, inputs: tuple[str, ...], limits: Limits | None
+) -> ir.CompiledProgram:
     for name in inputs:
         if not isinstance(name, str) or not name:
             raise CompileError(f"input names must be non-empty strings, got {name!r}")
-    data = read(source)
+    data = read(source, limits=limits)
     header: tuple[ir.ParamSpec, ...] = ()
     has_header = head_name(data[0]) == "params"
     if has_header:
@@ -74,6 +79,8 @@ def _compile(source: str, params: ParamsArg, inputs: tuple[str, ...]) -> ir.Comp
         body = ir.Letrec(inits, body, prelude, 0, 0)
     if infer:
         specs = tuple(ir.ParamSpec(n) for n in resolver.params)
+    for spec in specs:
+        _check_init(spec)
     return ir.CompiledProgram(
         body=body,
         params=specs,
@@ -82,13 +89,28 @@ def _compile(source: str, params: ParamsArg, inputs: tuple[str, ...]) -> ir.Comp
         source=source,
         has_header=has_header,
         prelude=prelude,
+        input_positions=tuple(resolver.input_positions.get(n, (0, 0)) for n in inputs),
     )
+
+
+def _check_init(spec: ir.ParamSpec) -> None:
+    """A parameter's initial value must lie inside its constraint (theta must exist)."""
+    lo, hi = ir.CONSTRAINT_RANGES[spec.constraint]
+    if spec.constraint != "free" and not lo < spec.init < hi:
+        raise CompileError(
+            f"params: initial value {spec.init!r} of {spec.name!r} is outside its constraint "
+            f"{spec.constraint} ({lo}, {hi})",
+            spec.line or None,
+            spec.column or None,
+        )
 
 
 def parse_header(form: SList) -> tuple[ir.ParamSpec, ...]:
     specs: list[ir.ParamSpec] = []
     for item in form.items[1:]:
         if isinstance(item, Sym):
+            if any(s.name == item.name for s in specs):
+                raise CompileError(f"params: {item.name!r} declared twice", item.line, item.column)
             specs.append(ir.ParamSpec(item.name, 0.0, "free", item.line, item.column))
             continue
         if (

@@ -150,6 +150,13 @@ class ParamSpec:
 
 
 CONSTRAINTS = ("free", "positive", "unit", "signed-unit")
+# open interval of the values each constraint admits (its transform's range)
+CONSTRAINT_RANGES = {
+    "free": (float("-inf"), float("inf")),
+    "positive": (0.0, float("inf")),
+    "unit": (0.0, 1.0),
+    "signed-unit": (-1.0, 1.0),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,3 +170,5 @@ class CompiledProgram:
     source: str
     has_header: bool = False
     prelude: tuple[str, ...] = field(default=())
+    # (line, column) of each input's first use in the source ((0, 0): unused)
+    input_positions: tuple[tuple[int, int], ...] = field(default=())

@@ -11,11 +11,12 @@ import re
 from bisect import bisect_left
 from functools import lru_cache
 
-from ndvm.errors import ReadError
+from ndvm.errors import CompileError, ReadError
+from ndvm.eval.limits import Limits
 from ndvm.lang.datum import Bool, Datum, Num, SList, Str, Sym
 
 MAX_NESTING = 2000
-MAX_SOURCE_CHARS = 5_000_000
+_DEFAULT = Limits()
 
 _DELIMS = set("()[]\";'`,")
 _NEWLINE = re.compile("\n")
@@ -44,13 +45,27 @@ class _Frame:
         self.prefix = prefix  # "quote" / "datum-comment" frames wrap the next datum
 
 
-def read(text: str, *, allow_empty: bool = False) -> tuple[Datum, ...]:
-    """Read every datum of ``text``; an empty program is a ``ReadError`` unless allowed."""
+def read(
+    text: str, *, allow_empty: bool = False, limits: Limits | None = None
+) -> tuple[Datum, ...]:
+    """Read every datum of ``text``; an empty program is a ``ReadError`` unless allowed.
+
+    ``limits.max_source_chars`` bounds the text (``ReadError``) and ``limits.max_forms`` the
+    forms read (``CompileError`` at the first form past it), so huge input fails fast.
+    """
     if not isinstance(text, str):
         raise ReadError(f"source must be str, not {type(text).__name__}")
-    if len(text) > MAX_SOURCE_CHARS:
-        raise ReadError(f"source longer than {MAX_SOURCE_CHARS} characters", 1, 1)
-    data = _read_small(text) if len(text) <= _CACHED_CHARS else _Reader(text).run()
+    lim = limits or _DEFAULT
+    if len(text) > lim.max_source_chars:
+        raise ReadError(
+            f"source longer than {lim.max_source_chars} characters (Limits.max_source_chars)",
+            1,
+            1,
+        )
+    if len(text) <= _CACHED_CHARS:
+        data = _read_small(text, lim.max_forms)
+    else:
+        data = _Reader(text, lim.max_forms).run()
     if not data and not allow_empty:
         raise ReadError("empty program: expected at least one expression", 1, 1)
     return data
@@ -60,14 +75,16 @@ _CACHED_CHARS = 2048  # data are immutable: small sources read once (co-search r
 
 
 @lru_cache(maxsize=256)
-def _read_small(text: str) -> tuple[Datum, ...]:
-    return _Reader(text).run()
+def _read_small(text: str, max_forms: int) -> tuple[Datum, ...]:
+    return _Reader(text, max_forms).run()
 
 
 class _Reader:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, max_forms: int) -> None:
         self.text = text
         self.pos = 0
+        self.max_forms = max_forms
+        self.forms_left = max_forms
         # positions of newlines: line/column of any offset by bisection, computed only
         # where a datum starts or an error is reported
         self._newlines = [m.start() for m in _NEWLINE.finditer(text)]
@@ -92,6 +109,14 @@ class _Reader:
             ch = text[self.pos]
             line, col = self._here()
             datum: Datum | None = None
+            if ch not in ")]":
+                self.forms_left -= 1
+                if self.forms_left < 0:
+                    raise CompileError(
+                        f"program too large: more than {self.max_forms} forms (Limits.max_forms)",
+                        line,
+                        col,
+                    )
             if ch in "([":
                 _push(stack, _Frame(")" if ch == "(" else "]", line, col))
                 self._advance()

@@ -48,6 +48,7 @@ class Resolver:
         self.inputs = inputs
         self.infer_params = infer_params
         self.scopes: list[list[str]] = []
+        self.input_positions: dict[str, tuple[int, int]] = {}
 
     def lookup(self, s: Sym) -> ir.Node:
         name = s.name
@@ -64,6 +65,7 @@ class Resolver:
         if name in self.params:
             return ir.Param(self.params.index(name), name, s.line, s.column)
         if name in self.inputs:
+            self.input_positions.setdefault(name, (s.line, s.column))
             return ir.Input(self.inputs.index(name), name, s.line, s.column)
         if self.infer_params and not name.startswith("#"):
             self.params.append(name)

@@ -45,6 +45,7 @@ def _add(
 
 
 def _elements(rt: Any, lst: Any, who: str) -> list[Any]:
+    """The elements of a proper list; each element traversed is a step of the running lanes."""
     out = []
     x = lst
     while type(x) is Pair:
@@ -52,6 +53,7 @@ def _elements(rt: Any, lst: Any, who: str) -> list[Any]:
         x = x.cdr
         if len(out) > _LIST_LIMIT:
             raise rt.error(f"{who}: list too long")
+    rt.spend(len(out))
     if x is not NIL:
         raise rt.error(f"{who}: expected a proper list, got {_tn(lst)}")
     return out
@@ -115,6 +117,7 @@ def _list_tail(rt: Any, x: Any, k: Any) -> Any:
         x = x.cdr
     if n < 0:
         raise rt.error(f"list-tail: index {n} out of range")
+    rt.spend(n)
     return x
 
 
@@ -148,8 +151,11 @@ def _is_number(rt: Any, x: Any) -> bool:
 
 
 def _is_list(rt: Any, x: Any) -> bool:
+    n = 0
     while type(x) is Pair:
         x = x.cdr
+        n += 1
+    rt.spend(n)
     return x is NIL
 
 
@@ -199,11 +205,19 @@ def _eqv(rt: Any, a: Any, b: Any) -> Any:
 
 
 def _equal(rt: Any, a: Any, b: Any) -> Any:
+    """Structural equality; a pair of pairs is compared once (shared structure stays linear),
+    and every comparison is a step of the running lanes."""
     result: Any = True
     stack = [(a, b)]
+    seen: set[tuple[int, int]] = set()
     while stack:
         x, y = stack.pop()
+        rt.spend(1)
         if type(x) is Pair and type(y) is Pair:
+            key = (id(x), id(y))
+            if key in seen:
+                continue
+            seen.add(key)
             stack.append((x.cdr, y.cdr))
             stack.append((x.car, y.car))
             continue

@@ -78,8 +78,14 @@ def _size(rt: Any, x: Any, who: str) -> int:
     return n
 
 
+_MAX_FILLED = 100_000_000  # elements of zeros/ones/eye (the native core's bound)
+
+
 def _filled(rt: Any, value: float, dims: tuple[Any, ...], who: str) -> Arr:
     shape = tuple(_size(rt, d, who) for d in dims)
+    if int(np.prod(shape, dtype=np.float64)) > _MAX_FILLED:
+        raise rt.error(f"{who}: too large")
+    rt.payload_alloc(int(np.prod(shape)))
     rt.alloc()
     return Arr(np.full((1, 1, *shape), value), -1, len(shape))
 
@@ -94,6 +100,9 @@ def _ones(rt: Any, n: Any, m: Any = None) -> Arr:
 
 def _eye(rt: Any, n: Any) -> Arr:
     size = _size(rt, n, "eye")
+    if size * size > _MAX_FILLED:
+        raise rt.error("eye: too large")
+    rt.payload_alloc(size * size)
     rt.alloc()
     return Arr(np.eye(size).reshape(1, 1, size, size), -1, 2)
 
