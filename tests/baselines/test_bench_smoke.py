@@ -13,7 +13,7 @@ import pytest
 ENV = dict(os.environ)  # the installed package (the artifact under test)
 
 
-@pytest.mark.parametrize("name", ["decompose", "amortize", "crossover", "throughput"])
+@pytest.mark.parametrize("name", ["decompose", "amortize", "crossover", "throughput", "meta"])
 def test_bench_quick_writes_results(name: str, tmp_path: Path) -> None:
     # A subprocess, as a user runs it (and so an editable native rebuild can use real fds).
     proc = subprocess.run(

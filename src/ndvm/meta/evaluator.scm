@@ -22,6 +22,11 @@
 ;;; lookup, without mutation. The outermost entry is the global group: the host primitives as
 ;;; values and the prelude (map, fold-left, assq, ...) as lambdas, read from the primitive table.
 ;;;
+;;; Before it runs, a program is linked: each reference to a primitive or prelude procedure that
+;;; no binding shadows becomes (quote <the procedure>), so running it looks up only the
+;;; program's own variables (and, in the tower, the evaluator's own references to car, eq?, ...
+;;; cost nothing at the level below).
+;;;
 ;;; The symbols %closure and %rec are reserved. Special-form names are reserved too, except
 ;;; `loop`, which is an ordinary variable wherever it is bound (the usual named-let name).
 
@@ -274,12 +279,14 @@
 (define (link-form head x bound globals)
   (cond ((eq? head 'quote) x)
         ((eq? head 'lambda)
-         (cons 'lambda (cons (cadr x) (link-body (cddr x) (append (lambda-list-names (cadr x)) bound)
+         (cons 'lambda (cons (cadr x) (link-body (cddr x)
+                                                 (append (lambda-list-names (cadr x)) bound)
                                                  globals))))
         ((and (eq? head 'let) (symbol? (cadr x)))
          (cons 'let (cons (cadr x)
                           (cons (link-bindings (caddr x) bound globals)
-                                (link-body (cdddr x) (cons (cadr x) (append (map car (caddr x)) bound))
+                                (link-body (cdddr x)
+                                           (cons (cadr x) (append (map car (caddr x)) bound))
                                            globals)))))
         ((eq? head 'let)
          (cons 'let (cons (link-bindings (cadr x) bound globals)
@@ -287,7 +294,8 @@
         ((eq? head 'let*) (link-let* (cadr x) (cddr x) bound globals '()))
         ((or (eq? head 'letrec) (eq? head 'letrec*))
          (let ((inner (append (map car (cadr x)) bound)))
-           (cons head (cons (link-bindings (cadr x) inner globals) (link-body (cddr x) inner globals)))))
+           (cons head (cons (link-bindings (cadr x) inner globals)
+                            (link-body (cddr x) inner globals)))))
         ((eq? head 'loop)
          (cons 'loop (cons (link-bindings (cadr x) bound globals)
                            (link-body (cddr x) (cons 'recur (append (map car (cadr x)) bound))
@@ -302,7 +310,8 @@
                                  (link-list (cdddr x) inner globals))))))
         ((eq? head 'case)
          (cons 'case (cons (link (cadr x) bound globals)
-                           (map (lambda (clause) (cons (car clause) (link-list (cdr clause) bound globals)))
+                           (map (lambda (clause)
+                                  (cons (car clause) (link-list (cdr clause) bound globals)))
                                 (cddr x)))))
         ((eq? head 'cond)
          (cons 'cond (map (lambda (clause) (link-list clause bound globals)) (cdr x))))
@@ -315,7 +324,8 @@
   (if (null? bindings)
       (cons 'let* (cons (reverse done) (link-body body bound globals)))
       (link-let* (cdr bindings) body (cons (car (car bindings)) bound) globals
-                 (cons (list (car (car bindings)) (link (cadr (car bindings)) bound globals)) done))))
+                 (cons (list (car (car bindings)) (link (cadr (car bindings)) bound globals))
+                       done))))
 
 (define (link-body forms bound globals)
   ;; The body's definitions are bound in all of its forms (letrec* scope).
@@ -329,7 +339,8 @@
 
 (define (definition-names forms)
   (cond ((null? forms) '())
-        ((definition? (car forms)) (cons (definition-name (car forms)) (definition-names (cdr forms))))
+        ((definition? (car forms))
+         (cons (definition-name (car forms)) (definition-names (cdr forms))))
         (else (definition-names (cdr forms)))))
 
 ;; ---------------------------------------------------------------------------------------------
