@@ -28,7 +28,8 @@
 ;;; cost nothing at the level below).
 ;;;
 ;;; The symbols %closure and %rec are reserved. Special-form names are reserved too, except
-;;; `loop`, which is an ordinary variable wherever it is bound (the usual named-let name).
+;;; `loop`, which is an ordinary variable wherever it is bound (the usual named-let name): the
+;;; linker, which knows the bindings, rewrites the loop/recur form into a named let.
 
 ;; ---------------------------------------------------------------------------------------------
 ;; Expressions
@@ -40,7 +41,13 @@
 
 (define (meval-form x env)
   (let ((head (car x)))
-    (cond ((eq? head 'quote) (cadr x))
+    (if (symbol? head)
+        (meval-special head x env)
+        (apply-procedure (meval head env) (meval-list (cdr x) env)))))
+
+(define (meval-special head x env)
+  ;; A form whose head is a symbol: a special form, or the application of a variable.
+  (cond ((eq? head 'quote) (cadr x))
           ((eq? head 'if)
            (if (meval (cadr x) env)
                (meval (caddr x) env)
@@ -61,12 +68,10 @@
           ((eq? head 'when) (if (meval (cadr x) env) (meval-sequence (cddr x) env) (void)))
           ((eq? head 'unless) (if (meval (cadr x) env) (void) (meval-sequence (cddr x) env)))
           ((eq? head 'do) (meval-do (cadr x) (caddr x) (cdddr x) env))
-          ((and (eq? head 'loop) (not (find-entry 'loop env)))
-           (meval-named-let 'recur (cadr x) (cddr x) env))
           ((eq? head 'assert)
            (if (meval (cadr x) env) (void) (error "assertion failed:" (cadr x))))
           ((eq? head 'define) (error "define is only allowed at the start of a body:" x))
-          (else (apply-procedure (meval head env) (meval-list (cdr x) env))))))
+          (else (apply-procedure (lookup head env) (meval-list (cdr x) env)))))
 
 (define (meval-list xs env)
   (if (null? xs) '() (cons (meval (car xs) env) (meval-list (cdr xs) env))))
@@ -296,10 +301,8 @@
          (let ((inner (append (map car (cadr x)) bound)))
            (cons head (cons (link-bindings (cadr x) inner globals)
                             (link-body (cddr x) inner globals)))))
-        ((eq? head 'loop)
-         (cons 'loop (cons (link-bindings (cadr x) bound globals)
-                           (link-body (cddr x) (cons 'recur (append (map car (cadr x)) bound))
-                                      globals))))
+        ((eq? head 'loop)  ; (loop ((v init) ...) body ...) is (let recur ((v init) ...) body ...)
+         (link-form 'let (cons 'let (cons 'recur (cdr x))) bound globals))
         ((eq? head 'do)
          (let ((inner (append (map car (cadr x)) bound)))
            (cons 'do (cons (map (lambda (spec)
