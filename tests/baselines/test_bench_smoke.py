@@ -21,7 +21,7 @@ def _marked(name: str) -> object:
 
 
 @pytest.mark.parametrize(
-    "name", [_marked(n) for n in ("decompose", "amortize", "crossover", "throughput")]
+    "name", [_marked(n) for n in ("decompose", "amortize", "crossover", "throughput", "meta")]
 )
 def test_bench_quick_writes_results(name: str, tmp_path: Path) -> None:
     # A subprocess, as a user runs it (and so an editable native rebuild can use real fds).

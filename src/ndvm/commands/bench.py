@@ -4,6 +4,7 @@ ndvm bench decompose  [--out DIR] [--quick] [--programs scalar,kalman80]
 ndvm bench amortize   [--out DIR] [--quick] [--program kalman80]
 ndvm bench crossover  [--out DIR] [--quick] [--programs ...]
 ndvm bench throughput [--out DIR] [--quick] [--program kalman80]
+ndvm bench meta       [--out DIR] [--quick] [--programs scalar,logistic16]
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ _HELP = {
     "amortize": "per-lane cost vs parameter lanes B",
     "crossover": "cumulative time vs gradient steps: interpreter vs staged JAX",
     "throughput": "Kalman calibrations per CPU-hour per tier",
+    "meta": "the interpretive tower: direct vs one vs two metacircular levels",
 }
+_WITH_PROGRAMS = ("decompose", "crossover", "meta")
 
 
 def register(sub: Any) -> None:
@@ -30,7 +33,7 @@ def register(sub: Any) -> None:
         q = bench_sub.add_parser(name, help=text, description=text)
         q.add_argument("--out", default=_DEFAULT_OUT, help=f"output folder ({_DEFAULT_OUT})")
         q.add_argument("--quick", action="store_true", help="smoke form: seconds, not minutes")
-        if name in ("decompose", "crossover"):
+        if name in _WITH_PROGRAMS:
             q.add_argument("--programs", default=None, help="comma-separated program names")
         else:
             q.add_argument("--program", default=None, help="benchmark program name")
@@ -43,6 +46,7 @@ _EXTRAS = {
     "amortize": ("plot",),
     "crossover": ("jax", "plot"),
     "throughput": ("torch", "plot"),
+    "meta": ("torch", "plot"),
 }
 
 
@@ -52,13 +56,13 @@ def run(args: argparse.Namespace) -> int:
     require(f"ndvm bench {args.bench_command}", *_EXTRAS.get(args.bench_command, ()))
     # One intra-op thread for XLA, as torch is pinned to one: every tier is measured per core.
     os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
-    from ndvm.bench import suites
+    from ndvm.bench import suites, tower
 
     out = Path(args.out)
     name = args.bench_command
-    fn = getattr(suites, name)
+    fn = tower.meta if name == "meta" else getattr(suites, name)
     t0 = time.perf_counter()
-    if name in ("decompose", "crossover"):
+    if name in _WITH_PROGRAMS:
         names = tuple(n for n in (args.programs or "").split(",") if n) or None
         folder = fn(out, args.quick, print, names)
     else:

@@ -31,7 +31,7 @@ class ExportedModule(torch.nn.Module):
         return [getattr(self, name) for name in self.program.params]
 
     def constrained(self) -> dict[str, float]:
-        values = self.program.constrain([float(t) for t in self.theta()])
+        values = self.program.constrain([t.detach().item() for t in self.theta()])
         return dict(zip(self.program.params, (float(v) for v in values)))
 
     def forward(self, **inputs: Any) -> torch.Tensor:

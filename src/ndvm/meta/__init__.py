@@ -9,9 +9,10 @@ the object program's: the object program's numeric primitives are the host's, ca
 itself running ``src`` (the interpretive tower).
 
 The wrapper defines two names the evaluator expects, both generated from the one primitive
-table: ``meta-primitives`` (every primitive and alias bound to the host procedure, except the
-evaluator's own ``apply`` and ``procedure?``) and ``meta-prelude`` (the prelude procedures'
-ndvm source, which the evaluator interprets like user code).
+table for the names the wrapped text mentions: ``meta-primitives`` (each such primitive and
+alias bound to the host procedure, except the evaluator's own ``apply`` and ``procedure?``)
+and ``meta-prelude`` (the prelude procedures' ndvm source, which the evaluator interprets like
+user code).
 """
 
 from __future__ import annotations

@@ -22,8 +22,14 @@
 ;;; lookup, without mutation. The outermost entry is the global group: the host primitives as
 ;;; values and the prelude (map, fold-left, assq, ...) as lambdas, read from the primitive table.
 ;;;
+;;; Before it runs, a program is linked: each reference to a primitive or prelude procedure that
+;;; no binding shadows becomes (quote <the procedure>), so running it looks up only the
+;;; program's own variables (and, in the tower, the evaluator's own references to car, eq?, ...
+;;; cost nothing at the level below).
+;;;
 ;;; The symbols %closure and %rec are reserved. Special-form names are reserved too, except
-;;; `loop`, which is an ordinary variable wherever it is bound (the usual named-let name).
+;;; `loop`, which is an ordinary variable wherever it is bound (the usual named-let name): the
+;;; linker, which knows the bindings, rewrites the loop/recur form into a named let.
 
 ;; ---------------------------------------------------------------------------------------------
 ;; Expressions
@@ -35,7 +41,13 @@
 
 (define (meval-form x env)
   (let ((head (car x)))
-    (cond ((eq? head 'quote) (cadr x))
+    (if (symbol? head)
+        (meval-special head x env)
+        (apply-procedure (meval head env) (meval-list (cdr x) env)))))
+
+(define (meval-special head x env)
+  ;; A form whose head is a symbol: a special form, or the application of a variable.
+  (cond ((eq? head 'quote) (cadr x))
           ((eq? head 'if)
            (if (meval (cadr x) env)
                (meval (caddr x) env)
@@ -56,12 +68,10 @@
           ((eq? head 'when) (if (meval (cadr x) env) (meval-sequence (cddr x) env) (void)))
           ((eq? head 'unless) (if (meval (cadr x) env) (void) (meval-sequence (cddr x) env)))
           ((eq? head 'do) (meval-do (cadr x) (caddr x) (cdddr x) env))
-          ((and (eq? head 'loop) (not (find-entry 'loop env)))
-           (meval-named-let 'recur (cadr x) (cddr x) env))
           ((eq? head 'assert)
            (if (meval (cadr x) env) (void) (error "assertion failed:" (cadr x))))
           ((eq? head 'define) (error "define is only allowed at the start of a body:" x))
-          (else (apply-procedure (meval head env) (meval-list (cdr x) env))))))
+          (else (apply-procedure (lookup head env) (meval-list (cdr x) env)))))
 
 (define (meval-list xs env)
   (if (null? xs) '() (cons (meval (car xs) env) (meval-list (cdr xs) env))))
@@ -274,12 +284,14 @@
 (define (link-form head x bound globals)
   (cond ((eq? head 'quote) x)
         ((eq? head 'lambda)
-         (cons 'lambda (cons (cadr x) (link-body (cddr x) (append (lambda-list-names (cadr x)) bound)
+         (cons 'lambda (cons (cadr x) (link-body (cddr x)
+                                                 (append (lambda-list-names (cadr x)) bound)
                                                  globals))))
         ((and (eq? head 'let) (symbol? (cadr x)))
          (cons 'let (cons (cadr x)
                           (cons (link-bindings (caddr x) bound globals)
-                                (link-body (cdddr x) (cons (cadr x) (append (map car (caddr x)) bound))
+                                (link-body (cdddr x)
+                                           (cons (cadr x) (append (map car (caddr x)) bound))
                                            globals)))))
         ((eq? head 'let)
          (cons 'let (cons (link-bindings (cadr x) bound globals)
@@ -287,11 +299,10 @@
         ((eq? head 'let*) (link-let* (cadr x) (cddr x) bound globals '()))
         ((or (eq? head 'letrec) (eq? head 'letrec*))
          (let ((inner (append (map car (cadr x)) bound)))
-           (cons head (cons (link-bindings (cadr x) inner globals) (link-body (cddr x) inner globals)))))
-        ((eq? head 'loop)
-         (cons 'loop (cons (link-bindings (cadr x) bound globals)
-                           (link-body (cddr x) (cons 'recur (append (map car (cadr x)) bound))
-                                      globals))))
+           (cons head (cons (link-bindings (cadr x) inner globals)
+                            (link-body (cddr x) inner globals)))))
+        ((eq? head 'loop)  ; (loop ((v init) ...) body ...) is (let recur ((v init) ...) body ...)
+         (link-form 'let (cons 'let (cons 'recur (cdr x))) bound globals))
         ((eq? head 'do)
          (let ((inner (append (map car (cadr x)) bound)))
            (cons 'do (cons (map (lambda (spec)
@@ -302,7 +313,8 @@
                                  (link-list (cdddr x) inner globals))))))
         ((eq? head 'case)
          (cons 'case (cons (link (cadr x) bound globals)
-                           (map (lambda (clause) (cons (car clause) (link-list (cdr clause) bound globals)))
+                           (map (lambda (clause)
+                                  (cons (car clause) (link-list (cdr clause) bound globals)))
                                 (cddr x)))))
         ((eq? head 'cond)
          (cons 'cond (map (lambda (clause) (link-list clause bound globals)) (cdr x))))
@@ -315,7 +327,8 @@
   (if (null? bindings)
       (cons 'let* (cons (reverse done) (link-body body bound globals)))
       (link-let* (cdr bindings) body (cons (car (car bindings)) bound) globals
-                 (cons (list (car (car bindings)) (link (cadr (car bindings)) bound globals)) done))))
+                 (cons (list (car (car bindings)) (link (cadr (car bindings)) bound globals))
+                       done))))
 
 (define (link-body forms bound globals)
   ;; The body's definitions are bound in all of its forms (letrec* scope).
@@ -329,7 +342,8 @@
 
 (define (definition-names forms)
   (cond ((null? forms) '())
-        ((definition? (car forms)) (cons (definition-name (car forms)) (definition-names (cdr forms))))
+        ((definition? (car forms))
+         (cons (definition-name (car forms)) (definition-names (cdr forms))))
         (else (definition-names (cdr forms)))))
 
 ;; ---------------------------------------------------------------------------------------------
