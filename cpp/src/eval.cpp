@@ -9,6 +9,21 @@ namespace ndvm {
 
 namespace {
 constexpr uint64_t kCheckEvery = 4096;
+
+[[noreturn]] void deadline_exceeded(double deadline) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", deadline);
+  throw LimitError(LimitKind::DEADLINE,
+                   std::string("evaluation exceeded its deadline of ") + buf + " s");
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+void WorkClock::check() const {
+  if (deadline > 0 && seconds_since(t0) > deadline) deadline_exceeded(deadline);
 }
 
 void Interp::check_limits() {
@@ -21,16 +36,7 @@ void Interp::check_limits() {
                                            std::to_string(lim_.max_depth) +
                                            " frames (non-tail recursion too deep?)");
   }
-  if (lim_.deadline > 0) {
-    const double dt =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-    if (dt > lim_.deadline) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%g", lim_.deadline);
-      throw LimitError(LimitKind::DEADLINE,
-                       std::string("evaluation exceeded its deadline of ") + buf + " s");
-    }
-  }
+  if (lim_.deadline > 0 && seconds_since(t0_) > lim_.deadline) deadline_exceeded(lim_.deadline);
 }
 
 void Interp::run_thread(Step s) {

@@ -54,9 +54,10 @@ void scatter(double* out, uint32_t W, uint32_t l, const double* buf, size_t n) {
 
 // In-place LU with partial pivoting (row-major n x n). Returns 0, or k > 0 when U[k-1][k-1]
 // is exactly zero (singular), like LAPACK getrf.
-int lu(double* a, int n, int* piv) {
+int lu(double* a, int n, int* piv, WorkClock& clock) {
   int info = 0;
   for (int j = 0; j < n; ++j) {
+    clock.tick(static_cast<uint64_t>(n - j) * static_cast<uint64_t>(n));
     int p = j;
     double best = std::fabs(a[j * n + j]);
     for (int i = j + 1; i < n; ++i) {
@@ -84,13 +85,14 @@ int lu(double* a, int n, int* piv) {
 }
 
 // Solves LU x = b in place (b has n rows, k columns, row-major).
-void lu_solve(const double* a, int n, const int* piv, double* b, int k) {
+void lu_solve(const double* a, int n, const int* piv, double* b, int k, WorkClock& clock) {
   for (int j = 0; j < n; ++j) {
     if (piv[j] != j) {
       for (int c = 0; c < k; ++c) std::swap(b[j * k + c], b[piv[j] * k + c]);
     }
   }
   for (int i = 0; i < n; ++i) {
+    clock.tick(static_cast<uint64_t>(2 * n) * static_cast<uint64_t>(k));
     for (int j = 0; j < i; ++j) {
       for (int c = 0; c < k; ++c) b[i * k + c] -= a[i * n + j] * b[j * k + c];
     }
@@ -112,31 +114,42 @@ bool any_nan(const double* a, size_t n) {
 
 // x = A^-1 B for one lane (A n x n, B n x k); x NaN when A is singular. work: n*n + n ints.
 void solve_lane(const double* A, const double* B, int n, int k, double* x, double* work,
-                int* piv) {
+                int* piv, WorkClock& clock) {
   for (int i = 0; i < n * n; ++i) work[i] = A[i];
   for (int i = 0; i < n * k; ++i) x[i] = B[i];
-  if (lu(work, n, piv) != 0) {
+  if (lu(work, n, piv, clock) != 0) {
     for (int i = 0; i < n * k; ++i) x[i] = kNaN;
     return;
   }
-  lu_solve(work, n, piv, x, k);
+  lu_solve(work, n, piv, x, k, clock);
 }
 
-void inv_lane(const double* A, int n, double* out, double* work, int* piv) {
-  for (int i = 0; i < n * n; ++i) out[i] = 0.0;
-  for (int i = 0; i < n; ++i) out[i * n + i] = 1.0;
-  for (int i = 0; i < n * n; ++i) work[i] = A[i];
-  if (lu(work, n, piv) != 0) {
-    for (int i = 0; i < n * n; ++i) out[i] = kNaN;
-    return;
+bool all_finite(const double* a, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(a[i])) return false;
   }
-  lu_solve(work, n, piv, out, n);
+  return true;
+}
+
+// The inverse; NaN everywhere when A is singular, has a non-finite entry, or its inverse
+// overflows (a non-finite entry), as linalg.py's _inv.
+void inv_lane(const double* A, int n, double* out, double* work, int* piv, WorkClock& clock) {
+  const size_t nn = static_cast<size_t>(n) * static_cast<size_t>(n);
+  for (size_t i = 0; i < nn; ++i) out[i] = 0.0;
+  for (int i = 0; i < n; ++i) out[i * n + i] = 1.0;
+  for (size_t i = 0; i < nn; ++i) work[i] = A[i];
+  const bool singular = lu(work, n, piv, clock) != 0;
+  if (!singular) lu_solve(work, n, piv, out, n, clock);
+  if (singular || !all_finite(A, nn) || !all_finite(out, nn)) {
+    for (size_t i = 0; i < nn; ++i) out[i] = kNaN;
+  }
 }
 
 // NumPy slogdet: (sign, log|det|); singular gives (0, -inf).
-void slogdet_lane(const double* A, int n, double* work, int* piv, double& sign, double& logdet) {
+void slogdet_lane(const double* A, int n, double* work, int* piv, double& sign, double& logdet,
+                  WorkClock& clock) {
   for (int i = 0; i < n * n; ++i) work[i] = A[i];
-  if (lu(work, n, piv) != 0) {
+  if (lu(work, n, piv, clock) != 0) {
     sign = 0.0;
     logdet = -std::numeric_limits<double>::infinity();
     return;
@@ -151,9 +164,10 @@ void slogdet_lane(const double* A, int n, double* work, int* piv, double& sign, 
   }
 }
 
-bool cholesky_lane(const double* A, int n, double* L) {
+bool cholesky_lane(const double* A, int n, double* L, WorkClock& clock) {
   for (int i = 0; i < n * n; ++i) L[i] = 0.0;
   for (int j = 0; j < n; ++j) {
+    clock.tick(static_cast<uint64_t>(n) * static_cast<uint64_t>(j + 1));
     double d = A[j * n + j];
     for (int k = 0; k < j; ++k) d -= L[j * n + k] * L[j * n + k];
     if (!(d > 0.0)) return false;
@@ -171,12 +185,13 @@ bool cholesky_lane(const double* A, int n, double* L) {
 struct Lane {
   std::vector<double>& buf;
   std::vector<int>& piv;
+  WorkClock& clock;
   double* a;
   double* b;
   double* c;
   double* d;
   double* w;
-  Lane(LinalgScratch& scratch, size_t m) : buf(scratch.buf), piv(scratch.piv) {
+  Lane(LinalgScratch& scratch, size_t m) : buf(scratch.buf), piv(scratch.piv), clock(scratch.clock) {
     buf.resize(5 * (m + 1));
     piv.resize(m + 1);
     a = buf.data();
@@ -271,15 +286,15 @@ void forward_lane(int code, const Operand* args, Lane& L, double* o) {
     case Prim::LOGDET: {
       double sign = 0.0;
       double ld = 0.0;
-      slogdet_lane(L.a, r, L.w, L.piv.data(), sign, ld);
+      slogdet_lane(L.a, r, L.w, L.piv.data(), sign, ld, L.clock);
       o[0] = static_cast<Prim>(code) == Prim::DET ? sign * std::exp(ld) : ld;
       if (any_nan(L.a, A.size())) o[0] = kNaN;
       return;
     }
-    case Prim::INV: inv_lane(L.a, r, o, L.w, L.piv.data()); return;
-    case Prim::SOLVE: solve_lane(L.a, L.b, r, 1, o, L.w, L.piv.data()); return;
+    case Prim::INV: inv_lane(L.a, r, o, L.w, L.piv.data(), L.clock); return;
+    case Prim::SOLVE: solve_lane(L.a, L.b, r, 1, o, L.w, L.piv.data(), L.clock); return;
     case Prim::CHOLESKY:
-      if (!cholesky_lane(L.a, r, o) || any_nan(L.a, A.size())) {
+      if (!cholesky_lane(L.a, r, o, L.clock) || any_nan(L.a, A.size())) {
         for (size_t i = 0; i < A.size(); ++i) o[i] = kNaN;
       }
       return;
@@ -288,6 +303,11 @@ void forward_lane(int code, const Operand* args, Lane& L, double* o) {
 }
 
 }  // namespace
+
+bool has_custom_row(int code) {
+  OutShape tmp;
+  return custom_shape(code, nullptr, -1, tmp) != "unknown";
+}
 
 std::string custom_shape(int code, const Operand* args, int n, OutShape& out) {
   const Prim p = static_cast<Prim>(code);
@@ -462,7 +482,7 @@ void vjp_lane(int code, const Operand* args, int which, const double* g, const d
       return;
     case Prim::DET:
     case Prim::LOGDET: {
-      inv_lane(L.a, r, t2, t, piv);
+      inv_lane(L.a, r, t2, t, piv, L.clock);
       const double f = static_cast<Prim>(code) == Prim::DET ? g[0] * ans[0] : g[0];
       for (int i = 0; i < r; ++i) {
         for (int j = 0; j < r; ++j) ct[i * r + j] = f * t2[j * r + i];
@@ -490,7 +510,7 @@ void vjp_lane(int code, const Operand* args, int which, const double* g, const d
         for (int j = 0; j < r; ++j) L.c[i * r + j] = L.a[j * r + i];
       }
       double* lam = t2;
-      solve_lane(L.c, g, r, 1, lam, t, piv);
+      solve_lane(L.c, g, r, 1, lam, t, piv, L.clock);
       if (which == 1) {
         for (int i = 0; i < r; ++i) ct[i] = lam[i];
       } else {
@@ -519,11 +539,11 @@ void cholesky_vjp_lane(int n, const double* g, const double* Lm, Lane& L, double
       lt[i * n + j] = Lm[j * n + i];
     }
   }
-  solve_lane(lt, phi, n, n, left, L.w, piv);  // L^-T phi
+  solve_lane(lt, phi, n, n, left, L.w, piv, L.clock);  // L^-T phi
   for (int i = 0; i < n; ++i) {
     for (int j = 0; j < n; ++j) phi[i * n + j] = left[j * n + i];
   }
-  solve_lane(lt, phi, n, n, tmp, L.w, piv);  // s^T
+  solve_lane(lt, phi, n, n, tmp, L.w, piv, L.clock);  // s^T
   for (int i = 0; i < n; ++i) {
     for (int j = 0; j < n; ++j) ct[i * n + j] = 0.5 * (tmp[j * n + i] + tmp[i * n + j]);
   }

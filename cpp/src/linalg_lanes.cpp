@@ -1,6 +1,9 @@
 // Lane-vectorized (element-outer, lane-inner) kernels for the linear-algebra primitives whose
 // work is a fixed sum of products: dot, vsum, vmean, scale, outer, matvec, matmul, transpose,
-// trace. Same operation order as the per-lane forms in linalg.cpp.
+// trace. Same operation order as the per-lane forms in linalg.cpp. Sums of products over full-
+// width operands keep each output's running sum in a register over its K <= 4 terms (the 2x2
+// to 4x4 matrices of state-space models) instead of streaming the output K times; the result
+// is the same sum in the same order (0.0, then + x_k y_k for k = 0, 1, ...).
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -48,7 +51,54 @@ inline void fma_lanes(double* o, uint32_t W, const double* a, size_t als, const 
 
 inline void mul_lanes(double* o, uint32_t W, const double* a, size_t als, const double* b,
                       size_t bls) {
-  for (uint32_t l = 0; l < W; ++l) o[l] = a[l * als] * b[l * bls];
+  if (als && bls) {
+    for (uint32_t l = 0; l < W; ++l) o[l] = a[l] * b[l];
+  } else {
+    for (uint32_t l = 0; l < W; ++l) o[l] = a[l * als] * b[l * bls];
+  }
+}
+
+// o[l] = 0.0 + x_0[l] y_0[l] + ... + x_{K-1}[l] y_{K-1}[l] with the sum in a register;
+// kNeg: every term is (-x_t[l]) y_t[l]. All rows full-width.
+template <int K, bool kNeg>
+NDVM_INLINE void sop_k(double* __restrict o, uint32_t W, const double* const* x,
+                       const double* const* y) {
+  const double* xs[K];
+  const double* ys[K];
+  for (int t = 0; t < K; ++t) {
+    xs[t] = x[t];
+    ys[t] = y[t];
+  }
+  for (uint32_t l = 0; l < W; ++l) {
+    double acc = 0.0;
+    for (int t = 0; t < K; ++t) acc += (kNeg ? -xs[t][l] : xs[t][l]) * ys[t][l];
+    o[l] = acc;
+  }
+}
+
+// The sum of products of K full-width row pairs (xrow(t), yrow(t)) into o.
+template <bool kNeg = false, class X, class Y>
+NDVM_INLINE void sop(double* o, uint32_t W, size_t K, X xrow, Y yrow) {
+  if (K >= 1 && K <= 4) {
+    const double* x[4];
+    const double* y[4];
+    for (size_t t = 0; t < K; ++t) {
+      x[t] = xrow(t);
+      y[t] = yrow(t);
+    }
+    switch (K) {
+      case 1: return sop_k<1, kNeg>(o, W, x, y);
+      case 2: return sop_k<2, kNeg>(o, W, x, y);
+      case 3: return sop_k<3, kNeg>(o, W, x, y);
+      default: return sop_k<4, kNeg>(o, W, x, y);
+    }
+  }
+  fill(o, W, 0.0);
+  for (size_t t = 0; t < K; ++t) {
+    const double* xp = xrow(t);
+    const double* yp = yrow(t);
+    for (uint32_t l = 0; l < W; ++l) o[l] += (kNeg ? -xp[l] : xp[l]) * yp[l];
+  }
 }
 
 // Lane-parallel LU with partial pivoting: the same operations, per lane, as linalg.cpp's lu()
@@ -89,10 +139,11 @@ struct SoaLU {
       for (size_t c = 0; c < k; ++c) fill(Bm(i, c), W, i == c ? 1.0 : 0.0);
     }
   }
-  void factor() {
+  void factor(WorkClock& clock) {
     fill(sign, W, 1.0);
     fill(singular, W, 0.0);
     for (size_t j = 0; j < n; ++j) {
+      clock.tick((n - j) * n * W);
       for (uint32_t l = 0; l < W; ++l) {
         piv[l] = static_cast<int>(j);
         best[l] = std::fabs(A(j, j)[l]);
@@ -137,8 +188,9 @@ struct SoaLU {
     }
   }
   // b <- U^-1 L^-1 b (rows already permuted); singular lanes become NaN.
-  void solve() {
+  void solve(WorkClock& clock) {
     for (size_t i = 0; i < n; ++i) {
+      clock.tick(2 * i * k * W);
       for (size_t j = 0; j < i; ++j) {
         const double* f = A(i, j);
         for (size_t c = 0; c < k; ++c) {
@@ -164,7 +216,9 @@ struct SoaLU {
       }
     }
     for (uint32_t l = 0; l < W; ++l) {
-      if (singular[l] == 0.0) continue;
+      bool bad = singular[l] != 0.0;
+      for (size_t e = 0; e < n * k && !bad; ++e) bad = !std::isfinite(b[e * W + l]);
+      if (!bad) continue;
       for (size_t e = 0; e < n * k; ++e) b[e * W + l] = std::numeric_limits<double>::quiet_NaN();
     }
   }
@@ -215,7 +269,14 @@ void soa_inverse2(const Operand& m, double* out, uint32_t W, bool transpose) {
     b01 -= f.a01 * b11;
     b00 /= f.a00;
     b01 /= f.a00;
-    if (f.singular) b00 = b01 = b10 = b11 = std::numeric_limits<double>::quiet_NaN();
+    // singular, a non-finite entry, or an overflowing inverse: NaN (as linalg.py's _inv)
+    const size_t o = l * src.ls;
+    const double z = (src.row(0)[o] * 0.0 + src.row(1)[o] * 0.0) +
+                     (src.row(2)[o] * 0.0 + src.row(3)[o] * 0.0) +
+                     ((b00 * 0.0 + b01 * 0.0) + (b10 * 0.0 + b11 * 0.0));  // NaN iff non-finite
+    if (f.singular || z != 0.0) {
+      b00 = b01 = b10 = b11 = std::numeric_limits<double>::quiet_NaN();
+    }
     out[l] = b00;
     o01[l] = b01;
     o10[l] = b10;
@@ -229,9 +290,16 @@ void soa_inverse(const Operand& m, double* out, uint32_t W, LinalgScratch& s, bo
   if (n == 2) return soa_inverse2(m, out, W, transpose);
   SoaLU lu(s, n, n, W);
   lu.load(m);
+  std::vector<uint8_t> nonfinite(W, 0);  // such lanes are NaN, as linalg.py's _inv
+  for (size_t e = 0; e < n * n; ++e) {
+    for (uint32_t l = 0; l < W; ++l) nonfinite[l] |= !std::isfinite(lu.a[e * W + l]);
+  }
   lu.identity();
-  lu.factor();
-  lu.solve();
+  lu.factor(s.clock);
+  for (uint32_t l = 0; l < W; ++l) {
+    if (nonfinite[l]) lu.singular[l] = 1.0;
+  }
+  lu.solve(s.clock);
   for (size_t i = 0; i < n; ++i) {
     for (size_t j = 0; j < n; ++j) {
       const double* x = lu.Bm(i, j);
@@ -273,7 +341,7 @@ void soa_slogdet(const Operand& m, double* out, uint32_t W, LinalgScratch& s, bo
   for (size_t e = 0; e < n * n; ++e) {
     for (uint32_t l = 0; l < W; ++l) nan_lane[l] |= std::isnan(lu.a[e * W + l]);
   }
-  lu.factor();
+  lu.factor(s.clock);
   for (uint32_t l = 0; l < W; ++l) {
     double sign = lu.sign[l];
     double logdet = 0.0;
@@ -296,7 +364,7 @@ void soa_slogdet(const Operand& m, double* out, uint32_t W, LinalgScratch& s, bo
 // the same accumulation order as the lane loops below (0.0, then += x * y in index order).
 inline double el(const Lanes& x, size_t e) { return x.row(e)[0]; }
 
-bool products_one_lane(Prim p, const Operand* args, double* out) {
+bool products_one_lane(Prim p, const Operand* args, double* out, WorkClock& clock) {
   const Lanes a = lanes_of(args[0]);
   const size_t r = args[0].rows;
   const size_t c = args[0].cols;
@@ -311,6 +379,7 @@ bool products_one_lane(Prim p, const Operand* args, double* out) {
     case Prim::MATVEC: {
       const Lanes v = lanes_of(args[1]);
       for (size_t i = 0; i < r; ++i) {
+        clock.tick(c);
         double acc = 0.0;
         for (size_t j = 0; j < c; ++j) acc += el(a, i * c + j) * el(v, j);
         out[i] = acc;
@@ -321,6 +390,7 @@ bool products_one_lane(Prim p, const Operand* args, double* out) {
       const Lanes b = lanes_of(args[1]);
       const size_t m = args[1].cols;
       for (size_t i = 0; i < r; ++i) {
+        clock.tick(m * c);
         for (size_t j = 0; j < m; ++j) {
           double acc = 0.0;
           for (size_t k = 0; k < c; ++k) acc += el(a, i * c + k) * el(b, k * m + j);
@@ -395,11 +465,12 @@ bool lanes_forward(int code, const Operand* args, double* out, uint32_t W, Linal
       default: break;
     }
   }
-  return lanes_forward_products(code, args, out, W);
+  return lanes_forward_products(code, args, out, W, s.clock);
 }
 
-bool lanes_forward_products(int code, const Operand* args, double* out, uint32_t W) {
-  if (W == 1 && products_one_lane(static_cast<Prim>(code), args, out)) return true;
+NDVM_SIMD bool lanes_forward_products(int code, const Operand* args, double* out, uint32_t W,
+                                      WorkClock& clock) {
+  if (W == 1 && products_one_lane(static_cast<Prim>(code), args, out, clock)) return true;
   const Operand& A = args[0];
   const Lanes a = lanes_of(A);
   const size_t r = A.rows;
@@ -407,6 +478,10 @@ bool lanes_forward_products(int code, const Operand* args, double* out, uint32_t
   switch (static_cast<Prim>(code)) {
     case Prim::DOT: {
       const Lanes b = lanes_of(args[1]);
+      if (a.ls && b.ls) {
+        sop(out, W, r, [&](size_t i) { return a.row(i); }, [&](size_t i) { return b.row(i); });
+        return true;
+      }
       fill(out, W, 0.0);
       for (size_t i = 0; i < r; ++i) fma_lanes(out, W, a.row(i), a.ls, b.row(i), b.ls);
       return true;
@@ -425,8 +500,8 @@ bool lanes_forward_products(int code, const Operand* args, double* out, uint32_t
       return true;
     }
     case Prim::SCALE: {
-      const Lanes s = lanes_of(args[1]);
-      for (size_t i = 0; i < r; ++i) mul_lanes(out + i * W, W, a.row(i), a.ls, s.row(0), s.ls);
+      const Lanes sc = lanes_of(args[1]);
+      for (size_t i = 0; i < r; ++i) mul_lanes(out + i * W, W, a.row(i), a.ls, sc.row(0), sc.ls);
       return true;
     }
     case Prim::OUTER: {
@@ -443,6 +518,11 @@ bool lanes_forward_products(int code, const Operand* args, double* out, uint32_t
       const Lanes v = lanes_of(args[1]);
       for (size_t i = 0; i < r; ++i) {
         double* o = out + i * W;
+        clock.tick(c * W);
+        if (a.ls && v.ls) {
+          sop(o, W, c, [&](size_t j) { return a.row(i * c + j); }, [&](size_t j) { return v.row(j); });
+          continue;
+        }
         fill(o, W, 0.0);
         for (size_t j = 0; j < c; ++j) fma_lanes(o, W, a.row(i * c + j), a.ls, v.row(j), v.ls);
       }
@@ -452,8 +532,14 @@ bool lanes_forward_products(int code, const Operand* args, double* out, uint32_t
       const Lanes b = lanes_of(args[1]);
       const size_t m = args[1].cols;
       for (size_t i = 0; i < r; ++i) {
+        clock.tick(m * c * W);
         for (size_t j = 0; j < m; ++j) {
           double* o = out + (i * m + j) * W;
+          if (a.ls && b.ls) {
+            sop(o, W, c, [&](size_t k) { return a.row(i * c + k); },
+                [&](size_t k) { return b.row(k * m + j); });
+            continue;
+          }
           fill(o, W, 0.0);
           for (size_t k = 0; k < c; ++k) {
             fma_lanes(o, W, a.row(i * c + k), a.ls, b.row(k * m + j), b.ls);
@@ -482,48 +568,58 @@ bool lanes_forward_products(int code, const Operand* args, double* out, uint32_t
   }
 }
 
-bool lanes_vjp(int code, const double* g_ptr, const double* ans, const Operand* args, int which,
-               double* ct, uint32_t W, LinalgScratch& s) {
+namespace {
+
+// det/logdet: ct = f * inv(A)^T with f = g * ans (det) or g (logdet)
+void vjp_slogdet(bool det, const double* g, const double* ans, const Operand& A, double* ct,
+                 uint32_t W, LinalgScratch& s) {
+  const size_t n = A.rows;
+  std::vector<double>& inv = s.g;
+  inv.resize(n * n * W);
+  soa_inverse(A, inv.data(), W, s, true);
+  for (size_t e = 0; e < n * n; ++e) {
+    const double* x = inv.data() + e * W;
+    double* o = ct + e * W;
+    if (det) {
+      for (uint32_t l = 0; l < W; ++l) o[l] = (g[l] * ans[l]) * x[l];
+    } else {
+      for (uint32_t l = 0; l < W; ++l) o[l] = g[l] * x[l];
+    }
+  }
+}
+
+// inv: -ans^T G ans^T, as t2 = (-ans^T) G, then t2 ans^T
+void vjp_inverse(const double* g, const double* ans, size_t n, double* ct, uint32_t W,
+                 LinalgScratch& s) {
+  std::vector<double>& t2 = s.ans;
+  t2.resize(n * n * W);
+  for (size_t i = 0; i < n; ++i) {
+    s.clock.tick(n * n * W);
+    for (size_t j = 0; j < n; ++j) {
+      sop<true>(t2.data() + (i * n + j) * W, W, n, [&](size_t k) { return ans + (k * n + i) * W; },
+                [&](size_t k) { return g + (k * n + j) * W; });
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    s.clock.tick(n * n * W);
+    for (size_t j = 0; j < n; ++j) {
+      sop(ct + (i * n + j) * W, W, n, [&](size_t k) { return t2.data() + (i * n + k) * W; },
+          [&](size_t k) { return ans + (j * n + k) * W; });
+    }
+  }
+}
+
+}  // namespace
+
+NDVM_SIMD bool lanes_vjp(int code, const double* g_ptr, const double* ans, const Operand* args,
+                         int which, double* ct, uint32_t W, LinalgScratch& s) {
   const Prim p = static_cast<Prim>(code);
   if (W > 1 && (p == Prim::DET || p == Prim::LOGDET)) {
-    const size_t n = args[0].rows;
-    std::vector<double>& inv = s.g;
-    inv.resize(n * n * W);
-    soa_inverse(args[0], inv.data(), W, s, true);
-    for (size_t e = 0; e < n * n; ++e) {
-      for (uint32_t l = 0; l < W; ++l) {
-        const double f = p == Prim::DET ? g_ptr[l] * ans[l] : g_ptr[l];
-        ct[e * W + l] = f * inv[e * W + l];
-      }
-    }
+    vjp_slogdet(p == Prim::DET, g_ptr, ans, args[0], ct, W, s);
     return true;
   }
-  if (W > 1 && p == Prim::INV) {  // -ans^T G ans^T
-    const size_t n = args[0].rows;
-    std::vector<double>& t2 = s.ans;
-    t2.resize(n * n * W);
-    for (size_t i = 0; i < n; ++i) {
-      for (size_t j = 0; j < n; ++j) {
-        double* o = t2.data() + (i * n + j) * W;
-        fill(o, W, 0.0);
-        for (size_t k = 0; k < n; ++k) {
-          const double* x = ans + (k * n + i) * W;
-          const double* y = g_ptr + (k * n + j) * W;
-          for (uint32_t l = 0; l < W; ++l) o[l] += -x[l] * y[l];
-        }
-      }
-    }
-    for (size_t i = 0; i < n; ++i) {
-      for (size_t j = 0; j < n; ++j) {
-        double* o = ct + (i * n + j) * W;
-        fill(o, W, 0.0);
-        for (size_t k = 0; k < n; ++k) {
-          const double* x = t2.data() + (i * n + k) * W;
-          const double* y = ans + (j * n + k) * W;
-          for (uint32_t l = 0; l < W; ++l) o[l] += x[l] * y[l];
-        }
-      }
-    }
+  if (W > 1 && p == Prim::INV) {
+    vjp_inverse(g_ptr, ans, args[0].rows, ct, W, s);
     return true;
   }
   if (W == 1 && products_vjp_one_lane(p, g_ptr, args, which, ct)) return true;
@@ -547,9 +643,11 @@ bool lanes_vjp(int code, const double* g_ptr, const double* ans, const Operand* 
       return true;
     }
     case Prim::SCALE: {
-      const Lanes s = lanes_of(args[1]);
+      const Lanes sc = lanes_of(args[1]);
       if (which == 0) {
-        for (size_t i = 0; i < r; ++i) mul_lanes(ct + i * W, W, g.row(i), 1, s.row(0), s.ls);
+        for (size_t i = 0; i < r; ++i) mul_lanes(ct + i * W, W, g.row(i), 1, sc.row(0), sc.ls);
+      } else if (a.ls) {
+        sop(ct, W, r, [&](size_t i) { return g.row(i); }, [&](size_t i) { return a.row(i); });
       } else {
         fill(ct, W, 0.0);
         for (size_t i = 0; i < r; ++i) fma_lanes(ct, W, g.row(i), 1, a.row(i), a.ls);
@@ -559,16 +657,18 @@ bool lanes_vjp(int code, const double* g_ptr, const double* ans, const Operand* 
     case Prim::OUTER: {
       const Lanes b = lanes_of(args[1]);
       const size_t m = args[1].rows;
-      if (which == 0) {
-        for (size_t i = 0; i < r; ++i) {
-          fill(ct + i * W, W, 0.0);
-          for (size_t j = 0; j < m; ++j) fma_lanes(ct + i * W, W, g.row(i * m + j), 1, b.row(j), b.ls);
+      const Lanes other = which == 0 ? b : a;
+      const size_t rows = which == 0 ? r : m;
+      const size_t K = which == 0 ? m : r;
+      for (size_t i = 0; i < rows; ++i) {
+        // which 0: ct_i = sum_j g_ij b_j; which 1: ct_j = sum_i g_ij a_i
+        auto grow = [&](size_t t) { return which == 0 ? g.row(i * m + t) : g.row(t * m + i); };
+        if (other.ls) {
+          sop(ct + i * W, W, K, grow, [&](size_t t) { return other.row(t); });
+          continue;
         }
-      } else {
-        for (size_t j = 0; j < m; ++j) {
-          fill(ct + j * W, W, 0.0);
-          for (size_t i = 0; i < r; ++i) fma_lanes(ct + j * W, W, g.row(i * m + j), 1, a.row(i), a.ls);
-        }
+        fill(ct + i * W, W, 0.0);
+        for (size_t t = 0; t < K; ++t) fma_lanes(ct + i * W, W, grow(t), 1, other.row(t), 0);
       }
       return true;
     }
@@ -578,29 +678,47 @@ bool lanes_vjp(int code, const double* g_ptr, const double* ans, const Operand* 
         for (size_t i = 0; i < r; ++i) {
           for (size_t j = 0; j < c; ++j) mul_lanes(ct + (i * c + j) * W, W, g.row(i), 1, v.row(j), v.ls);
         }
-      } else {
-        for (size_t j = 0; j < c; ++j) {
-          fill(ct + j * W, W, 0.0);
-          for (size_t i = 0; i < r; ++i) fma_lanes(ct + j * W, W, a.row(i * c + j), a.ls, g.row(i), 1);
+        return true;
+      }
+      for (size_t j = 0; j < c; ++j) {
+        s.clock.tick(r * W);
+        if (a.ls) {
+          sop(ct + j * W, W, r, [&](size_t i) { return a.row(i * c + j); },
+              [&](size_t i) { return g.row(i); });
+          continue;
         }
+        fill(ct + j * W, W, 0.0);
+        for (size_t i = 0; i < r; ++i) fma_lanes(ct + j * W, W, a.row(i * c + j), a.ls, g.row(i), 1);
       }
       return true;
     }
     case Prim::MATMUL: {
       const Lanes b = lanes_of(args[1]);
       const size_t m = args[1].cols;
-      if (which == 0) {
+      if (which == 0) {  // G B^T
         for (size_t i = 0; i < r; ++i) {
+          s.clock.tick(c * m * W);
           for (size_t k = 0; k < c; ++k) {
             double* o = ct + (i * c + k) * W;
+            if (b.ls) {
+              sop(o, W, m, [&](size_t j) { return g.row(i * m + j); },
+                  [&](size_t j) { return b.row(k * m + j); });
+              continue;
+            }
             fill(o, W, 0.0);
             for (size_t j = 0; j < m; ++j) fma_lanes(o, W, g.row(i * m + j), 1, b.row(k * m + j), b.ls);
           }
         }
-      } else {
+      } else {  // A^T G
         for (size_t k = 0; k < c; ++k) {
+          s.clock.tick(m * r * W);
           for (size_t j = 0; j < m; ++j) {
             double* o = ct + (k * m + j) * W;
+            if (a.ls) {
+              sop(o, W, r, [&](size_t i) { return a.row(i * c + k); },
+                  [&](size_t i) { return g.row(i * m + j); });
+              continue;
+            }
             fill(o, W, 0.0);
             for (size_t i = 0; i < r; ++i) fma_lanes(o, W, a.row(i * c + k), a.ls, g.row(i * m + j), 1);
           }
