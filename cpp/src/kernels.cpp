@@ -229,6 +229,9 @@ NDVM_SIMD Grad vjp_SQRT(const Bw& k) {
 
 NDVM_SIMD void fwd_ADD(const Fw& k) {
   if (k.n == 0) return fill_value(k.out, k.W, k.S, 0.0);
+  if (k.n == 2) {  // (0.0 + x) + y in one pass
+    return map2(k.out, k.W, k.S, k.a(0), k.a(1), [](double x, double y) { return (0.0 + x) + y; });
+  }
   map1(k.out, k.W, k.S, k.a(0), [](double x) { return 0.0 + x; });
   for (int j = 1; j < k.n; ++j) {
     map2(k.out, k.W, k.S, src_out(k.out, k.W, k.S), k.a(j), [](double x, double y) { return x + y; });
@@ -238,6 +241,7 @@ Grad vjp_ADD(const Bw&) { return Grad::IDENTITY; }
 
 NDVM_SIMD void fwd_SUB(const Fw& k) {
   if (k.n == 1) return map1(k.out, k.W, k.S, k.a(0), [](double x) { return -x; });
+  if (k.n == 2) return map2(k.out, k.W, k.S, k.a(0), k.a(1), [](double x, double y) { return x - y; });
   fold(k.out, k.W, k.S, k.args, k.n, [](double x, double y) { return x - y; });
 }
 NDVM_SIMD Grad vjp_SUB(const Bw& k) {
@@ -248,6 +252,9 @@ NDVM_SIMD Grad vjp_SUB(const Bw& k) {
 
 NDVM_SIMD void fwd_MUL(const Fw& k) {
   if (k.n == 0) return fill_value(k.out, k.W, k.S, 1.0);
+  if (k.n == 2) {  // (1.0 * x) * y in one pass
+    return map2(k.out, k.W, k.S, k.a(0), k.a(1), [](double x, double y) { return (1.0 * x) * y; });
+  }
   map1(k.out, k.W, k.S, k.a(0), [](double x) { return 1.0 * x; });
   for (int j = 1; j < k.n; ++j) {
     map2(k.out, k.W, k.S, src_out(k.out, k.W, k.S), k.a(j), [](double x, double y) { return x * y; });

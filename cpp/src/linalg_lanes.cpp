@@ -226,61 +226,93 @@ struct SoaLU {
 
 // 2 x 2: SoaLU's factor + solve for n = 2, operation for operation (partial pivoting with the
 // first maximal row, l10 = a10 / a00, u11 = a11 - l10 a01, forward then back substitution),
-// with each lane in registers instead of streaming the LU through scratch arrays.
+// with each lane in registers and the pivoting as selects, so the lane loop vectorizes.
 struct Lu2 {
-  double a00, a01, a10, a11;  // after the row swap: U in a00 a01 a11, L's multiplier in a10
+  double u00, u01, l10, u11;  // after the row swap: U = [u00 u01; 0 u11], L's multiplier l10
   bool swapped;
   bool singular;
 };
 
-inline Lu2 lu2(const Lanes& src, uint32_t l) {
+NDVM_INLINE Lu2 lu2(double a00, double a01, double a10, double a11) {
   Lu2 f;
-  const size_t o = l * src.ls;
-  f.a00 = src.row(0)[o];
-  f.a01 = src.row(1)[o];
-  f.a10 = src.row(2)[o];
-  f.a11 = src.row(3)[o];
-  f.swapped = std::fabs(f.a10) > std::fabs(f.a00);
-  if (f.swapped) {
-    std::swap(f.a00, f.a10);
-    std::swap(f.a01, f.a11);
-  }
-  f.singular = f.a00 == 0.0;
-  if (!f.singular) f.a10 /= f.a00;
-  f.a11 -= f.a10 * f.a01;
-  f.singular = f.singular || f.a11 == 0.0;
+  f.swapped = std::fabs(a10) > std::fabs(a00);
+  f.u00 = f.swapped ? a10 : a00;
+  f.u01 = f.swapped ? a11 : a01;
+  const double r10 = f.swapped ? a00 : a10;
+  const double r11 = f.swapped ? a01 : a11;
+  const bool zero = f.u00 == 0.0;  // singular column: the multiplier is not scaled
+  const double scaled = r10 / f.u00;  // computed on every lane (a select, not a branch)
+  f.l10 = zero ? r10 : scaled;
+  f.u11 = r11 - f.l10 * f.u01;
+  f.singular = zero | (f.u11 == 0.0);
   return f;
 }
 
-void soa_inverse2(const Operand& m, double* out, uint32_t W, bool transpose) {
+// The four entries of lane l of a 2x2 operand (stride 0 or 1 over lanes).
+struct Quad {
+  const double* p[4];
+  size_t ls;
+  double at(int e, uint32_t l) const { return p[e][l * ls]; }
+};
+
+Quad quad_of(const Operand& m) {
   const Lanes src = lanes_of(m);
-  double* o01 = out + (transpose ? 2 : 1) * size_t{W};
-  double* o10 = out + (transpose ? 1 : 2) * size_t{W};
-  for (uint32_t l = 0; l < W; ++l) {
-    const Lu2 f = lu2(src, l);
-    // B = P I; forward: B1 -= l10 B0; back: B1 /= u11; B0 -= a01 B1; B0 /= a00
-    double b00 = f.swapped ? 0.0 : 1.0, b01 = f.swapped ? 1.0 : 0.0;
-    double b10 = f.swapped ? 1.0 : 0.0, b11 = f.swapped ? 0.0 : 1.0;
-    b10 -= f.a10 * b00;
-    b11 -= f.a10 * b01;
-    b10 /= f.a11;
-    b11 /= f.a11;
-    b00 -= f.a01 * b10;
-    b01 -= f.a01 * b11;
-    b00 /= f.a00;
-    b01 /= f.a00;
-    // singular, a non-finite entry, or an overflowing inverse: NaN (as linalg.py's _inv)
-    const size_t o = l * src.ls;
-    const double z = (src.row(0)[o] * 0.0 + src.row(1)[o] * 0.0) +
-                     (src.row(2)[o] * 0.0 + src.row(3)[o] * 0.0) +
-                     ((b00 * 0.0 + b01 * 0.0) + (b10 * 0.0 + b11 * 0.0));  // NaN iff non-finite
-    if (f.singular || z != 0.0) {
-      b00 = b01 = b10 = b11 = std::numeric_limits<double>::quiet_NaN();
+  return {{src.row(0), src.row(1), src.row(2), src.row(3)}, src.ls};
+}
+
+struct Inv2 {
+  double b00, b01, b10, b11;
+};
+
+NDVM_INLINE Inv2 inverse2(double a00, double a01, double a10, double a11) {
+  const Lu2 f = lu2(a00, a01, a10, a11);
+  // B = P I; forward: B1 -= l10 B0; back: B1 /= u11; B0 -= u01 B1; B0 /= u00
+  double b00 = f.swapped ? 0.0 : 1.0, b01 = f.swapped ? 1.0 : 0.0;
+  double b10 = f.swapped ? 1.0 : 0.0, b11 = f.swapped ? 0.0 : 1.0;
+  b10 -= f.l10 * b00;
+  b11 -= f.l10 * b01;
+  b10 /= f.u11;
+  b11 /= f.u11;
+  b00 -= f.u01 * b10;
+  b01 -= f.u01 * b11;
+  b00 /= f.u00;
+  b01 /= f.u00;
+  // singular, a non-finite entry, or an overflowing inverse: NaN (as linalg.py's _inv)
+  const double z = (a00 * 0.0 + a01 * 0.0) + (a10 * 0.0 + a11 * 0.0) +
+                   ((b00 * 0.0 + b01 * 0.0) + (b10 * 0.0 + b11 * 0.0));  // NaN iff non-finite
+  const bool bad = f.singular | (z != 0.0);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  return {bad ? nan : b00, bad ? nan : b01, bad ? nan : b10, bad ? nan : b11};
+}
+
+NDVM_SIMD void soa_inverse2(const Operand& m, double* out, uint32_t W, bool transpose) {
+  const Quad q = quad_of(m);
+  double* __restrict o00 = out;
+  double* __restrict o01 = out + (transpose ? 2 : 1) * size_t{W};
+  double* __restrict o10 = out + (transpose ? 1 : 2) * size_t{W};
+  double* __restrict o11 = out + 3 * size_t{W};
+  const double* __restrict p0 = q.p[0];
+  const double* __restrict p1 = q.p[1];
+  const double* __restrict p2 = q.p[2];
+  const double* __restrict p3 = q.p[3];
+  const size_t ls = q.ls;
+  if (ls) {
+#pragma GCC ivdep
+    for (uint32_t l = 0; l < W; ++l) {
+      const Inv2 v = inverse2(p0[l], p1[l], p2[l], p3[l]);
+      o00[l] = v.b00;
+      o01[l] = v.b01;
+      o10[l] = v.b10;
+      o11[l] = v.b11;
     }
-    out[l] = b00;
-    o01[l] = b01;
-    o10[l] = b10;
-    out[3 * size_t{W} + l] = b11;
+    return;
+  }
+  const Inv2 v = inverse2(p0[0], p1[0], p2[0], p3[0]);
+  for (uint32_t l = 0; l < W; ++l) {
+    o00[l] = v.b00;
+    o01[l] = v.b01;
+    o10[l] = v.b10;
+    o11[l] = v.b11;
   }
 }
 
@@ -309,32 +341,53 @@ void soa_inverse(const Operand& m, double* out, uint32_t W, LinalgScratch& s, bo
   }
 }
 
-void soa_slogdet2(const Operand& m, double* out, uint32_t W, bool det) {
-  const Lanes src = lanes_of(m);
+// sign (NaN for a lane with a NaN entry, 0 if singular) and |u00|, |u11| (0 and 1 if singular,
+// so that log|det| is -inf) of every lane; LS: lane stride of the operand (0 or 1).
+template <size_t LS>
+NDVM_INLINE void slogdet2_factor(const double* __restrict p0, const double* __restrict p1,
+                                 const double* __restrict p2, const double* __restrict p3,
+                                 double* __restrict d0, double* __restrict d1,
+                                 double* __restrict sg, uint32_t W) {
+#pragma GCC ivdep
   for (uint32_t l = 0; l < W; ++l) {
-    const size_t o = l * src.ls;
-    bool nan = false;
-    for (size_t e = 0; e < 4; ++e) nan = nan || std::isnan(src.row(e)[o]);
-    const Lu2 f = lu2(src, l);
+    const double a00 = p0[l * LS], a01 = p1[l * LS], a10 = p2[l * LS], a11 = p3[l * LS];
+    const Lu2 f = lu2(a00, a01, a10, a11);
     double sign = f.swapped ? -1.0 : 1.0;
+    sign = f.u00 < 0 ? -sign : sign;
+    sign = f.u11 < 0 ? -sign : sign;
+    const bool nan = (a00 != a00) | (a01 != a01) | (a10 != a10) | (a11 != a11);
+    sg[l] = nan ? std::numeric_limits<double>::quiet_NaN() : (f.singular ? 0.0 : sign);
+    d0[l] = f.singular ? 0.0 : std::fabs(f.u00);
+    d1[l] = f.singular ? 1.0 : std::fabs(f.u11);
+  }
+}
+
+// 2 x 2 slogdet: the factorization, sign and |u_ii| for every lane first (vectorized), then
+// log|det| = (0.0 + log|u00|) + log|u11| as NumPy sums it (libm calls, one lane at a time).
+NDVM_SIMD void soa_slogdet2(const Operand& m, double* out, uint32_t W, LinalgScratch& s,
+                            bool det) {
+  const Quad q = quad_of(m);
+  s.buf.resize(3 * size_t{W});
+  double* __restrict d0 = s.buf.data();
+  double* __restrict d1 = d0 + W;
+  double* __restrict sg = d1 + W;
+  if (q.ls) {  // constant stride: the loop vectorizes
+    slogdet2_factor<1>(q.p[0], q.p[1], q.p[2], q.p[3], d0, d1, sg, W);
+  } else {
+    slogdet2_factor<0>(q.p[0], q.p[1], q.p[2], q.p[3], d0, d1, sg, W);
+  }
+  for (uint32_t l = 0; l < W; ++l) {
     double logdet = 0.0;
-    if (f.singular) {
-      sign = 0.0;
-      logdet = -std::numeric_limits<double>::infinity();
-    } else {
-      if (f.a00 < 0) sign = -sign;
-      logdet += std::log(std::fabs(f.a00));
-      if (f.a11 < 0) sign = -sign;
-      logdet += std::log(std::fabs(f.a11));
-    }
-    out[l] = det ? sign * std::exp(logdet) : logdet;
-    if (nan) out[l] = std::numeric_limits<double>::quiet_NaN();
+    logdet += std::log(d0[l]);
+    logdet += std::log(d1[l]);
+    const double v = det ? sg[l] * std::exp(logdet) : logdet;
+    out[l] = sg[l] != sg[l] ? sg[l] : v;
   }
 }
 
 void soa_slogdet(const Operand& m, double* out, uint32_t W, LinalgScratch& s, bool det) {
   const size_t n = m.rows;
-  if (n == 2) return soa_slogdet2(m, out, W, det);
+  if (n == 2) return soa_slogdet2(m, out, W, s, det);
   SoaLU lu(s, n, 0, W);
   lu.load(m);
   std::vector<uint8_t> nan_lane(W, 0);
@@ -571,7 +624,7 @@ NDVM_SIMD bool lanes_forward_products(int code, const Operand* args, double* out
 namespace {
 
 // det/logdet: ct = f * inv(A)^T with f = g * ans (det) or g (logdet)
-void vjp_slogdet(bool det, const double* g, const double* ans, const Operand& A, double* ct,
+NDVM_SIMD void vjp_slogdet(bool det, const double* g, const double* ans, const Operand& A, double* ct,
                  uint32_t W, LinalgScratch& s) {
   const size_t n = A.rows;
   std::vector<double>& inv = s.g;
@@ -589,7 +642,7 @@ void vjp_slogdet(bool det, const double* g, const double* ans, const Operand& A,
 }
 
 // inv: -ans^T G ans^T, as t2 = (-ans^T) G, then t2 ans^T
-void vjp_inverse(const double* g, const double* ans, size_t n, double* ct, uint32_t W,
+NDVM_SIMD void vjp_inverse(const double* g, const double* ans, size_t n, double* ct, uint32_t W,
                  LinalgScratch& s) {
   std::vector<double>& t2 = s.ans;
   t2.resize(n * n * W);
