@@ -352,7 +352,9 @@ NDVM_INLINE void slogdet2_factor(const double* __restrict p0, const double* __re
   for (uint32_t l = 0; l < W; ++l) {
     const double a00 = p0[l * LS], a01 = p1[l * LS], a10 = p2[l * LS], a11 = p3[l * LS];
     const Lu2 f = lu2(a00, a01, a10, a11);
-    double sign = f.swapped ? -1.0 : 1.0;
+    // f.swapped, restated from the pivot itself (|a10| > |a00| <=> the pivot is a10 and not
+    // a00): GCC 12 does not vectorize this loop when the select reads the flag
+    double sign = (f.u00 == a10 && f.u00 != a00) ? -1.0 : 1.0;
     sign = f.u00 < 0 ? -sign : sign;
     sign = f.u11 < 0 ? -sign : sign;
     const bool nan = (a00 != a00) | (a01 != a01) | (a10 != a10) | (a11 != a11);
