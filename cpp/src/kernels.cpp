@@ -419,35 +419,71 @@ NDVM_SIMD Grad vjp_CLAMP(const Bw& k) {
   });
 }
 
-// ---- the table: one row per NUMERIC elementwise primitive, indexed by opcode --------------
+// ---- predicates: one row each (rank-0 operands; out[l] = 0.0 or 1.0) ---------------------
+
+using PredFn = void (*)(const Operand* args, int n, double* out, uint32_t W);
+
+// (p x0 x1 ... ) holds when p holds for every adjacent pair, as the reference's chain
+template <class F>
+NDVM_INLINE void chain(const Operand* args, int n, double* out, uint32_t W, F holds) {
+  for (uint32_t l = 0; l < W; ++l) out[l] = 1.0;
+  for (int j = 0; j + 1 < n; ++j) {
+    const Src a = src_of(args[j]);
+    const Src b = src_of(args[j + 1]);
+    for (uint32_t l = 0; l < W; ++l) out[l] = holds(a.at(0, l), b.at(0, l)) ? out[l] : 0.0;
+  }
+}
+
+#define NDVM_CHAIN(UP, OP)                                                          \
+  NDVM_SIMD void pred_##UP(const Operand* args, int n, double* out, uint32_t W) {   \
+    chain(args, n, out, W, [](double x, double y) { return x OP y; });              \
+  }
+#define NDVM_TEST(UP, EXPR)                                                          \
+  NDVM_SIMD void pred_##UP(const Operand* args, int, double* out, uint32_t W) {      \
+    map1(out, W, 1, src_of(args[0]), [](double x) { return (EXPR) ? 1.0 : 0.0; });   \
+  }
+
+NDVM_CHAIN(NUM_EQ, ==)
+NDVM_CHAIN(LT, <)
+NDVM_CHAIN(GT, >)
+NDVM_CHAIN(LE, <=)
+NDVM_CHAIN(GE, >=)
+NDVM_TEST(IS_ZERO, x == 0)
+NDVM_TEST(IS_POSITIVE, x > 0)
+NDVM_TEST(IS_NEGATIVE, x < 0)
+NDVM_TEST(IS_FINITE, std::isfinite(x))
+NDVM_TEST(IS_NAN, std::isnan(x))
+
+#undef NDVM_CHAIN
+#undef NDVM_TEST
+
+// ---- the tables: one row per NUMERIC elementwise primitive and per predicate, by opcode ---
 
 struct Row {
   void (*fwd)(const Fw&) = nullptr;
   Grad (*vjp)(const Bw&) = nullptr;
 };
 
-using Rows = std::array<Row, kPrimCodeLimit>;
+struct Tables {
+  std::array<Row, kPrimCodeLimit> ew{};
+  std::array<PredFn, kPrimCodeLimit> pred{};
+};
 
-#define NDVM_ROW_NUMERIC_ELEMENTWISE(upper, code) t[code] = Row{&fwd_##upper, &vjp_##upper};
+#define NDVM_ROW_NUMERIC_ELEMENTWISE(upper, code) t.ew[code] = Row{&fwd_##upper, &vjp_##upper};
 #define NDVM_ROW_NUMERIC_SCALAR(upper, code) NDVM_ROW_NUMERIC_ELEMENTWISE(upper, code)
-#define NDVM_ROW_NUMERIC_CUSTOM(upper, code)
-#define NDVM_ROW_STRUCTURAL_ELEMENTWISE(upper, code)
-#define NDVM_ROW_PREDICATE_SCALAR(upper, code)
-#define NDVM_ROW_PREDICATE_ELEMENTWISE(upper, code)
-#define NDVM_ROW_PRELUDE_ELEMENTWISE(upper, code)
-#define NDVM_ROW_CONTROL_ELEMENTWISE(upper, code)
+#define NDVM_ROW_PREDICATE_SCALAR(upper, code) t.pred[code] = &pred_##upper;
+#define NDVM_ROW_PREDICATE_ELEMENTWISE(upper, code) NDVM_ROW_PREDICATE_SCALAR(upper, code)
+#include "ndvm/prim_rows.hpp"
 
-const Rows& rows() {
-  static const Rows table = [] {
-    Rows t{};
-#define NDVM_PRIM(upper, code, name, lo, hi, kind, shape, domain) \
-  NDVM_ROW_##kind##_##shape(upper, code)
+const Tables& tables() {
+  static const Tables table = [] {
+    Tables t;
 #include "ndvm/prims.inc"
-#undef NDVM_PRIM
     return t;
   }();
   return table;
 }
+#undef NDVM_PRIM
 
 // One lane (W == 1) of a vector/matrix: its S elements are contiguous, so run them as S lanes
 // of one element. Elementwise kernels treat every element alike, so results are identical;
@@ -475,56 +511,32 @@ bool has_numeric_kernels(int code) {
   const PrimInfo& info = prim_info(code);
   if (info.name == nullptr || info.kind != PrimKind::NUMERIC) return false;
   if (info.shape == PrimShape::CUSTOM) return has_custom_row(code);
-  const Row& r = rows()[static_cast<size_t>(code)];
+  const Row& r = tables().ew[static_cast<size_t>(code)];
   return r.fwd != nullptr && r.vjp != nullptr;
+}
+
+bool has_predicate_row(int code) {
+  const PrimInfo& info = prim_info(code);
+  return info.name != nullptr && info.kind == PrimKind::PREDICATE &&
+         tables().pred[static_cast<size_t>(code)] != nullptr;
 }
 
 void elementwise_forward(int code, bool dmci, const Operand* args, int n, double* out,
                          uint32_t W, size_t S) {
   Operand flat[kMaxFlat];
   if (flatten(args, n, W, S, flat)) args = flat;
-  rows()[static_cast<size_t>(code)].fwd(Fw{dmci, args, n, out, W, S});
+  tables().ew[static_cast<size_t>(code)].fwd(Fw{dmci, args, n, out, W, S});
 }
 
 Grad elementwise_vjp(int code, bool dmci, const double* g, const double* ans,
                      const Operand* args, int n, int which, double* ct, uint32_t W, size_t S) {
   Operand flat[kMaxFlat];
   if (flatten(args, n, W, S, flat)) args = flat;
-  return rows()[static_cast<size_t>(code)].vjp(Bw{dmci, g, ans, args, n, which, ct, W, S});
+  return tables().ew[static_cast<size_t>(code)].vjp(Bw{dmci, g, ans, args, n, which, ct, W, S});
 }
 
-NDVM_SIMD void predicate_forward(int code, const Operand* args, int n, double* out, uint32_t W) {
-  const Prim p = static_cast<Prim>(code);
-  auto test = [&](auto f) {
-    map1(out, W, 1, src_of(args[0]), [f](double x) { return f(x) ? 1.0 : 0.0; });
-  };
-  switch (p) {
-    case Prim::IS_ZERO: return test([](double x) { return x == 0; });
-    case Prim::IS_POSITIVE: return test([](double x) { return x > 0; });
-    case Prim::IS_NEGATIVE: return test([](double x) { return x < 0; });
-    case Prim::IS_FINITE: return test([](double x) { return std::isfinite(x); });
-    case Prim::IS_NAN: return test([](double x) { return std::isnan(x); });
-    default: break;
-  }
-  for (uint32_t l = 0; l < W; ++l) out[l] = 1.0;
-  for (int j = 0; j + 1 < n; ++j) {
-    const Src a = src_of(args[j]);
-    const Src b = src_of(args[j + 1]);
-    for (uint32_t l = 0; l < W; ++l) {
-      const double x = a.at(0, l);
-      const double y = b.at(0, l);
-      bool r = false;
-      switch (p) {
-        case Prim::NUM_EQ: r = x == y; break;
-        case Prim::LT: r = x < y; break;
-        case Prim::GT: r = x > y; break;
-        case Prim::LE: r = x <= y; break;
-        case Prim::GE: r = x >= y; break;
-        default: break;
-      }
-      if (!r) out[l] = 0.0;
-    }
-  }
+void predicate_forward(int code, const Operand* args, int n, double* out, uint32_t W) {
+  tables().pred[static_cast<size_t>(code)](args, n, out, W);
 }
 
 NDVM_SIMD void accumulate_lanes(double* adj, const double* ct, uint32_t W, size_t S,

@@ -98,8 +98,14 @@ bool lanes_forward_products(int code, const Operand* args, double* out, uint32_t
 bool lanes_vjp(int code, const double* g, const double* ans, const Operand* args, int which,
                double* ct, uint32_t W, LinalgScratch& s);
 
-// Whether CUSTOM opcode `code` has its shape rule, forward and VJP row.
+// Whether PREDICATE opcode `code` has its row.
+bool has_predicate_row(int code);
+
+// Whether CUSTOM opcode `code` has its row: shape rule, forward, VJP and operand ranks.
 bool has_custom_row(int code);
+
+// Rank of operand i of CUSTOM opcode `code` (the last rank repeats), as linalg.py declares.
+int custom_in_rank(int code, int i);
 
 // Shape rule of a CUSTOM (linear-algebra) primitive. Returns "" or the ShapeError message.
 std::string custom_shape(int code, const Operand* args, int n, OutShape& out);
