@@ -202,8 +202,10 @@ def first_gradient(quick: bool) -> None:
         totals["first_run"].append(t2 - t1)
         totals["total"].append(t2 - t0)
     fg = {k: float(np.median(v)) for k, v in totals.items()}
-    print(f"first gradient of a new 10-node program: {fg['total'] * 1e6:.0f} us (compile_source "
-          f"{fg['compile'] * 1e6:.0f} us + lower/run/grad {fg['first_run'] * 1e6:.0f} us)")
+    print(
+        f"first gradient of a new 10-node program: {fg['total'] * 1e6:.0f} us (compile_source "
+        f"{fg['compile'] * 1e6:.0f} us + lower/run/grad {fg['first_run'] * 1e6:.0f} us)"
+    )
 
 
 def profile(B: int, reps: int, dtype: str) -> None:
