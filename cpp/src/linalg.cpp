@@ -160,13 +160,11 @@ void slogdet_lane(const double* A, int n, double* work, int* piv, double& sign, 
     return;
   }
   sign = 1.0;
-  logdet = 0.0;
   for (int i = 0; i < n; ++i) {
     if (piv[i] != i) sign = -sign;
-    const double d = work[i * n + i];
-    if (d < 0) sign = -sign;
-    logdet += std::log(std::fabs(d));
+    if (work[i * n + i] < 0) sign = -sign;
   }
+  logdet = log_abs_product(n, [&](int i) { return std::fabs(work[i * n + i]); });
 }
 
 bool cholesky_lane(const double* A, int n, double* L, WorkClock& clock) {

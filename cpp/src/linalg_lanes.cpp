@@ -365,7 +365,7 @@ NDVM_INLINE void slogdet2_factor(const double* __restrict p0, const double* __re
 }
 
 // 2 x 2 slogdet: the factorization, sign and |u_ii| for every lane first (vectorized), then
-// log|det| = (0.0 + log|u00|) + log|u11| as NumPy sums it (libm calls, one lane at a time).
+// log|det| = log_abs_product (libm calls, one lane at a time).
 NDVM_SIMD void soa_slogdet2(const Operand& m, double* out, uint32_t W, LinalgScratch& s,
                             bool det) {
   const Quad q = quad_of(m);
@@ -379,9 +379,7 @@ NDVM_SIMD void soa_slogdet2(const Operand& m, double* out, uint32_t W, LinalgScr
     slogdet2_factor<0>(q.p[0], q.p[1], q.p[2], q.p[3], d0, d1, sg, W);
   }
   for (uint32_t l = 0; l < W; ++l) {
-    double logdet = 0.0;
-    logdet += std::log(d0[l]);
-    logdet += std::log(d1[l]);
+    const double logdet = log_abs_product(2, [&](int i) { return i == 0 ? d0[l] : d1[l]; });
     const double v = det ? sg[l] * std::exp(logdet) : logdet;
     out[l] = sg[l] != sg[l] ? sg[l] : v;
   }
@@ -405,10 +403,11 @@ void soa_slogdet(const Operand& m, double* out, uint32_t W, LinalgScratch& s, bo
       logdet = -std::numeric_limits<double>::infinity();
     } else {
       for (size_t i = 0; i < n; ++i) {
-        const double d = lu.A(i, i)[l];
-        if (d < 0) sign = -sign;
-        logdet += std::log(std::fabs(d));
+        if (lu.A(i, i)[l] < 0) sign = -sign;
       }
+      logdet = log_abs_product(static_cast<int>(n), [&](int i) {
+        return std::fabs(lu.A(static_cast<size_t>(i), static_cast<size_t>(i))[l]);
+      });
     }
     out[l] = det ? sign * std::exp(logdet) : logdet;
     if (nan_lane[l]) out[l] = std::numeric_limits<double>::quiet_NaN();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -20,7 +21,11 @@
 #else
 #define NDVM_SIMD
 #endif
+#if defined(__GNUC__)
 #define NDVM_INLINE inline __attribute__((always_inline))
+#else
+#define NDVM_INLINE inline
+#endif
 
 namespace ndvm {
 
@@ -77,6 +82,19 @@ struct WorkClock {
   }
   void check() const;  // throws LimitError(DEADLINE) past the deadline
 };
+
+// log(d_0 d_1 ... d_{n-1}) of the |u_ii| of an LU factorization, d(i) >= 0: one log of the
+// product (left to right) when it is a normal number, else NumPy's sum 0.0 + log d_0 + ...
+// (also the singular case, log 0 = -inf). Differs from NumPy's sum of logs by rounding only.
+template <class D>
+inline double log_abs_product(int n, D d) {
+  double p = 1.0;
+  for (int i = 0; i < n; ++i) p *= d(i);
+  if (p >= 2.2250738585072014e-308 && p <= 1.7976931348623157e308) return std::log(p);
+  double s = 0.0;
+  for (int i = 0; i < n; ++i) s += std::log(d(i));
+  return s;
+}
 
 // Reusable buffers of the per-lane linear-algebra kernels (one per evaluator: no
 // allocation per operation once warm, no thread-local state).
