@@ -6,7 +6,8 @@ Run: ``python benchmarks/bench_native.py [--quick]``. Prints, measured in this o
   B = 1, 8, 64, 256, 1024: ndvm float64 (public API and core alone), ndvm ``dtype="float32"``,
   the hand-written scalar C++ (benchmarks/kalman_ceiling.cpp, forward-mode duals, built here
   with the system C++ compiler) and, when jax is installed, ``jit(vmap(value_and_grad))`` of
-  the same filter written with ``lax.scan`` (float64; compile time excluded); then the ratios
+  the same filter written with ``lax.scan`` (float64; compile time excluded), once with
+  ``jnp.linalg.inv``/``slogdet`` and once with the 2x2 inverse written out; then the ratios
   ndvm/C, ndvm/JAX and float64/float32 side by side;
 * a symbolic-regression expression over 44 data points (per lane, and amortization);
 * native / reference at B = 1 and 256, and the time from a never-seen program to its first
@@ -104,8 +105,10 @@ def ceiling(Y: np.ndarray, theta: np.ndarray) -> tuple[float | None, str]:
     return float(lines[1]) * 1e-6, lines[0]
 
 
-def jax_kalman(Y: np.ndarray) -> Callable[[np.ndarray], Any] | None:
-    """jit(vmap(value_and_grad)) of the Kalman NLL with lax.scan, float64; None without jax."""
+def jax_kalman(Y: np.ndarray, closed_form: bool) -> Callable[[np.ndarray], Any] | None:
+    """jit(vmap(value_and_grad)) of the Kalman NLL with lax.scan, float64; None without jax.
+    closed_form: the 2x2 inverse and log-determinant written out (no LAPACK calls per step)
+    instead of jnp.linalg.inv / slogdet (the program's own operations)."""
     try:
         import jax
         import jax.numpy as jnp
@@ -114,6 +117,13 @@ def jax_kalman(Y: np.ndarray) -> Callable[[np.ndarray], Any] | None:
     jax.config.update("jax_enable_x64", True)
     Yj = jnp.asarray(Y)
     eye = jnp.eye(2)
+
+    def inv_logdet(S: Any) -> tuple[Any, Any]:
+        if not closed_form:
+            return jnp.linalg.inv(S), jnp.linalg.slogdet(S)[1]
+        det = S[0, 0] * S[1, 1] - S[0, 1] * S[1, 0]
+        adj = jnp.array([[S[1, 1], -S[0, 1]], [-S[1, 0], S[0, 0]]])
+        return adj / det, jnp.log(jnp.abs(det))
 
     def nll(theta: Any) -> Any:
         q = jax.nn.softplus(theta[0])
@@ -126,10 +136,9 @@ def jax_kalman(Y: np.ndarray) -> Callable[[np.ndarray], Any] | None:
             Pp = P + Q
             v = y - m
             S = Pp + R
-            Si = jnp.linalg.inv(S)
+            Si, logdet = inv_logdet(S)
             K = Pp @ Si
-            quad = v @ (Si @ v)
-            acc = acc + 0.5 * (jnp.linalg.slogdet(S)[1] + quad + 2 * LOG_2PI)
+            acc = acc + 0.5 * (logdet + v @ (Si @ v) + 2 * LOG_2PI)
             return (m + K @ v, Pp - K @ Pp, acc), None
 
         (_, _, out), _ = jax.lax.scan(step, (jnp.zeros(2), eye, jnp.asarray(0.0)), Yj)
@@ -150,23 +159,26 @@ def kalman_table(reps: int, rng: np.random.Generator) -> None:
     f64 = ndvm.compile(KALMAN, inputs=("Y",), backend="native")
     f32 = ndvm.compile(KALMAN, inputs=("Y",), backend="native", dtype="float32")
     ceil, check = ceiling(Y, rng.normal(scale=0.3, size=(256, 2)))
-    jx = jax_kalman(Y)
+    jx = jax_kalman(Y, closed_form=False)
+    jc = jax_kalman(Y, closed_form=True)
     print(f"kalman80 forward+gradient, us per lane; hand C: {ceil and ceil * 1e6:.2f} us/lane "
           f"(lane 0 of the C: {check}); jax: {'yes' if jx else 'not installed'}")  # fmt: skip
-    print(f"{'B':>5} {'f64 api':>8} {'f64 core':>9} {'f32 api':>8} {'jax':>8} | "
-          f"{'core/C':>7} {'api/C':>6} {'api/jax':>8} {'f64/f32':>8}")  # fmt: skip
+    print(f"{'B':>5} {'f64 api':>8} {'f64 core':>9} {'f32 api':>8} {'jax':>8} {'jax 2x2':>8} | "
+          f"{'core/C':>7} {'api/C':>6} {'api/jax':>8} {'api/jax2':>9} {'f64/f32':>8}")  # fmt: skip
     for B in LANES:
         theta = rng.normal(scale=0.3, size=(B, 2))
         a64 = best_of(partial(f64.value_and_grad, theta, **inputs), reps) / B
         c64 = best_of(core_runner(f64, theta, inputs), reps) / B
         a32 = best_of(partial(f32.value_and_grad, theta.astype(np.float32), **inputs), reps) / B
-        tj = float("nan")
-        if jx is not None:
-            jx(theta)  # compile for this B
+        tj = tc = float("nan")
+        if jx is not None and jc is not None:
+            jx(theta), jc(theta)  # compile for this B
             tj = best_of(partial(jx, theta), reps) / B
+            tc = best_of(partial(jc, theta), reps) / B
         c = ceil or float("nan")
-        print(f"{B:5d} {a64 * 1e6:8.2f} {c64 * 1e6:9.2f} {a32 * 1e6:8.2f} {tj * 1e6:8.2f} | "
-              f"{c64 / c:7.2f} {a64 / c:6.2f} {a64 / tj:8.2f} {a64 / a32:8.2f}")  # fmt: skip
+        print(f"{B:5d} {a64 * 1e6:8.2f} {c64 * 1e6:9.2f} {a32 * 1e6:8.2f} {tj * 1e6:8.2f} "
+              f"{tc * 1e6:8.2f} | {c64 / c:7.2f} {a64 / c:6.2f} {a64 / tj:8.2f} {a64 / tc:9.2f} "
+              f"{a64 / a32:8.2f}")  # fmt: skip
     print("targets at B=256: core/C <= 1.5, api/jax < 1, f64/f32 >= 1.6; no regression at B=1, 8")
 
 
