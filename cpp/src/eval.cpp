@@ -22,8 +22,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
-void WorkClock::check() const {
-  if (deadline > 0 && seconds_since(t0) > deadline) deadline_exceeded(deadline);
+bool WorkClock::past() const { return deadline > 0 && seconds_since(t0) > deadline; }
+
+void WorkClock::raise_if_expired() const {
+  if (expired) deadline_exceeded(deadline);
 }
 
 void Interp::check_limits() {

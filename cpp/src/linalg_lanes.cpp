@@ -433,7 +433,7 @@ bool products_one_lane(Prim p, const Operand* args, double* out, WorkClock& cloc
     case Prim::MATVEC: {
       const Lanes v = lanes_of(args[1]);
       for (size_t i = 0; i < r; ++i) {
-        clock.tick(c);
+        if (clock.poll(c)) return true;
         double acc = 0.0;
         for (size_t j = 0; j < c; ++j) acc += el(a, i * c + j) * el(v, j);
         out[i] = acc;
@@ -444,7 +444,7 @@ bool products_one_lane(Prim p, const Operand* args, double* out, WorkClock& cloc
       const Lanes b = lanes_of(args[1]);
       const size_t m = args[1].cols;
       for (size_t i = 0; i < r; ++i) {
-        clock.tick(m * c);
+        if (clock.poll(m * c)) return true;
         for (size_t j = 0; j < m; ++j) {
           double acc = 0.0;
           for (size_t k = 0; k < c; ++k) acc += el(a, i * c + k) * el(b, k * m + j);
@@ -519,7 +519,9 @@ bool lanes_forward(int code, const Operand* args, double* out, uint32_t W, Linal
       default: break;
     }
   }
-  return lanes_forward_products(code, args, out, W, s.clock);
+  const bool done = lanes_forward_products(code, args, out, W, s.clock);
+  s.clock.raise_if_expired();
+  return done;
 }
 
 NDVM_SIMD bool lanes_forward_products(int code, const Operand* args, double* out, uint32_t W,
@@ -572,7 +574,7 @@ NDVM_SIMD bool lanes_forward_products(int code, const Operand* args, double* out
       const Lanes v = lanes_of(args[1]);
       for (size_t i = 0; i < r; ++i) {
         double* o = out + i * W;
-        clock.tick(c * W);
+        if (clock.poll(c * W)) return true;
         if (a.ls && v.ls) {
           sop(o, W, c, [&](size_t j) { return a.row(i * c + j); }, [&](size_t j) { return v.row(j); });
           continue;
@@ -586,7 +588,7 @@ NDVM_SIMD bool lanes_forward_products(int code, const Operand* args, double* out
       const Lanes b = lanes_of(args[1]);
       const size_t m = args[1].cols;
       for (size_t i = 0; i < r; ++i) {
-        clock.tick(m * c * W);
+        if (clock.poll(m * c * W)) return true;
         for (size_t j = 0; j < m; ++j) {
           double* o = out + (i * m + j) * W;
           if (a.ls && b.ls) {
@@ -648,14 +650,14 @@ NDVM_SIMD void vjp_inverse(const double* g, const double* ans, size_t n, double*
   std::vector<double>& t2 = s.ans;
   t2.resize(n * n * W);
   for (size_t i = 0; i < n; ++i) {
-    s.clock.tick(n * n * W);
+    if (s.clock.poll(n * n * W)) return;
     for (size_t j = 0; j < n; ++j) {
       sop<true>(t2.data() + (i * n + j) * W, W, n, [&](size_t k) { return ans + (k * n + i) * W; },
                 [&](size_t k) { return g + (k * n + j) * W; });
     }
   }
   for (size_t i = 0; i < n; ++i) {
-    s.clock.tick(n * n * W);
+    if (s.clock.poll(n * n * W)) return;
     for (size_t j = 0; j < n; ++j) {
       sop(ct + (i * n + j) * W, W, n, [&](size_t k) { return t2.data() + (i * n + k) * W; },
           [&](size_t k) { return ans + (j * n + k) * W; });
@@ -735,7 +737,7 @@ NDVM_SIMD bool lanes_vjp(int code, const double* g_ptr, const double* ans, const
         return true;
       }
       for (size_t j = 0; j < c; ++j) {
-        s.clock.tick(r * W);
+        if (s.clock.poll(r * W)) return true;
         if (a.ls) {
           sop(ct + j * W, W, r, [&](size_t i) { return a.row(i * c + j); },
               [&](size_t i) { return g.row(i); });
@@ -751,7 +753,7 @@ NDVM_SIMD bool lanes_vjp(int code, const double* g_ptr, const double* ans, const
       const size_t m = args[1].cols;
       if (which == 0) {  // G B^T
         for (size_t i = 0; i < r; ++i) {
-          s.clock.tick(c * m * W);
+          if (s.clock.poll(c * m * W)) return true;
           for (size_t k = 0; k < c; ++k) {
             double* o = ct + (i * c + k) * W;
             if (b.ls) {
@@ -765,7 +767,7 @@ NDVM_SIMD bool lanes_vjp(int code, const double* g_ptr, const double* ans, const
         }
       } else {  // A^T G
         for (size_t k = 0; k < c; ++k) {
-          s.clock.tick(m * r * W);
+          if (s.clock.poll(m * r * W)) return true;
           for (size_t j = 0; j < m; ++j) {
             double* o = ct + (k * m + j) * W;
             if (a.ls) {
