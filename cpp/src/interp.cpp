@@ -326,7 +326,7 @@ void Interp::reset(const RunRequest& req) {
   node_ = -1;
   diverge_pending_ = false;
   t0_ = std::chrono::steady_clock::now();
-  scratch_.clock = WorkClock{lim_.deadline, t0_, 0};
+  scratch_.clock = WorkClock{lim_.deadline, t0_, 0, false};
   materialize_constants();
 }
 
