@@ -124,3 +124,53 @@ def test_deadline_is_checked_inside_linear_algebra(source: str, lanes: int) -> N
         prog.evaluate(np.full((lanes, len(prog.params)), 0.1), {}, grad=False)
     ok = ndvm.compile("(* a 2)", backend="native")
     assert float(ok.eval(np.array([1.5]))) == 3.0
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "(if (> a 0) (vsum (* a (vec 1 2 3))) (vsum (+ b (vec 1 2))))",
+        "(let ((v (vec a b))) (if (> b 0) (dot (+ a v) (* b v)) (vsum (- v a))))",
+        "(if (> a 0.2) (trace (* a (eye 3))) (norm (* b (vec 1 a))))",
+    ],
+)
+def test_scalar_adjoints_from_vector_cotangents_under_masks(source: str) -> None:
+    """A scalar operand of a vector operation receives the sum of the vector cotangent (as the
+    reference's unbroadcast), first stored then added, and only on the lanes of its arm."""
+    theta = np.random.default_rng(3).normal(size=(16, 2))
+    _same_lanes_and_reference(source, theta)
+
+
+KALMAN_Y = np.random.default_rng(7).normal(size=(20, 2)).cumsum(axis=0)
+
+
+@pytest.mark.parametrize(
+    "source,inputs",
+    [
+        ("(+ (* a b) (exp (* 0.3 a)) (sin b) (sigmoid (* a b)))", {}),
+        ("(let ((m (mat (vec (+ 2 a) b) (vec b (+ 3 a))))) (+ (logdet m) (trace (inv m))))", {}),
+        (
+            (
+                __import__("pathlib").Path(__file__).parents[2] / "examples" / "kalman80.scm"
+            ).read_text(),
+            {"Y": ndvm.const(KALMAN_Y)},
+        ),  # fmt: skip
+    ],
+)
+def test_float32_is_float64_rounded_on_both_backends(source: str, inputs: dict[str, Any]) -> None:
+    """dtype="float32" computes in float64 and rounds the results: native and reference agree
+    exactly in float32 (the documented float32 tolerance: one rounding of the float64 result)."""
+    theta = np.random.default_rng(5).normal(scale=0.3, size=(6, 2)).astype(np.float32)
+    out = {}
+    for backend in ("reference", "native"):
+        for dtype in ("float64", "float32"):
+            prog = ndvm.compile(source, inputs=tuple(inputs), backend=backend, dtype=dtype)
+            out[backend, dtype] = prog.value_and_grad(theta.astype(dtype), **inputs)
+    v64, g64 = out["native", "float64"]
+    v32, g32 = out["native", "float32"]
+    assert np.asarray(v32).dtype == np.float32 and g32.dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(v32), np.asarray(v64).astype(np.float32))
+    np.testing.assert_array_equal(g32, g64.astype(np.float32))
+    rv32, rg32 = out["reference", "float32"]
+    np.testing.assert_allclose(np.asarray(v32), np.asarray(rv32), rtol=1e-6)
+    np.testing.assert_allclose(g32, rg32, rtol=1e-5, atol=1e-6)
