@@ -3,6 +3,7 @@ zeros of adjoints, and the deadline inside long linear algebra."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -141,6 +142,7 @@ def test_scalar_adjoints_from_vector_cotangents_under_masks(source: str) -> None
     _same_lanes_and_reference(source, theta)
 
 
+KALMAN = (Path(__file__).resolve().parents[2] / "examples" / "kalman80.scm").read_text()
 KALMAN_Y = np.random.default_rng(7).normal(size=(20, 2)).cumsum(axis=0)
 
 
@@ -149,12 +151,7 @@ KALMAN_Y = np.random.default_rng(7).normal(size=(20, 2)).cumsum(axis=0)
     [
         ("(+ (* a b) (exp (* 0.3 a)) (sin b) (sigmoid (* a b)))", {}),
         ("(let ((m (mat (vec (+ 2 a) b) (vec b (+ 3 a))))) (+ (logdet m) (trace (inv m))))", {}),
-        (
-            (
-                __import__("pathlib").Path(__file__).parents[2] / "examples" / "kalman80.scm"
-            ).read_text(),
-            {"Y": ndvm.const(KALMAN_Y)},
-        ),  # fmt: skip
+        (KALMAN, {"Y": ndvm.const(KALMAN_Y)}),
     ],
 )
 def test_float32_is_float64_rounded_on_both_backends(source: str, inputs: dict[str, Any]) -> None:
