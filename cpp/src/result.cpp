@@ -155,12 +155,17 @@ void Interp::vjp_record(const TapeRecord& rec, std::vector<double>& adj) {
   const uint32_t W = outp.width;
   if (ops_.size() < n) ops_.resize(n);
   for (uint32_t i = 0; i < n; ++i) ops_[i] = pay_.operand(ids[i]);
+  const bool all_lanes = rec.mask == 0 || masks_.full(rec.mask);
   for (uint32_t which = 0; which < n; ++which) {
     const uint32_t pid = ids[which];
     const Payload& in = pay_[pid];
     if (!in.taped) continue;
     size_t elems = S;
     bool identity = false;  // the cotangent is g itself
+    // a first cotangent on every lane, of the operand's own shape, is written by the kernel
+    // straight into the operand's adjoint (no buffer, no accumulate pass)
+    const bool direct = !touched_[pid] && all_lanes && in.width == W;
+    double* const direct_ct = adj.data() + in.off;
     if (rec.op == static_cast<uint16_t>(TapeOp::MERGE)) {
       ct_.assign(S * W, 0.0);
       const uint8_t* bits = masks_.bits(tape_.extras[rec.extra + which]);
@@ -182,14 +187,23 @@ void Interp::vjp_record(const TapeRecord& rec, std::vector<double>& adj) {
       if (ct_.size() < elems * W) ct_.resize(elems * W);
       OutShape os{outp.rank, outp.rows, outp.cols};
       custom_vjp(rec.op, g, ans, os, ops_.data(), static_cast<int>(n), static_cast<int>(which),
-                 ct_.data(), W, scratch_);
+                 direct ? direct_ct : ct_.data(), W, scratch_);
+      if (direct) {
+        touched_[pid] = 1;
+        continue;
+      }
     } else {
       if (ct_.size() < S * W) ct_.resize(S * W);
       const bool dmci = (rec.flags & 1) && prim_info(rec.op).domain == PrimDomain::POSITIVE;
+      const bool into = direct && in.size() == S;
       const Grad r = elementwise_vjp(rec.op, dmci, g, ans, ops_.data(), static_cast<int>(n),
-                                     static_cast<int>(which), ct_.data(), W, S);
+                                     static_cast<int>(which), into ? direct_ct : ct_.data(), W, S);
       if (r == Grad::NONE) continue;
       identity = r == Grad::IDENTITY;
+      if (into && !identity) {
+        touched_[pid] = 1;
+        continue;
+      }
     }
     accumulate(pid, identity ? g : ct_.data(), elems, rec.mask, adj);
   }
