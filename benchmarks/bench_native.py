@@ -1,18 +1,23 @@
-"""Native runtime benchmark: per-lane forward+gradient cost, amortization, ceiling, first gradient.
+"""Native runtime benchmark: per-lane forward+gradient cost against its baselines, in one run.
 
-Run: ``python benchmarks/bench_native.py [--quick]``. Prints ratios measured in this one run:
+Run: ``python benchmarks/bench_native.py [--quick]``. Prints, measured in this one run:
 
-* per-lane forward+gradient time at B = 1, 16, 64, 256, 1024 for the 80-step Kalman NLL
-  (examples/kalman80.scm) and a symbolic-regression expression over 44 data points, through the
-  public API (``Program.value_and_grad``) and through the core alone;
-* amortization (per-lane B=1 / per-lane B=256);
-* native / hand-written C++ ceiling per lane at B=256 (benchmarks/kalman_ceiling.cpp, built
-  here with the system C++ compiler);
-* native / reference backend;
-* time from the source text of a never-seen 10-node program to its first gradient.
+* Kalman-80 (examples/kalman80.scm) forward + gradient, microseconds per parameter lane, at
+  B = 1, 8, 64, 256, 1024: ndvm float64 (public API and core alone), ndvm ``dtype="float32"``,
+  the hand-written scalar C++ (benchmarks/kalman_ceiling.cpp, forward-mode duals, built here
+  with the system C++ compiler) and, when jax is installed, ``jit(vmap(value_and_grad))`` of
+  the same filter written with ``lax.scan`` (float64; compile time excluded), once with
+  ``jnp.linalg.inv``/``slogdet`` and once with the 2x2 inverse written out; then the ratios
+  ndvm/C, ndvm/JAX and float64/float32 side by side;
+* a symbolic-regression expression over 44 data points (per lane, and amortization);
+* native / reference at B = 1 and 256, and the time from a never-seen program to its first
+  gradient.
 
 Every time is the best of several repetitions (the machine is shared; best-of is the least
-noisy estimate of the cost itself).
+noisy estimate of the cost itself). Wall time on a shared machine is noisy: for stable figures
+count instructions instead, e.g. ``valgrind --tool=callgrind --toggle-collect='ndvm::Interp::run*'
+--toggle-collect='ndvm::Interp::gradient*' python benchmarks/bench_native.py --profile 256``
+(``--profile B`` runs only the core Kalman evaluation, ``--reps`` times after one warm-up).
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ from ndvm.backends.inputs import Const
 ROOT = Path(__file__).resolve().parents[1]
 KALMAN = (ROOT / "examples" / "kalman80.scm").read_text()
 SR = "(* a (exp (- (* b x))) (cos (+ (* c x) d)))"
-LANES = (1, 16, 64, 256, 1024)
+LANES = (1, 8, 64, 256, 1024)
+LOG_2PI = 1.8378770664093453
 
 
 def best_of(fn: Callable[[], Any], reps: int, budget: float = 2.0) -> float:
@@ -49,15 +55,6 @@ def best_of(fn: Callable[[], Any], reps: int, budget: float = 2.0) -> float:
         if i >= 2 and time.perf_counter() - start > budget:
             break
     return best
-
-
-def workloads(rng: np.random.Generator) -> dict[str, tuple[str, dict[str, Any], int]]:
-    Y = rng.normal(size=(80, 2)).cumsum(axis=0)
-    x = np.linspace(0.0, 4.0, 44)
-    return {
-        "kalman80": (KALMAN, {"Y": ndvm.const(Y)}, 2),
-        "sr44": (SR, {"x": x}, 4),
-    }
 
 
 def core_runner(prog: ndvm.Program, theta: np.ndarray, inputs: dict[str, Any]) -> Callable[[], Any]:
@@ -89,7 +86,8 @@ def core_runner(prog: ndvm.Program, theta: np.ndarray, inputs: dict[str, Any]) -
     return run
 
 
-def ceiling_per_lane(Y: np.ndarray, theta: np.ndarray) -> tuple[float | None, str]:
+def ceiling(Y: np.ndarray, theta: np.ndarray) -> tuple[float | None, str]:
+    """Per-lane time of the hand-written scalar C++ and its lane-0 (nll, grad)."""
     cxx = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         return None, "no C++ compiler"
@@ -107,7 +105,101 @@ def ceiling_per_lane(Y: np.ndarray, theta: np.ndarray) -> tuple[float | None, st
     return float(lines[1]) * 1e-6, lines[0]
 
 
-def first_gradient(quick: bool) -> dict[str, float]:
+def jax_kalman(Y: np.ndarray, closed_form: bool) -> Callable[[np.ndarray], Any] | None:
+    """jit(vmap(value_and_grad)) of the Kalman NLL with lax.scan, float64; None without jax.
+    closed_form: the 2x2 inverse and log-determinant written out (no LAPACK calls per step)
+    instead of jnp.linalg.inv / slogdet (the program's own operations)."""
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return None
+    jax.config.update("jax_enable_x64", True)
+    Yj = jnp.asarray(Y)
+    eye = jnp.eye(2)
+
+    def inv_logdet(S: Any) -> tuple[Any, Any]:
+        if not closed_form:
+            return jnp.linalg.inv(S), jnp.linalg.slogdet(S)[1]
+        det = S[0, 0] * S[1, 1] - S[0, 1] * S[1, 0]
+        adj = jnp.array([[S[1, 1], -S[0, 1]], [-S[1, 0], S[0, 0]]])
+        return adj / det, jnp.log(jnp.abs(det))
+
+    def nll(theta: Any) -> Any:
+        q = jax.nn.softplus(theta[0])
+        r = jax.nn.softplus(theta[1])
+        Q = eye * (q * q)
+        R = eye * (r * r)
+
+        def step(carry: Any, y: Any) -> Any:
+            m, P, acc = carry
+            Pp = P + Q
+            v = y - m
+            S = Pp + R
+            Si, logdet = inv_logdet(S)
+            K = Pp @ Si
+            acc = acc + 0.5 * (logdet + v @ (Si @ v) + 2 * LOG_2PI)
+            return (m + K @ v, Pp - K @ Pp, acc), None
+
+        (_, _, out), _ = jax.lax.scan(step, (jnp.zeros(2), eye, jnp.asarray(0.0)), Yj)
+        return out
+
+    fn = jax.jit(jax.vmap(jax.value_and_grad(nll)))
+
+    def run(theta: np.ndarray) -> Any:
+        v, g = fn(theta)
+        return g.block_until_ready()
+
+    return run
+
+
+def kalman_table(reps: int, rng: np.random.Generator) -> None:
+    Y = rng.normal(size=(80, 2)).cumsum(axis=0)
+    inputs = {"Y": ndvm.const(Y)}
+    f64 = ndvm.compile(KALMAN, inputs=("Y",), backend="native")
+    f32 = ndvm.compile(KALMAN, inputs=("Y",), backend="native", dtype="float32")
+    ceil, check = ceiling(Y, rng.normal(scale=0.3, size=(256, 2)))
+    jx = jax_kalman(Y, closed_form=False)
+    jc = jax_kalman(Y, closed_form=True)
+    print(f"kalman80 forward+gradient, us per lane; hand C: {ceil and ceil * 1e6:.2f} us/lane "
+          f"(lane 0 of the C: {check}); jax: {'yes' if jx else 'not installed'}")  # fmt: skip
+    print(f"{'B':>5} {'f64 api':>8} {'f64 core':>9} {'f32 api':>8} {'jax':>8} {'jax 2x2':>8} | "
+          f"{'core/C':>7} {'api/C':>6} {'api/jax':>8} {'api/jax2':>9} {'f64/f32':>8}")  # fmt: skip
+    for B in LANES:
+        theta = rng.normal(scale=0.3, size=(B, 2))
+        a64 = best_of(partial(f64.value_and_grad, theta, **inputs), reps) / B
+        c64 = best_of(core_runner(f64, theta, inputs), reps) / B
+        a32 = best_of(partial(f32.value_and_grad, theta.astype(np.float32), **inputs), reps) / B
+        tj = tc = float("nan")
+        if jx is not None and jc is not None:
+            jx(theta), jc(theta)  # compile for this B
+            tj = best_of(partial(jx, theta), reps) / B
+            tc = best_of(partial(jc, theta), reps) / B
+        c = ceil or float("nan")
+        print(f"{B:5d} {a64 * 1e6:8.2f} {c64 * 1e6:9.2f} {a32 * 1e6:8.2f} {tj * 1e6:8.2f} "
+              f"{tc * 1e6:8.2f} | {c64 / c:7.2f} {a64 / c:6.2f} {a64 / tj:8.2f} {a64 / tc:9.2f} "
+              f"{a64 / a32:8.2f}")  # fmt: skip
+    print("targets at B=256: core/C <= 1.5, api/jax < 1, f64/f32 >= 1.6; no regression at B=1, 8")
+
+
+def sr_and_reference(reps: int, rng: np.random.Generator) -> None:
+    x = np.linspace(0.0, 4.0, 44)
+    Y = rng.normal(size=(80, 2)).cumsum(axis=0)
+    loads = {"sr44": (SR, {"x": x}, 4), "kalman80": (KALMAN, {"Y": ndvm.const(Y)}, 2)}
+    for name, (src, inputs, P) in loads.items():
+        nat = ndvm.compile(src, inputs=tuple(inputs), backend="native")
+        ref = ndvm.compile(src, inputs=tuple(inputs), backend="reference")
+        per: dict[int, float] = {}
+        for B in (1, 256):
+            theta = rng.normal(scale=0.3, size=(B, P))
+            per[B] = best_of(partial(nat.value_and_grad, theta, **inputs), reps) / B
+            refr = best_of(partial(ref.value_and_grad, theta, **inputs), 3, budget=5.0) / B
+            print(f"{name}: B={B:4d} native {per[B] * 1e6:8.2f} us/lane, reference / native "
+                  f"{refr / per[B]:6.1f}x")  # fmt: skip
+        print(f"{name}: amortization B=1 -> 256: {per[1] / per[256]:.1f}x")
+
+
+def first_gradient(quick: bool) -> None:
     """Source text of a new 10-node program -> first gradient, split into its stages."""
     x = np.linspace(0.0, 4.0, 44)
     totals: dict[str, list[float]] = {"compile": [], "first_run": [], "total": []}
@@ -121,67 +213,39 @@ def first_gradient(quick: bool) -> dict[str, float]:
         totals["compile"].append(t1 - t0)
         totals["first_run"].append(t2 - t1)
         totals["total"].append(t2 - t0)
-    return {k: float(np.median(v)) for k, v in totals.items()}
+    fg = {k: float(np.median(v)) for k, v in totals.items()}
+    print(
+        f"first gradient of a new 10-node program: {fg['total'] * 1e6:.0f} us (compile_source "
+        f"{fg['compile'] * 1e6:.0f} us + lower/run/grad {fg['first_run'] * 1e6:.0f} us)"
+    )
+
+
+def profile(B: int, reps: int, dtype: str) -> None:
+    """One warm-up and `reps` core Kalman evaluations at B lanes (for callgrind)."""
+    rng = np.random.default_rng(0)
+    Y = rng.normal(size=(80, 2)).cumsum(axis=0)
+    prog = ndvm.compile(KALMAN, inputs=("Y",), backend="native", dtype=dtype)
+    run = core_runner(prog, rng.normal(scale=0.3, size=(B, 2)), {"Y": ndvm.const(Y)})
+    for _ in range(reps + 1):
+        run()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    ap.add_argument("--profile", type=int, metavar="B", help="only the core Kalman run at B")
+    ap.add_argument("--reps", type=int, default=3, help="evaluations with --profile")
+    ap.add_argument("--dtype", default="float64", choices=("float64", "float32"))
     args = ap.parse_args()
+    if args.profile:
+        return profile(args.profile, args.reps, args.dtype)
     reps = 5 if args.quick else 30
     rng = np.random.default_rng(0)
-    loads = workloads(rng)
     print(f"backends: {registry.available()}")
-    print(f"{'program':10} {'B':>5} {'api us/lane':>12} {'core us/lane':>13} {'ref us/lane':>12}")
-    per_lane: dict[tuple[str, int, str], float] = {}
-    for name, (src, inputs, P) in loads.items():
-        nat = ndvm.compile(src, inputs=tuple(inputs), backend="native")
-        ref = ndvm.compile(src, inputs=tuple(inputs), backend="reference")
-        for B in LANES:
-            theta = rng.normal(scale=0.3, size=(B, P))
-            api = best_of(partial(nat.value_and_grad, theta, **inputs), reps)
-            core = best_of(core_runner(nat, theta, inputs), reps)
-            refr = float("nan")
-            if B in (1, 256):
-                refr = best_of(partial(ref.value_and_grad, theta, **inputs), 3, budget=5.0)
-            per_lane[(name, B, "api")] = api / B
-            per_lane[(name, B, "core")] = core / B
-            per_lane[(name, B, "ref")] = refr / B
-            print(f"{name:10} {B:5d} {api / B * 1e6:12.2f} {core / B * 1e6:13.2f} "
-                  f"{refr / B * 1e6:12.2f}")  # fmt: skip
+    kalman_table(reps, rng)
     print()
-    for name in loads:
-        for kind in ("api", "core"):
-            amort = per_lane[(name, 1, kind)] / per_lane[(name, 256, kind)]
-            print(f"{name}: amortization B=1 -> 256 ({kind}): {amort:.1f}x (target >= 60x)")
-        for B in (1, 256):
-            r = per_lane[(name, B, "ref")] / per_lane[(name, B, "api")]
-            print(f"{name}: reference / native at B={B}: {r:.1f}x")
-    Y = loads["kalman80"][1]["Y"].array
-    theta = rng.normal(scale=0.3, size=(256, 2))
-    ceil, check = ceiling_per_lane(Y, theta)
-    if ceil is not None:
-        nat_lane = per_lane[("kalman80", 256, "core")]
-        print(
-            f"kalman80: ceiling {ceil * 1e6:.2f} us/lane; native core / ceiling at B=256: "
-            f"{nat_lane / ceil:.1f}x (target <= 3x); api / ceiling "
-            f"{per_lane[('kalman80', 256, 'api')] / ceil:.1f}x"
-        )
-        nat = ndvm.compile(KALMAN, inputs=("Y",), backend="native")
-        v, g = nat.value_and_grad(theta[0], Y=ndvm.const(Y))
-        print(f"kalman80: ceiling lane 0 (nll, grad) = {check}; native = {float(v)!r} {g}")
-    else:
-        print(f"kalman80: ceiling not measured ({check})")
-    print(
-        f"kalman80: B=1 forward+gradient {per_lane[('kalman80', 1, 'api')] * 1e6:.0f} us "
-        f"(api), {per_lane[('kalman80', 1, 'core')] * 1e6:.0f} us (core) (target <= 150 us)"
-    )
-    fg = first_gradient(args.quick)
-    print(
-        f"first gradient of a new 10-node program: {fg['total'] * 1e6:.0f} us "
-        f"(compile_source {fg['compile'] * 1e6:.0f} us + lower/run/grad "
-        f"{fg['first_run'] * 1e6:.0f} us) (target <= 100 us)"
-    )
+    sr_and_reference(reps, rng)
+    first_gradient(args.quick)
 
 
 if __name__ == "__main__":

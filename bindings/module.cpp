@@ -233,9 +233,10 @@ std::vector<int> missing_kernels() {
   std::vector<int> out;
   for (int code = 0; code < ndvm::kPrimCodeLimit; ++code) {
     const ndvm::PrimInfo& info = ndvm::prim_info(code);
-    if (info.name && info.kind == ndvm::PrimKind::NUMERIC && !ndvm::has_numeric_kernels(code)) {
-      out.push_back(code);
-    }
+    if (info.name == nullptr) continue;
+    const bool missing = (info.kind == ndvm::PrimKind::NUMERIC && !ndvm::has_numeric_kernels(code)) ||
+                         (info.kind == ndvm::PrimKind::PREDICATE && !ndvm::has_predicate_row(code));
+    if (missing) out.push_back(code);
   }
   return out;
 }
@@ -259,7 +260,8 @@ NB_MODULE(_core, m) {
   m.doc() = "ndvm native core";
   m.def("core_version", &ndvm::core_version, "Version string of the native core.");
   m.def("missing_kernels", &missing_kernels,
-        "Opcodes of NUMERIC primitives without a forward and VJP kernel (should be empty).");
+        "Opcodes of NUMERIC primitives without their kernel row (forward, VJP; shape rule and "
+        "operand ranks for CUSTOM) and of PREDICATE primitives without theirs (should be empty).");
   nb::class_<ndvm::Program>(m, "Program")
       .def("__init__",
            [](ndvm::Program* self, I32In nodes, I32In kids, I32In aux, I32In consts, F64In nums,

@@ -33,9 +33,15 @@ def render_inc(prims: Iterable[Prim]) -> str:
         f"// {BANNER}.",
         "// NDVM_PRIM(UPPER, code, name, min_args, max_args (-1: variadic), KIND, SHAPE, DOMAIN)",
         "// NDVM_PRIM_ALIAS(UPPER, alias): optional; defaults to nothing.",
+        "// NDVM_PRIM_RANKS(UPPER, code, rank0, rank1): operand ranks of a CUSTOM primitive",
+        "// (-1: no such operand; the last rank repeats); optional; defaults to nothing.",
         "#ifndef NDVM_PRIM_ALIAS",
         "#define NDVM_PRIM_ALIAS(upper, alias)",
         "#define NDVM_PRIM_ALIAS_DEFAULTED_",
+        "#endif",
+        "#ifndef NDVM_PRIM_RANKS",
+        "#define NDVM_PRIM_RANKS(upper, code, rank0, rank1)",
+        "#define NDVM_PRIM_RANKS_DEFAULTED_",
         "#endif",
     ]
     for p in prims:
@@ -46,12 +52,19 @@ def render_inc(prims: Iterable[Prim]) -> str:
         )
     for p in prims:
         lines.extend(f"NDVM_PRIM_ALIAS({p.upper}, {_c_string(a)})" for a in p.aliases)
-    lines += [
-        "#ifdef NDVM_PRIM_ALIAS_DEFAULTED_",
-        "#undef NDVM_PRIM_ALIAS",
-        "#undef NDVM_PRIM_ALIAS_DEFAULTED_",
-        "#endif",
-    ]
+    for p in prims:
+        if p.in_ranks is not None:
+            if len(p.in_ranks) > 2:
+                raise ValueError(f"{p.name}: the C++ core takes at most 2 CUSTOM operands")
+            r0, r1 = (*p.in_ranks, -1)[:2]
+            lines.append(f"NDVM_PRIM_RANKS({p.upper}, {p.code}, {r0}, {r1})")
+    for macro in ("NDVM_PRIM_ALIAS", "NDVM_PRIM_RANKS"):
+        lines += [
+            f"#ifdef {macro}_DEFAULTED_",
+            f"#undef {macro}",
+            f"#undef {macro}_DEFAULTED_",
+            "#endif",
+        ]
     return "\n".join(lines) + "\n"
 
 

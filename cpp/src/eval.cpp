@@ -10,6 +10,23 @@ namespace ndvm {
 
 namespace {
 constexpr uint64_t kCheckEvery = 4096;
+
+[[noreturn]] void deadline_exceeded(double deadline) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", deadline);
+  throw LimitError(LimitKind::DEADLINE,
+                   std::string("evaluation exceeded its deadline of ") + buf + " s");
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+bool WorkClock::past() const { return deadline > 0 && seconds_since(t0) > deadline; }
+
+void WorkClock::raise_if_expired() const {
+  if (expired) deadline_exceeded(deadline);
 }
 
 // Steps are charged to the lanes that ran them (at every mask switch and check point), so
@@ -48,11 +65,7 @@ bool Interp::limit_error(LaneError& out) {
                   " frames (non-tail recursion too deep?)";
     return true;
   }
-  if (!expired_ && lim_.deadline > 0) {
-    const double dt =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-    expired_ = dt > lim_.deadline;
-  }
+  if (!expired_ && lim_.deadline > 0) expired_ = seconds_since(t0_) > lim_.deadline;
   if (expired_) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%g", lim_.deadline);

@@ -42,23 +42,6 @@ std::string describe_arity(const PrimInfo& info) {
   return std::to_string(info.min_args) + " to " + std::to_string(info.max_args);
 }
 
-// Rank of argument i of a CUSTOM primitive (the last rank repeats), as linalg.py declares.
-int in_rank(int code, int i) {
-  switch (static_cast<Prim>(code)) {
-    case Prim::SCALE: return i == 0 ? 1 : 0;
-    case Prim::MATVEC:
-    case Prim::SOLVE: return i == 0 ? 2 : 1;
-    case Prim::DOT:
-    case Prim::VSUM:
-    case Prim::VMEAN:
-    case Prim::NORM:
-    case Prim::NORMALIZE:
-    case Prim::CROSS:
-    case Prim::OUTER: return 1;
-    default: return 2;
-  }
-}
-
 const char* const kRankNoun[3] = {"a number", "a vector", "a matrix"};
 
 }  // namespace
@@ -205,7 +188,7 @@ Value Interp::custom(int code, const Value* args, uint32_t n) {
   bool taped = false;
   for (uint32_t i = 0; i < n; ++i) {
     const Payload& p = pay_[args[i].id];
-    const int need = in_rank(code, static_cast<int>(i));
+    const int need = custom_in_rank(code, static_cast<int>(i));
     if (p.rank != need) {
       throw error(std::string(info.name) + ": argument " + std::to_string(i + 1) + " must be " +
                       kRankNoun[need] + ", got " + kRankNoun[p.rank],
@@ -362,6 +345,7 @@ void Interp::reset(const RunRequest& req) {
   node_ = -1;
   diverge_pending_ = false;
   t0_ = std::chrono::steady_clock::now();
+  scratch_.clock = WorkClock{lim_.deadline, t0_, 0, false};
   materialize_constants();
 }
 

@@ -1,6 +1,11 @@
-// Elementwise forward and VJP lane loops. Every formula mirrors the float64 reference rule
-// next to the primitive's declaration in src/ndvm/prims/numeric.py (same operation order,
-// same conventions at kinks, IEEE results, never a trap).
+// Elementwise forward and VJP kernels, one row per primitive: each NUMERIC elementwise
+// primitive is a `fwd_X` / `vjp_X` pair defined next to each other below, and the table
+// indexed by opcode is built from the generated primitive list (prims.inc), so a primitive
+// without its row does not compile. Every formula mirrors the float64 reference rule next to
+// the primitive's declaration in src/ndvm/prims/numeric.py (same operation order, same
+// conventions at kinks, IEEE results, never a trap). Lane loops are contiguous and call
+// nothing through pointers, so they vectorize (see NDVM_SIMD).
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -30,7 +35,7 @@ Src src_out(const double* p, uint32_t W, size_t S) {
 }
 
 template <class F>
-void map1(double* o, uint32_t W, size_t S, Src a, F f) {
+NDVM_INLINE void map1(double* o, uint32_t W, size_t S, Src a, F f) {
   for (size_t e = 0; e < S; ++e) {
     double* oe = o + e * W;
     const double* ap = a.p + e * a.es;
@@ -44,7 +49,7 @@ void map1(double* o, uint32_t W, size_t S, Src a, F f) {
 }
 
 template <class F>
-void map2(double* o, uint32_t W, size_t S, Src a, Src b, F f) {
+NDVM_INLINE void map2(double* o, uint32_t W, size_t S, Src a, Src b, F f) {
   for (size_t e = 0; e < S; ++e) {
     double* oe = o + e * W;
     const double* ap = a.p + e * a.es;
@@ -58,23 +63,32 @@ void map2(double* o, uint32_t W, size_t S, Src a, Src b, F f) {
       const double x = ap[0];
       for (uint32_t l = 0; l < W; ++l) oe[l] = f(x, bp[l]);
     } else {
-      for (uint32_t l = 0; l < W; ++l) oe[l] = f(ap[0], bp[0]);
+      const double x = ap[0];
+      const double y = bp[0];
+      for (uint32_t l = 0; l < W; ++l) oe[l] = f(x, y);
     }
   }
 }
 
 template <class F>
-void map3(double* o, uint32_t W, size_t S, Src a, Src b, Src c, F f) {
+NDVM_INLINE void map3(double* o, uint32_t W, size_t S, Src a, Src b, Src c, F f) {
   for (size_t e = 0; e < S; ++e) {
-    for (uint32_t l = 0; l < W; ++l) o[e * W + l] = f(a.at(e, l), b.at(e, l), c.at(e, l));
+    double* oe = o + e * W;
+    const double* ap = a.p + e * a.es;
+    const double* bp = b.p + e * b.es;
+    const double* cp = c.p + e * c.es;
+    if (a.ls && b.ls && c.ls) {
+      for (uint32_t l = 0; l < W; ++l) oe[l] = f(ap[l], bp[l], cp[l]);
+    } else {
+      for (uint32_t l = 0; l < W; ++l) oe[l] = f(ap[l * a.ls], bp[l * b.ls], cp[l * c.ls]);
+    }
   }
 }
 
 // out = fold(op, init, args) left to right, as the reference's `_fold`/`_add`/`_mul`.
 template <class F>
-void fold(double* o, uint32_t W, size_t S, const Operand* args, int n, F f) {
-  const Src first = src_of(args[0]);
-  map1(o, W, S, first, [](double x) { return x; });
+NDVM_INLINE void fold(double* o, uint32_t W, size_t S, const Operand* args, int n, F f) {
+  map1(o, W, S, src_of(args[0]), [](double x) { return x; });
   for (int j = 1; j < n; ++j) map2(o, W, S, src_out(o, W, S), src_of(args[j]), f);
 }
 
@@ -82,9 +96,9 @@ void fill_value(double* o, uint32_t W, size_t S, double v) {
   for (size_t k = 0; k < S * W; ++k) o[k] = v;
 }
 
-double np_minimum(double a, double b) { return (a < b || std::isnan(a)) ? a : b; }
-double np_maximum(double a, double b) { return (a > b || std::isnan(a)) ? a : b; }
-double np_sign(double x) {
+inline double np_minimum(double a, double b) { return (a < b || a != a) ? a : b; }
+inline double np_maximum(double a, double b) { return (a > b || a != a) ? a : b; }
+inline double np_sign(double x) {
   if (x > 0) return 1.0;
   if (x < 0) return -1.0;
   if (x == 0) return 0.0;
@@ -105,129 +119,371 @@ double sigmoid(double x) {
   return x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
 }
 double softplus(double x) { return np_maximum(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); }
-double np_round(double x) { return std::nearbyint(x); }
-double dmci_clamp(double x) { return np_maximum(x, kDmciEps); }
+inline double dmci_clamp(double x) { return np_maximum(x, kDmciEps); }
 
-using Fn1 = double (*)(double);
+// Arguments of a forward row: out has W lanes of S elements.
+struct Fw {
+  bool dmci;
+  const Operand* args;
+  int n;
+  double* out;
+  uint32_t W;
+  size_t S;
+  Src a(int j) const { return src_of(args[j]); }
+};
 
-Fn1 unary_fn(int code) {
-  switch (static_cast<Prim>(code)) {
-    case Prim::ABS: return [](double x) { return std::fabs(x); };
-    case Prim::EXP: return [](double x) { return std::exp(x); };
-    case Prim::LOG1P: return [](double x) { return std::log1p(x); };
-    case Prim::EXPM1: return [](double x) { return std::expm1(x); };
-    case Prim::SQRT: return [](double x) { return std::sqrt(x); };
-    case Prim::CBRT: return [](double x) { return std::cbrt(x); };
-    case Prim::SQUARE: return [](double x) { return x * x; };
-    case Prim::SIN: return [](double x) { return std::sin(x); };
-    case Prim::COS: return [](double x) { return std::cos(x); };
-    case Prim::TAN: return [](double x) { return std::tan(x); };
-    case Prim::ASIN: return [](double x) { return std::asin(x); };
-    case Prim::ACOS: return [](double x) { return std::acos(x); };
-    case Prim::SINH: return [](double x) { return std::sinh(x); };
-    case Prim::COSH: return [](double x) { return std::cosh(x); };
-    case Prim::TANH: return [](double x) { return std::tanh(x); };
-    case Prim::ASINH: return [](double x) { return std::asinh(x); };
-    case Prim::ACOSH: return [](double x) { return std::acosh(x); };
-    case Prim::ATANH: return [](double x) { return std::atanh(x); };
-    case Prim::SIGMOID: return sigmoid;
-    case Prim::SOFTPLUS: return softplus;
-    case Prim::ERF: return [](double x) { return std::erf(x); };
-    case Prim::FLOOR: return [](double x) { return std::floor(x); };
-    case Prim::CEILING: return [](double x) { return std::ceil(x); };
-    case Prim::ROUND: return np_round;
-    case Prim::TRUNCATE: return [](double x) { return std::trunc(x); };
-    case Prim::SIGN: return np_sign;
-    default: return nullptr;
+// Arguments of a VJP row: g, ans are (S, W) buffers of the output; ct gets (S, W).
+struct Bw {
+  bool dmci;
+  const double* gp;
+  const double* ansp;
+  const Operand* args;
+  int n;
+  int which;
+  double* ct;
+  uint32_t W;
+  size_t S;
+  Src g() const { return src_out(gp, W, S); }
+  Src ans() const { return src_out(ansp, W, S); }
+  Src a(int j) const { return src_of(args[j]); }
+  double x(int j, size_t e, uint32_t l) const { return src_of(args[j]).at(e, l); }
+};
+
+// ct = f(e, l, g, ans) element by element (the general VJP shape; operands read by index).
+template <class F>
+NDVM_INLINE Grad each(const Bw& c, F f) {
+  const Src g = c.g();
+  const Src ans = c.ans();
+  for (size_t e = 0; e < c.S; ++e) {
+    for (uint32_t l = 0; l < c.W; ++l) c.ct[e * c.W + l] = f(e, l, g.at(e, l), ans.at(e, l));
   }
+  return Grad::WRITTEN;
 }
 
-// d(ans, x) of a unary primitive: the VJP is g * d(ans, x).
-using Deriv = double (*)(double, double);
+// ---- unary rows: forward value FWD(x), derivative DER(ans, x); the VJP is g * DER ---------
 
-Deriv unary_deriv(int code) {
-  switch (static_cast<Prim>(code)) {
-    case Prim::ABS: return [](double, double x) { return np_sign(x); };
-    case Prim::EXP: return [](double ans, double) { return ans; };
-    case Prim::LOG1P: return [](double, double x) { return 1.0 / (1.0 + x); };
-    case Prim::EXPM1: return [](double ans, double) { return ans + 1.0; };
-    case Prim::CBRT: return [](double ans, double) { return 1.0 / (3.0 * ans * ans); };
-    case Prim::SQUARE: return [](double, double x) { return 2.0 * x; };
-    case Prim::SIN: return [](double, double x) { return std::cos(x); };
-    case Prim::COS: return [](double, double x) { return -std::sin(x); };
-    case Prim::TAN: return [](double ans, double) { return 1.0 + ans * ans; };
-    case Prim::ASIN: return [](double, double x) { return 1.0 / std::sqrt(1.0 - x * x); };
-    case Prim::ACOS: return [](double, double x) { return -1.0 / std::sqrt(1.0 - x * x); };
-    case Prim::SINH: return [](double, double x) { return std::cosh(x); };
-    case Prim::COSH: return [](double, double x) { return std::sinh(x); };
-    case Prim::TANH: return [](double ans, double) { return 1.0 - ans * ans; };
-    case Prim::ASINH: return [](double, double x) { return 1.0 / std::sqrt(x * x + 1.0); };
-    case Prim::ACOSH: return [](double, double x) { return 1.0 / std::sqrt(x * x - 1.0); };
-    case Prim::ATANH: return [](double, double x) { return 1.0 / (1.0 - x * x); };
-    case Prim::SIGMOID: return [](double ans, double) { return ans * (1.0 - ans); };
-    case Prim::SOFTPLUS: return [](double, double x) { return sigmoid(x); };
-    case Prim::ERF: return [](double, double x) { return kTwoOverSqrtPi * std::exp(-x * x); };
-    default: return nullptr;
+#define NDVM_UNARY(UP, FWD, DER)                                                              \
+  NDVM_SIMD void fwd_##UP(const Fw& k) {                                                      \
+    map1(k.out, k.W, k.S, k.a(0), [](double x) { return FWD; });                              \
+  }                                                                                           \
+  NDVM_SIMD Grad vjp_##UP(const Bw& k) {                                                      \
+    map3(k.ct, k.W, k.S, k.g(), k.ans(), k.a(0),                                              \
+         [](double g, [[maybe_unused]] double ans, [[maybe_unused]] double x) {               \
+           return g * (DER);                                                                  \
+         });                                                                                  \
+    return Grad::WRITTEN;                                                                     \
   }
+
+// piecewise-constant: no gradient flows
+#define NDVM_PIECEWISE(UP, FWD)                                                               \
+  NDVM_SIMD void fwd_##UP(const Fw& k) {                                                      \
+    map1(k.out, k.W, k.S, k.a(0), [](double x) { return FWD; });                              \
+  }                                                                                           \
+  Grad vjp_##UP(const Bw&) { return Grad::NONE; }
+
+NDVM_UNARY(ABS, std::fabs(x), np_sign(x))
+NDVM_UNARY(EXP, std::exp(x), ans)
+NDVM_UNARY(LOG1P, std::log1p(x), 1.0 / (1.0 + x))
+NDVM_UNARY(EXPM1, std::expm1(x), ans + 1.0)
+NDVM_UNARY(CBRT, std::cbrt(x), 1.0 / (3.0 * ans * ans))
+NDVM_UNARY(SQUARE, x * x, 2.0 * x)
+NDVM_UNARY(SIN, std::sin(x), std::cos(x))
+NDVM_UNARY(COS, std::cos(x), -std::sin(x))
+NDVM_UNARY(TAN, std::tan(x), 1.0 + ans * ans)
+NDVM_UNARY(ASIN, std::asin(x), 1.0 / std::sqrt(1.0 - x * x))
+NDVM_UNARY(ACOS, std::acos(x), -1.0 / std::sqrt(1.0 - x * x))
+NDVM_UNARY(SINH, std::sinh(x), std::cosh(x))
+NDVM_UNARY(COSH, std::cosh(x), std::sinh(x))
+NDVM_UNARY(TANH, std::tanh(x), 1.0 - ans * ans)
+NDVM_UNARY(ASINH, std::asinh(x), 1.0 / std::sqrt(x * x + 1.0))
+NDVM_UNARY(ACOSH, std::acosh(x), 1.0 / std::sqrt(x * x - 1.0))
+NDVM_UNARY(ATANH, std::atanh(x), 1.0 / (1.0 - x * x))
+NDVM_UNARY(SIGMOID, sigmoid(x), ans * (1.0 - ans))
+NDVM_UNARY(SOFTPLUS, softplus(x), sigmoid(x))
+NDVM_UNARY(ERF, std::erf(x), kTwoOverSqrtPi * std::exp(-x * x))
+NDVM_PIECEWISE(FLOOR, std::floor(x))
+NDVM_PIECEWISE(CEILING, std::ceil(x))
+NDVM_PIECEWISE(ROUND, std::nearbyint(x))
+NDVM_PIECEWISE(TRUNCATE, std::trunc(x))
+NDVM_PIECEWISE(SIGN, np_sign(x))
+
+#undef NDVM_UNARY
+#undef NDVM_PIECEWISE
+
+// sqrt: the dmci dialect clamps at 1e-8 and passes no gradient below it
+NDVM_SIMD void fwd_SQRT(const Fw& k) {
+  if (k.dmci) return map1(k.out, k.W, k.S, k.a(0), [](double x) { return std::sqrt(dmci_clamp(x)); });
+  map1(k.out, k.W, k.S, k.a(0), [](double x) { return std::sqrt(x); });
+}
+NDVM_SIMD Grad vjp_SQRT(const Bw& k) {
+  if (k.dmci) {
+    map3(k.ct, k.W, k.S, k.g(), k.ans(), k.a(0),
+         [](double g, double a, double x) { return x < kDmciEps ? 0.0 : 0.5 * g / a; });
+  } else {
+    map2(k.ct, k.W, k.S, k.g(), k.ans(), [](double g, double a) { return 0.5 * g / a; });
+  }
+  return Grad::WRITTEN;
 }
 
-void forward_binary(int code, double* o, uint32_t W, size_t S, Src a, Src b) {
-  switch (static_cast<Prim>(code)) {
-    case Prim::EXPT: return map2(o, W, S, a, b, [](double x, double y) { return std::pow(x, y); });
-    case Prim::HYPOT:
-      return map2(o, W, S, a, b, [](double x, double y) { return std::hypot(x, y); });
-    case Prim::QUOTIENT:
-      return map2(o, W, S, a, b, [](double x, double y) { return std::trunc(x / y); });
-    case Prim::REMAINDER:
-      return map2(o, W, S, a, b, [](double x, double y) { return std::fmod(x, y); });
-    case Prim::MODULO: return map2(o, W, S, a, b, np_mod);
-    case Prim::ATAN:
-      return map2(o, W, S, a, b, [](double y, double x) { return std::atan2(y, x); });
-    default: return;
+// ---- variadic arithmetic ------------------------------------------------------------------
+
+NDVM_SIMD void fwd_ADD(const Fw& k) {
+  if (k.n == 0) return fill_value(k.out, k.W, k.S, 0.0);
+  if (k.n == 2) {  // (0.0 + x) + y in one pass
+    return map2(k.out, k.W, k.S, k.a(0), k.a(1), [](double x, double y) { return (0.0 + x) + y; });
+  }
+  map1(k.out, k.W, k.S, k.a(0), [](double x) { return 0.0 + x; });
+  for (int j = 1; j < k.n; ++j) {
+    map2(k.out, k.W, k.S, src_out(k.out, k.W, k.S), k.a(j), [](double x, double y) { return x + y; });
   }
 }
+Grad vjp_ADD(const Bw&) { return Grad::IDENTITY; }
 
-void forward_log(bool dmci, const Operand* args, int n, double* o, uint32_t W, size_t S) {
-  const Src x = src_of(args[0]);
-  if (n == 1) {
-    if (dmci) return map1(o, W, S, x, [](double v) { return std::log(dmci_clamp(v)); });
-    return map1(o, W, S, x, [](double v) { return std::log(v); });
+NDVM_SIMD void fwd_SUB(const Fw& k) {
+  if (k.n == 1) return map1(k.out, k.W, k.S, k.a(0), [](double x) { return -x; });
+  if (k.n == 2) return map2(k.out, k.W, k.S, k.a(0), k.a(1), [](double x, double y) { return x - y; });
+  fold(k.out, k.W, k.S, k.args, k.n, [](double x, double y) { return x - y; });
+}
+NDVM_SIMD Grad vjp_SUB(const Bw& k) {
+  if (k.n > 1 && k.which == 0) return Grad::IDENTITY;
+  map1(k.ct, k.W, k.S, k.g(), [](double g) { return -g; });
+  return Grad::WRITTEN;
+}
+
+NDVM_SIMD void fwd_MUL(const Fw& k) {
+  if (k.n == 0) return fill_value(k.out, k.W, k.S, 1.0);
+  if (k.n == 2) {  // (1.0 * x) * y in one pass
+    return map2(k.out, k.W, k.S, k.a(0), k.a(1), [](double x, double y) { return (1.0 * x) * y; });
   }
-  const Src b = src_of(args[1]);
-  if (dmci) {
-    return map2(o, W, S, x, b,
+  map1(k.out, k.W, k.S, k.a(0), [](double x) { return 1.0 * x; });
+  for (int j = 1; j < k.n; ++j) {
+    map2(k.out, k.W, k.S, src_out(k.out, k.W, k.S), k.a(j), [](double x, double y) { return x * y; });
+  }
+}
+// product of the other operands (not ans / x_i, which breaks when some x_i is 0)
+NDVM_SIMD Grad vjp_MUL(const Bw& k) {
+  if (k.n == 2) {
+    map2(k.ct, k.W, k.S, k.g(), k.a(1 - k.which), [](double g, double y) { return g * (1.0 * y); });
+    return Grad::WRITTEN;
+  }
+  return each(k, [&](size_t e, uint32_t l, double g, double) {
+    double rest = 1.0;
+    for (int j = 0; j < k.n; ++j) {
+      if (j != k.which) rest = rest * k.x(j, e, l);
+    }
+    return g * rest;
+  });
+}
+
+NDVM_SIMD void fwd_DIV(const Fw& k) {
+  if (k.n == 1) return map1(k.out, k.W, k.S, k.a(0), [](double x) { return 1.0 / x; });
+  fold(k.out, k.W, k.S, k.args, k.n, [](double x, double y) { return x / y; });
+}
+NDVM_SIMD Grad vjp_DIV(const Bw& k) {
+  if (k.n == 1) {
+    map2(k.ct, k.W, k.S, k.g(), k.ans(), [](double g, double ans) { return -g * ans * ans; });
+    return Grad::WRITTEN;
+  }
+  if (k.which == 0) {
+    return each(k, [&](size_t e, uint32_t l, double g, double) {
+      double den = 1.0;
+      for (int j = 1; j < k.n; ++j) den = den * k.x(j, e, l);
+      return g / den;
+    });
+  }
+  map3(k.ct, k.W, k.S, k.g(), k.ans(), k.a(k.which),
+       [](double g, double ans, double y) { return -g * ans / y; });
+  return Grad::WRITTEN;
+}
+
+// min/max: the gradient goes to the FIRST operand equal to the result
+Grad vjp_extremal(const Bw& k) {
+  return each(k, [&](size_t e, uint32_t l, double g, double ans) {
+    for (int j = 0; j < k.which; ++j) {
+      if (k.x(j, e, l) == ans) return g * 0.0;
+    }
+    return g * (k.x(k.which, e, l) == ans ? 1.0 : 0.0);
+  });
+}
+NDVM_SIMD void fwd_MIN(const Fw& k) { fold(k.out, k.W, k.S, k.args, k.n, np_minimum); }
+Grad vjp_MIN(const Bw& k) { return vjp_extremal(k); }
+NDVM_SIMD void fwd_MAX(const Fw& k) { fold(k.out, k.W, k.S, k.args, k.n, np_maximum); }
+Grad vjp_MAX(const Bw& k) { return vjp_extremal(k); }
+
+// ---- binary and ternary -------------------------------------------------------------------
+
+void fwd_LOG(const Fw& k) {
+  if (k.n == 1) {
+    if (k.dmci) return map1(k.out, k.W, k.S, k.a(0), [](double v) { return std::log(dmci_clamp(v)); });
+    return map1(k.out, k.W, k.S, k.a(0), [](double v) { return std::log(v); });
+  }
+  if (k.dmci) {
+    return map2(k.out, k.W, k.S, k.a(0), k.a(1),
                 [](double v, double base) { return std::log(dmci_clamp(v)) / std::log(base); });
   }
-  map2(o, W, S, x, b, [](double v, double base) { return std::log(v) / std::log(base); });
+  map2(k.out, k.W, k.S, k.a(0), k.a(1), [](double v, double base) { return std::log(v) / std::log(base); });
+}
+NDVM_SIMD Grad vjp_LOG(const Bw& k) {
+  if (k.n == 1 && !k.dmci) {
+    map2(k.ct, k.W, k.S, k.g(), k.a(0), [](double g, double x) { return g / x; });
+    return Grad::WRITTEN;
+  }
+  return each(k, [&](size_t e, uint32_t l, double g, double ans) {
+    const double raw = k.x(0, e, l);
+    const double x = k.dmci ? dmci_clamp(raw) : raw;
+    double out;
+    if (k.n == 1) {
+      out = g / x;
+    } else {
+      const double b = k.x(1, e, l);
+      const double lb = std::log(b);
+      out = k.which == 0 ? g / (x * lb) : -g * ans / (b * lb);
+    }
+    if (k.dmci && k.which == 0 && raw < kDmciEps) return 0.0;
+    return out;
+  });
 }
 
-void forward_variadic(int code, const Operand* args, int n, double* o, uint32_t W, size_t S) {
-  switch (static_cast<Prim>(code)) {
-    case Prim::ADD:
-      if (n == 0) return fill_value(o, W, S, 0.0);
-      map1(o, W, S, src_of(args[0]), [](double x) { return 0.0 + x; });
-      for (int j = 1; j < n; ++j) {
-        map2(o, W, S, src_out(o, W, S), src_of(args[j]), [](double x, double y) { return x + y; });
-      }
-      return;
-    case Prim::MUL:
-      if (n == 0) return fill_value(o, W, S, 1.0);
-      map1(o, W, S, src_of(args[0]), [](double x) { return 1.0 * x; });
-      for (int j = 1; j < n; ++j) {
-        map2(o, W, S, src_out(o, W, S), src_of(args[j]), [](double x, double y) { return x * y; });
-      }
-      return;
-    case Prim::SUB:
-      if (n == 1) return map1(o, W, S, src_of(args[0]), [](double x) { return -x; });
-      return fold(o, W, S, args, n, [](double x, double y) { return x - y; });
-    case Prim::DIV:
-      if (n == 1) return map1(o, W, S, src_of(args[0]), [](double x) { return 1.0 / x; });
-      return fold(o, W, S, args, n, [](double x, double y) { return x / y; });
-    case Prim::MIN: return fold(o, W, S, args, n, np_minimum);
-    case Prim::MAX: return fold(o, W, S, args, n, np_maximum);
-    default: return;
+void fwd_EXPT(const Fw& k) {
+  map2(k.out, k.W, k.S, k.a(0), k.a(1), [](double x, double y) { return std::pow(x, y); });
+}
+Grad vjp_EXPT(const Bw& k) {
+  return each(k, [&](size_t e, uint32_t l, double g, double ans) {
+    const double a = k.x(0, e, l);
+    const double b = k.x(1, e, l);
+    if (k.which == 0) return g * (b == 0 ? 0.0 : b * std::pow(a, b - 1.0));
+    return g * (a > 0 ? ans * std::log(a > 0 ? a : 1.0) : 0.0);
+  });
+}
+
+void fwd_HYPOT(const Fw& k) {
+  map2(k.out, k.W, k.S, k.a(0), k.a(1), [](double x, double y) { return std::hypot(x, y); });
+}
+NDVM_SIMD Grad vjp_HYPOT(const Bw& k) {
+  map3(k.ct, k.W, k.S, k.g(), k.ans(), k.a(k.which),
+       [](double g, double ans, double v) { return g * (ans == 0 ? 0.0 : v / ans); });
+  return Grad::WRITTEN;
+}
+
+void fwd_ATAN(const Fw& k) {
+  if (k.n == 1) return map1(k.out, k.W, k.S, k.a(0), [](double x) { return std::atan(x); });
+  map2(k.out, k.W, k.S, k.a(0), k.a(1), [](double y, double x) { return std::atan2(y, x); });
+}
+NDVM_SIMD Grad vjp_ATAN(const Bw& k) {
+  return each(k, [&](size_t e, uint32_t l, double g, double) {
+    const double y = k.x(0, e, l);
+    if (k.n == 1) return g / (1.0 + y * y);
+    const double x = k.x(1, e, l);
+    const double r2 = x * x + y * y;
+    return k.which == 0 ? g * x / r2 : -g * y / r2;
+  });
+}
+
+NDVM_SIMD void fwd_QUOTIENT(const Fw& k) {
+  map2(k.out, k.W, k.S, k.a(0), k.a(1), [](double x, double y) { return std::trunc(x / y); });
+}
+Grad vjp_QUOTIENT(const Bw&) { return Grad::NONE; }
+
+// remainder/modulo: d/da = 1, d/db = -trunc(a/b) resp. -floor(a/b)
+template <bool kRem>
+Grad vjp_rem_mod(const Bw& k) {
+  if (k.which == 0) return Grad::IDENTITY;
+  return each(k, [&](size_t e, uint32_t l, double g, double) {
+    const double q = k.x(0, e, l) / k.x(1, e, l);
+    return -g * (kRem ? std::trunc(q) : std::floor(q));
+  });
+}
+void fwd_REMAINDER(const Fw& k) {
+  map2(k.out, k.W, k.S, k.a(0), k.a(1), [](double x, double y) { return std::fmod(x, y); });
+}
+Grad vjp_REMAINDER(const Bw& k) { return vjp_rem_mod<true>(k); }
+void fwd_MODULO(const Fw& k) { map2(k.out, k.W, k.S, k.a(0), k.a(1), np_mod); }
+Grad vjp_MODULO(const Bw& k) { return vjp_rem_mod<false>(k); }
+
+NDVM_SIMD void fwd_CLAMP(const Fw& k) {
+  map3(k.out, k.W, k.S, k.a(0), k.a(1), k.a(2),
+       [](double x, double lo, double hi) { return np_minimum(np_maximum(x, lo), hi); });
+}
+NDVM_SIMD Grad vjp_CLAMP(const Bw& k) {
+  return each(k, [&](size_t e, uint32_t l, double g, double) {
+    const double x = k.x(0, e, l);
+    const double lo = k.x(1, e, l);
+    const double hi = k.x(2, e, l);
+    const bool take_x = x >= lo;
+    const double inner = take_x ? x : lo;
+    const bool take_inner = inner <= hi;
+    bool hit = !take_inner;
+    if (k.which == 0) hit = take_x && take_inner;
+    if (k.which == 1) hit = !take_x && take_inner;
+    return g * (hit ? 1.0 : 0.0);
+  });
+}
+
+// ---- predicates: one row each (rank-0 operands; out[l] = 0.0 or 1.0) ---------------------
+
+using PredFn = void (*)(const Operand* args, int n, double* out, uint32_t W);
+
+// (p x0 x1 ... ) holds when p holds for every adjacent pair, as the reference's chain
+template <class F>
+NDVM_INLINE void chain(const Operand* args, int n, double* out, uint32_t W, F holds) {
+  for (uint32_t l = 0; l < W; ++l) out[l] = 1.0;
+  for (int j = 0; j + 1 < n; ++j) {
+    const Src a = src_of(args[j]);
+    const Src b = src_of(args[j + 1]);
+    for (uint32_t l = 0; l < W; ++l) out[l] = holds(a.at(0, l), b.at(0, l)) ? out[l] : 0.0;
   }
 }
+
+#define NDVM_CHAIN(UP, OP)                                                          \
+  NDVM_SIMD void pred_##UP(const Operand* args, int n, double* out, uint32_t W) {   \
+    chain(args, n, out, W, [](double x, double y) { return x OP y; });              \
+  }
+#define NDVM_TEST(UP, EXPR)                                                          \
+  NDVM_SIMD void pred_##UP(const Operand* args, int, double* out, uint32_t W) {      \
+    map1(out, W, 1, src_of(args[0]), [](double x) { return (EXPR) ? 1.0 : 0.0; });   \
+  }
+
+NDVM_CHAIN(NUM_EQ, ==)
+NDVM_CHAIN(LT, <)
+NDVM_CHAIN(GT, >)
+NDVM_CHAIN(LE, <=)
+NDVM_CHAIN(GE, >=)
+NDVM_TEST(IS_ZERO, x == 0)
+NDVM_TEST(IS_POSITIVE, x > 0)
+NDVM_TEST(IS_NEGATIVE, x < 0)
+NDVM_TEST(IS_FINITE, std::isfinite(x))
+NDVM_TEST(IS_NAN, std::isnan(x))
+
+#undef NDVM_CHAIN
+#undef NDVM_TEST
+
+// ---- the tables: one row per NUMERIC elementwise primitive and per predicate, by opcode ---
+
+struct Row {
+  void (*fwd)(const Fw&) = nullptr;
+  Grad (*vjp)(const Bw&) = nullptr;
+};
+
+struct Tables {
+  std::array<Row, kPrimCodeLimit> ew{};
+  std::array<PredFn, kPrimCodeLimit> pred{};
+};
+
+#define NDVM_ROW_NUMERIC_ELEMENTWISE(upper, code) t.ew[code] = Row{&fwd_##upper, &vjp_##upper};
+#define NDVM_ROW_NUMERIC_SCALAR(upper, code) NDVM_ROW_NUMERIC_ELEMENTWISE(upper, code)
+#define NDVM_ROW_PREDICATE_SCALAR(upper, code) t.pred[code] = &pred_##upper;
+#define NDVM_ROW_PREDICATE_ELEMENTWISE(upper, code) NDVM_ROW_PREDICATE_SCALAR(upper, code)
+#include "ndvm/prim_rows.hpp"
+
+const Tables& tables() {
+  static const Tables table = [] {
+    Tables t;
+#include "ndvm/prims.inc"
+    return t;
+  }();
+  return table;
+}
+#undef NDVM_PRIM
 
 // One lane (W == 1) of a vector/matrix: its S elements are contiguous, so run them as S lanes
 // of one element. Elementwise kernels treat every element alike, so results are identical;
@@ -251,263 +507,67 @@ bool flatten(const Operand* args, int n, uint32_t& W, size_t& S, Operand* flat) 
 
 }  // namespace
 
+bool has_numeric_kernels(int code) {
+  const PrimInfo& info = prim_info(code);
+  if (info.name == nullptr || info.kind != PrimKind::NUMERIC) return false;
+  if (info.shape == PrimShape::CUSTOM) return has_custom_row(code);
+  const Row& r = tables().ew[static_cast<size_t>(code)];
+  return r.fwd != nullptr && r.vjp != nullptr;
+}
+
+bool has_predicate_row(int code) {
+  const PrimInfo& info = prim_info(code);
+  return info.name != nullptr && info.kind == PrimKind::PREDICATE &&
+         tables().pred[static_cast<size_t>(code)] != nullptr;
+}
+
 void elementwise_forward(int code, bool dmci, const Operand* args, int n, double* out,
                          uint32_t W, size_t S) {
   Operand flat[kMaxFlat];
   if (flatten(args, n, W, S, flat)) args = flat;
-  const Prim p = static_cast<Prim>(code);
-  if (p == Prim::LOG) return forward_log(dmci, args, n, out, W, S);
-  if (p == Prim::SQRT && dmci) {
-    return map1(out, W, S, src_of(args[0]), [](double x) { return std::sqrt(dmci_clamp(x)); });
-  }
-  if (p == Prim::ATAN && n == 1) {
-    return map1(out, W, S, src_of(args[0]), [](double x) { return std::atan(x); });
-  }
-  if (p == Prim::CLAMP) {
-    return map3(out, W, S, src_of(args[0]), src_of(args[1]), src_of(args[2]),
-                [](double x, double lo, double hi) { return np_minimum(np_maximum(x, lo), hi); });
-  }
-  if (Fn1 f = unary_fn(code)) return map1(out, W, S, src_of(args[0]), f);
-  switch (p) {
-    case Prim::ADD:
-    case Prim::SUB:
-    case Prim::MUL:
-    case Prim::DIV:
-    case Prim::MIN:
-    case Prim::MAX: return forward_variadic(code, args, n, out, W, S);
-    default: return forward_binary(code, out, W, S, src_of(args[0]), src_of(args[1]));
-  }
+  tables().ew[static_cast<size_t>(code)].fwd(Fw{dmci, args, n, out, W, S});
 }
 
-void predicate_forward(int code, const Operand* args, int n, double* out, uint32_t W) {
-  const Prim p = static_cast<Prim>(code);
-  auto test = [&](auto f) { map1(out, W, 1, src_of(args[0]), [f](double x) { return f(x) ? 1.0 : 0.0; }); };
-  switch (p) {
-    case Prim::IS_ZERO: return test([](double x) { return x == 0; });
-    case Prim::IS_POSITIVE: return test([](double x) { return x > 0; });
-    case Prim::IS_NEGATIVE: return test([](double x) { return x < 0; });
-    case Prim::IS_FINITE: return test([](double x) { return std::isfinite(x); });
-    case Prim::IS_NAN: return test([](double x) { return std::isnan(x); });
-    default: break;
-  }
-  for (uint32_t l = 0; l < W; ++l) out[l] = 1.0;
-  for (int j = 0; j + 1 < n; ++j) {
-    const Src a = src_of(args[j]);
-    const Src b = src_of(args[j + 1]);
-    for (uint32_t l = 0; l < W; ++l) {
-      const double x = a.at(0, l);
-      const double y = b.at(0, l);
-      bool r = false;
-      switch (p) {
-        case Prim::NUM_EQ: r = x == y; break;
-        case Prim::LT: r = x < y; break;
-        case Prim::GT: r = x > y; break;
-        case Prim::LE: r = x <= y; break;
-        case Prim::GE: r = x >= y; break;
-        default: break;
-      }
-      if (!r) out[l] = 0.0;
-    }
-  }
-}
-
-namespace {
-
-// g, ans: (S, W) buffers of the output; ct: (S, W).
-struct VjpCtx {
-  Src g;
-  Src ans;
-  const Operand* args;
-  int n;
-  double* ct;
-  uint32_t W;
-  size_t S;
-  double x(int j, size_t e, uint32_t l) const { return src_of(args[j]).at(e, l); }
-};
-
-template <class F>
-void each(const VjpCtx& c, F f) {
-  for (size_t e = 0; e < c.S; ++e) {
-    for (uint32_t l = 0; l < c.W; ++l) c.ct[e * c.W + l] = f(e, l, c.g.at(e, l), c.ans.at(e, l));
-  }
-}
-
-bool vjp_variadic(int code, const VjpCtx& c, int which) {
-  const int n = c.n;
-  switch (static_cast<Prim>(code)) {
-    case Prim::ADD: each(c, [](size_t, uint32_t, double g, double) { return g; }); return true;
-    case Prim::SUB:
-      if (n == 1 || which > 0) {
-        each(c, [](size_t, uint32_t, double g, double) { return -g; });
-      } else {
-        each(c, [](size_t, uint32_t, double g, double) { return g; });
-      }
-      return true;
-    case Prim::MUL:
-      each(c, [&](size_t e, uint32_t l, double g, double) {
-        double rest = 1.0;
-        for (int j = 0; j < n; ++j) {
-          if (j != which) rest = rest * c.x(j, e, l);
-        }
-        return g * rest;
-      });
-      return true;
-    case Prim::DIV:
-      if (n == 1) {
-        each(c, [](size_t, uint32_t, double g, double ans) { return -g * ans * ans; });
-      } else if (which == 0) {
-        each(c, [&](size_t e, uint32_t l, double g, double) {
-          double den = 1.0;
-          for (int j = 1; j < n; ++j) den = den * c.x(j, e, l);
-          return g / den;
-        });
-      } else {
-        each(c, [&](size_t e, uint32_t l, double g, double ans) {
-          return -g * ans / c.x(which, e, l);
-        });
-      }
-      return true;
-    case Prim::MIN:
-    case Prim::MAX:
-      each(c, [&](size_t e, uint32_t l, double g, double ans) {
-        for (int j = 0; j < which; ++j) {
-          if (c.x(j, e, l) == ans) return g * 0.0;
-        }
-        return g * (c.x(which, e, l) == ans ? 1.0 : 0.0);
-      });
-      return true;
-    default: return false;
-  }
-}
-
-bool vjp_binary(int code, bool dmci, const VjpCtx& c, int which) {
-  switch (static_cast<Prim>(code)) {
-    case Prim::EXPT:
-      each(c, [&](size_t e, uint32_t l, double g, double ans) {
-        const double a = c.x(0, e, l);
-        const double b = c.x(1, e, l);
-        if (which == 0) return g * (b == 0 ? 0.0 : b * std::pow(a, b - 1.0));
-        return g * (a > 0 ? ans * std::log(a > 0 ? a : 1.0) : 0.0);
-      });
-      return true;
-    case Prim::HYPOT:
-      each(c, [&](size_t e, uint32_t l, double g, double ans) {
-        const double v = c.x(which, e, l);
-        return g * (ans == 0 ? 0.0 : v / ans);
-      });
-      return true;
-    case Prim::REMAINDER:
-    case Prim::MODULO: {
-      const bool rem = static_cast<Prim>(code) == Prim::REMAINDER;
-      each(c, [&](size_t e, uint32_t l, double g, double) {
-        if (which == 0) return g;
-        const double q = c.x(0, e, l) / c.x(1, e, l);
-        return -g * (rem ? std::trunc(q) : std::floor(q));
-      });
-      return true;
-    }
-    case Prim::ATAN:
-      each(c, [&](size_t e, uint32_t l, double g, double) {
-        const double y = c.x(0, e, l);
-        if (c.n == 1) return g / (1.0 + y * y);
-        const double x = c.x(1, e, l);
-        const double r2 = x * x + y * y;
-        return which == 0 ? g * x / r2 : -g * y / r2;
-      });
-      return true;
-    case Prim::LOG:
-      each(c, [&](size_t e, uint32_t l, double g, double ans) {
-        const double raw = c.x(0, e, l);
-        const double x = dmci ? dmci_clamp(raw) : raw;
-        double out;
-        if (c.n == 1) {
-          out = g / x;
-        } else {
-          const double b = c.x(1, e, l);
-          const double lb = std::log(b);
-          out = which == 0 ? g / (x * lb) : -g * ans / (b * lb);
-        }
-        if (dmci && which == 0 && raw < kDmciEps) return 0.0;
-        return out;
-      });
-      return true;
-    case Prim::CLAMP:
-      each(c, [&](size_t e, uint32_t l, double g, double) {
-        const double x = c.x(0, e, l);
-        const double lo = c.x(1, e, l);
-        const double hi = c.x(2, e, l);
-        const bool take_x = x >= lo;
-        const double inner = take_x ? x : lo;
-        const bool take_inner = inner <= hi;
-        bool hit = !take_inner;
-        if (which == 0) hit = take_x && take_inner;
-        if (which == 1) hit = !take_x && take_inner;
-        return g * (hit ? 1.0 : 0.0);
-      });
-      return true;
-    default: return false;
-  }
-}
-
-}  // namespace
-
-bool elementwise_vjp(int code, bool dmci, const double* g, const double* ans,
+Grad elementwise_vjp(int code, bool dmci, const double* g, const double* ans,
                      const Operand* args, int n, int which, double* ct, uint32_t W, size_t S) {
   Operand flat[kMaxFlat];
   if (flatten(args, n, W, S, flat)) args = flat;
-  const VjpCtx c{src_out(g, W, S), src_out(ans, W, S), args, n, ct, W, S};
-  const Prim p = static_cast<Prim>(code);
-  switch (p) {
-    case Prim::FLOOR:
-    case Prim::CEILING:
-    case Prim::ROUND:
-    case Prim::TRUNCATE:
-    case Prim::SIGN:
-    case Prim::QUOTIENT: return false;
-    case Prim::SQRT:
-      each(c, [&](size_t e, uint32_t l, double gv, double a) {
-        if (dmci && c.x(0, e, l) < kDmciEps) return 0.0;
-        return 0.5 * gv / a;
-      });
-      return true;
-    default: break;
-  }
-  if (p == Prim::ADD && n == 2) {
-    const Src gs = c.g;
-    map1(ct, W, S, gs, [](double v) { return v; });
-    return true;
-  }
-  if (p == Prim::MUL && n == 2) {
-    map2(ct, W, S, c.g, src_of(args[1 - which]), [](double gv, double y) { return gv * (1.0 * y); });
-    return true;
-  }
-  if (Deriv d = unary_deriv(code)) {
-    map3(ct, W, S, c.g, c.ans, src_of(args[0]),
-         [d](double gv, double a, double x) { return gv * d(a, x); });
-    return true;
-  }
-  if (vjp_variadic(code, c, which)) return true;
-  return vjp_binary(code, dmci, c, which);
+  return tables().ew[static_cast<size_t>(code)].vjp(Bw{dmci, g, ans, args, n, which, ct, W, S});
 }
 
-bool has_numeric_kernels(int code) {
-  const PrimInfo& info = prim_info(code);
-  if (info.name == nullptr || info.kind != PrimKind::NUMERIC) return false;
-  if (info.shape == PrimShape::CUSTOM) {
-    OutShape tmp;
-    return custom_shape(code, nullptr, -1, tmp) != "unknown";
+void predicate_forward(int code, const Operand* args, int n, double* out, uint32_t W) {
+  tables().pred[static_cast<size_t>(code)](args, n, out, W);
+}
+
+NDVM_SIMD void accumulate_lanes(double* adj, const double* ct, uint32_t W, size_t S,
+                                size_t ct_elems, const uint8_t* bits, bool first) {
+  if (S != ct_elems) {  // a scalar adjoint receiving a vector cotangent: sum elements first
+    for (uint32_t l = 0; l < W; ++l) {
+      double v = ct[l];
+      for (size_t k = 1; k < ct_elems; ++k) v += ct[k * W + l];
+      if (bits && !bits[l]) v = 0.0;
+      adj[l] = first ? v : adj[l] + v;
+    }
+    return;
   }
-  switch (static_cast<Prim>(code)) {
-    case Prim::ADD: case Prim::SUB: case Prim::MUL: case Prim::DIV: case Prim::MIN:
-    case Prim::MAX: case Prim::LOG: case Prim::ATAN: case Prim::CLAMP: case Prim::EXPT:
-    case Prim::HYPOT: case Prim::QUOTIENT: case Prim::REMAINDER: case Prim::MODULO:
-      return true;
-    default: break;
+  const size_t n = S * W;
+  if (bits == nullptr) {
+    if (first) {
+      for (size_t k = 0; k < n; ++k) adj[k] = ct[k];
+    } else {
+      for (size_t k = 0; k < n; ++k) adj[k] += ct[k];
+    }
+    return;
   }
-  const bool piecewise = static_cast<Prim>(code) >= Prim::FLOOR &&
-                         static_cast<Prim>(code) <= Prim::SIGN;
-  return unary_fn(code) != nullptr &&
-         (unary_deriv(code) != nullptr || piecewise || static_cast<Prim>(code) == Prim::SQRT);
+  for (size_t e = 0; e < S; ++e) {
+    double* __restrict a = adj + e * W;
+    const double* c = ct + e * W;
+    if (first) {
+      for (uint32_t l = 0; l < W; ++l) a[l] = bits[l] ? c[l] : 0.0;
+    } else {
+      for (uint32_t l = 0; l < W; ++l) a[l] += bits[l] ? c[l] : 0.0;
+    }
+  }
 }
 
 }  // namespace ndvm

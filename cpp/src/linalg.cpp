@@ -1,6 +1,11 @@
-// Vector and matrix primitives (Shape CUSTOM): shape rules, forward and VJP lane loops.
+// Vector and matrix primitives (Shape CUSTOM), one row per primitive: shape rule, forward and
+// VJP of one lane next to each other, collected into a table indexed by opcode from the
+// generated primitive list (a CUSTOM primitive without its three functions does not compile).
+// The lane-parallel forms of linalg_lanes.cpp run first where they exist.
 // Mirrors src/ndvm/prims/linalg.py: singular or non-positive-definite lanes become NaN, never
 // an error; det is sign * exp(log|det|) as NumPy computes it.
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -54,9 +59,10 @@ void scatter(double* out, uint32_t W, uint32_t l, const double* buf, size_t n) {
 
 // In-place LU with partial pivoting (row-major n x n). Returns 0, or k > 0 when U[k-1][k-1]
 // is exactly zero (singular), like LAPACK getrf.
-int lu(double* a, int n, int* piv) {
+int lu(double* a, int n, int* piv, WorkClock& clock) {
   int info = 0;
   for (int j = 0; j < n; ++j) {
+    clock.tick(static_cast<uint64_t>(n - j) * static_cast<uint64_t>(n));
     int p = j;
     double best = std::fabs(a[j * n + j]);
     for (int i = j + 1; i < n; ++i) {
@@ -84,13 +90,14 @@ int lu(double* a, int n, int* piv) {
 }
 
 // Solves LU x = b in place (b has n rows, k columns, row-major).
-void lu_solve(const double* a, int n, const int* piv, double* b, int k) {
+void lu_solve(const double* a, int n, const int* piv, double* b, int k, WorkClock& clock) {
   for (int j = 0; j < n; ++j) {
     if (piv[j] != j) {
       for (int c = 0; c < k; ++c) std::swap(b[j * k + c], b[piv[j] * k + c]);
     }
   }
   for (int i = 0; i < n; ++i) {
+    clock.tick(static_cast<uint64_t>(2 * n) * static_cast<uint64_t>(k));
     for (int j = 0; j < i; ++j) {
       for (int c = 0; c < k; ++c) b[i * k + c] -= a[i * n + j] * b[j * k + c];
     }
@@ -112,48 +119,58 @@ bool any_nan(const double* a, size_t n) {
 
 // x = A^-1 B for one lane (A n x n, B n x k); x NaN when A is singular. work: n*n + n ints.
 void solve_lane(const double* A, const double* B, int n, int k, double* x, double* work,
-                int* piv) {
+                int* piv, WorkClock& clock) {
   for (int i = 0; i < n * n; ++i) work[i] = A[i];
   for (int i = 0; i < n * k; ++i) x[i] = B[i];
-  if (lu(work, n, piv) != 0) {
+  if (lu(work, n, piv, clock) != 0) {
     for (int i = 0; i < n * k; ++i) x[i] = kNaN;
     return;
   }
-  lu_solve(work, n, piv, x, k);
+  lu_solve(work, n, piv, x, k, clock);
 }
 
-void inv_lane(const double* A, int n, double* out, double* work, int* piv) {
-  for (int i = 0; i < n * n; ++i) out[i] = 0.0;
-  for (int i = 0; i < n; ++i) out[i * n + i] = 1.0;
-  for (int i = 0; i < n * n; ++i) work[i] = A[i];
-  if (lu(work, n, piv) != 0) {
-    for (int i = 0; i < n * n; ++i) out[i] = kNaN;
-    return;
+bool all_finite(const double* a, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(a[i])) return false;
   }
-  lu_solve(work, n, piv, out, n);
+  return true;
+}
+
+// The inverse; NaN everywhere when A is singular, has a non-finite entry, or its inverse
+// overflows (a non-finite entry), as linalg.py's _inv.
+void inv_lane(const double* A, int n, double* out, double* work, int* piv, WorkClock& clock) {
+  const size_t nn = static_cast<size_t>(n) * static_cast<size_t>(n);
+  for (size_t i = 0; i < nn; ++i) out[i] = 0.0;
+  for (int i = 0; i < n; ++i) out[i * n + i] = 1.0;
+  for (size_t i = 0; i < nn; ++i) work[i] = A[i];
+  const bool singular = lu(work, n, piv, clock) != 0;
+  if (!singular) lu_solve(work, n, piv, out, n, clock);
+  if (singular || !all_finite(A, nn) || !all_finite(out, nn)) {
+    for (size_t i = 0; i < nn; ++i) out[i] = kNaN;
+  }
 }
 
 // NumPy slogdet: (sign, log|det|); singular gives (0, -inf).
-void slogdet_lane(const double* A, int n, double* work, int* piv, double& sign, double& logdet) {
+void slogdet_lane(const double* A, int n, double* work, int* piv, double& sign, double& logdet,
+                  WorkClock& clock) {
   for (int i = 0; i < n * n; ++i) work[i] = A[i];
-  if (lu(work, n, piv) != 0) {
+  if (lu(work, n, piv, clock) != 0) {
     sign = 0.0;
     logdet = -std::numeric_limits<double>::infinity();
     return;
   }
   sign = 1.0;
-  logdet = 0.0;
   for (int i = 0; i < n; ++i) {
     if (piv[i] != i) sign = -sign;
-    const double d = work[i * n + i];
-    if (d < 0) sign = -sign;
-    logdet += std::log(std::fabs(d));
+    if (work[i * n + i] < 0) sign = -sign;
   }
+  logdet = log_abs_product(n, [&](int i) { return std::fabs(work[i * n + i]); });
 }
 
-bool cholesky_lane(const double* A, int n, double* L) {
+bool cholesky_lane(const double* A, int n, double* L, WorkClock& clock) {
   for (int i = 0; i < n * n; ++i) L[i] = 0.0;
   for (int j = 0; j < n; ++j) {
+    clock.tick(static_cast<uint64_t>(n) * static_cast<uint64_t>(j + 1));
     double d = A[j * n + j];
     for (int k = 0; k < j; ++k) d -= L[j * n + k] * L[j * n + k];
     if (!(d > 0.0)) return false;
@@ -171,12 +188,13 @@ bool cholesky_lane(const double* A, int n, double* L) {
 struct Lane {
   std::vector<double>& buf;
   std::vector<int>& piv;
+  WorkClock& clock;
   double* a;
   double* b;
   double* c;
   double* d;
   double* w;
-  Lane(LinalgScratch& scratch, size_t m) : buf(scratch.buf), piv(scratch.piv) {
+  Lane(LinalgScratch& scratch, size_t m) : buf(scratch.buf), piv(scratch.piv), clock(scratch.clock) {
     buf.resize(5 * (m + 1));
     piv.resize(m + 1);
     a = buf.data();
@@ -193,144 +211,376 @@ size_t max_size(const Operand* args, int n) {
   return m;
 }
 
-void forward_lane(int code, const Operand* args, Lane& L, double* o) {
-  const Operand& A = args[0];
-  const int r = static_cast<int>(A.rows);
-  const int cc = static_cast<int>(A.cols);
-  switch (static_cast<Prim>(code)) {
-    case Prim::DOT: {
-      double s = 0.0;
-      for (int i = 0; i < r; ++i) s += L.a[i] * L.b[i];
-      o[0] = s;
-      return;
+// ---- one row per CUSTOM primitive: shape rule, per-lane forward, per-lane VJP -------------
+// Lane operands are gathered into L.a / L.b; g, ans hold the lane's output cotangent and value.
+
+struct Ctx {
+  const Operand* args;
+  Lane& L;
+  int r;  // rows of argument 0
+  int c;  // columns of argument 0
+};
+
+using ShapeFn = std::string (*)(const Operand* args, OutShape& out);
+using FwdFn = void (*)(const Ctx& k, double* o);
+using VjpFn = void (*)(const Ctx& k, int which, const double* g, const double* ans, double* ct);
+
+constexpr OutShape kScalar{0, 1, 1};
+
+std::string shape_DOT(const Operand* a, OutShape& out) {
+  out = kScalar;
+  return a[0].rows != a[1].rows ? misfit("dot", a[0], a[1]) : "";
+}
+void fwd_DOT(const Ctx& k, double* o) {
+  double s = 0.0;
+  for (int i = 0; i < k.r; ++i) s += k.L.a[i] * k.L.b[i];
+  o[0] = s;
+}
+void vjp_DOT(const Ctx& k, int which, const double* g, const double*, double* ct) {
+  for (int i = 0; i < k.r; ++i) ct[i] = g[0] * (which == 0 ? k.L.b[i] : k.L.a[i]);
+}
+
+std::string shape_VSUM(const Operand*, OutShape& out) {
+  out = kScalar;
+  return "";
+}
+void fwd_VSUM(const Ctx& k, double* o) {
+  double s = 0.0;
+  for (int i = 0; i < k.r; ++i) s += k.L.a[i];
+  o[0] = s;
+}
+void vjp_VSUM(const Ctx& k, int, const double* g, const double*, double* ct) {
+  for (int i = 0; i < k.r; ++i) ct[i] = g[0] * 1.0;
+}
+
+std::string shape_VMEAN(const Operand* a, OutShape& out) { return shape_VSUM(a, out); }
+void fwd_VMEAN(const Ctx& k, double* o) {
+  fwd_VSUM(k, o);
+  o[0] = o[0] / k.r;
+}
+void vjp_VMEAN(const Ctx& k, int, const double* g, const double*, double* ct) {
+  for (int i = 0; i < k.r; ++i) ct[i] = g[0] * (1.0 / k.r);
+}
+
+double sum_squares(const Ctx& k) {
+  double s = 0.0;
+  for (int i = 0; i < k.r; ++i) s += k.L.a[i] * k.L.a[i];
+  return s;
+}
+
+std::string shape_NORM(const Operand* a, OutShape& out) { return shape_VSUM(a, out); }
+void fwd_NORM(const Ctx& k, double* o) { o[0] = std::sqrt(sum_squares(k)); }
+void vjp_NORM(const Ctx& k, int, const double* g, const double* ans, double* ct) {
+  for (int i = 0; i < k.r; ++i) ct[i] = ans[0] == 0 ? 0.0 : g[0] * k.L.a[i] / ans[0];
+}
+
+std::string shape_NORMALIZE(const Operand* a, OutShape& out) {
+  out = {1, a[0].rows, 1};
+  return "";
+}
+void fwd_NORMALIZE(const Ctx& k, double* o) {
+  const double nv = std::sqrt(sum_squares(k));
+  for (int i = 0; i < k.r; ++i) o[i] = k.L.a[i] / nv;
+}
+void vjp_NORMALIZE(const Ctx& k, int, const double* g, const double* ans, double* ct) {
+  double dg = 0.0;
+  const double nv = std::sqrt(sum_squares(k));
+  for (int i = 0; i < k.r; ++i) dg += ans[i] * g[i];
+  for (int i = 0; i < k.r; ++i) ct[i] = (g[i] - ans[i] * dg) / nv;
+}
+
+void cross3(const double* u, const double* v, double* o) {
+  o[0] = u[1] * v[2] - u[2] * v[1];
+  o[1] = u[2] * v[0] - u[0] * v[2];
+  o[2] = u[0] * v[1] - u[1] * v[0];
+}
+std::string shape_CROSS(const Operand* a, OutShape& out) {
+  out = {1, 3, 1};
+  return a[0].rows != 3 || a[1].rows != 3 ? misfit("cross", a[0], a[1], "must both be (3,)") : "";
+}
+void fwd_CROSS(const Ctx& k, double* o) { cross3(k.L.a, k.L.b, o); }
+void vjp_CROSS(const Ctx& k, int which, const double* g, const double*, double* ct) {
+  if (which == 0) return cross3(k.L.b, g, ct);  // cross(w, g)
+  cross3(g, k.L.a, ct);                          // cross(g, v)
+}
+
+std::string shape_SCALE(const Operand* a, OutShape& out) { return shape_NORMALIZE(a, out); }
+void fwd_SCALE(const Ctx& k, double* o) {
+  for (int i = 0; i < k.r; ++i) o[i] = k.L.a[i] * k.L.b[0];
+}
+void vjp_SCALE(const Ctx& k, int which, const double* g, const double*, double* ct) {
+  if (which == 0) {
+    for (int i = 0; i < k.r; ++i) ct[i] = g[i] * k.L.b[0];
+    return;
+  }
+  double s = 0.0;
+  for (int i = 0; i < k.r; ++i) s += g[i] * k.L.a[i];
+  ct[0] = s;
+}
+
+std::string shape_OUTER(const Operand* a, OutShape& out) {
+  out = {2, a[0].rows, a[1].rows};
+  return "";
+}
+void fwd_OUTER(const Ctx& k, double* o) {
+  const int m = static_cast<int>(k.args[1].rows);
+  for (int i = 0; i < k.r; ++i) {
+    for (int j = 0; j < m; ++j) o[i * m + j] = k.L.a[i] * k.L.b[j];
+  }
+}
+void vjp_OUTER(const Ctx& k, int which, const double* g, const double*, double* ct) {
+  const int m = static_cast<int>(k.args[1].rows);
+  const int n_out = which == 0 ? k.r : m;
+  for (int u = 0; u < n_out; ++u) {
+    double s = 0.0;
+    if (which == 0) {
+      for (int j = 0; j < m; ++j) s += g[u * m + j] * k.L.b[j];
+    } else {
+      for (int i = 0; i < k.r; ++i) s += g[i * m + u] * k.L.a[i];
     }
-    case Prim::VSUM:
-    case Prim::VMEAN: {
-      double s = 0.0;
-      for (int i = 0; i < r; ++i) s += L.a[i];
-      o[0] = static_cast<Prim>(code) == Prim::VSUM ? s : s / r;
-      return;
-    }
-    case Prim::NORM:
-    case Prim::NORMALIZE: {
-      double s = 0.0;
-      for (int i = 0; i < r; ++i) s += L.a[i] * L.a[i];
-      const double nv = std::sqrt(s);
-      if (static_cast<Prim>(code) == Prim::NORM) {
-        o[0] = nv;
-      } else {
-        for (int i = 0; i < r; ++i) o[i] = L.a[i] / nv;
-      }
-      return;
-    }
-    case Prim::CROSS:
-      o[0] = L.a[1] * L.b[2] - L.a[2] * L.b[1];
-      o[1] = L.a[2] * L.b[0] - L.a[0] * L.b[2];
-      o[2] = L.a[0] * L.b[1] - L.a[1] * L.b[0];
-      return;
-    case Prim::SCALE:
-      for (int i = 0; i < r; ++i) o[i] = L.a[i] * L.b[0];
-      return;
-    case Prim::OUTER: {
-      const int m = static_cast<int>(args[1].rows);
-      for (int i = 0; i < r; ++i) {
-        for (int j = 0; j < m; ++j) o[i * m + j] = L.a[i] * L.b[j];
-      }
-      return;
-    }
-    case Prim::MATVEC:
-      for (int i = 0; i < r; ++i) {
-        double s = 0.0;
-        for (int j = 0; j < cc; ++j) s += L.a[i * cc + j] * L.b[j];
-        o[i] = s;
-      }
-      return;
-    case Prim::MATMUL: {
-      const int m = static_cast<int>(args[1].cols);
-      for (int i = 0; i < r; ++i) {
-        for (int j = 0; j < m; ++j) {
-          double s = 0.0;
-          for (int k = 0; k < cc; ++k) s += L.a[i * cc + k] * L.b[k * m + j];
-          o[i * m + j] = s;
-        }
-      }
-      return;
-    }
-    case Prim::TRANSPOSE:
-      for (int i = 0; i < r; ++i) {
-        for (int j = 0; j < cc; ++j) o[j * r + i] = L.a[i * cc + j];
-      }
-      return;
-    case Prim::TRACE: {
-      double s = 0.0;
-      for (int i = 0; i < r; ++i) s += L.a[i * r + i];
-      o[0] = s;
-      return;
-    }
-    case Prim::DET:
-    case Prim::LOGDET: {
-      double sign = 0.0;
-      double ld = 0.0;
-      slogdet_lane(L.a, r, L.w, L.piv.data(), sign, ld);
-      o[0] = static_cast<Prim>(code) == Prim::DET ? sign * std::exp(ld) : ld;
-      if (any_nan(L.a, A.size())) o[0] = kNaN;
-      return;
-    }
-    case Prim::INV: inv_lane(L.a, r, o, L.w, L.piv.data()); return;
-    case Prim::SOLVE: solve_lane(L.a, L.b, r, 1, o, L.w, L.piv.data()); return;
-    case Prim::CHOLESKY:
-      if (!cholesky_lane(L.a, r, o) || any_nan(L.a, A.size())) {
-        for (size_t i = 0; i < A.size(); ++i) o[i] = kNaN;
-      }
-      return;
-    default: return;
+    ct[u] = s;
   }
 }
 
+std::string shape_MATVEC(const Operand* a, OutShape& out) {
+  out = {1, a[0].rows, 1};
+  return a[0].cols != a[1].rows ? misfit("matvec", a[0], a[1]) : "";
+}
+void fwd_MATVEC(const Ctx& k, double* o) {
+  for (int i = 0; i < k.r; ++i) {
+    double s = 0.0;
+    for (int j = 0; j < k.c; ++j) s += k.L.a[i * k.c + j] * k.L.b[j];
+    o[i] = s;
+  }
+}
+void vjp_MATVEC(const Ctx& k, int which, const double* g, const double*, double* ct) {
+  if (which == 0) {
+    for (int i = 0; i < k.r; ++i) {
+      for (int j = 0; j < k.c; ++j) ct[i * k.c + j] = g[i] * k.L.b[j];
+    }
+    return;
+  }
+  for (int j = 0; j < k.c; ++j) {
+    double s = 0.0;
+    for (int i = 0; i < k.r; ++i) s += k.L.a[i * k.c + j] * g[i];
+    ct[j] = s;
+  }
+}
+
+// o (r x m) = x (r x n) y (n x m); x and y read through strides (transposes without copies)
+void matmul_lane(const double* x, int xs_i, int xs_k, const double* y, int ys_k, int ys_j, int r,
+                 int n, int m, double* o, WorkClock& clock) {
+  for (int i = 0; i < r; ++i) {
+    clock.tick(static_cast<uint64_t>(n) * static_cast<uint64_t>(m));
+    for (int j = 0; j < m; ++j) {
+      double s = 0.0;
+      for (int t = 0; t < n; ++t) s += x[i * xs_i + t * xs_k] * y[t * ys_k + j * ys_j];
+      o[i * m + j] = s;
+    }
+  }
+}
+
+std::string shape_MATMUL(const Operand* a, OutShape& out) {
+  out = {2, a[0].rows, a[1].cols};
+  return a[0].cols != a[1].rows ? misfit("matmul", a[0], a[1]) : "";
+}
+void fwd_MATMUL(const Ctx& k, double* o) {
+  const int m = static_cast<int>(k.args[1].cols);
+  matmul_lane(k.L.a, k.c, 1, k.L.b, m, 1, k.r, k.c, m, o, k.L.clock);
+}
+void vjp_MATMUL(const Ctx& k, int which, const double* g, const double*, double* ct) {
+  const int m = static_cast<int>(k.args[1].cols);
+  if (which == 0) return matmul_lane(g, m, 1, k.L.b, 1, m, k.r, m, k.c, ct, k.L.clock);  // G B^T
+  matmul_lane(k.L.a, 1, k.c, g, m, 1, k.c, k.r, m, ct, k.L.clock);                        // A^T G
+}
+
+std::string shape_TRANSPOSE(const Operand* a, OutShape& out) {
+  out = {2, a[0].cols, a[0].rows};
+  return "";
+}
+void fwd_TRANSPOSE(const Ctx& k, double* o) {
+  for (int i = 0; i < k.r; ++i) {
+    for (int j = 0; j < k.c; ++j) o[j * k.r + i] = k.L.a[i * k.c + j];
+  }
+}
+void vjp_TRANSPOSE(const Ctx& k, int, const double* g, const double*, double* ct) {
+  for (int i = 0; i < k.r; ++i) {
+    for (int j = 0; j < k.c; ++j) ct[i * k.c + j] = g[j * k.r + i];
+  }
+}
+
+std::string shape_TRACE(const Operand* a, OutShape& out) {
+  out = kScalar;
+  return square("trace", a[0]);
+}
+void fwd_TRACE(const Ctx& k, double* o) {
+  double s = 0.0;
+  for (int i = 0; i < k.r; ++i) s += k.L.a[i * k.r + i];
+  o[0] = s;
+}
+void vjp_TRACE(const Ctx& k, int, const double* g, const double*, double* ct) {
+  for (int i = 0; i < k.r; ++i) {
+    for (int j = 0; j < k.r; ++j) ct[i * k.r + j] = g[0] * (i == j ? 1.0 : 0.0);
+  }
+}
+
+// det/logdet: NumPy's slogdet; a lane with a NaN entry is NaN; d/dA = f A^-T
+void slogdet_fwd(const Ctx& k, double* o, bool det) {
+  double sign = 0.0;
+  double ld = 0.0;
+  slogdet_lane(k.L.a, k.r, k.L.w, k.L.piv.data(), sign, ld, k.L.clock);
+  o[0] = det ? sign * std::exp(ld) : ld;
+  if (any_nan(k.L.a, k.args[0].size())) o[0] = kNaN;
+}
+void slogdet_vjp(const Ctx& k, double f, double* ct) {
+  double* inv = k.L.d;
+  inv_lane(k.L.a, k.r, inv, k.L.w, k.L.piv.data(), k.L.clock);
+  for (int i = 0; i < k.r; ++i) {
+    for (int j = 0; j < k.r; ++j) ct[i * k.r + j] = f * inv[j * k.r + i];
+  }
+}
+
+std::string shape_DET(const Operand* a, OutShape& out) {
+  out = kScalar;
+  return square("det", a[0]);
+}
+void fwd_DET(const Ctx& k, double* o) { slogdet_fwd(k, o, true); }
+void vjp_DET(const Ctx& k, int, const double* g, const double* ans, double* ct) {
+  slogdet_vjp(k, g[0] * ans[0], ct);
+}
+
+std::string shape_LOGDET(const Operand* a, OutShape& out) {
+  out = kScalar;
+  return square("logdet", a[0]);
+}
+void fwd_LOGDET(const Ctx& k, double* o) { slogdet_fwd(k, o, false); }
+void vjp_LOGDET(const Ctx& k, int, const double* g, const double*, double* ct) {
+  slogdet_vjp(k, g[0], ct);
+}
+
+std::string shape_INV(const Operand* a, OutShape& out) {
+  out = {2, a[0].rows, a[0].rows};
+  return square("inv", a[0]);
+}
+void fwd_INV(const Ctx& k, double* o) { inv_lane(k.L.a, k.r, o, k.L.w, k.L.piv.data(), k.L.clock); }
+void vjp_INV(const Ctx& k, int, const double* g, const double* ans, double* ct) {
+  double* t2 = k.L.d;  // -ans^T G, then (-ans^T G) ans^T
+  const int r = k.r;
+  for (int i = 0; i < r; ++i) {
+    for (int j = 0; j < r; ++j) {
+      double s = 0.0;
+      for (int t = 0; t < r; ++t) s += -ans[t * r + i] * g[t * r + j];
+      t2[i * r + j] = s;
+    }
+  }
+  matmul_lane(t2, r, 1, ans, 1, r, r, r, r, ct, k.L.clock);
+}
+
+std::string shape_SOLVE(const Operand* a, OutShape& out) {
+  out = {1, a[0].rows, 1};
+  std::string sq = square("solve", a[0]);
+  if (!sq.empty()) return sq;
+  return a[1].rows != a[0].rows ? misfit("solve", a[0], a[1]) : "";
+}
+void fwd_SOLVE(const Ctx& k, double* o) {
+  solve_lane(k.L.a, k.L.b, k.r, 1, o, k.L.w, k.L.piv.data(), k.L.clock);
+}
+void vjp_SOLVE(const Ctx& k, int which, const double* g, const double* ans, double* ct) {
+  const int r = k.r;
+  for (int i = 0; i < r; ++i) {
+    for (int j = 0; j < r; ++j) k.L.c[i * r + j] = k.L.a[j * r + i];
+  }
+  double* lam = k.L.d;  // A^-T g
+  solve_lane(k.L.c, g, r, 1, lam, k.L.w, k.L.piv.data(), k.L.clock);
+  if (which == 1) {
+    for (int i = 0; i < r; ++i) ct[i] = lam[i];
+    return;
+  }
+  for (int i = 0; i < r; ++i) {
+    for (int j = 0; j < r; ++j) ct[i * r + j] = -lam[i] * ans[j];
+  }
+}
+
+std::string shape_CHOLESKY(const Operand* a, OutShape& out) {
+  out = {2, a[0].rows, a[0].rows};
+  return square("cholesky", a[0]);
+}
+void fwd_CHOLESKY(const Ctx& k, double* o) {
+  if (!cholesky_lane(k.L.a, k.r, o, k.L.clock) || any_nan(k.L.a, k.args[0].size())) {
+    for (size_t i = 0; i < k.args[0].size(); ++i) o[i] = kNaN;
+  }
+}
+// Murray (2016), symmetrized, as linalg.py's _cholesky_vjp. ans: L, g: Lbar.
+void vjp_CHOLESKY(const Ctx& k, int, const double* g, const double* Lm, double* ct) {
+  const int n = k.r;
+  Lane& L = k.L;
+  double* phi = L.a;
+  double* lt = L.b;
+  double* left = L.c;
+  double* tmp = L.d;
+  int* piv = L.piv.data();
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      double s = 0.0;
+      for (int t = 0; t < n; ++t) s += Lm[t * n + i] * g[t * n + j];
+      phi[i * n + j] = j <= i ? s / (1.0 + (i == j ? 1.0 : 0.0)) : 0.0;
+      lt[i * n + j] = Lm[j * n + i];
+    }
+  }
+  solve_lane(lt, phi, n, n, left, L.w, piv, L.clock);  // L^-T phi
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) phi[i * n + j] = left[j * n + i];
+  }
+  solve_lane(lt, phi, n, n, tmp, L.w, piv, L.clock);  // s^T
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) ct[i * n + j] = 0.5 * (tmp[j * n + i] + tmp[i * n + j]);
+  }
+}
+
+// ---- the table, indexed by opcode, from the generated primitive list ----------------------
+
+struct CustomRow {
+  ShapeFn shape = nullptr;
+  FwdFn fwd = nullptr;
+  VjpFn vjp = nullptr;
+  int ranks[2] = {-1, -1};  // operand ranks, from the Python table's in_ranks
+};
+
+using CustomRows = std::array<CustomRow, kPrimCodeLimit>;
+
+#define NDVM_ROW_NUMERIC_CUSTOM(upper, code) \
+  t[code] = CustomRow{&shape_##upper, &fwd_##upper, &vjp_##upper};
+#define NDVM_PRIM_RANKS(upper, code, rank0, rank1) t[code].ranks[0] = rank0, t[code].ranks[1] = rank1;
+#include "ndvm/prim_rows.hpp"
+
+const CustomRows& custom_rows() {
+  static const CustomRows table = [] {
+    CustomRows t{};
+#include "ndvm/prims.inc"
+    return t;
+  }();
+  return table;
+}
+#undef NDVM_PRIM_RANKS
+#undef NDVM_PRIM
+
+const CustomRow& row(int code) { return custom_rows()[static_cast<size_t>(code)]; }
+
 }  // namespace
 
-std::string custom_shape(int code, const Operand* args, int n, OutShape& out) {
-  const Prim p = static_cast<Prim>(code);
-  if (n < 0) return (code >= 150 && code <= 166) ? "" : "unknown";
-  const Operand& a = args[0];
-  switch (p) {
-    case Prim::DOT:
-      if (a.rows != args[1].rows) return misfit("dot", a, args[1]);
-      out = {0, 1, 1};
-      return "";
-    case Prim::VSUM:
-    case Prim::VMEAN:
-    case Prim::NORM: out = {0, 1, 1}; return "";
-    case Prim::NORMALIZE: out = {1, a.rows, 1}; return "";
-    case Prim::CROSS:
-      if (a.rows != 3 || args[1].rows != 3) return misfit("cross", a, args[1], "must both be (3,)");
-      out = {1, 3, 1};
-      return "";
-    case Prim::SCALE: out = {1, a.rows, 1}; return "";
-    case Prim::OUTER: out = {2, a.rows, args[1].rows}; return "";
-    case Prim::MATVEC:
-      if (a.cols != args[1].rows) return misfit("matvec", a, args[1]);
-      out = {1, a.rows, 1};
-      return "";
-    case Prim::MATMUL:
-      if (a.cols != args[1].rows) return misfit("matmul", a, args[1]);
-      out = {2, a.rows, args[1].cols};
-      return "";
-    case Prim::TRANSPOSE: out = {2, a.cols, a.rows}; return "";
-    case Prim::TRACE: out = {0, 1, 1}; return square("trace", a);
-    case Prim::DET: out = {0, 1, 1}; return square("det", a);
-    case Prim::LOGDET: out = {0, 1, 1}; return square("logdet", a);
-    case Prim::INV: out = {2, a.rows, a.rows}; return square("inv", a);
-    case Prim::CHOLESKY: out = {2, a.rows, a.rows}; return square("cholesky", a);
-    case Prim::SOLVE: {
-      std::string s = square("solve", a);
-      if (!s.empty()) return s;
-      if (args[1].rows != a.rows) return misfit("solve", a, args[1]);
-      out = {1, a.rows, 1};
-      return "";
-    }
-    default: return "unknown";
-  }
+bool has_custom_row(int code) {
+  if (code < 0 || code >= kPrimCodeLimit) return false;
+  const CustomRow& r = row(code);
+  return r.shape != nullptr && r.fwd != nullptr && r.vjp != nullptr && r.ranks[0] >= 0;
+}
+
+int custom_in_rank(int code, int i) {
+  const CustomRow& r = row(code);
+  return i > 0 && r.ranks[1] >= 0 ? r.ranks[1] : r.ranks[0];
+}
+
+std::string custom_shape(int code, const Operand* args, int, OutShape& out) {
+  return row(code).shape(args, out);
 }
 
 void custom_forward(int code, const Operand* args, int n, double* out, uint32_t W_out,
@@ -341,195 +591,15 @@ void custom_forward(int code, const Operand* args, int n, double* out, uint32_t 
   const size_t S = static_cast<size_t>(shape.rows) * shape.cols;
   const size_t m = std::max(max_size(args, n), S);
   Lane L(scratch, m);
+  const Ctx k{args, L, static_cast<int>(args[0].rows), static_cast<int>(args[0].cols)};
+  const FwdFn fwd = row(code).fwd;
   for (uint32_t l = 0; l < W_out; ++l) {
     gather(args[0], l, L.a);
     if (n > 1) gather(args[1], l, L.b);
-    forward_lane(code, args, L, L.c);
+    fwd(k, L.c);
     scatter(out, W_out, l, L.c, S);
   }
 }
-
-namespace {
-
-// Cotangent of argument `which` for one lane: g (output shape), ans, inputs in L.a / L.b.
-void vjp_lane(int code, const Operand* args, int which, const double* g, const double* ans,
-              Lane& L, double* ct) {
-  const Operand& A = args[0];
-  const int r = static_cast<int>(A.rows);
-  const int cc = static_cast<int>(A.cols);
-  double* t = L.w;  // n*n work (inverse, solve)
-  double* t2 = L.d;
-  int* piv = L.piv.data();
-  switch (static_cast<Prim>(code)) {
-    case Prim::DOT:
-      for (int i = 0; i < r; ++i) ct[i] = g[0] * (which == 0 ? L.b[i] : L.a[i]);
-      return;
-    case Prim::VSUM:
-      for (int i = 0; i < r; ++i) ct[i] = g[0] * 1.0;
-      return;
-    case Prim::VMEAN:
-      for (int i = 0; i < r; ++i) ct[i] = g[0] * (1.0 / r);
-      return;
-    case Prim::NORM:
-      for (int i = 0; i < r; ++i) ct[i] = ans[0] == 0 ? 0.0 : g[0] * L.a[i] / ans[0];
-      return;
-    case Prim::NORMALIZE: {
-      double s = 0.0;
-      double dg = 0.0;
-      for (int i = 0; i < r; ++i) s += L.a[i] * L.a[i];
-      for (int i = 0; i < r; ++i) dg += ans[i] * g[i];
-      const double nv = std::sqrt(s);
-      for (int i = 0; i < r; ++i) ct[i] = (g[i] - ans[i] * dg) / nv;
-      return;
-    }
-    case Prim::CROSS: {
-      const double* u = which == 0 ? L.b : g;  // cross(w, g) or cross(g, v)
-      const double* v = which == 0 ? g : L.a;
-      ct[0] = u[1] * v[2] - u[2] * v[1];
-      ct[1] = u[2] * v[0] - u[0] * v[2];
-      ct[2] = u[0] * v[1] - u[1] * v[0];
-      return;
-    }
-    case Prim::SCALE:
-      if (which == 0) {
-        for (int i = 0; i < r; ++i) ct[i] = g[i] * L.b[0];
-      } else {
-        double s = 0.0;
-        for (int i = 0; i < r; ++i) s += g[i] * L.a[i];
-        ct[0] = s;
-      }
-      return;
-    case Prim::OUTER: {
-      const int m = static_cast<int>(args[1].rows);
-      if (which == 0) {
-        for (int i = 0; i < r; ++i) {
-          double s = 0.0;
-          for (int j = 0; j < m; ++j) s += g[i * m + j] * L.b[j];
-          ct[i] = s;
-        }
-      } else {
-        for (int j = 0; j < m; ++j) {
-          double s = 0.0;
-          for (int i = 0; i < r; ++i) s += g[i * m + j] * L.a[i];
-          ct[j] = s;
-        }
-      }
-      return;
-    }
-    case Prim::MATVEC:
-      if (which == 0) {
-        for (int i = 0; i < r; ++i) {
-          for (int j = 0; j < cc; ++j) ct[i * cc + j] = g[i] * L.b[j];
-        }
-      } else {
-        for (int j = 0; j < cc; ++j) {
-          double s = 0.0;
-          for (int i = 0; i < r; ++i) s += L.a[i * cc + j] * g[i];
-          ct[j] = s;
-        }
-      }
-      return;
-    case Prim::MATMUL: {
-      const int m = static_cast<int>(args[1].cols);
-      if (which == 0) {  // G B^T: (r x m)(m x cc)
-        for (int i = 0; i < r; ++i) {
-          for (int k = 0; k < cc; ++k) {
-            double s = 0.0;
-            for (int j = 0; j < m; ++j) s += g[i * m + j] * L.b[k * m + j];
-            ct[i * cc + k] = s;
-          }
-        }
-      } else {  // A^T G: (cc x r)(r x m)
-        for (int k = 0; k < cc; ++k) {
-          for (int j = 0; j < m; ++j) {
-            double s = 0.0;
-            for (int i = 0; i < r; ++i) s += L.a[i * cc + k] * g[i * m + j];
-            ct[k * m + j] = s;
-          }
-        }
-      }
-      return;
-    }
-    case Prim::TRANSPOSE:
-      for (int i = 0; i < r; ++i) {
-        for (int j = 0; j < cc; ++j) ct[i * cc + j] = g[j * r + i];
-      }
-      return;
-    case Prim::TRACE:
-      for (int i = 0; i < r; ++i) {
-        for (int j = 0; j < r; ++j) ct[i * r + j] = g[0] * (i == j ? 1.0 : 0.0);
-      }
-      return;
-    case Prim::DET:
-    case Prim::LOGDET: {
-      inv_lane(L.a, r, t2, t, piv);
-      const double f = static_cast<Prim>(code) == Prim::DET ? g[0] * ans[0] : g[0];
-      for (int i = 0; i < r; ++i) {
-        for (int j = 0; j < r; ++j) ct[i * r + j] = f * t2[j * r + i];
-      }
-      return;
-    }
-    case Prim::INV:  // -ans^T G ans^T
-      for (int i = 0; i < r; ++i) {
-        for (int j = 0; j < r; ++j) {
-          double s = 0.0;
-          for (int k = 0; k < r; ++k) s += -ans[k * r + i] * g[k * r + j];
-          t2[i * r + j] = s;
-        }
-      }
-      for (int i = 0; i < r; ++i) {
-        for (int j = 0; j < r; ++j) {
-          double s = 0.0;
-          for (int k = 0; k < r; ++k) s += t2[i * r + k] * ans[j * r + k];
-          ct[i * r + j] = s;
-        }
-      }
-      return;
-    case Prim::SOLVE: {
-      for (int i = 0; i < r; ++i) {
-        for (int j = 0; j < r; ++j) L.c[i * r + j] = L.a[j * r + i];
-      }
-      double* lam = t2;
-      solve_lane(L.c, g, r, 1, lam, t, piv);
-      if (which == 1) {
-        for (int i = 0; i < r; ++i) ct[i] = lam[i];
-      } else {
-        for (int i = 0; i < r; ++i) {
-          for (int j = 0; j < r; ++j) ct[i * r + j] = -lam[i] * ans[j];
-        }
-      }
-      return;
-    }
-    default: return;
-  }
-}
-
-// Murray (2016), symmetrized, as linalg.py's _cholesky_vjp. ans: L, g: Lbar.
-void cholesky_vjp_lane(int n, const double* g, const double* Lm, Lane& L, double* ct) {
-  double* phi = L.a;
-  double* lt = L.b;
-  double* left = L.c;
-  double* tmp = L.d;
-  int* piv = L.piv.data();
-  for (int i = 0; i < n; ++i) {
-    for (int j = 0; j < n; ++j) {
-      double s = 0.0;
-      for (int k = 0; k < n; ++k) s += Lm[k * n + i] * g[k * n + j];
-      phi[i * n + j] = j <= i ? s / (1.0 + (i == j ? 1.0 : 0.0)) : 0.0;
-      lt[i * n + j] = Lm[j * n + i];
-    }
-  }
-  solve_lane(lt, phi, n, n, left, L.w, piv);  // L^-T phi
-  for (int i = 0; i < n; ++i) {
-    for (int j = 0; j < n; ++j) phi[i * n + j] = left[j * n + i];
-  }
-  solve_lane(lt, phi, n, n, tmp, L.w, piv);  // s^T
-  for (int i = 0; i < n; ++i) {
-    for (int j = 0; j < n; ++j) ct[i * n + j] = 0.5 * (tmp[j * n + i] + tmp[i * n + j]);
-  }
-}
-
-}  // namespace
 
 void custom_vjp(int code, const double* g, const double* ans, const OutShape& out_shape,
                 const Operand* args, int n, int which, double* ct, uint32_t W,
@@ -544,6 +614,8 @@ void custom_vjp(int code, const double* g, const double* ans, const OutShape& ou
   lane_g.resize(S);
   lane_ans.resize(S);
   lane_ct.resize(args[which].size());
+  const Ctx k{args, L, static_cast<int>(args[0].rows), static_cast<int>(args[0].cols)};
+  const VjpFn vjp = row(code).vjp;
   for (uint32_t l = 0; l < W; ++l) {
     for (size_t e = 0; e < S; ++e) {
       lane_g[e] = g[e * W + l];
@@ -551,12 +623,7 @@ void custom_vjp(int code, const double* g, const double* ans, const OutShape& ou
     }
     gather(args[0], l, L.a);
     if (n > 1) gather(args[1], l, L.b);
-    if (static_cast<Prim>(code) == Prim::CHOLESKY) {
-      cholesky_vjp_lane(static_cast<int>(args[0].rows), lane_g.data(), lane_ans.data(), L,
-                        lane_ct.data());
-    } else {
-      vjp_lane(code, args, which, lane_g.data(), lane_ans.data(), L, lane_ct.data());
-    }
+    vjp(k, which, lane_g.data(), lane_ans.data(), lane_ct.data());
     scatter(ct, W, l, lane_ct.data(), lane_ct.size());
   }
 }

@@ -1,6 +1,9 @@
 // Lane-vectorized (element-outer, lane-inner) kernels for the linear-algebra primitives whose
 // work is a fixed sum of products: dot, vsum, vmean, scale, outer, matvec, matmul, transpose,
-// trace. Same operation order as the per-lane forms in linalg.cpp.
+// trace. Same operation order as the per-lane forms in linalg.cpp. Sums of products over full-
+// width operands keep each output's running sum in a register over its K <= 4 terms (the 2x2
+// to 4x4 matrices of state-space models) instead of streaming the output K times; the result
+// is the same sum in the same order (0.0, then + x_k y_k for k = 0, 1, ...).
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -48,7 +51,54 @@ inline void fma_lanes(double* o, uint32_t W, const double* a, size_t als, const 
 
 inline void mul_lanes(double* o, uint32_t W, const double* a, size_t als, const double* b,
                       size_t bls) {
-  for (uint32_t l = 0; l < W; ++l) o[l] = a[l * als] * b[l * bls];
+  if (als && bls) {
+    for (uint32_t l = 0; l < W; ++l) o[l] = a[l] * b[l];
+  } else {
+    for (uint32_t l = 0; l < W; ++l) o[l] = a[l * als] * b[l * bls];
+  }
+}
+
+// o[l] = 0.0 + x_0[l] y_0[l] + ... + x_{K-1}[l] y_{K-1}[l] with the sum in a register;
+// kNeg: every term is (-x_t[l]) y_t[l]. All rows full-width.
+template <int K, bool kNeg>
+NDVM_INLINE void sop_k(double* __restrict o, uint32_t W, const double* const* x,
+                       const double* const* y) {
+  const double* xs[K];
+  const double* ys[K];
+  for (int t = 0; t < K; ++t) {
+    xs[t] = x[t];
+    ys[t] = y[t];
+  }
+  for (uint32_t l = 0; l < W; ++l) {
+    double acc = 0.0;
+    for (int t = 0; t < K; ++t) acc += (kNeg ? -xs[t][l] : xs[t][l]) * ys[t][l];
+    o[l] = acc;
+  }
+}
+
+// The sum of products of K full-width row pairs (xrow(t), yrow(t)) into o.
+template <bool kNeg = false, class X, class Y>
+NDVM_INLINE void sop(double* o, uint32_t W, size_t K, X xrow, Y yrow) {
+  if (K >= 1 && K <= 4) {
+    const double* x[4];
+    const double* y[4];
+    for (size_t t = 0; t < K; ++t) {
+      x[t] = xrow(t);
+      y[t] = yrow(t);
+    }
+    switch (K) {
+      case 1: return sop_k<1, kNeg>(o, W, x, y);
+      case 2: return sop_k<2, kNeg>(o, W, x, y);
+      case 3: return sop_k<3, kNeg>(o, W, x, y);
+      default: return sop_k<4, kNeg>(o, W, x, y);
+    }
+  }
+  fill(o, W, 0.0);
+  for (size_t t = 0; t < K; ++t) {
+    const double* xp = xrow(t);
+    const double* yp = yrow(t);
+    for (uint32_t l = 0; l < W; ++l) o[l] += (kNeg ? -xp[l] : xp[l]) * yp[l];
+  }
 }
 
 // Lane-parallel LU with partial pivoting: the same operations, per lane, as linalg.cpp's lu()
@@ -89,10 +139,11 @@ struct SoaLU {
       for (size_t c = 0; c < k; ++c) fill(Bm(i, c), W, i == c ? 1.0 : 0.0);
     }
   }
-  void factor() {
+  void factor(WorkClock& clock) {
     fill(sign, W, 1.0);
     fill(singular, W, 0.0);
     for (size_t j = 0; j < n; ++j) {
+      clock.tick((n - j) * n * W);
       for (uint32_t l = 0; l < W; ++l) {
         piv[l] = static_cast<int>(j);
         best[l] = std::fabs(A(j, j)[l]);
@@ -137,8 +188,9 @@ struct SoaLU {
     }
   }
   // b <- U^-1 L^-1 b (rows already permuted); singular lanes become NaN.
-  void solve() {
+  void solve(WorkClock& clock) {
     for (size_t i = 0; i < n; ++i) {
+      clock.tick(2 * i * k * W);
       for (size_t j = 0; j < i; ++j) {
         const double* f = A(i, j);
         for (size_t c = 0; c < k; ++c) {
@@ -164,7 +216,9 @@ struct SoaLU {
       }
     }
     for (uint32_t l = 0; l < W; ++l) {
-      if (singular[l] == 0.0) continue;
+      bool bad = singular[l] != 0.0;
+      for (size_t e = 0; e < n * k && !bad; ++e) bad = !std::isfinite(b[e * W + l]);
+      if (!bad) continue;
       for (size_t e = 0; e < n * k; ++e) b[e * W + l] = std::numeric_limits<double>::quiet_NaN();
     }
   }
@@ -172,54 +226,93 @@ struct SoaLU {
 
 // 2 x 2: SoaLU's factor + solve for n = 2, operation for operation (partial pivoting with the
 // first maximal row, l10 = a10 / a00, u11 = a11 - l10 a01, forward then back substitution),
-// with each lane in registers instead of streaming the LU through scratch arrays.
+// with each lane in registers and the pivoting as selects, so the lane loop vectorizes.
 struct Lu2 {
-  double a00, a01, a10, a11;  // after the row swap: U in a00 a01 a11, L's multiplier in a10
+  double u00, u01, l10, u11;  // after the row swap: U = [u00 u01; 0 u11], L's multiplier l10
   bool swapped;
   bool singular;
 };
 
-inline Lu2 lu2(const Lanes& src, uint32_t l) {
+NDVM_INLINE Lu2 lu2(double a00, double a01, double a10, double a11) {
   Lu2 f;
-  const size_t o = l * src.ls;
-  f.a00 = src.row(0)[o];
-  f.a01 = src.row(1)[o];
-  f.a10 = src.row(2)[o];
-  f.a11 = src.row(3)[o];
-  f.swapped = std::fabs(f.a10) > std::fabs(f.a00);
-  if (f.swapped) {
-    std::swap(f.a00, f.a10);
-    std::swap(f.a01, f.a11);
-  }
-  f.singular = f.a00 == 0.0;
-  if (!f.singular) f.a10 /= f.a00;
-  f.a11 -= f.a10 * f.a01;
-  f.singular = f.singular || f.a11 == 0.0;
+  f.swapped = std::fabs(a10) > std::fabs(a00);
+  f.u00 = f.swapped ? a10 : a00;
+  f.u01 = f.swapped ? a11 : a01;
+  const double r10 = f.swapped ? a00 : a10;
+  const double r11 = f.swapped ? a01 : a11;
+  const bool zero = f.u00 == 0.0;  // singular column: the multiplier is not scaled
+  const double scaled = r10 / f.u00;  // computed on every lane (a select, not a branch)
+  f.l10 = zero ? r10 : scaled;
+  f.u11 = r11 - f.l10 * f.u01;
+  f.singular = zero | (f.u11 == 0.0);
   return f;
 }
 
-void soa_inverse2(const Operand& m, double* out, uint32_t W, bool transpose) {
+// The four entries of lane l of a 2x2 operand (stride 0 or 1 over lanes).
+struct Quad {
+  const double* p[4];
+  size_t ls;
+  double at(int e, uint32_t l) const { return p[e][l * ls]; }
+};
+
+Quad quad_of(const Operand& m) {
   const Lanes src = lanes_of(m);
-  double* o01 = out + (transpose ? 2 : 1) * size_t{W};
-  double* o10 = out + (transpose ? 1 : 2) * size_t{W};
+  return {{src.row(0), src.row(1), src.row(2), src.row(3)}, src.ls};
+}
+
+struct Inv2 {
+  double b00, b01, b10, b11;
+};
+
+NDVM_INLINE Inv2 inverse2(double a00, double a01, double a10, double a11) {
+  const Lu2 f = lu2(a00, a01, a10, a11);
+  // B = P I; forward: B1 -= l10 B0; back: B1 /= u11; B0 -= u01 B1; B0 /= u00
+  double b00 = f.swapped ? 0.0 : 1.0, b01 = f.swapped ? 1.0 : 0.0;
+  double b10 = f.swapped ? 1.0 : 0.0, b11 = f.swapped ? 0.0 : 1.0;
+  b10 -= f.l10 * b00;
+  b11 -= f.l10 * b01;
+  b10 /= f.u11;
+  b11 /= f.u11;
+  b00 -= f.u01 * b10;
+  b01 -= f.u01 * b11;
+  b00 /= f.u00;
+  b01 /= f.u00;
+  // singular, a non-finite entry, or an overflowing inverse: NaN (as linalg.py's _inv)
+  const double z = (a00 * 0.0 + a01 * 0.0) + (a10 * 0.0 + a11 * 0.0) +
+                   ((b00 * 0.0 + b01 * 0.0) + (b10 * 0.0 + b11 * 0.0));  // NaN iff non-finite
+  const bool bad = f.singular | (z != 0.0);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  return {bad ? nan : b00, bad ? nan : b01, bad ? nan : b10, bad ? nan : b11};
+}
+
+NDVM_SIMD void soa_inverse2(const Operand& m, double* out, uint32_t W, bool transpose) {
+  const Quad q = quad_of(m);
+  double* __restrict o00 = out;
+  double* __restrict o01 = out + (transpose ? 2 : 1) * size_t{W};
+  double* __restrict o10 = out + (transpose ? 1 : 2) * size_t{W};
+  double* __restrict o11 = out + 3 * size_t{W};
+  const double* __restrict p0 = q.p[0];
+  const double* __restrict p1 = q.p[1];
+  const double* __restrict p2 = q.p[2];
+  const double* __restrict p3 = q.p[3];
+  const size_t ls = q.ls;
+  if (ls) {
+#pragma GCC ivdep
+    for (uint32_t l = 0; l < W; ++l) {
+      const Inv2 v = inverse2(p0[l], p1[l], p2[l], p3[l]);
+      o00[l] = v.b00;
+      o01[l] = v.b01;
+      o10[l] = v.b10;
+      o11[l] = v.b11;
+    }
+    return;
+  }
+  const Inv2 v = inverse2(p0[0], p1[0], p2[0], p3[0]);
   for (uint32_t l = 0; l < W; ++l) {
-    const Lu2 f = lu2(src, l);
-    // B = P I; forward: B1 -= l10 B0; back: B1 /= u11; B0 -= a01 B1; B0 /= a00
-    double b00 = f.swapped ? 0.0 : 1.0, b01 = f.swapped ? 1.0 : 0.0;
-    double b10 = f.swapped ? 1.0 : 0.0, b11 = f.swapped ? 0.0 : 1.0;
-    b10 -= f.a10 * b00;
-    b11 -= f.a10 * b01;
-    b10 /= f.a11;
-    b11 /= f.a11;
-    b00 -= f.a01 * b10;
-    b01 -= f.a01 * b11;
-    b00 /= f.a00;
-    b01 /= f.a00;
-    if (f.singular) b00 = b01 = b10 = b11 = std::numeric_limits<double>::quiet_NaN();
-    out[l] = b00;
-    o01[l] = b01;
-    o10[l] = b10;
-    out[3 * size_t{W} + l] = b11;
+    o00[l] = v.b00;
+    o01[l] = v.b01;
+    o10[l] = v.b10;
+    o11[l] = v.b11;
   }
 }
 
@@ -229,9 +322,16 @@ void soa_inverse(const Operand& m, double* out, uint32_t W, LinalgScratch& s, bo
   if (n == 2) return soa_inverse2(m, out, W, transpose);
   SoaLU lu(s, n, n, W);
   lu.load(m);
+  std::vector<uint8_t> nonfinite(W, 0);  // such lanes are NaN, as linalg.py's _inv
+  for (size_t e = 0; e < n * n; ++e) {
+    for (uint32_t l = 0; l < W; ++l) nonfinite[l] |= !std::isfinite(lu.a[e * W + l]);
+  }
   lu.identity();
-  lu.factor();
-  lu.solve();
+  lu.factor(s.clock);
+  for (uint32_t l = 0; l < W; ++l) {
+    if (nonfinite[l]) lu.singular[l] = 1.0;
+  }
+  lu.solve(s.clock);
   for (size_t i = 0; i < n; ++i) {
     for (size_t j = 0; j < n; ++j) {
       const double* x = lu.Bm(i, j);
@@ -241,39 +341,60 @@ void soa_inverse(const Operand& m, double* out, uint32_t W, LinalgScratch& s, bo
   }
 }
 
-void soa_slogdet2(const Operand& m, double* out, uint32_t W, bool det) {
-  const Lanes src = lanes_of(m);
+// sign (NaN for a lane with a NaN entry, 0 if singular) and |u00|, |u11| (0 and 1 if singular,
+// so that log|det| is -inf) of every lane; LS: lane stride of the operand (0 or 1).
+template <size_t LS>
+NDVM_INLINE void slogdet2_factor(const double* __restrict p0, const double* __restrict p1,
+                                 const double* __restrict p2, const double* __restrict p3,
+                                 double* __restrict d0, double* __restrict d1,
+                                 double* __restrict sg, uint32_t W) {
+#pragma GCC ivdep
   for (uint32_t l = 0; l < W; ++l) {
-    const size_t o = l * src.ls;
-    bool nan = false;
-    for (size_t e = 0; e < 4; ++e) nan = nan || std::isnan(src.row(e)[o]);
-    const Lu2 f = lu2(src, l);
-    double sign = f.swapped ? -1.0 : 1.0;
-    double logdet = 0.0;
-    if (f.singular) {
-      sign = 0.0;
-      logdet = -std::numeric_limits<double>::infinity();
-    } else {
-      if (f.a00 < 0) sign = -sign;
-      logdet += std::log(std::fabs(f.a00));
-      if (f.a11 < 0) sign = -sign;
-      logdet += std::log(std::fabs(f.a11));
-    }
-    out[l] = det ? sign * std::exp(logdet) : logdet;
-    if (nan) out[l] = std::numeric_limits<double>::quiet_NaN();
+    const double a00 = p0[l * LS], a01 = p1[l * LS], a10 = p2[l * LS], a11 = p3[l * LS];
+    const Lu2 f = lu2(a00, a01, a10, a11);
+    // f.swapped, restated from the pivot itself (|a10| > |a00| <=> the pivot is a10 and not
+    // a00): GCC 12 does not vectorize this loop when the select reads the flag
+    double sign = (f.u00 == a10 && f.u00 != a00) ? -1.0 : 1.0;
+    sign = f.u00 < 0 ? -sign : sign;
+    sign = f.u11 < 0 ? -sign : sign;
+    const bool nan = (a00 != a00) | (a01 != a01) | (a10 != a10) | (a11 != a11);
+    sg[l] = nan ? std::numeric_limits<double>::quiet_NaN() : (f.singular ? 0.0 : sign);
+    d0[l] = f.singular ? 0.0 : std::fabs(f.u00);
+    d1[l] = f.singular ? 1.0 : std::fabs(f.u11);
+  }
+}
+
+// 2 x 2 slogdet: the factorization, sign and |u_ii| for every lane first (vectorized), then
+// log|det| = log_abs_product (libm calls, one lane at a time).
+NDVM_SIMD void soa_slogdet2(const Operand& m, double* out, uint32_t W, LinalgScratch& s,
+                            bool det) {
+  const Quad q = quad_of(m);
+  s.buf.resize(3 * size_t{W});
+  double* __restrict d0 = s.buf.data();
+  double* __restrict d1 = d0 + W;
+  double* __restrict sg = d1 + W;
+  if (q.ls) {  // constant stride: the loop vectorizes
+    slogdet2_factor<1>(q.p[0], q.p[1], q.p[2], q.p[3], d0, d1, sg, W);
+  } else {
+    slogdet2_factor<0>(q.p[0], q.p[1], q.p[2], q.p[3], d0, d1, sg, W);
+  }
+  for (uint32_t l = 0; l < W; ++l) {
+    const double logdet = log_abs_product(2, [&](int i) { return i == 0 ? d0[l] : d1[l]; });
+    const double v = det ? sg[l] * std::exp(logdet) : logdet;
+    out[l] = sg[l] != sg[l] ? sg[l] : v;
   }
 }
 
 void soa_slogdet(const Operand& m, double* out, uint32_t W, LinalgScratch& s, bool det) {
   const size_t n = m.rows;
-  if (n == 2) return soa_slogdet2(m, out, W, det);
+  if (n == 2) return soa_slogdet2(m, out, W, s, det);
   SoaLU lu(s, n, 0, W);
   lu.load(m);
   std::vector<uint8_t> nan_lane(W, 0);
   for (size_t e = 0; e < n * n; ++e) {
     for (uint32_t l = 0; l < W; ++l) nan_lane[l] |= std::isnan(lu.a[e * W + l]);
   }
-  lu.factor();
+  lu.factor(s.clock);
   for (uint32_t l = 0; l < W; ++l) {
     double sign = lu.sign[l];
     double logdet = 0.0;
@@ -282,10 +403,11 @@ void soa_slogdet(const Operand& m, double* out, uint32_t W, LinalgScratch& s, bo
       logdet = -std::numeric_limits<double>::infinity();
     } else {
       for (size_t i = 0; i < n; ++i) {
-        const double d = lu.A(i, i)[l];
-        if (d < 0) sign = -sign;
-        logdet += std::log(std::fabs(d));
+        if (lu.A(i, i)[l] < 0) sign = -sign;
       }
+      logdet = log_abs_product(static_cast<int>(n), [&](int i) {
+        return std::fabs(lu.A(static_cast<size_t>(i), static_cast<size_t>(i))[l]);
+      });
     }
     out[l] = det ? sign * std::exp(logdet) : logdet;
     if (nan_lane[l]) out[l] = std::numeric_limits<double>::quiet_NaN();
@@ -296,7 +418,7 @@ void soa_slogdet(const Operand& m, double* out, uint32_t W, LinalgScratch& s, bo
 // the same accumulation order as the lane loops below (0.0, then += x * y in index order).
 inline double el(const Lanes& x, size_t e) { return x.row(e)[0]; }
 
-bool products_one_lane(Prim p, const Operand* args, double* out) {
+bool products_one_lane(Prim p, const Operand* args, double* out, WorkClock& clock) {
   const Lanes a = lanes_of(args[0]);
   const size_t r = args[0].rows;
   const size_t c = args[0].cols;
@@ -311,6 +433,7 @@ bool products_one_lane(Prim p, const Operand* args, double* out) {
     case Prim::MATVEC: {
       const Lanes v = lanes_of(args[1]);
       for (size_t i = 0; i < r; ++i) {
+        if (clock.poll(c)) return true;
         double acc = 0.0;
         for (size_t j = 0; j < c; ++j) acc += el(a, i * c + j) * el(v, j);
         out[i] = acc;
@@ -321,6 +444,7 @@ bool products_one_lane(Prim p, const Operand* args, double* out) {
       const Lanes b = lanes_of(args[1]);
       const size_t m = args[1].cols;
       for (size_t i = 0; i < r; ++i) {
+        if (clock.poll(m * c)) return true;
         for (size_t j = 0; j < m; ++j) {
           double acc = 0.0;
           for (size_t k = 0; k < c; ++k) acc += el(a, i * c + k) * el(b, k * m + j);
@@ -395,11 +519,14 @@ bool lanes_forward(int code, const Operand* args, double* out, uint32_t W, Linal
       default: break;
     }
   }
-  return lanes_forward_products(code, args, out, W);
+  const bool done = lanes_forward_products(code, args, out, W, s.clock);
+  s.clock.raise_if_expired();
+  return done;
 }
 
-bool lanes_forward_products(int code, const Operand* args, double* out, uint32_t W) {
-  if (W == 1 && products_one_lane(static_cast<Prim>(code), args, out)) return true;
+NDVM_SIMD bool lanes_forward_products(int code, const Operand* args, double* out, uint32_t W,
+                                      WorkClock& clock) {
+  if (W == 1 && products_one_lane(static_cast<Prim>(code), args, out, clock)) return true;
   const Operand& A = args[0];
   const Lanes a = lanes_of(A);
   const size_t r = A.rows;
@@ -407,6 +534,10 @@ bool lanes_forward_products(int code, const Operand* args, double* out, uint32_t
   switch (static_cast<Prim>(code)) {
     case Prim::DOT: {
       const Lanes b = lanes_of(args[1]);
+      if (a.ls && b.ls) {
+        sop(out, W, r, [&](size_t i) { return a.row(i); }, [&](size_t i) { return b.row(i); });
+        return true;
+      }
       fill(out, W, 0.0);
       for (size_t i = 0; i < r; ++i) fma_lanes(out, W, a.row(i), a.ls, b.row(i), b.ls);
       return true;
@@ -425,8 +556,8 @@ bool lanes_forward_products(int code, const Operand* args, double* out, uint32_t
       return true;
     }
     case Prim::SCALE: {
-      const Lanes s = lanes_of(args[1]);
-      for (size_t i = 0; i < r; ++i) mul_lanes(out + i * W, W, a.row(i), a.ls, s.row(0), s.ls);
+      const Lanes sc = lanes_of(args[1]);
+      for (size_t i = 0; i < r; ++i) mul_lanes(out + i * W, W, a.row(i), a.ls, sc.row(0), sc.ls);
       return true;
     }
     case Prim::OUTER: {
@@ -443,6 +574,11 @@ bool lanes_forward_products(int code, const Operand* args, double* out, uint32_t
       const Lanes v = lanes_of(args[1]);
       for (size_t i = 0; i < r; ++i) {
         double* o = out + i * W;
+        if (clock.poll(c * W)) return true;
+        if (a.ls && v.ls) {
+          sop(o, W, c, [&](size_t j) { return a.row(i * c + j); }, [&](size_t j) { return v.row(j); });
+          continue;
+        }
         fill(o, W, 0.0);
         for (size_t j = 0; j < c; ++j) fma_lanes(o, W, a.row(i * c + j), a.ls, v.row(j), v.ls);
       }
@@ -452,8 +588,14 @@ bool lanes_forward_products(int code, const Operand* args, double* out, uint32_t
       const Lanes b = lanes_of(args[1]);
       const size_t m = args[1].cols;
       for (size_t i = 0; i < r; ++i) {
+        if (clock.poll(m * c * W)) return true;
         for (size_t j = 0; j < m; ++j) {
           double* o = out + (i * m + j) * W;
+          if (a.ls && b.ls) {
+            sop(o, W, c, [&](size_t k) { return a.row(i * c + k); },
+                [&](size_t k) { return b.row(k * m + j); });
+            continue;
+          }
           fill(o, W, 0.0);
           for (size_t k = 0; k < c; ++k) {
             fma_lanes(o, W, a.row(i * c + k), a.ls, b.row(k * m + j), b.ls);
@@ -482,48 +624,58 @@ bool lanes_forward_products(int code, const Operand* args, double* out, uint32_t
   }
 }
 
-bool lanes_vjp(int code, const double* g_ptr, const double* ans, const Operand* args, int which,
-               double* ct, uint32_t W, LinalgScratch& s) {
+namespace {
+
+// det/logdet: ct = f * inv(A)^T with f = g * ans (det) or g (logdet)
+NDVM_SIMD void vjp_slogdet(bool det, const double* g, const double* ans, const Operand& A, double* ct,
+                 uint32_t W, LinalgScratch& s) {
+  const size_t n = A.rows;
+  std::vector<double>& inv = s.g;
+  inv.resize(n * n * W);
+  soa_inverse(A, inv.data(), W, s, true);
+  for (size_t e = 0; e < n * n; ++e) {
+    const double* x = inv.data() + e * W;
+    double* o = ct + e * W;
+    if (det) {
+      for (uint32_t l = 0; l < W; ++l) o[l] = (g[l] * ans[l]) * x[l];
+    } else {
+      for (uint32_t l = 0; l < W; ++l) o[l] = g[l] * x[l];
+    }
+  }
+}
+
+// inv: -ans^T G ans^T, as t2 = (-ans^T) G, then t2 ans^T
+NDVM_SIMD void vjp_inverse(const double* g, const double* ans, size_t n, double* ct, uint32_t W,
+                 LinalgScratch& s) {
+  std::vector<double>& t2 = s.ans;
+  t2.resize(n * n * W);
+  for (size_t i = 0; i < n; ++i) {
+    if (s.clock.poll(n * n * W)) return;
+    for (size_t j = 0; j < n; ++j) {
+      sop<true>(t2.data() + (i * n + j) * W, W, n, [&](size_t k) { return ans + (k * n + i) * W; },
+                [&](size_t k) { return g + (k * n + j) * W; });
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (s.clock.poll(n * n * W)) return;
+    for (size_t j = 0; j < n; ++j) {
+      sop(ct + (i * n + j) * W, W, n, [&](size_t k) { return t2.data() + (i * n + k) * W; },
+          [&](size_t k) { return ans + (j * n + k) * W; });
+    }
+  }
+}
+
+}  // namespace
+
+NDVM_SIMD bool lanes_vjp(int code, const double* g_ptr, const double* ans, const Operand* args,
+                         int which, double* ct, uint32_t W, LinalgScratch& s) {
   const Prim p = static_cast<Prim>(code);
   if (W > 1 && (p == Prim::DET || p == Prim::LOGDET)) {
-    const size_t n = args[0].rows;
-    std::vector<double>& inv = s.g;
-    inv.resize(n * n * W);
-    soa_inverse(args[0], inv.data(), W, s, true);
-    for (size_t e = 0; e < n * n; ++e) {
-      for (uint32_t l = 0; l < W; ++l) {
-        const double f = p == Prim::DET ? g_ptr[l] * ans[l] : g_ptr[l];
-        ct[e * W + l] = f * inv[e * W + l];
-      }
-    }
+    vjp_slogdet(p == Prim::DET, g_ptr, ans, args[0], ct, W, s);
     return true;
   }
-  if (W > 1 && p == Prim::INV) {  // -ans^T G ans^T
-    const size_t n = args[0].rows;
-    std::vector<double>& t2 = s.ans;
-    t2.resize(n * n * W);
-    for (size_t i = 0; i < n; ++i) {
-      for (size_t j = 0; j < n; ++j) {
-        double* o = t2.data() + (i * n + j) * W;
-        fill(o, W, 0.0);
-        for (size_t k = 0; k < n; ++k) {
-          const double* x = ans + (k * n + i) * W;
-          const double* y = g_ptr + (k * n + j) * W;
-          for (uint32_t l = 0; l < W; ++l) o[l] += -x[l] * y[l];
-        }
-      }
-    }
-    for (size_t i = 0; i < n; ++i) {
-      for (size_t j = 0; j < n; ++j) {
-        double* o = ct + (i * n + j) * W;
-        fill(o, W, 0.0);
-        for (size_t k = 0; k < n; ++k) {
-          const double* x = t2.data() + (i * n + k) * W;
-          const double* y = ans + (j * n + k) * W;
-          for (uint32_t l = 0; l < W; ++l) o[l] += x[l] * y[l];
-        }
-      }
-    }
+  if (W > 1 && p == Prim::INV) {
+    vjp_inverse(g_ptr, ans, args[0].rows, ct, W, s);
     return true;
   }
   if (W == 1 && products_vjp_one_lane(p, g_ptr, args, which, ct)) return true;
@@ -547,9 +699,11 @@ bool lanes_vjp(int code, const double* g_ptr, const double* ans, const Operand* 
       return true;
     }
     case Prim::SCALE: {
-      const Lanes s = lanes_of(args[1]);
+      const Lanes sc = lanes_of(args[1]);
       if (which == 0) {
-        for (size_t i = 0; i < r; ++i) mul_lanes(ct + i * W, W, g.row(i), 1, s.row(0), s.ls);
+        for (size_t i = 0; i < r; ++i) mul_lanes(ct + i * W, W, g.row(i), 1, sc.row(0), sc.ls);
+      } else if (a.ls) {
+        sop(ct, W, r, [&](size_t i) { return g.row(i); }, [&](size_t i) { return a.row(i); });
       } else {
         fill(ct, W, 0.0);
         for (size_t i = 0; i < r; ++i) fma_lanes(ct, W, g.row(i), 1, a.row(i), a.ls);
@@ -559,16 +713,18 @@ bool lanes_vjp(int code, const double* g_ptr, const double* ans, const Operand* 
     case Prim::OUTER: {
       const Lanes b = lanes_of(args[1]);
       const size_t m = args[1].rows;
-      if (which == 0) {
-        for (size_t i = 0; i < r; ++i) {
-          fill(ct + i * W, W, 0.0);
-          for (size_t j = 0; j < m; ++j) fma_lanes(ct + i * W, W, g.row(i * m + j), 1, b.row(j), b.ls);
+      const Lanes other = which == 0 ? b : a;
+      const size_t rows = which == 0 ? r : m;
+      const size_t K = which == 0 ? m : r;
+      for (size_t i = 0; i < rows; ++i) {
+        // which 0: ct_i = sum_j g_ij b_j; which 1: ct_j = sum_i g_ij a_i
+        auto grow = [&](size_t t) { return which == 0 ? g.row(i * m + t) : g.row(t * m + i); };
+        if (other.ls) {
+          sop(ct + i * W, W, K, grow, [&](size_t t) { return other.row(t); });
+          continue;
         }
-      } else {
-        for (size_t j = 0; j < m; ++j) {
-          fill(ct + j * W, W, 0.0);
-          for (size_t i = 0; i < r; ++i) fma_lanes(ct + j * W, W, g.row(i * m + j), 1, a.row(i), a.ls);
-        }
+        fill(ct + i * W, W, 0.0);
+        for (size_t t = 0; t < K; ++t) fma_lanes(ct + i * W, W, grow(t), 1, other.row(t), 0);
       }
       return true;
     }
@@ -578,29 +734,47 @@ bool lanes_vjp(int code, const double* g_ptr, const double* ans, const Operand* 
         for (size_t i = 0; i < r; ++i) {
           for (size_t j = 0; j < c; ++j) mul_lanes(ct + (i * c + j) * W, W, g.row(i), 1, v.row(j), v.ls);
         }
-      } else {
-        for (size_t j = 0; j < c; ++j) {
-          fill(ct + j * W, W, 0.0);
-          for (size_t i = 0; i < r; ++i) fma_lanes(ct + j * W, W, a.row(i * c + j), a.ls, g.row(i), 1);
+        return true;
+      }
+      for (size_t j = 0; j < c; ++j) {
+        if (s.clock.poll(r * W)) return true;
+        if (a.ls) {
+          sop(ct + j * W, W, r, [&](size_t i) { return a.row(i * c + j); },
+              [&](size_t i) { return g.row(i); });
+          continue;
         }
+        fill(ct + j * W, W, 0.0);
+        for (size_t i = 0; i < r; ++i) fma_lanes(ct + j * W, W, a.row(i * c + j), a.ls, g.row(i), 1);
       }
       return true;
     }
     case Prim::MATMUL: {
       const Lanes b = lanes_of(args[1]);
       const size_t m = args[1].cols;
-      if (which == 0) {
+      if (which == 0) {  // G B^T
         for (size_t i = 0; i < r; ++i) {
+          if (s.clock.poll(c * m * W)) return true;
           for (size_t k = 0; k < c; ++k) {
             double* o = ct + (i * c + k) * W;
+            if (b.ls) {
+              sop(o, W, m, [&](size_t j) { return g.row(i * m + j); },
+                  [&](size_t j) { return b.row(k * m + j); });
+              continue;
+            }
             fill(o, W, 0.0);
             for (size_t j = 0; j < m; ++j) fma_lanes(o, W, g.row(i * m + j), 1, b.row(k * m + j), b.ls);
           }
         }
-      } else {
+      } else {  // A^T G
         for (size_t k = 0; k < c; ++k) {
+          if (s.clock.poll(m * r * W)) return true;
           for (size_t j = 0; j < m; ++j) {
             double* o = ct + (k * m + j) * W;
+            if (a.ls) {
+              sop(o, W, r, [&](size_t i) { return a.row(i * c + k); },
+                  [&](size_t i) { return g.row(i * m + j); });
+              continue;
+            }
             fill(o, W, 0.0);
             for (size_t i = 0; i < r; ++i) fma_lanes(o, W, a.row(i * c + k), a.ls, g.row(i * m + j), 1);
           }

@@ -90,35 +90,20 @@ void Interp::assemble(RunOutput& out) {
 void Interp::accumulate(uint32_t pid, const double* ct, size_t ct_elems, uint32_t mask,
                         std::vector<double>& adj) {
   const Payload& p = pay_[pid];
-  double* a = adj.data() + p.off;
-  if (!touched_[pid]) std::fill(a, a + p.count(), 0.0);  // adjoints are zeroed on first touch
   const uint8_t* bits = (mask == 0 || masks_.full(mask)) ? nullptr : masks_.bits(mask);
-  const size_t S = p.size();
-  const uint32_t W = p.width;
-  if (W == 1) {  // one lane: no lane loop per element
-    const bool same = S == ct_elems;
-    const bool on = bits == nullptr || bits[0];
-    for (size_t e = 0; e < ct_elems; ++e) a[same ? e : 0] += on ? ct[e] : 0.0;
-    return;
-  }
-  for (size_t e = 0; e < ct_elems; ++e) {
-    double* ae = a + (S == ct_elems ? e : 0) * W;
-    const double* ce = ct + e * W;
-    if (bits) {
-      for (uint32_t l = 0; l < W; ++l) ae[l] += bits[l] ? ce[l] : 0.0;
-    } else {
-      for (uint32_t l = 0; l < W; ++l) ae[l] += ce[l];
-    }
-  }
+  // the first cotangent is stored, later ones added: adjoints are never zeroed
+  accumulate_lanes(adj.data() + p.off, ct, p.width, p.size(), ct_elems, bits, !touched_[pid]);
+  touched_[pid] = 1;
 }
 
 void Interp::backward(const double* cotangent, std::vector<double>& grad) {
   const std::vector<uint32_t>& leaves = leaves_;
   std::vector<double>& adj = adj_;
-  // No up-front zeroing of the whole adjoint arena (at large B most of the memory traffic of
-  // reverse mode): a payload's adjoint is zeroed when first touched; untouched ones are never
-  // read (records with an untouched output are skipped; untouched leaves give 0).
+  // No zeroing of adjoints: a payload's first cotangent is stored, later ones are added;
+  // untouched ones are never read (records with an untouched output are skipped; untouched
+  // leaves give 0).
   if (adj.size() < pay_.doubles()) adj.resize(pay_.doubles());
+  scratch_.clock.deadline = 0.0;  // limits bound the run; reverse mode runs to completion
   touched_.assign(pay_.count(), 0);
   const size_t S = value_elems_ / W_;
   for (const auto& [mask, v] : groups_) {
@@ -126,11 +111,11 @@ void Interp::backward(const double* cotangent, std::vector<double>& grad) {
     if (!p.taped) continue;
     const uint8_t* bits = masks_.bits(mask);
     double* a = adj.data() + p.off;
-    if (!touched_[v.id]) std::fill(a, a + p.count(), 0.0);
+    const bool first = !touched_[v.id];
     for (size_t e = 0; e < S; ++e) {
       for (uint32_t l = 0; l < W_; ++l) {
-        const double c = cotangent ? cotangent[l * S + e] : 1.0;
-        a[e * W_ + l] += bits[l] ? c : 0.0;
+        const double c = bits[l] ? (cotangent ? cotangent[l * S + e] : 1.0) : 0.0;
+        a[e * W_ + l] = first ? c : a[e * W_ + l] + c;
       }
     }
     touched_[v.id] = 1;
@@ -145,9 +130,9 @@ void Interp::backward(const double* cotangent, std::vector<double>& grad) {
   for (uint32_t i = 0; i < P; ++i) {
     const double* a = adj.data() + pay_[leaves[i]].off;
     if (!touched_[leaves[i]]) continue;  // unused parameter: gradient 0
-    for (uint32_t b = 0; b < B_; ++b) {
-      double s = 0.0;
-      for (uint32_t k = 0; k < Ng_; ++k) s += a[b * Ng_ + k];
+    for (uint32_t b = 0; b < B_; ++b) {  // sum over data lanes as np.sum (first term first)
+      double s = a[b * Ng_];
+      for (uint32_t k = 1; k < Ng_; ++k) s += a[b * Ng_ + k];
       grad[b * P + i] = s;
     }
   }
@@ -170,11 +155,17 @@ void Interp::vjp_record(const TapeRecord& rec, std::vector<double>& adj) {
   const uint32_t W = outp.width;
   if (ops_.size() < n) ops_.resize(n);
   for (uint32_t i = 0; i < n; ++i) ops_[i] = pay_.operand(ids[i]);
+  const bool all_lanes = rec.mask == 0 || masks_.full(rec.mask);
   for (uint32_t which = 0; which < n; ++which) {
     const uint32_t pid = ids[which];
     const Payload& in = pay_[pid];
     if (!in.taped) continue;
     size_t elems = S;
+    bool identity = false;  // the cotangent is g itself
+    // a first cotangent on every lane, of the operand's own shape, is written by the kernel
+    // straight into the operand's adjoint (no buffer, no accumulate pass)
+    const bool direct = !touched_[pid] && all_lanes && in.width == W;
+    double* const direct_ct = adj.data() + in.off;
     if (rec.op == static_cast<uint16_t>(TapeOp::MERGE)) {
       ct_.assign(S * W, 0.0);
       const uint8_t* bits = masks_.bits(tape_.extras[rec.extra + which]);
@@ -196,17 +187,25 @@ void Interp::vjp_record(const TapeRecord& rec, std::vector<double>& adj) {
       if (ct_.size() < elems * W) ct_.resize(elems * W);
       OutShape os{outp.rank, outp.rows, outp.cols};
       custom_vjp(rec.op, g, ans, os, ops_.data(), static_cast<int>(n), static_cast<int>(which),
-                 ct_.data(), W, scratch_);
+                 direct ? direct_ct : ct_.data(), W, scratch_);
+      if (direct) {
+        touched_[pid] = 1;
+        continue;
+      }
     } else {
       if (ct_.size() < S * W) ct_.resize(S * W);
       const bool dmci = (rec.flags & 1) && prim_info(rec.op).domain == PrimDomain::POSITIVE;
-      if (!elementwise_vjp(rec.op, dmci, g, ans, ops_.data(), static_cast<int>(n),
-                           static_cast<int>(which), ct_.data(), W, S)) {
+      const bool into = direct && in.size() == S;
+      const Grad r = elementwise_vjp(rec.op, dmci, g, ans, ops_.data(), static_cast<int>(n),
+                                     static_cast<int>(which), into ? direct_ct : ct_.data(), W, S);
+      if (r == Grad::NONE) continue;
+      identity = r == Grad::IDENTITY;
+      if (into && !identity) {
+        touched_[pid] = 1;
         continue;
       }
     }
-    accumulate(pid, ct_.data(), elems, rec.mask, adj);
-    touched_[pid] = 1;
+    accumulate(pid, identity ? g : ct_.data(), elems, rec.mask, adj);
   }
 }
 

@@ -3,10 +3,29 @@
 // width is 1 (the same on every lane) or W (one value per lane).
 #pragma once
 
+#include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+// SIMD over lanes: the lane loops are written to auto-vectorize (contiguous lanes, no calls
+// through pointers inside the loop). The wheel is built for baseline x86-64; on x86-64 ELF
+// targets the hot kernels are also cloned for AVX2 and picked at load time (ifunc), so a
+// portable build still runs 4 float64 lanes per instruction where the CPU has them. The
+// clones perform the same IEEE operations in the same order (no FMA: -ffp-contract=off), so
+// every clone gives bitwise the same results.
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(NDVM_NO_CLONES)
+#define NDVM_SIMD __attribute__((target_clones("default", "avx2")))
+#else
+#define NDVM_SIMD
+#endif
+#if defined(__GNUC__)
+#define NDVM_INLINE inline __attribute__((always_inline))
+#else
+#define NDVM_INLINE inline
+#endif
 
 namespace ndvm {
 
@@ -32,14 +51,64 @@ void elementwise_forward(int code, bool dmci, const Operand* args, int n, double
 // Predicate (= < > <= >= zero? ...) on rank-0 operands: out[l] = 0.0 or 1.0.
 void predicate_forward(int code, const Operand* args, int n, double* out, uint32_t W_out);
 
+// What a VJP kernel produced: nothing (no gradient flows: piecewise-constant), a cotangent
+// in ct, or a cotangent equal to g itself (ct untouched; the caller reads g).
+enum class Grad : uint8_t { NONE, WRITTEN, IDENTITY };
+
 // VJP of an elementwise primitive w.r.t. argument `which`: ct gets S x W values (the
-// output's shape). Returns false when no gradient flows to that argument (piecewise-constant).
-bool elementwise_vjp(int code, bool dmci, const double* g, const double* ans,
+// output's shape).
+Grad elementwise_vjp(int code, bool dmci, const double* g, const double* ans,
                      const Operand* args, int n, int which, double* ct, uint32_t W, size_t S);
+
+// adj (S elements x W lanes) += ct (ct_elems x W; ct_elems == S, or S == 1 and the ct
+// elements are summed first, in index order, as the reference's unbroadcast). `first`: adj
+// holds garbage and is stored, not added to (no zero-then-add). bits: lane mask or nullptr.
+void accumulate_lanes(double* adj, const double* ct, uint32_t W, size_t S, size_t ct_elems,
+                      const uint8_t* bits, bool first);
+
+// The deadline inside long kernels: big linear algebra counts its element work and looks at
+// the clock every kClockWork operations (a 1500 x 1500 matmul checks ~800 times). Kernels
+// built as NDVM_SIMD clones never throw (an exception unwinding through a target_clones
+// function terminates in some builds): they `poll`, stop early when it returns true, and
+// their non-cloned caller calls `raise_if_expired`. Other kernels `tick`, which throws.
+struct WorkClock {
+  static constexpr uint64_t kClockWork = uint64_t{1} << 22;
+  double deadline = 0.0;  // seconds since t0; 0: no deadline
+  std::chrono::steady_clock::time_point t0;
+  uint64_t work = 0;
+  bool expired = false;
+  bool poll(uint64_t n) {
+    work += n;
+    if (work >= kClockWork) {
+      work = 0;
+      expired = expired || past();
+    }
+    return expired;
+  }
+  void tick(uint64_t n) {
+    if (poll(n)) raise_if_expired();
+  }
+  bool past() const;              // whether the deadline has passed
+  void raise_if_expired() const;  // throws LimitError(DEADLINE) once expired
+};
+
+// log(d_0 d_1 ... d_{n-1}) of the |u_ii| of an LU factorization, d(i) >= 0: one log of the
+// product (left to right) when it is a normal number, else NumPy's sum 0.0 + log d_0 + ...
+// (also the singular case, log 0 = -inf). Differs from NumPy's sum of logs by rounding only.
+template <class D>
+inline double log_abs_product(int n, D d) {
+  double p = 1.0;
+  for (int i = 0; i < n; ++i) p *= d(i);
+  if (p >= 2.2250738585072014e-308 && p <= 1.7976931348623157e308) return std::log(p);
+  double s = 0.0;
+  for (int i = 0; i < n; ++i) s += std::log(d(i));
+  return s;
+}
 
 // Reusable buffers of the per-lane linear-algebra kernels (one per evaluator: no
 // allocation per operation once warm, no thread-local state).
 struct LinalgScratch {
+  WorkClock clock;
   std::vector<double> buf;
   std::vector<double> g;
   std::vector<double> ans;
@@ -51,9 +120,19 @@ struct LinalgScratch {
 // outer, matvec, matmul, transpose, trace) and, over many lanes, inv/det/logdet (lane-parallel
 // LU with the per-lane pivoting of the scalar form). Return false for other opcodes.
 bool lanes_forward(int code, const Operand* args, double* out, uint32_t W, LinalgScratch& s);
-bool lanes_forward_products(int code, const Operand* args, double* out, uint32_t W);
+bool lanes_forward_products(int code, const Operand* args, double* out, uint32_t W,
+                            WorkClock& clock);
 bool lanes_vjp(int code, const double* g, const double* ans, const Operand* args, int which,
                double* ct, uint32_t W, LinalgScratch& s);
+
+// Whether PREDICATE opcode `code` has its row.
+bool has_predicate_row(int code);
+
+// Whether CUSTOM opcode `code` has its row: shape rule, forward, VJP and operand ranks.
+bool has_custom_row(int code);
+
+// Rank of operand i of CUSTOM opcode `code` (the last rank repeats), as linalg.py declares.
+int custom_in_rank(int code, int i);
 
 // Shape rule of a CUSTOM (linear-algebra) primitive. Returns "" or the ShapeError message.
 std::string custom_shape(int code, const Operand* args, int n, OutShape& out);

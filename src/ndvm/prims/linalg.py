@@ -121,7 +121,11 @@ def _lanewise(
 
 
 def _inv(a: Arr) -> Arr:
-    return _lanewise(np.linalg.inv, a.shape[-2:], (2,), a)
+    """Per-lane inverse; a lane that is singular, has a non-finite entry or whose inverse
+    overflows is NaN everywhere (never LAPACK's partial NaN/inf propagation)."""
+    out = _lanewise(np.linalg.inv, a.shape[-2:], (2,), a)
+    bad = ~(np.isfinite(a).all(axis=(-2, -1)) & np.isfinite(out).all(axis=(-2, -1)))
+    return np.where(bad[..., None, None], np.nan, out) if bad.any() else out
 
 
 def _solve_vec(a: Arr, b: Arr) -> Arr:
@@ -269,7 +273,8 @@ _add("logdet", 163, (2,), _to_scalar("logdet"), _logdet,
      "log|det A| (via slogdet; -inf if singular). d/dA = A^-T.")  # fmt: skip
 _add("inv", 164, (2,), lambda a: (_square("inv", a),) * 2, _inv,
      lambda g, ans, a: (-_mT(ans) @ g @ _mT(ans),),
-     "Matrix inverse (NaN lanes where singular). d/dA = -A^-T G A^-T.")  # fmt: skip
+     "Matrix inverse (NaN lanes where singular, non-finite or overflowing). "
+     "d/dA = -A^-T G A^-T.")  # fmt: skip
 _add("solve", 165, (2, 1), _solve_shape, _solve_vec, _solve_vjp,
      "(solve A b) = x with A x = b (NaN where singular). "
      "d/db = A^-T g, d/dA = -(A^-T g) x^T.")  # fmt: skip

@@ -1,0 +1,173 @@
+"""Native lane kernels: the fused small-matrix forms, the inverse's non-finite policy, signed
+zeros of adjoints, and the deadline inside long linear algebra."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ndvm
+from ndvm import errors
+from ndvm.eval.limits import Limits
+
+pytestmark = pytest.mark.native
+
+
+def _run(source: str, theta: np.ndarray, backend: str) -> Any:
+    prog = ndvm.compile(source, backend=backend, strict=False)
+    return prog.evaluate(theta, {}, grad=True)
+
+
+def _matrix(n: int, offset: int = 0) -> str:
+    """An n x n matrix whose entries mix the parameters a, b and constants."""
+    rows = []
+    for i in range(n):
+        cells = []
+        for j in range(n):
+            k = offset + i * n + j
+            const = 3.0 if i == j else 0.1 * k
+            cells.append(f"(+ (* {1 + k % 3} a) (* {0.5 - (k % 5) * 0.25} b) {const})")
+        rows.append("(vec " + " ".join(cells) + ")")
+    return "(mat " + " ".join(rows) + ")"
+
+
+def _same_lanes_and_reference(source: str, theta: np.ndarray) -> None:
+    ref = _run(source, theta, "reference")
+    nat = _run(source, theta, "native")
+    np.testing.assert_array_equal(nat.status, ref.status)
+    np.testing.assert_allclose(nat.value, ref.value, rtol=1e-12, atol=1e-13, equal_nan=True)
+    np.testing.assert_allclose(nat.grad, ref.grad, rtol=1e-10, atol=1e-12, equal_nan=True)
+    for b in range(theta.shape[0]):  # lane-parallel kernels == one-lane kernels, bitwise
+        one = _run(source, theta[b : b + 1], "native")
+        np.testing.assert_array_equal(one.value[0], nat.value[b])
+        np.testing.assert_array_equal(one.grad[0], nat.grad[b])
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
+def test_products_and_inverse_of_small_matrices(n: int) -> None:
+    """matmul/matvec/dot/outer/inv/logdet and their VJPs for the register-resident sizes
+    (inner dimension 1-4) and the streaming fallback (5)."""
+    m, p = _matrix(n), _matrix(n, 7)
+    source = (
+        f"(let* ((m {m}) (p {p}) (v (matvec m (vec {' '.join(['a'] * n)}))) "
+        f"(s (+ (matmul m (transpose m)) (* {n} (eye {n}))))) "
+        f"(+ (trace (matmul m p)) (dot v (matvec (inv s) v)) (logdet s) "
+        f"(vsum (matvec (outer v v) v)) (det (matmul p m))))"
+    )
+    theta = np.random.default_rng(n).normal(size=(9, 2))
+    _same_lanes_and_reference(source, theta)
+
+
+def _diag_source(n: int) -> str:
+    """inv of a matrix with `a` on its first diagonal entry (the rest diagonal-dominant)."""
+    rows = []
+    for i in range(n):
+        diag = "(+ a 0.0)" if i == 0 else "(+ b 1.0)"
+        cells = [diag if i == j else "0.5" if j > i else "0" for j in range(n)]
+        rows.append("(vec " + " ".join(cells) + ")")
+    return f"(vsum (matvec (inv (mat {' '.join(rows)})) (vec {' '.join(['1'] * n)})))"
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_inverse_with_non_finite_or_denormal_diagonal_agrees(n: int) -> None:
+    """A lane whose matrix has a non-finite entry, or whose inverse overflows, is NaN on both
+    backends (not LAPACK's partial propagation); finite lanes are unaffected."""
+    theta = np.array(
+        [[np.nan, 0.0], [1e-310, 0.0], [np.inf, 0.0], [-np.inf, 0.5], [2.0, 0.0], [1e-3, 1.0]]
+    )
+    source = _diag_source(n)
+    ref = _run(source, theta, "reference")
+    nat = _run(source, theta, "native")
+    np.testing.assert_array_equal(nat.status, ref.status)
+    np.testing.assert_array_equal(np.isnan(nat.value), np.isnan(ref.value))
+    assert np.isnan(nat.value[:4]).all() and np.isfinite(nat.value[4:]).all()
+    np.testing.assert_allclose(nat.value, ref.value, rtol=1e-12, equal_nan=True)
+    np.testing.assert_allclose(nat.grad, ref.grad, rtol=1e-10, equal_nan=True)
+    for b in range(theta.shape[0]):
+        one = _run(source, theta[b : b + 1], "native")
+        np.testing.assert_array_equal(one.value[0], nat.value[b])
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "(params (a 1.0) (b 0.0)) (/ b a)",
+        "(params (a 1.0) (b 0.0)) (* (- b) a)",
+        "(params (a 1.0) (b 0.0)) (+ (/ b a) (* b a))",
+    ],  # fmt: skip
+)
+def test_signed_zero_gradients_agree(source: str) -> None:
+    """The first cotangent is stored, not added to a zeroed adjoint: -0.0 stays -0.0 as on
+    the reference (whose adjoint is its first cotangent)."""
+    theta = np.array([[2.0, 0.0], [-2.0, 0.0], [1.0, -0.0]])
+    ref = _run(source, theta, "reference")
+    nat = _run(source, theta, "native")
+    np.testing.assert_array_equal(nat.grad, ref.grad)
+    np.testing.assert_array_equal(np.signbit(nat.grad), np.signbit(ref.grad))
+
+
+@pytest.mark.parametrize(
+    "source,lanes",
+    [
+        ("(det (matmul (ones 1500 1500) (ones 1500 1500)))", 1),
+        ("(trace (inv (eye 1500)))", 1),
+        ("(logdet (+ (eye 300) (matmul (* a (ones 300 300)) (ones 300 300))))", 64),
+    ],
+)
+def test_deadline_is_checked_inside_linear_algebra(source: str, lanes: int) -> None:
+    """One kernel call runs for seconds; the deadline still stops it (the step counter alone
+    would only look at the clock after it returned)."""
+    prog = ndvm.compile(source, backend="native", limits=Limits(deadline=0.2))
+    with pytest.raises(errors.DeadlineExceeded):
+        prog.evaluate(np.full((lanes, len(prog.params)), 0.1), {}, grad=False)
+    ok = ndvm.compile("(* a 2)", backend="native")
+    assert float(ok.eval(np.array([1.5]))) == 3.0
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "(if (> a 0) (vsum (* a (vec 1 2 3))) (vsum (+ b (vec 1 2))))",
+        "(let ((v (vec a b))) (if (> b 0) (dot (+ a v) (* b v)) (vsum (- v a))))",
+        "(if (> a 0.2) (trace (* a (eye 3))) (norm (* b (vec 1 a))))",
+    ],
+)
+def test_scalar_adjoints_from_vector_cotangents_under_masks(source: str) -> None:
+    """A scalar operand of a vector operation receives the sum of the vector cotangent (as the
+    reference's unbroadcast), first stored then added, and only on the lanes of its arm."""
+    theta = np.random.default_rng(3).normal(size=(16, 2))
+    _same_lanes_and_reference(source, theta)
+
+
+KALMAN = (Path(__file__).resolve().parents[2] / "examples" / "kalman80.scm").read_text()
+KALMAN_Y = np.random.default_rng(7).normal(size=(20, 2)).cumsum(axis=0)
+
+
+@pytest.mark.parametrize(
+    "source,inputs",
+    [
+        ("(+ (* a b) (exp (* 0.3 a)) (sin b) (sigmoid (* a b)))", {}),
+        ("(let ((m (mat (vec (+ 2 a) b) (vec b (+ 3 a))))) (+ (logdet m) (trace (inv m))))", {}),
+        (KALMAN, {"Y": ndvm.const(KALMAN_Y)}),
+    ],
+)
+def test_float32_is_float64_rounded_on_both_backends(source: str, inputs: dict[str, Any]) -> None:
+    """dtype="float32" computes in float64 and rounds the results: native and reference agree
+    exactly in float32 (the documented float32 tolerance: one rounding of the float64 result)."""
+    theta = np.random.default_rng(5).normal(scale=0.3, size=(6, 2)).astype(np.float32)
+    out = {}
+    for backend in ("reference", "native"):
+        for dtype in ("float64", "float32"):
+            prog = ndvm.compile(source, inputs=tuple(inputs), backend=backend, dtype=dtype)
+            out[backend, dtype] = prog.value_and_grad(theta.astype(dtype), **inputs)
+    v64, g64 = out["native", "float64"]
+    v32, g32 = out["native", "float32"]
+    assert np.asarray(v32).dtype == np.float32 and g32.dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(v32), np.asarray(v64).astype(np.float32))
+    np.testing.assert_array_equal(g32, g64.astype(np.float32))
+    rv32, rg32 = out["reference", "float32"]
+    np.testing.assert_allclose(np.asarray(v32), np.asarray(rv32), rtol=1e-6)
+    np.testing.assert_allclose(g32, rg32, rtol=1e-5, atol=1e-6)
