@@ -186,6 +186,18 @@ Value Interp::local(const Node& n, uint32_t env) {
   return v;
 }
 
+// A leaf: a constant, a variable, a parameter, an input or a primitive (ir._SIMPLE in the
+// reference's treewalk.py).
+bool Interp::is_simple(uint32_t node) const {
+  switch (prog_->nodes[node].kind) {
+    case NodeKind::CONST:
+    case NodeKind::LOCAL:
+    case NodeKind::PARAM:
+    case NodeKind::INPUT: return true;
+    default: return false;
+  }
+}
+
 bool Interp::simple(uint32_t node, uint32_t env, Value& out) {
   const Node& n = prog_->nodes[node];
   switch (n.kind) {
@@ -406,6 +418,9 @@ Step Interp::branch(uint32_t node, uint32_t env, Value test) {
   arms[1].mask = no;
   arms[1].node = kids[2];
   arms[1].env = env;
+  if (is_simple(kids[2]) && !is_simple(kids[1])) {
+    std::swap(arms[0], arms[1]);  // an arm that is a value finishes first (before a deadline)
+  }
   return split_masks(active, arms, 2);
 }
 

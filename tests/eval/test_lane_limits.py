@@ -154,6 +154,17 @@ def test_deadline_keeps_finished_lanes(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_deadline_keeps_lanes_that_left_a_runaway_loop(backend: str) -> None:
+    """The arm that is a value runs first, so exited lanes are done before the deadline."""
+    src = "(let loop ((i 0)) (if (< i (* 10 a)) (loop (+ i 1)) i))"
+    prog = _prog(src, backend, max_steps=10**12, deadline=0.2)
+    res = prog.evaluate(np.array([[1.0], [1e12], [0.5]]))
+    assert res.status.reshape(-1).tolist() == [0, 2, 0]
+    assert res.value.reshape(-1)[[0, 2]].tolist() == [10.0, 5.0]
+    assert _lanes(res) == [("DeadlineExceeded", (1,), None)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(
     "src,cls",
     [

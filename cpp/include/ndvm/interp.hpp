@@ -216,6 +216,7 @@ class Interp {
   Step collect(FrameKind k, uint32_t node, uint32_t from, uint32_t env, uint32_t base);
   Step finish(FrameKind k, uint32_t node, uint32_t env, uint32_t base);
   bool simple(uint32_t node, uint32_t env, Value& out);
+  bool is_simple(uint32_t node) const;
   Value local(const Node& n, uint32_t env);
   Step branch(uint32_t node, uint32_t env, Value test);
   Step or_step(uint32_t node, uint32_t i, uint32_t env, Value val);

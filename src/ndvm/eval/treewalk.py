@@ -345,9 +345,10 @@ class Machine:
         if n_yes == int(active.sum()):
             return e.then, env, None
         no = active & ~lanes
-        return self._split_masks(
-            kont, active, [(yes, ("eval", e.then, env)), (no, ("eval", e.orelse, env))]
-        )
+        arms = [(yes, ("eval", e.then, env)), (no, ("eval", e.orelse, env))]
+        if type(e.orelse) in _SIMPLE and type(e.then) not in _SIMPLE:
+            arms.reverse()  # an arm that is a value finishes first (before a deadline)
+        return self._split_masks(kont, active, arms)
 
     def _or(self, kont: list[Any], e: ir.Or, i: int, env: Env | None, val: Any) -> tuple[Any, ...]:
         t = self._truth(val)
