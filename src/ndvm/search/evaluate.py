@@ -112,6 +112,8 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     scale = task.calib.init_scale if task.calib.init_scale is not None else 1.0
     init = scale * rng.standard_normal((lanes, len(prog.params)))
     v = check_compiled(prog, data, task, init[:1], v.complexity)
+    if v.stage == "limit":  # a step limit or the deadline at the first start: too slow
+        return _fail(job, v, "timeout", v.reason, t0)
     if not v.ok:
         return _rejected(job, v, t0)
     key = (job.scope, skeleton_hash(v.skeleton))
@@ -131,13 +133,16 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     return Result(job.idx, v.skeleton, v.n_params, v.complexity, ev)
 
 
+_LIMIT_WORDS = ("time limit", "StepLimitExceeded", "DeadlineExceeded", "DepthLimitExceeded")
+
+
 def _evaluation(task: Task, cal: Any, metrics: dict[str, float], t0: float) -> Evaluation:
     steps = int(cal.history.shape[0] - 1)
     losses = [float(x) for x in np.asarray(cal.all_losses)]
     best = series_best(cal, task.series)
     wall = time.perf_counter() - t0
     for b in best:
-        if "time limit" in cal.status[int(b)]:
+        if any(w in cal.status[int(b)] for w in _LIMIT_WORDS):
             return Evaluation("timeout", reason=cal.status[int(b)][:500], wall=wall, steps=steps)
     train = float(metrics.get("train_mse", cal.loss))
     mse = float(metrics.get("test_mse", math.nan))

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ndvm.api import Program
-from ndvm.errors import NdvmError
+from ndvm.errors import LimitExceeded, NdvmError
 from ndvm.lang.datum import Datum, SList, Sym
 
 
@@ -93,7 +93,8 @@ def check_compiled(
         return Verdict(False, "finite", f"{type(exc).__name__}: {exc}", **base)
     if value.errors:
         err = value.errors[0][1]
-        return Verdict(False, "finite", f"{type(err).__name__}: {err}", **base)
+        stage = "limit" if isinstance(err, LimitExceeded) else "finite"  # limit: a timeout
+        return Verdict(False, stage, f"{type(err).__name__}: {err}", **base)
     arr = np.asarray(value)
     n = _n_points(train)
     if arr.dtype == object or arr.shape != (theta.shape[0], n):
