@@ -82,9 +82,16 @@ def _run_in_process(jobs: Sequence[Job]) -> list[Result]:
 
 
 def chunks(jobs: Sequence[Job], workers: int, most: int = 32) -> list[list[Job]]:
-    """Split jobs (in index order) into about four chunks per worker, at most ``most`` each."""
-    size = max(1, min(most, len(jobs) // max(4 * workers, 1)))
-    return [list(jobs[i : i + size]) for i in range(0, len(jobs), size)]
+    """Split jobs (in index order) into chunks that shrink as the batch drains (guided
+    scheduling: a third of the remaining jobs per worker, at most ``most``), so few messages
+    go out and the workers finish the batch together."""
+    out: list[list[Job]] = []
+    i, n = 0, len(jobs)
+    while i < n:
+        size = max(1, min(most, (n - i) // max(3 * workers, 1)))
+        out.append(list(jobs[i : i + size]))
+        i += size
+    return out
 
 
 class SerialExecutor:
