@@ -23,10 +23,28 @@ _SUBCOMMANDS = (
 )
 
 
+DESCRIPTION = """\
+Evaluate, fit and search small model programs. A program is a Scheme-like expression over
+parameters and data; ndvm runs it over many parameter sets at once with exact gradients."""
+
+EPILOG = """\
+examples:
+  ndvm eval model.scm --param k=0.5 --input x=1,2,3 --grad
+  ndvm fit model.scm --data data.csv --x t --y y
+  ndvm search --task sr-damped --budget 60
+
+Run 'ndvm COMMAND --help' for a command's options."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ndvm import __version__
 
-    parser = argparse.ArgumentParser(prog="ndvm", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="ndvm",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"ndvm {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in _SUBCOMMANDS:

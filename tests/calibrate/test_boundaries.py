@@ -87,6 +87,7 @@ def test_torch_adam_drives_a_torch_loss(backend: str) -> None:
 @pytest.mark.jax
 def test_jax_check_grads_and_jit(backend: str) -> None:
     import jax
+
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     from jax.test_util import check_grads
@@ -115,6 +116,7 @@ def test_jax_check_grads_and_jit(backend: str) -> None:
 @pytest.mark.jax
 def test_jax_matrix_input_under_jit(backend: str) -> None:
     import jax
+
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     from jax.test_util import check_grads

@@ -9,14 +9,27 @@ from typing import Any
 
 import numpy as np
 
+from ndvm.commands.common import (
+    HelpFormatter,
+    add_limit_options,
+    check_inputs,
+    json_safe,
+    limits_from,
+    number,
+    write_value,
+)
 from ndvm.errors import NdvmError
+
+GRAD_OF = "d value / d parameter value (constrained space), summed over data lanes"
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "eval",
         help="evaluate a program (and its gradient)",
-        description="Evaluate a program file or '-' (stdin).",
+        description="Evaluate a program file or '-' (stdin) once; with --grad also its "
+        "gradient with respect to the parameter values.",
+        formatter_class=HelpFormatter,
     )
     p.add_argument("file", help="program file, or - for stdin")
     p.add_argument(
@@ -34,11 +47,12 @@ def register(sub: Any) -> None:
         help="input: a number, or comma-separated numbers / a JSON array for data "
         "lanes; a JSON 2-D array for a constant matrix",
     )
-    p.add_argument("--grad", action="store_true", help="also print d value / d parameter")
+    p.add_argument("--grad", action="store_true", help=f"also print {GRAD_OF}")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--backend", default=None, help="reference or native (default: auto)")
-    p.add_argument("--dtype", default="float64", choices=("float64", "float32"))
-    p.add_argument("--dialect", default=None, choices=("dmci",))
+    p.add_argument("--dtype", default="float64", choices=("float64", "float32"), help="dtype")
+    p.add_argument("--dialect", default=None, choices=("dmci",), help="language dialect")
+    add_limit_options(p)
     p.set_defaults(func=run)
 
 
@@ -52,22 +66,15 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
     return out
 
 
-def _parse_value(text: str) -> Any:
-    if text.startswith("["):
-        return np.asarray(json.loads(text), dtype=np.float64)
-    if "," in text:
-        return np.asarray([float(x) for x in text.split(",") if x.strip()], dtype=np.float64)
-    return float(text)
-
-
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
-    if isinstance(x, float):
-        return x if np.isfinite(x) else str(x)
-    if isinstance(x, list):
-        return [_jsonable(v) for v in x]
-    return x
+def _parse_value(name: str, text: str) -> Any:
+    try:
+        if text.startswith("["):
+            return np.asarray(json.loads(text), dtype=np.float64)
+        if "," in text:
+            return np.asarray([float(x) for x in text.split(",") if x.strip()], dtype=np.float64)
+    except ValueError:
+        raise NdvmError(f"--input {name}={text}: not numbers") from None
+    return number("--input", name, text)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,14 +87,16 @@ def run(args: argparse.Namespace) -> int:
         else:
             with open(args.file, encoding="utf-8") as fh:
                 source = fh.read()
-        inputs = {k: _parse_value(v) for k, v in _pairs(args.input, "input").items()}
-        params = _pairs(args.param, "param")
+        inputs = {k: _parse_value(k, v) for k, v in _pairs(args.input, "input").items()}
+        params = {k: number("--param", k, v) for k, v in _pairs(args.param, "param").items()}
+        check_inputs(source, inputs, complete=False)
         program = ndvm.compile(
             source,
             inputs=tuple(inputs),
             backend=args.backend,
             dtype=args.dtype,
             dialect=args.dialect,
+            limits=limits_from(args),
             strict=True,
         )
         unknown = [p for p in params if p not in program.params]
@@ -99,16 +108,17 @@ def run(args: argparse.Namespace) -> int:
         values = np.array([s.init for s in program.param_specs], dtype=np.float64)
         for i, pname in enumerate(program.params):
             if pname in params:
-                values[i] = float(params[pname])
+                values[i] = params[pname]
         theta = program.unconstrain(values)
         out: dict[str, Any] = {}
         if args.grad:
             value, grad = program.value_and_grad(theta, **inputs)
             grad = grad / program.constrain_jacobian(theta)  # d value / d parameter
             out["grad"] = {p: float(g) for p, g in zip(program.params, grad)}
+            out["grad_of"] = GRAD_OF
         else:
             value = program.eval(theta, **inputs)
-        out = {"value": _jsonable(np.asarray(value).tolist()), **out}
+        out = {"value": np.asarray(value).tolist(), **out}
     except NdvmError as exc:
         exc.source_name = exc.source_name or name
         print(exc.located(name), file=sys.stderr)
@@ -117,9 +127,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"{name}: error: {exc}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(out))
+        print(json.dumps(json_safe(out), allow_nan=False))
     else:
-        print(f"value: {out['value']}")
+        print(f"value: {write_value(out['value'])}")
+        if "grad" in out:
+            print(f"gradient ({GRAD_OF}):")
         for pname, g in out.get("grad", {}).items():
-            print(f"d/d{pname}: {g}")
+            print(f"d/d{pname}: {write_value(g)}")
     return 0
