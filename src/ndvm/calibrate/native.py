@@ -51,24 +51,36 @@ def supports(backend: Any, prepared: Prepared | None, opt: Any) -> bool:
 CHUNK = 25  # steps per runtime call when a callback wants progress
 
 
+_RUNNING: set[threading.Event] = set()  # calls whose worker has not finished
+
+
+def in_flight() -> bool:
+    """True while an ``interruptible`` call abandoned by Ctrl-C is still computing."""
+    return any(not done.is_set() for done in list(_RUNNING))
+
+
 def interruptible(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """``fn()``, in a worker thread when called from the main thread, so that Ctrl-C raises
     ``KeyboardInterrupt`` at once while the runtime (which releases the GIL) keeps computing:
-    the abandoned call finishes in the background (a daemon thread)."""
+    the abandoned call finishes in the background (a daemon thread; see ``in_flight``)."""
     if threading.current_thread() is not threading.main_thread():
         return fn()
     box: dict[str, Any] = {}
+    done = threading.Event()
 
     def work() -> None:
         try:
             box["out"] = fn()
         except BaseException as exc:  # re-raised in the caller's thread
             box["exc"] = exc
+        finally:
+            done.set()
+            _RUNNING.discard(done)
 
-    worker = threading.Thread(target=work, name="ndvm-optimize", daemon=True)
-    worker.start()
-    while worker.is_alive():
-        worker.join(0.05)
+    _RUNNING.add(done)
+    threading.Thread(target=work, name="ndvm-optimize", daemon=True).start()
+    while not done.wait(0.05):  # an Event wait, unlike Thread.join, survives an interrupt
+        pass
     if "exc" in box:
         raise box["exc"]
     return box["out"]

@@ -213,6 +213,13 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"{args.program}: error: {exc}", file=sys.stderr)
         return 1
+    except MemoryError:
+        print(
+            f"ndvm fit: error: out of memory for --steps {args.steps} x --starts "
+            f"{args.starts} (the loss history has one entry per step and start)",
+            file=sys.stderr,
+        )
+        return 1
     out = cal.to_dict()
     out["elapsed_s"] = elapsed
     if args.json:
