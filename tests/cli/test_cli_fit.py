@@ -206,3 +206,17 @@ def test_progress_and_ctrl_c_in_the_native_optimizer(files: dict[str, Path]) -> 
     assert proc.returncode == 130, text
     assert text.startswith("\rfit [") and text.endswith("ndvm: interrupted\n"), text
     assert "Traceback" not in text and out == b""
+
+
+def test_fit_max_steps_fails_the_starts(tmp_path: Path) -> None:
+    prog = tmp_path / "loop.scm"
+    prog.write_text(
+        "(params (a 1.0))\n(define (f n) (if (= n 0) (* a x) (f (- n 1))))\n(f 100000)\n"
+    )
+    data = tmp_path / "d.csv"
+    data.write_text("x,y\n1,2\n2,4\n")
+    base = ["fit", str(prog), "--data", str(data), "--x", "x", "--y", "y", "--json"]
+    quick = ["--starts", "2", "--steps", "3", "--optimizer", "adam"]
+    res = _ndvm(*base, *quick, "--max-steps", "1000")
+    assert res.returncode == 1 and "StepLimitExceeded: step limit of 1000" in res.stderr
+    assert json.loads(_ndvm(*base, *quick).stdout)["failed"] == 0
