@@ -23,10 +23,28 @@ _SUBCOMMANDS = (
 )
 
 
+DESCRIPTION = """\
+Evaluate, fit and search small model programs. A program is a Scheme-like expression over
+parameters and data; ndvm runs it over many parameter sets at once with exact gradients."""
+
+EPILOG = """\
+examples:
+  ndvm eval model.scm --param k=0.5 --input x=1,2,3 --grad
+  ndvm fit model.scm --data data.csv --x t --y y
+  ndvm search --task sr-damped --budget 60
+
+Run 'ndvm COMMAND --help' for a command's options."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ndvm import __version__
 
-    parser = argparse.ArgumentParser(prog="ndvm", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="ndvm",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"ndvm {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in _SUBCOMMANDS:
@@ -52,6 +70,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print("ndvm: interrupted", file=sys.stderr)
+        native = sys.modules.get("ndvm.calibrate.native")
+        if native is not None and native.in_flight():
+            # an abandoned in-runtime call is still computing: leave without the interpreter's
+            # teardown (the runtime's threads would be torn down under it)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
         return 130
     except BrokenPipeError:
         # The reader went away: point stdout at devnull so the interpreter's final flush

@@ -87,6 +87,7 @@ def test_torch_adam_drives_a_torch_loss(backend: str) -> None:
 @pytest.mark.jax
 def test_jax_check_grads_and_jit(backend: str) -> None:
     import jax
+
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     from jax.test_util import check_grads
@@ -115,6 +116,7 @@ def test_jax_check_grads_and_jit(backend: str) -> None:
 @pytest.mark.jax
 def test_jax_matrix_input_under_jit(backend: str) -> None:
     import jax
+
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     from jax.test_util import check_grads
@@ -125,3 +127,22 @@ def test_jax_matrix_input_under_jit(backend: str) -> None:
     f = op(p, Y=ndvm.const(Y))
     th = jnp.asarray(_theta(p, 2))
     check_grads(jax.jit(lambda t: jnp.sum(f(t))), (th,), order=1, modes=("rev",))
+
+
+@pytest.mark.torch
+def test_torch_second_order_raises_instead_of_zeros() -> None:
+    torch = pytest.importorskip("torch")
+
+    from ndvm.torch import op
+
+    p = ndvm.compile("(* a a x)", inputs=("x",), backend="reference")
+    f = op(p, x=2.0)
+    th = torch.tensor([1.5], dtype=torch.float64, requires_grad=True)
+    (g,) = torch.autograd.grad(f(th).sum(), th)  # first order works: d(2 a^2)/da = 4 a
+    assert float(g) == pytest.approx(6.0)
+    with pytest.raises(ndvm.NdvmError, match="second-order derivatives"):
+        torch.autograd.functional.hessian(lambda t: f(t).sum(), th.detach())
+    with pytest.raises(ndvm.NdvmError, match="second-order derivatives"):
+        torch.autograd.gradgradcheck(f, (th,))
+    with pytest.raises(ndvm.NdvmError, match="torch.func transforms"):
+        torch.func.grad(lambda t: f(t).sum())(th.detach())

@@ -36,7 +36,7 @@ def test_recovers_known_optimum_256_starts(backend: str) -> None:
 
 def test_adam_history_and_shapes() -> None:
     p, y = damped()
-    cal = ndvm.calibrate(p, {"x": X}, y, starts=3, steps=25, lr=0.05)
+    cal = ndvm.calibrate(p, {"x": X}, y, starts=3, steps=25, lr=0.05, optimizer="adam")
     assert cal.history.shape == (26, 3)
     assert cal.evaluations == 26
     assert np.all(np.diff(np.minimum.accumulate(cal.history, axis=0), axis=0) <= 0)
@@ -203,11 +203,11 @@ def test_native_optimizer_dispatch_is_a_drop_in(monkeypatch: pytest.MonkeyPatch)
         }
 
     p, y = damped()
-    plain = ndvm.calibrate(p, {"x": X}, y, starts=3, steps=15, engine="numpy")
+    plain = ndvm.calibrate(p, {"x": X}, y, starts=3, steps=15, optimizer="adam", engine="numpy")
     with pytest.raises(ndvm.NdvmError):
         ndvm.calibrate(p, {"x": X}, y, steps=2, engine="native")
     monkeypatch.setattr(registry.get("reference"), "optimize", optimize, raising=False)
-    native = ndvm.calibrate(p, {"x": X}, y, starts=3, steps=15)
+    native = ndvm.calibrate(p, {"x": X}, y, starts=3, steps=15, optimizer="adam")
     assert calls and calls[0][0] == "adam" and calls[0][2]["lr"] == 0.05
     assert native.optimizer == "adam" and native.params == plain.params
     np.testing.assert_array_equal(native.history, plain.history)

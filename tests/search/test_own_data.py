@@ -88,7 +88,7 @@ def test_read_csv_names_file_line_and_column(tmp_path):
     assert user.read_csv(semi, ["S", "v"])["S"].tolist() == [1.0, 2.0]
     bad = tmp_path / "b.csv"
     bad.write_text("S,v\n1,2\n3,NA\n")
-    with pytest.raises(ndvm.NdvmError, match=r"b.csv:3: column 'v': not a number"):
+    with pytest.raises(ndvm.NdvmError, match=r"b.csv:3: error: column 'v': not a number"):
         user.read_csv(bad, ["S", "v"])
     (tmp_path / "h.csv").write_text("S,v\n")
     with pytest.raises(ndvm.NdvmError, match="no data rows"):

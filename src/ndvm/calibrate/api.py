@@ -8,7 +8,6 @@ backend offers an in-runtime optimizer (``backend.optimize``), built-in losses d
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,73 +16,13 @@ from ndvm.api import Program
 from ndvm.calibrate import optim
 from ndvm.calibrate.losses import get_loss
 from ndvm.calibrate.objective import ProgramObjective, TorchObjective
+from ndvm.calibrate.result import Calibration, build, lane_objective
 from ndvm.errors import NdvmError
 
-STATUS_NAMES = {optim.OK: "ok", optim.CONVERGED: "ok", optim.FAILED: "failed"}
+__all__ = ["Calibration", "calibrate"]
 
-
-@dataclass(frozen=True)
-class Calibration:
-    """The result of ``calibrate``: the best start and every start's trajectory.
-
-    params: best lane's parameter values by name (constrained space, plus loss-owned extras such
-    as ``sigma``); loss: its loss; theta: its unconstrained vector. history [k+1, starts]: loss
-    of every lane at every iterate (NaN after a lane failed). all_params [starts, P'] / all_losses
-    [starts]: each lane's best iterate. status: per start "ok" or "failed: <reason>".
-    """
-
-    program: Program
-    names: tuple[str, ...]
-    theta: np.ndarray
-    loss: float
-    params: dict[str, float]
-    history: np.ndarray
-    all_theta: np.ndarray
-    all_params: np.ndarray
-    all_losses: np.ndarray
-    status: tuple[str, ...]
-    best: int
-    restarts: np.ndarray
-    evaluations: int
-    optimizer: str
-    loss_name: str
-    inputs: Mapping[str, Any]
-    target: Any = None
-
-    @property
-    def ok(self) -> bool:
-        return bool(np.isfinite(self.loss))
-
-    @property
-    def n_failed(self) -> int:
-        return sum(s != "ok" for s in self.status)
-
-    def predict(self, inputs: Mapping[str, Any] | None = None, lane: int | None = None) -> Any:
-        """The program's value at the best (or given lane's) parameters on ``inputs``."""
-        P = len(self.program.params)
-        th = self.theta if lane is None else self.all_theta[lane]
-        return self.program.eval(th[:P], **dict(self.inputs if inputs is None else inputs))
-
-    def plot(self, path: str | None = None, **kwargs: Any) -> Any:
-        """Loss history of every start and (for 1-D data) the fit; needs matplotlib."""
-        from ndvm.calibrate.plot import plot_calibration
-
-        return plot_calibration(self, path, **kwargs)
-
-    def summary(self) -> dict[str, Any]:
-        """JSON-ready: best params/loss, failures, steps, evaluations."""
-        return {
-            "loss": float(self.loss),
-            "params": {k: float(v) for k, v in self.params.items()},
-            "best_start": int(self.best),
-            "starts": len(self.status),
-            "failed": self.n_failed,
-            "steps": int(self.history.shape[0] - 1),
-            "evaluations": int(self.evaluations),
-            "optimizer": self.optimizer,
-            "loss_name": self.loss_name,
-            "failures": {i: s for i, s in enumerate(self.status) if s != "ok"},
-        }
+POLISH_STARTS = 8  # optimizer="auto": L-BFGS polishes this many best starts
+POLISH_ITERATIONS = 200
 
 
 def _init_theta(
@@ -124,6 +63,26 @@ def _init_theta(
     raise NdvmError(f"init must have shape [{P}] or [{starts}, {P}], got {vals.shape}")
 
 
+def _theta_bound(program: Program, i: int, value: float | None, side: float) -> float:
+    """Parameter ``i``'s bound ``value`` (constrained space) in theta space; ``side`` = -inf
+    or inf for None or a bound at/after the edge of the parameter's own constraint."""
+    if value is None:
+        return side
+    spec = program.param_specs[i]
+    row = np.array([s.init for s in program.param_specs], dtype=np.float64)  # valid elsewhere
+    row[i] = value
+    try:
+        return float(program.unconstrain(row)[i])
+    except ValueError:  # outside the constraint's open range: the constraint is the bound
+        edge = {"positive": (0.0, np.inf), "unit": (0.0, 1.0), "signed-unit": (-1.0, 1.0)}
+        lo, hi = edge[spec.constraint]
+        if (side < 0 and value <= lo) or (side > 0 and value >= hi):
+            return side
+        raise NdvmError(
+            f"constraints: bound {value} for {spec.name!r} is outside its {spec.constraint} range"
+        ) from None
+
+
 def _projector(program: Program, constraints: Any) -> optim.Project | None:
     """Box bounds {name: (lo, hi)} in the constrained space, enforced by projection on theta."""
     if not constraints:
@@ -131,18 +90,17 @@ def _projector(program: Program, constraints: Any) -> optim.Project | None:
     P = len(program.params)
     lo = np.full(P, -np.inf)
     hi = np.full(P, np.inf)
-    for name, (a, b) in dict(constraints).items():
+    for name, bounds in dict(constraints).items():
         if name not in program.params:
-            raise NdvmError(f"constraints: unknown parameter {name!r}")
+            raise NdvmError(
+                f"constraints: unknown parameter {name!r} (parameters: {', '.join(program.params)})"
+            )
+        a, b = bounds
+        if a is not None and b is not None and not a <= b:
+            raise NdvmError(f"constraints: {name!r} has lower bound {a} > upper bound {b}")
         i = program.params.index(name)
-        spec = program.param_specs[i]
-        one = np.zeros(P)
-        if a is not None:
-            one[i] = a
-            lo[i] = program.unconstrain(one)[i] if spec.constraint != "free" else a
-        if b is not None:
-            one[i] = b
-            hi[i] = program.unconstrain(one)[i] if spec.constraint != "free" else b
+        lo[i] = _theta_bound(program, i, a, -np.inf)
+        hi[i] = _theta_bound(program, i, b, np.inf)
 
     def project(theta: np.ndarray) -> np.ndarray:
         out = theta.copy()
@@ -159,8 +117,8 @@ def calibrate(
     *,
     loss: str | Any | Callable[..., Any] = "mse",
     starts: int = 1,
-    steps: int = 50,
-    optimizer: str | optim.Optimizer = "adam",
+    steps: int = 200,
+    optimizer: str | optim.Optimizer = "auto",
     lr: float = 0.05,
     lr_final: float | None = None,
     init: Any = None,
@@ -172,6 +130,7 @@ def calibrate(
     callback: Callable[[int, int], None] | None = None,
     engine: str = "auto",
     time_limit: float | None = None,
+    polish: int | None = None,
 ) -> Calibration:
     """Fit ``program``'s parameters to ``target`` (or minimize its value) from ``starts`` starts.
 
@@ -186,7 +145,8 @@ def calibrate(
             ``fn(value: torch.Tensor [B, ...], target: torch.Tensor) -> [B]`` (torch path).
         starts: independent starts, run as parameter lanes of one evaluation per step.
         steps: optimizer steps (L-BFGS: iterations). history has steps + 1 rows.
-        optimizer: "adam", "lbfgs", "adam+lbfgs", or an ``optim.Optimizer``.
+        optimizer: "auto" (Adam for ``steps``, then an L-BFGS polish of the best starts),
+            "adam", "lbfgs", "adam+lbfgs" (every start polished), or an ``optim.Optimizer``.
         lr: Adam learning rate.
         lr_final: if given, Adam's learning rate decays from ``lr`` to ``lr_final`` on a
             cosine over each start's steps.
@@ -194,20 +154,24 @@ def calibrate(
             [P] / [starts, P] / {name: value} in the constrained space, or a callable
             ``(rng, shape) -> values``, which also draws restarts.
         seed: seeds the start jitter and restarts.
-        constraints: {name: (lo, hi)} box bounds (constrained space), kept by projection.
+        constraints: {name: (lo, hi)} box bounds (constrained space), kept by projection;
+            they combine with a parameter's own constraint (``positive``, ...).
         early_stop: rtol or ``optim.EarlyStop``: freeze lanes whose loss stopped improving.
         backend: override the program's backend.
         on_failure: "drop" (freeze failed lanes) or "restart" (re-draw them, at most 3 times).
-        callback: called as ``callback(iterate, total)`` after every iterate (progress bars;
-            an in-runtime optimizer calls it once at the end).
+        callback: called as ``callback(iterate, total)`` after every iterate (progress bars).
+            An in-runtime optimizer then runs in chunks of ``native.CHUNK`` steps and calls it
+            after each; Adam's moments restart at each chunk (see docs/calibration.md).
         engine: "auto" (the backend's in-runtime optimizer when it has one for this loss,
             optimizer and on_failure="drop"; else NumPy), "numpy", or "native" (required).
         time_limit: seconds for the whole fit (Adam): when it passes, the starts still running
             fail with reason "time limit ..." and keep their best iterate so far; no single
             evaluation outlives it.
-    """
-    import ndvm
+        polish: how many of the best starts L-BFGS polishes after the main optimizer (None:
+            ``POLISH_STARTS`` for optimizer="auto", else 0; a per-start target polishes all).
 
+    Returns a ``Calibration``; warns ``ConvergenceWarning`` when ``success`` is False.
+    """
     if engine not in ("auto", "numpy", "native"):
         raise NdvmError(f"engine must be 'auto', 'numpy' or 'native', got {engine!r}")
     if on_failure not in ("drop", "restart"):
@@ -215,34 +179,17 @@ def calibrate(
     if starts < 1 or steps < 0:
         raise NdvmError("calibrate needs starts >= 1 and steps >= 0")
     inputs = dict(inputs or {})
-    if isinstance(program, str):
-        program = ndvm.compile(program, inputs=tuple(inputs), backend=backend)
-    elif backend is not None:
-        from ndvm.backends import registry
-
-        program = program.with_options(backend=registry.get(backend).name)
+    program = _program(program, inputs, backend)
     rng = np.random.default_rng(seed)
     theta0, sampler = _init_theta(program, init, starts, rng)
-    lossobj = get_loss(loss)
-    if hasattr(lossobj, "prepare"):
-        prepared = lossobj.prepare(program, inputs, target)
-        objective: Any = ProgramObjective(prepared)
-        extra_names = tuple(lossobj.extra_names)
-        if prepared.extra0:
-            theta0 = np.concatenate([theta0, np.tile(prepared.extra0, (starts, 1))], axis=1)
-            base_sampler = sampler
+    prepared, objective, extra_names, loss_name = _objective(program, loss, inputs, target)
+    if prepared is not None and prepared.extra0:
+        theta0 = np.concatenate([theta0, np.tile(prepared.extra0, (starts, 1))], axis=1)
+        base_sampler = sampler
 
-            def sampler(r: np.random.Generator, n: int) -> np.ndarray:
-                return np.concatenate(
-                    [base_sampler(r, n), np.tile(prepared.extra0, (n, 1))], axis=1
-                )
+        def sampler(r: np.random.Generator, n: int) -> np.ndarray:
+            return np.concatenate([base_sampler(r, n), np.tile(prepared.extra0, (n, 1))], axis=1)
 
-        loss_name = lossobj.name
-    else:
-        prepared = None
-        objective = TorchObjective(program, inputs, target, lossobj)
-        extra_names = ()
-        loss_name = getattr(lossobj, "__name__", "callable")
     if isinstance(early_stop, (int, float)):
         early_stop = optim.EarlyStop(rtol=float(early_stop))
     control = optim.Control(
@@ -257,12 +204,75 @@ def calibrate(
     tgt = getattr(prepared, "target", None)
     if tgt is not None and tgt.ndim == 2 and tgt.shape[0] != starts:
         raise NdvmError(f"a per-start target has one row per start: {starts}, got {tgt.shape[0]}")
-    opt = optim.make_optimizer(optimizer, lr, lr_final)
+    auto = optimizer == "auto"
+    opt = optim.make_optimizer("adam" if auto else optimizer, lr, lr_final)
     native = _native(prepared, opt, control) if engine in ("auto", "native") else None
     if engine == "native" and native is None:
         raise NdvmError(f"backend {program.backend!r} has no in-runtime optimizer for this fit")
     trace = (native or opt).minimize(objective, theta0, steps, control)
-    return _result(program, trace, extra_names, prepared, opt, loss_name, inputs, target)
+    nit = trace.history.shape[0] - 1
+    n_polish = (POLISH_STARTS if auto else 0) if polish is None else int(polish)
+    if n_polish > 0:
+        trace, extra_it = _polish(trace, objective, prepared, control, n_polish)
+        nit += extra_it
+    name = "adam+lbfgs-polish" if n_polish > 0 and auto else opt.name
+    meta = dict(nit=nit, optimizer=name, loss_name=loss_name, inputs=inputs, target=target)
+    return build(program, trace, extra_names, prepared, objective, meta, control.project)
+
+
+def _program(program: Program | str, inputs: Mapping[str, Any], backend: str | None) -> Program:
+    import ndvm
+
+    if isinstance(program, str):
+        return ndvm.compile(program, inputs=tuple(inputs), backend=backend)
+    if backend is not None:
+        from ndvm.backends import registry
+
+        return program.with_options(backend=registry.get(backend).name)
+    return program
+
+
+def _objective(
+    program: Program, loss: Any, inputs: Mapping[str, Any], target: Any
+) -> tuple[Any, Any, tuple[str, ...], str]:
+    """(prepared or None, objective, loss-owned extra names, loss name) for ``loss``."""
+    lossobj = get_loss(loss)
+    if hasattr(lossobj, "prepare"):
+        prepared = lossobj.prepare(program, inputs, target)
+        return prepared, ProgramObjective(prepared), tuple(lossobj.extra_names), lossobj.name
+    objective = TorchObjective(program, inputs, target, lossobj)
+    return None, objective, (), getattr(lossobj, "__name__", "callable")
+
+
+def _polish(
+    trace: optim.Trace, objective: Any, prepared: Any, control: optim.Control, k: int
+) -> tuple[optim.Trace, int]:
+    """L-BFGS from the best iterate of the ``k`` best finite starts (all, for per-start
+    targets); a start keeps the polished point only where it lowered the loss."""
+    finite = np.flatnonzero(np.isfinite(trace.best_loss))
+    if finite.size == 0:
+        return trace, 0
+    per_lane = prepared is not None and prepared.per_lane
+    rows = finite if per_lane else finite[np.argsort(trace.best_loss[finite])[:k]]
+    sub = optim.Control(project=control.project, rng=control.rng)
+    obj = lane_objective(objective, prepared, rows)
+    out = optim.LBFGS().minimize(obj, trace.best_theta[rows], POLISH_ITERATIONS, sub)
+    gain = np.isfinite(out.best_loss) & (out.best_loss < trace.best_loss[rows])
+    best_theta = trace.best_theta.copy()
+    best_loss = trace.best_loss.copy()
+    best_theta[rows[gain]] = out.best_theta[gain]
+    best_loss[rows[gain]] = out.best_loss[gain]
+    polished = optim.Trace(
+        trace.theta,
+        best_theta,
+        best_loss,
+        trace.history,
+        trace.state,
+        trace.reasons,
+        trace.restarts,
+        trace.evaluations + out.evaluations,
+    )
+    return polished, int(out.history.shape[0] - 1)
 
 
 def _native(prepared: Any, opt: optim.Optimizer, control: optim.Control) -> Any:
@@ -276,45 +286,3 @@ def _native(prepared: Any, opt: optim.Optimizer, control: optim.Control) -> Any:
     if not native.supports(backend, prepared, opt):
         return None
     return native.NativeOptimizer(backend, opt, prepared)
-
-
-def _result(
-    program: Program,
-    trace: optim.Trace,
-    extra_names: tuple[str, ...],
-    prepared: Any,
-    opt: optim.Optimizer,
-    loss_name: str,
-    inputs: Mapping[str, Any],
-    target: Any,
-) -> Calibration:
-    P = len(program.params)
-    losses = trace.best_loss
-    best = int(np.nanargmin(losses)) if np.isfinite(losses).any() else 0
-    values = program.constrain(trace.best_theta[:, :P])
-    if extra_names and prepared is not None:
-        values = np.concatenate([values, prepared.constrain_extra(trace.best_theta[:, P:])], 1)
-    names = tuple(program.params) + extra_names
-    status = tuple(
-        STATUS_NAMES.get(int(s), "failed") if s != optim.FAILED else f"failed: {r or 'unknown'}"
-        for s, r in zip(trace.state, trace.reasons)
-    )
-    return Calibration(
-        program=program,
-        names=names,
-        theta=trace.best_theta[best].copy(),
-        loss=float(losses[best]),
-        params={n: float(v) for n, v in zip(names, values[best])},
-        history=trace.history,
-        all_theta=trace.best_theta,
-        all_params=values,
-        all_losses=losses,
-        status=status,
-        best=best,
-        restarts=trace.restarts,
-        evaluations=trace.evaluations,
-        optimizer=opt.name,
-        loss_name=loss_name,
-        inputs=inputs,
-        target=target,
-    )

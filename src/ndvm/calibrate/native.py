@@ -20,7 +20,11 @@ back to the NumPy optimizer on the loss-augmented program.
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -44,9 +48,110 @@ def supports(backend: Any, prepared: Prepared | None, opt: Any) -> bool:
     return opt.name in getattr(backend, "optimize_methods", ("adam", "lbfgs"))
 
 
+CHUNK = 25  # steps per runtime call when a callback wants progress
+
+
+_RUNNING: set[threading.Event] = set()  # calls whose worker has not finished
+
+
+def in_flight() -> bool:
+    """True while an ``interruptible`` call abandoned by Ctrl-C is still computing."""
+    return any(not done.is_set() for done in list(_RUNNING))
+
+
+def interruptible(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``fn()``, in a worker thread when called from the main thread, so that Ctrl-C raises
+    ``KeyboardInterrupt`` at once while the runtime (which releases the GIL) keeps computing:
+    the abandoned call finishes in the background (a daemon thread; see ``in_flight``)."""
+    if threading.current_thread() is not threading.main_thread():
+        return fn()
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            box["out"] = fn()
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["exc"] = exc
+        finally:
+            done.set()
+            _RUNNING.discard(done)
+
+    _RUNNING.add(done)
+    threading.Thread(target=work, name="ndvm-optimize", daemon=True).start()
+    while not done.wait(0.05):  # an Event wait, unlike Thread.join, survives an interrupt
+        pass
+    if "exc" in box:
+        raise box["exc"]
+    return box["out"]
+
+
+@dataclass
+class _Run:
+    """Per-lane bookkeeping across chunks (the NumPy ``_Book``'s result, filled by calls)."""
+
+    theta: np.ndarray
+    steps: int
+
+    def __post_init__(self) -> None:
+        B = self.theta.shape[0]
+        self.theta = self.theta.copy()
+        self.best_theta = self.theta.copy()
+        self.best_loss = np.full(B, np.inf)
+        self.history = np.full((self.steps + 1, B), np.nan)
+        self.state = np.full(B, optim.OK, dtype=np.int8)
+        self.reasons: list[str | None] = [None] * B
+        self.evaluations = 0
+        self.done = 0
+
+    def add(self, lanes: np.ndarray, out: dict[str, Any]) -> int:
+        """Merge one call's result for ``lanes``; returns the steps it took."""
+        h = np.asarray(out["history"], dtype=np.float64)
+        self.history[self.done : self.done + h.shape[0], lanes] = h
+        bl = np.asarray(out["best_loss"], dtype=np.float64)
+        better = np.isfinite(bl) & (bl < self.best_loss[lanes])
+        self.best_loss[lanes[better]] = bl[better]
+        self.best_theta[lanes[better]] = np.asarray(out["best_theta"])[better]
+        self.theta[lanes] = np.asarray(out["theta"])
+        st = np.asarray(out["state"], dtype=np.int8)
+        self.state[lanes] = st
+        for b, s, r in zip(lanes, st, out["reasons"]):
+            if s == optim.FAILED:
+                self.reasons[b] = r
+        self.evaluations += int(out["evaluations"])
+        self.done += h.shape[0] - 1
+        return h.shape[0] - 1
+
+    def trace(self) -> optim.Trace:
+        hist = self.history[: self.done + 1]
+        for b in np.flatnonzero(self.state == optim.CONVERGED):  # frozen: its loss stays
+            col = hist[:, b]
+            last = np.flatnonzero(np.isfinite(col))
+            if last.size:
+                col[last[-1] + 1 :] = col[last[-1]]
+        failed = ~np.isfinite(self.best_loss)
+        state = np.where(failed, optim.FAILED, self.state).astype(np.int8)
+        return optim.Trace(
+            theta=self.theta,
+            best_theta=self.best_theta,
+            best_loss=np.where(failed, np.nan, self.best_loss),
+            history=hist,
+            state=state,
+            reasons=[r if s == optim.FAILED else None for r, s in zip(self.reasons, state)],
+            restarts=np.zeros(self.theta.shape[0], dtype=np.int64),
+            evaluations=self.evaluations,
+        )
+
+
 @dataclass(frozen=True)
 class NativeOptimizer:
-    """Runs ``inner``'s algorithm inside the backend runtime; same ``Optimizer`` protocol."""
+    """Runs ``inner``'s algorithm inside the backend runtime; same ``Optimizer`` protocol.
+
+    Without a callback the whole run is one runtime call. With one, the run is split into
+    calls of ``CHUNK`` steps over the lanes still running, calling back after each; each call
+    starts Adam's moments (and the early-stop patience count) afresh, so a chunked run is not
+    bitwise the one-call run. Either way Ctrl-C interrupts at once (``interruptible``).
+    """
 
     backend: Any
     inner: optim.Adam | optim.LBFGS
@@ -56,6 +161,43 @@ class NativeOptimizer:
     def minimize(
         self, objective: Objective, theta0: np.ndarray, steps: int, control: optim.Control
     ) -> optim.Trace:
+        prep = self.prepared
+        schedule = self.inner.schedule(steps) if isinstance(self.inner, optim.Adam) else None
+        run = _Run(np.ascontiguousarray(theta0, dtype=np.float64), steps)
+        lanes = np.arange(theta0.shape[0])
+        chunk = steps if control.callback is None else CHUNK
+        t0 = time.perf_counter()
+        while True:
+            n = min(chunk, steps - run.done)
+            left = control.time_limit
+            if left is not None and left > 0 and run.done:
+                left = max(left - (time.perf_counter() - t0), 1e-9)
+            tgt = prep.target
+            if prep.per_lane and tgt is not None:
+                tgt = tgt[lanes]
+            sched = None if schedule is None else schedule[run.done : run.done + n]
+            try:
+                out = interruptible(
+                    partial(self._call, run.theta[lanes], n, sched, tgt, left, control)
+                )
+            except BackendUnsupported:
+                if run.done:
+                    raise
+                return self.inner.minimize(objective, theta0, steps, control)
+            took = run.add(lanes, self._shift(out))
+            if left is not None and left > 0 and run.done > took:  # the whole fit's limit
+                why = f"time limit of {control.time_limit:g} s reached after {run.done} steps"
+                for b in lanes:
+                    if (run.reasons[b] or "").startswith("time limit of"):
+                        run.reasons[b] = why
+            if control.callback is not None:
+                control.callback(run.done + 1, steps + 1)
+            lanes = lanes[run.state[lanes] == optim.OK]
+            if run.done >= steps or lanes.size == 0 or took < n:
+                break
+        return run.trace()
+
+    def _call(self, theta, n, schedule, target, time_limit, control):  # type: ignore[no-untyped-def]
         prep = self.prepared
         program = prep.model
         P = len(program.params)
@@ -69,41 +211,32 @@ class NativeOptimizer:
             assert prep.sigma is not None
             weight = 0.5 * prep.weight / prep.sigma**2
         options = {k: v for k, v in asdict(self.inner).items() if k != "name"}
-        schedule = self.inner.schedule(steps) if isinstance(self.inner, optim.Adam) else None
-        try:
-            out = self.backend.optimize(
-                program.compiled,
-                np.ascontiguousarray(theta0, dtype=np.float64),
-                prep.model_inputs,
-                weight=weight,
-                method=self.inner.name,
-                steps=steps,
-                options=options,
-                lower=lower,
-                upper=upper,
-                early_stop=None if es is None else (es.rtol, es.atol, es.patience),
-                limits=program.limits,
-                dialect=program.dialect,
-                lr_schedule=schedule,
-                target=prep.target,
-                time_limit=control.time_limit,
-            )
-        except BackendUnsupported:
-            return self.inner.minimize(objective, theta0, steps, control)
-        if control.callback is not None:
-            control.callback(steps + 1, steps + 1)
-        best_loss = np.asarray(out["best_loss"], dtype=np.float64)
-        history = np.asarray(out["history"], dtype=np.float64)
-        if prep.kind == "gaussian_nll":  # the runtime minimizes the weighted sum of squares
-            shift = np.log(prep.sigma) + 0.5 * np.log(2 * np.pi)
-            best_loss, history = best_loss + shift, history + shift
-        return optim.Trace(
-            theta=np.asarray(out["theta"]),
-            best_theta=np.asarray(out["best_theta"]),
-            best_loss=best_loss,
-            history=history,
-            state=np.asarray(out["state"], dtype=np.int8),
-            reasons=list(out["reasons"]),
-            restarts=np.zeros(theta0.shape[0], dtype=np.int64),
-            evaluations=int(out["evaluations"]),
+        return self.backend.optimize(
+            program.compiled,
+            np.ascontiguousarray(theta, dtype=np.float64),
+            prep.model_inputs,
+            weight=weight,
+            method=self.inner.name,
+            steps=n,
+            options=options,
+            lower=lower,
+            upper=upper,
+            early_stop=None if es is None else (es.rtol, es.atol, es.patience),
+            limits=program.limits,
+            dialect=program.dialect,
+            lr_schedule=schedule,
+            target=target,
+            time_limit=time_limit,
         )
+
+    def _shift(self, out: dict[str, Any]) -> dict[str, Any]:
+        """gaussian_nll with fixed sigma: the runtime minimized the weighted sum of squares."""
+        prep = self.prepared
+        if prep.kind != "gaussian_nll":
+            return out
+        shift = np.log(prep.sigma) + 0.5 * np.log(2 * np.pi)
+        return {
+            **out,
+            "best_loss": np.asarray(out["best_loss"]) + shift,
+            "history": np.asarray(out["history"]) + shift,
+        }

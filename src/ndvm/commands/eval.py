@@ -9,14 +9,29 @@ from typing import Any
 
 import numpy as np
 
+from ndvm.commands.common import (
+    HelpFormatter,
+    add_limit_options,
+    check_inputs,
+    encode,
+    json_safe,
+    limits_from,
+    number,
+    print_cells,
+    write_value,
+)
 from ndvm.errors import NdvmError
+
+GRAD_OF = "d value / d parameter value (constrained space), summed over data lanes"
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "eval",
         help="evaluate a program (and its gradient)",
-        description="Evaluate a program file or '-' (stdin).",
+        description="Evaluate a program file or '-' (stdin) once; with --grad also its "
+        "gradient with respect to the parameter values.",
+        formatter_class=HelpFormatter,
     )
     p.add_argument("file", help="program file, or - for stdin")
     p.add_argument(
@@ -34,11 +49,12 @@ def register(sub: Any) -> None:
         help="input: a number, or comma-separated numbers / a JSON array for data "
         "lanes; a JSON 2-D array for a constant matrix",
     )
-    p.add_argument("--grad", action="store_true", help="also print d value / d parameter")
+    p.add_argument("--grad", action="store_true", help=f"also print {GRAD_OF}")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--backend", default=None, help="reference or native (default: auto)")
-    p.add_argument("--dtype", default="float64", choices=("float64", "float32"))
-    p.add_argument("--dialect", default=None, choices=("dmci",))
+    p.add_argument("--dtype", default="float64", choices=("float64", "float32"), help="dtype")
+    p.add_argument("--dialect", default=None, choices=("dmci",), help="language dialect")
+    add_limit_options(p)
     p.set_defaults(func=run)
 
 
@@ -52,61 +68,15 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
     return out
 
 
-def _parse_value(text: str) -> Any:
-    if text.startswith("["):
-        return np.asarray(json.loads(text), dtype=np.float64)
-    if "," in text:
-        return np.asarray([float(x) for x in text.split(",") if x.strip()], dtype=np.float64)
-    return float(text)
-
-
-MAX_PRINT_CELLS = 1_000_000  # elements a printed value may have (shared parts count per path)
-
-
-def _leaf(x: Any, as_json: bool) -> str:
-    if isinstance(x, float) and not np.isfinite(x):
-        x = str(x)
-    return json.dumps(x) if as_json else repr(x)
-
-
-def encode(value: Any, as_json: bool, max_cells: int = MAX_PRINT_CELLS) -> str:
-    """``value`` (floats, lists, arrays, str, bool, None) as JSON or as Python prints it,
-    non-finite floats as strings. Iterative and bounded: deeply nested values print, and a
-    value with more than ``max_cells`` elements (e.g. a DAG of shared lists, printed once per
-    path) is an ``NdvmError`` instead of a hang."""
-    out: list[str] = []
-    stack: list[Any] = [value]
-    cells = 0
-    while stack:
-        x = stack.pop()
-        if type(x) is _Token:
-            out.append(x.text)
-            continue
-        cells += 1
-        if cells > max_cells:
-            raise NdvmError(f"the value has more than {max_cells} elements to print")
-        if isinstance(x, np.ndarray):
-            x = x.tolist()
-        if isinstance(x, (list, tuple)):
-            stack.append(_CLOSE)
-            for k in range(len(x) - 1, -1, -1):
-                stack.append(x[k])
-                if k:
-                    stack.append(_SEP)
-            stack.append(_OPEN)
-            continue
-        out.append(_leaf(x.item() if isinstance(x, np.generic) else x, as_json))
-    return "".join(out)
-
-
-class _Token:
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-
-_OPEN, _CLOSE, _SEP = _Token("["), _Token("]"), _Token(", ")
+def _parse_value(name: str, text: str) -> Any:
+    try:
+        if text.startswith("["):
+            return np.asarray(json.loads(text), dtype=np.float64)
+        if "," in text:
+            return np.asarray([float(x) for x in text.split(",") if x.strip()], dtype=np.float64)
+    except ValueError:
+        raise NdvmError(f"--input {name}={text}: not numbers") from None
+    return number("--input", name, text)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -119,14 +89,16 @@ def run(args: argparse.Namespace) -> int:
         else:
             with open(args.file, encoding="utf-8") as fh:
                 source = fh.read()
-        inputs = {k: _parse_value(v) for k, v in _pairs(args.input, "input").items()}
-        params = _pairs(args.param, "param")
+        inputs = {k: _parse_value(k, v) for k, v in _pairs(args.input, "input").items()}
+        params = {k: number("--param", k, v) for k, v in _pairs(args.param, "param").items()}
+        check_inputs(source, inputs, complete=False)
         program = ndvm.compile(
             source,
             inputs=tuple(inputs),
             backend=args.backend,
             dtype=args.dtype,
             dialect=args.dialect,
+            limits=limits_from(args),
             strict=True,
         )
         unknown = [p for p in params if p not in program.params]
@@ -138,19 +110,18 @@ def run(args: argparse.Namespace) -> int:
         values = np.array([s.init for s in program.param_specs], dtype=np.float64)
         for i, pname in enumerate(program.params):
             if pname in params:
-                values[i] = float(params[pname])
+                values[i] = params[pname]
         theta = program.unconstrain(values)
         out: dict[str, Any] = {}
         if args.grad:
             value, grad = program.value_and_grad(theta, **inputs)
             grad = grad / program.constrain_jacobian(theta)  # d value / d parameter
             out["grad"] = {p: float(g) for p, g in zip(program.params, grad)}
+            out["grad_of"] = GRAD_OF
         else:
             value = program.eval(theta, **inputs)
-        arr = np.asarray(value)
-        # a numeric array prints whole (its size is its cost); structure is bounded
-        cells = MAX_PRINT_CELLS if arr.dtype == object else MAX_PRINT_CELLS + 2 * arr.size
-        text = encode(arr.tolist(), args.json, cells)
+        cells = print_cells(value)
+        text = encode(np.asarray(value).tolist(), args.json, cells)
     except NdvmError as exc:
         exc.source_name = exc.source_name or name
         print(exc.located(name), file=sys.stderr)
@@ -159,10 +130,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"{name}: error: {exc}", file=sys.stderr)
         return 1
     if args.json:
-        rest = json.dumps(out)[1:]
+        rest = json.dumps(json_safe(out), allow_nan=False)[1:]
         print('{"value": ' + text + (", " + rest if out else "}"))
     else:
         print(f"value: {text}")
+        if "grad" in out:
+            print(f"gradient ({GRAD_OF}):")
         for pname, g in out.get("grad", {}).items():
-            print(f"d/d{pname}: {g}")
+            print(f"d/d{pname}: {write_value(g)}")
     return 0

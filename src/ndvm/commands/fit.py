@@ -1,21 +1,28 @@
-"""``ndvm fit``: calibrate a program's parameters to two columns of a CSV file.
+"""``ndvm fit``: calibrate a program's parameters to columns of a CSV file.
 
-ndvm fit PROGRAM --data FILE.csv --x COL --y COL [--starts 256] [--steps 200] [--loss mse]
-         [--optimizer adam] [--lr 0.05] [--seed 0] [--json] [--plot out.png] [--backend NAME]
+ndvm fit PROGRAM --data FILE.csv --x COL [--x COL ...] --y COL [--starts 64] [--steps 200]
+         [--optimizer auto] [--loss mse] [--json] [--plot out.png] [--backend NAME]
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from ndvm.commands.common import (
+    HelpFormatter,
+    add_limit_options,
+    check_inputs,
+    json_safe,
+    limits_from,
+)
 from ndvm.errors import NdvmError
 
 
@@ -23,52 +30,64 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "fit",
         help="calibrate a program's parameters to CSV data",
-        description="Fit a program's parameters to columns of a CSV file (many starts as lanes).",
+        description="Fit a program's parameters to columns of a CSV file: many starts run as "
+        "lanes of one evaluation, Adam then an L-BFGS polish of the best starts. Prints the "
+        "fitted values with standard errors and whether the fit converged.",
+        formatter_class=HelpFormatter,
     )
     p.add_argument("program", help="program file")
     p.add_argument("--data", required=True, help="CSV file with a header row")
-    p.add_argument("--x", required=True, help="column bound to the program's input")
-    p.add_argument("--y", required=True, help="column with the observed values")
-    p.add_argument("--as", dest="input_name", default=None, help="input name (default: --x)")
-    p.add_argument("--starts", type=int, default=1, help="independent starts (lanes)")
-    p.add_argument("--steps", type=int, default=200, help="optimizer steps")
-    p.add_argument("--loss", default="mse", choices=("mse", "gaussian_nll"))
-    p.add_argument("--optimizer", default="adam", choices=("adam", "lbfgs", "adam+lbfgs"))
+    p.add_argument(
+        "--x",
+        required=True,
+        action="append",
+        metavar="COL",
+        help="column bound to a program input of the same name (repeat for several inputs)",
+    )
+    p.add_argument("--y", required=True, metavar="COL", help="column with the observed values")
+    p.add_argument(
+        "--as",
+        dest="input_name",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="input name for the matching --x (default: the column's name)",
+    )
+    p.add_argument("--starts", type=int, default=64, help="independent starts (lanes)")
+    p.add_argument("--steps", type=int, default=200, help="Adam steps (L-BFGS: iterations)")
+    p.add_argument("--loss", default="mse", choices=("mse", "gaussian_nll"), help="loss")
+    p.add_argument(
+        "--optimizer",
+        default="auto",
+        choices=("auto", "adam", "lbfgs", "adam+lbfgs"),
+        help="auto: Adam, then L-BFGS on the best starts",
+    )
+    p.add_argument("--polish", type=int, default=None, help="starts L-BFGS polishes (auto: 8)")
     p.add_argument("--lr", type=float, default=0.05, help="Adam learning rate")
     p.add_argument("--seed", type=int, default=0, help="seed for the start jitter")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", default=None, metavar="OUT.png", help="save a plot (matplotlib)")
     p.add_argument("--backend", default=None, help="reference or native (default: auto)")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: on a terminal for long fits)",
+    )
+    add_limit_options(p)
     p.set_defaults(func=run)
 
 
 def read_columns(path: str, names: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """Named float columns of a CSV file with a header row."""
-    try:
-        with open(path, encoding="utf-8", newline="") as fh:
-            rows = list(csv.reader(fh))
-    except csv.Error as exc:
-        raise NdvmError(f"{path}: malformed CSV ({exc})") from None
-    if not rows:
-        raise NdvmError(f"{path}: empty CSV file")
-    if not any(rows[1:]):
-        raise NdvmError(f"{path}: no data rows after the header")
-    header = [h.strip() for h in rows[0]]
-    out = {}
-    for name in names:
-        if name not in header:
-            raise NdvmError(f"{path}: no column {name!r} (columns: {', '.join(header)})")
-        i = header.index(name)
-        try:
-            out[name] = np.array([float(r[i]) for r in rows[1:] if r], dtype=np.float64)
-        except (ValueError, IndexError) as exc:
-            raise NdvmError(f"{path}: column {name!r} is not numeric ({exc})") from None
-    return out
+    """Named float columns of a CSV file with a header row (``ndvm.tasks.user.read_csv``:
+    errors name the file, line and column)."""
+    from ndvm.tasks.user import read_csv
+
+    return read_csv(path, names)
 
 
 def progress_bar(total: int) -> tuple[Callable[[int, int], None], Callable[[], None]]:
-    """(update, close) for a progress display: tqdm, else rich, else a stderr line."""
+    """(update, close) for a progress display: tqdm, else a stderr line."""
     try:
         from tqdm import tqdm
 
@@ -93,8 +112,63 @@ def progress_bar(total: int) -> tuple[Callable[[int, int], None], Callable[[], N
     return update_line, lambda: print("", file=sys.stderr)
 
 
-def run(args: argparse.Namespace) -> int:
+def _bindings(args: argparse.Namespace) -> dict[str, str]:
+    """{input name: column} from --x (and --as)."""
+    names = args.input_name or list(args.x)
+    if len(names) != len(args.x):
+        raise NdvmError(f"--as given {len(names)} time(s) for {len(args.x)} --x column(s)")
+    if len(set(names)) != len(names):
+        raise NdvmError(f"an input is bound twice: {', '.join(names)}")
+    return dict(zip(names, args.x))
+
+
+def _fit(
+    args: argparse.Namespace, source: str, binds: dict[str, str], cols: dict[str, np.ndarray]
+) -> tuple[Any, float]:
     import ndvm
+
+    program = ndvm.compile(
+        source, inputs=tuple(binds), backend=args.backend, limits=limits_from(args)
+    )
+    show = args.progress
+    if show is None:
+        show = sys.stderr.isatty() and args.steps * args.starts >= 5000
+    update, close = progress_bar(args.steps + 1) if show else (None, lambda: None)
+    t0 = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ndvm.calibrate.ConvergenceWarning)
+            cal = ndvm.calibrate(
+                program,
+                {name: cols[col] for name, col in binds.items()},
+                cols[args.y],
+                loss=args.loss,
+                starts=args.starts,
+                steps=args.steps,
+                optimizer=args.optimizer,
+                polish=args.polish,
+                lr=args.lr,
+                seed=args.seed,
+                callback=update,
+            )
+    finally:
+        close()
+    return cal, time.perf_counter() - t0
+
+
+def _print_text(cal: Any, args: argparse.Namespace, elapsed: float) -> None:
+    se = cal.stderr or {}
+    r2 = "" if cal.r2 is None else f", R² {cal.r2:.6g}"
+    print(f"loss: {cal.loss:.6g}  ({args.loss}, best of {args.starts} start(s){r2})")
+    for pname, v in cal.params.items():
+        err = se.get(pname)
+        print(f"{pname} = {v:.10g}" + ("" if err is None else f"  ± {err:.3g}"))
+    if cal.n_failed:
+        print(f"{cal.n_failed} start(s) failed", file=sys.stderr)
+    print(f"{elapsed:.3f} s, {cal.nit} iterations, {cal.nfev} evaluations", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
     from ndvm.extras import require
 
     if args.plot:
@@ -102,48 +176,43 @@ def run(args: argparse.Namespace) -> int:
     try:
         with open(args.program, encoding="utf-8") as fh:
             source = fh.read()
-        cols = read_columns(args.data, (args.x, args.y))
-        name = args.input_name or args.x
-        program = ndvm.compile(source, inputs=(name,), backend=args.backend)
-        total = args.steps + 1
-        show = args.progress
-        if show is None:
-            show = sys.stderr.isatty() and args.steps * args.starts >= 5000
-        update, close = progress_bar(total) if show else (None, lambda: None)
-        t0 = time.perf_counter()
-        try:
-            cal = ndvm.calibrate(
-                program,
-                {name: cols[args.x]},
-                cols[args.y],
-                loss=args.loss,
-                starts=args.starts,
-                steps=args.steps,
-                optimizer=args.optimizer,
-                lr=args.lr,
-                seed=args.seed,
-                callback=update,
-            )
-        finally:
-            close()
-        elapsed = time.perf_counter() - t0
+    except OSError as exc:
+        print(f"{args.program}: error: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    try:
+        binds = _bindings(args)
+        check_inputs(source, binds, complete=True)
     except NdvmError as exc:
         print(exc.located(args.program), file=sys.stderr)
         return 1
-    except (OSError, ValueError) as exc:
+    try:  # problems with the data are reported against the data file
+        cols = read_columns(args.data, (*dict.fromkeys(binds.values()), args.y))
+    except NdvmError as exc:
+        print(str(exc), file=sys.stderr)  # names the file (and line, column)
+        return 1
+    try:
+        cal, elapsed = _fit(args, source, binds, cols)
+    except NdvmError as exc:
+        print(exc.located(args.program), file=sys.stderr)
+        return 1
+    except ValueError as exc:
         print(f"{args.program}: error: {exc}", file=sys.stderr)
         return 1
-    out = cal.summary()
+    except MemoryError:
+        print(
+            f"ndvm fit: error: out of memory for --steps {args.steps} x --starts "
+            f"{args.starts} (the loss history has one entry per step and start)",
+            file=sys.stderr,
+        )
+        return 1
+    out = cal.to_dict()
     out["elapsed_s"] = elapsed
     if args.json:
-        print(json.dumps(out))
+        print(json.dumps(json_safe(out), allow_nan=False))
     else:
-        print(f"loss: {cal.loss:.6g}  ({args.loss}, best of {args.starts} start(s))")
-        for pname, v in cal.params.items():
-            print(f"{pname} = {v:.10g}")
-        if out["failed"]:
-            print(f"{out['failed']} start(s) failed", file=sys.stderr)
-        print(f"{elapsed:.3f} s, {cal.evaluations} evaluations", file=sys.stderr)
+        _print_text(cal, args, elapsed)
+    if not cal.success:
+        print(f"warning: {cal.message}", file=sys.stderr)
     sys.stdout.flush()  # the result is out before plotting can fail
     if args.plot:
         cal.plot(args.plot)

@@ -144,10 +144,14 @@ def read_csv(path: str | Path, columns: Sequence[str]) -> dict[str, np.ndarray]:
     try:
         text = p.read_text(encoding="utf-8-sig")
     except OSError as exc:
-        raise NdvmError(f"{p}: cannot read data file ({exc.strerror or exc})") from None
+        raise NdvmError(f"{p}: error: cannot read data file ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise NdvmError(f"{p}: error: not a UTF-8 text file ({exc.reason})") from None
+    if "\x00" in text:
+        raise NdvmError(f"{p}: error: not a CSV file (NUL byte)")
     lines = text.splitlines()
     if not lines or not lines[0].strip():
-        raise NdvmError(f"{p}: empty CSV file (expected a header row)")
+        raise NdvmError(f"{p}: error: empty CSV file (expected a header row)")
     try:
         dialect: Any = csv.Sniffer().sniff(lines[0], delimiters=",;\t")
     except csv.Error:
@@ -156,11 +160,11 @@ def read_csv(path: str | Path, columns: Sequence[str]) -> dict[str, np.ndarray]:
     header = [h.strip() for h in rows[0]]
     body = [(i + 2, r) for i, r in enumerate(rows[1:]) if any(c.strip() for c in r)]
     if not body:
-        raise NdvmError(f"{p}: no data rows after the header")
+        raise NdvmError(f"{p}: error: no data rows after the header")
     out = {}
     for col in columns:
         if col not in header:
-            raise NdvmError(f"{p}: no column {col!r} (columns: {', '.join(header)})")
+            raise NdvmError(f"{p}: error: no column {col!r} (columns: {', '.join(header)})")
         j = header.index(col)
         vals = np.empty(len(body))
         for k, (line, r) in enumerate(body):
@@ -169,9 +173,9 @@ def read_csv(path: str | Path, columns: Sequence[str]) -> dict[str, np.ndarray]:
                 vals[k] = float(cell)
             except ValueError:
                 what = "missing" if not cell else f"not a number ({cell[:20]!r})"
-                raise NdvmError(f"{p}:{line}: column {col!r}: {what}") from None
+                raise NdvmError(f"{p}:{line}: error: column {col!r}: {what}") from None
             if not np.isfinite(vals[k]):
-                raise NdvmError(f"{p}:{line}: column {col!r}: non-finite value {cell!r}")
+                raise NdvmError(f"{p}:{line}: error: column {col!r}: non-finite value {cell!r}")
         out[col] = vals
     return out
 

@@ -1,8 +1,12 @@
 """``torch.autograd.Function`` over a compiled program: theta ``[B, P]`` (or ``[P]``) -> values.
 
 The forward runs one value-only evaluation; the backward runs one evaluation with the incoming
-gradient as cotangent (the VJP), only when theta needs a gradient. The VJP is not itself
-differentiable (``once_differentiable``). Data inputs are constants (no gradient).
+gradient as cotangent (the VJP), only when theta needs a gradient. Data inputs are constants (no
+gradient). First order only: the VJP is not itself differentiable, so a double backward
+(``create_graph=True``: ``torch.autograd.functional.hessian``, ``gradgradcheck``) raises
+``NdvmError`` rather than returning zeros; and the evaluator runs on host arrays, so
+``torch.func`` transforms (``grad``, ``vmap``) are refused with the same error. For second
+derivatives use central differences of the exact gradient (``ndvm.calibrate.uncertainty``).
 """
 
 from __future__ import annotations
@@ -12,9 +16,26 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.autograd.function import once_differentiable
 
 from ndvm.api import Program
+from ndvm.errors import NdvmError
+
+SECOND_ORDER = (
+    "ndvm.torch: second-order derivatives (create_graph=True, torch.autograd.functional."
+    "hessian, gradgradcheck) are not supported: the program's VJP is not itself differentiable; "
+    "use central differences of the gradient (ndvm.calibrate.uncertainty.hessian)"
+)
+FUNC_TRANSFORMS = (
+    "ndvm.torch: torch.func transforms (grad, vmap, jacrev, ...) are not supported: the "
+    "evaluator runs on host arrays; use torch.autograd (loss.backward() or torch.autograd.grad)"
+)
+
+
+def _host_array(t: torch.Tensor) -> np.ndarray:
+    try:
+        return t.detach().cpu().numpy().astype(np.float64)
+    except RuntimeError:  # a torch.func wrapper has no storage to read
+        raise NdvmError(FUNC_TRANSFORMS) from None
 
 
 def _host(inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -29,7 +50,7 @@ class ProgramFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(theta: torch.Tensor, program: Program, inputs: Mapping[str, Any]) -> torch.Tensor:
-        th = theta.detach().cpu().numpy().astype(np.float64)
+        th = _host_array(theta)
         value = np.asarray(program.eval(th, **inputs), dtype=np.float64)
         return torch.from_numpy(value.copy()).to(dtype=theta.dtype, device=theta.device)
 
@@ -41,13 +62,14 @@ class ProgramFunction(torch.autograd.Function):
         ctx.host_inputs = host_inputs
 
     @staticmethod
-    @once_differentiable
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, None, None]:
         if not ctx.needs_input_grad[0]:
             return None, None, None
+        ct = _host_array(grad_out)  # first: under torch.func this is a wrapper and says so
+        if torch.is_grad_enabled():  # the engine enables grad mode exactly for create_graph
+            raise NdvmError(SECOND_ORDER)
         (theta,) = ctx.saved_tensors
-        th = theta.detach().cpu().numpy().astype(np.float64)
-        ct = grad_out.detach().cpu().numpy().astype(np.float64)
+        th = _host_array(theta)
         _, grad = ctx.program.value_and_grad(th, ct, **ctx.host_inputs)
         g = torch.from_numpy(np.asarray(grad, dtype=np.float64).copy())
         return g.to(dtype=theta.dtype, device=theta.device), None, None

@@ -1,0 +1,270 @@
+"""``Calibration``: ``ndvm.calibrate``'s result, reported like ``scipy.optimize.OptimizeResult``.
+
+Besides the best start and every start's trajectory it says whether the fit converged
+(``success``, ``message``: the largest gradient entry at the best start against ``gtol``),
+how much it cost (``nit``, ``nfev``), how well it fits (``r2``), and, on demand, the
+uncertainty of the fitted values (``cov``, ``stderr``; see ``ndvm.calibrate.uncertainty``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from ndvm.api import Program
+from ndvm.calibrate import optim, uncertainty
+from ndvm.calibrate.objective import ProgramObjective
+
+STATUS_NAMES = {optim.OK: "ok", optim.CONVERGED: "ok", optim.FAILED: "failed"}
+GTOL = 1e-5  # converged when max |d loss / d theta| <= GTOL * max(1, |loss|) at the best start
+
+
+class ConvergenceWarning(UserWarning):
+    """A calibration ended without meeting its convergence test (``Calibration.message``)."""
+
+
+@dataclass(frozen=True, repr=False)
+class Calibration:
+    """The result of ``calibrate``: the best start, every start's trajectory, diagnostics.
+
+    params: best lane's parameter values by name (constrained space, plus loss-owned extras such
+    as ``sigma``); loss: its loss; theta: its unconstrained vector. history [k+1, starts]: loss
+    of every lane at every iterate of the main optimizer (NaN after a lane failed; a polish is
+    not in it). all_params [starts, P'] / all_losses [starts]: each lane's best iterate.
+    status: per start "ok" or "failed: <reason>". success/message: the convergence test;
+    nit: optimizer iterations (main stage plus polish); nfev: evaluations of all lanes;
+    grad_norm: max |d loss / d theta| at the best start (projected on box bounds); r2:
+    1 - SSE/SST of the best start (residual losses on one target series; None otherwise).
+    """
+
+    program: Program
+    names: tuple[str, ...]
+    theta: np.ndarray
+    loss: float
+    params: dict[str, float]
+    history: np.ndarray
+    all_theta: np.ndarray
+    all_params: np.ndarray
+    all_losses: np.ndarray
+    status: tuple[str, ...]
+    best: int
+    restarts: np.ndarray
+    evaluations: int
+    optimizer: str
+    loss_name: str
+    inputs: Mapping[str, Any]
+    target: Any = None
+    success: bool = False
+    message: str = ""
+    nit: int = 0
+    grad_norm: float = float("nan")
+    r2: float | None = None
+    objective: Any = field(default=None, compare=False)
+    prepared: Any = field(default=None, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return bool(np.isfinite(self.loss))
+
+    @property
+    def nfev(self) -> int:
+        return self.evaluations
+
+    @property
+    def n_failed(self) -> int:
+        return sum(s != "ok" for s in self.status)
+
+    @cached_property
+    def cov(self) -> np.ndarray | None:
+        """Covariance [P', P'] of the fitted values (``names`` order), as curve_fit's ``pcov``.
+
+        None for a callable loss or a failed fit; NaN where the Hessian is not positive
+        definite."""
+        prep = self.prepared
+        factor = (
+            None
+            if prep is None
+            else uncertainty.scale(prep.kind, self.loss, _n_obs(prep), self.theta.shape[0])
+        )
+        if factor is None or not self.ok:
+            return None
+        D = self.theta.shape[0]
+        obj = lane_objective(self.objective, prep, np.full(2 * D, self.best))
+        H = uncertainty.hessian(obj, self.theta)
+        if H is None:
+            return np.full((D, D), np.nan)
+        jac = uncertainty.value_jacobian(self.program, prep, self.theta)
+        return uncertainty.covariance(H, factor, jac)
+
+    @property
+    def stderr(self) -> dict[str, float] | None:
+        """Standard error of each fitted value by name (sqrt of ``cov``'s diagonal)."""
+        cov = self.cov
+        if cov is None:
+            return None
+        return {n: float(np.sqrt(v)) for n, v in zip(self.names, np.diag(cov))}
+
+    def predict(self, inputs: Mapping[str, Any] | None = None, lane: int | None = None) -> Any:
+        """The program's value at the best (or given lane's) parameters on ``inputs``."""
+        P = len(self.program.params)
+        th = self.theta if lane is None else self.all_theta[lane]
+        return self.program.eval(th[:P], **dict(self.inputs if inputs is None else inputs))
+
+    def plot(self, path: str | None = None, **kwargs: Any) -> Any:
+        """Loss history of every start and (for 1-D data) the fit; needs matplotlib."""
+        from ndvm.calibrate.plot import plot_calibration
+
+        return plot_calibration(self, path, **kwargs)
+
+    def __repr__(self) -> str:
+        vals = ", ".join(f"{k}={v:.6g}" for k, v in self.params.items())
+        return (
+            f"Calibration(success={self.success}, loss={self.loss:.6g}, {vals}; "
+            f"starts={len(self.status)}, failed={self.n_failed}, nit={self.nit}, "
+            f"nfev={self.nfev})"
+        )
+
+    def summary(self) -> str:
+        """A table: the convergence message, fit statistics, and each value with its error."""
+        se = self.stderr or {}
+        lines = [
+            f"{self.message}",
+            f"loss ({self.loss_name}) {self.loss:.6g}   R² "
+            + ("-" if self.r2 is None else f"{self.r2:.6g}")
+            + f"   starts {len(self.status)} ({self.n_failed} failed)"
+            + f"   iterations {self.nit}   evaluations {self.nfev}",
+            f"{'parameter':<16}{'value':>16}{'std err':>14}",
+        ]
+        for n, v in self.params.items():
+            e = se.get(n)
+            lines.append(f"{n:<16}{v:>16.8g}{'-' if e is None else f'{e:.4g}':>14}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the result's numbers (NaN stays float; ``json_safe`` turns it to None)."""
+        se = self.stderr
+        return {
+            "success": bool(self.success),
+            "message": self.message,
+            "loss": float(self.loss),
+            "params": {k: float(v) for k, v in self.params.items()},
+            "stderr": se,
+            "cov": None if self.cov is None else self.cov.tolist(),
+            "r2": self.r2,
+            "grad_norm": float(self.grad_norm),
+            "nit": int(self.nit),
+            "nfev": int(self.nfev),
+            "best_start": int(self.best),
+            "starts": len(self.status),
+            "failed": self.n_failed,
+            "steps": int(self.history.shape[0] - 1),
+            "optimizer": self.optimizer,
+            "loss_name": self.loss_name,
+            "failures": {i: s for i, s in enumerate(self.status) if s != "ok"},
+        }
+
+
+def _n_obs(prep: Any) -> int:
+    t = getattr(prep, "target", None)
+    return 1 if t is None else int(np.shape(t)[-1]) if np.ndim(t) else 1
+
+
+def lane_objective(objective: Any, prepared: Any, rows: np.ndarray) -> Any:
+    """``objective`` for lanes that are the starts ``rows`` (per-start targets follow them)."""
+    if prepared is None or not prepared.per_lane:
+        return objective
+    return ProgramObjective(replace(prepared, target=prepared.target[rows]))
+
+
+def _r2(program: Program, prep: Any, theta: np.ndarray, best: int) -> float | None:
+    if prep is None or prep.target is None or prep.kind == "value" or np.ndim(prep.target) == 0:
+        return None
+    y = prep.target[best] if prep.per_lane else prep.target
+    res = prep.model.evaluate(theta[None, : len(program.params)], prep.model_inputs)
+    if not res.numeric:
+        return None
+    f = np.asarray(res.value, dtype=np.float64).reshape(-1)
+    if f.shape != y.shape:
+        return None
+    sst = float(((y - y.mean()) ** 2).sum())
+    return 1.0 - float(((f - y) ** 2).sum()) / sst if sst > 0 else None
+
+
+def _verdict(cal: dict[str, Any], steps: int, starts: int) -> tuple[bool, str]:
+    loss, g = cal["loss"], cal["grad_norm"]
+    if not np.isfinite(loss):
+        why = next((s for s in cal["status"] if s != "ok"), "no finite loss")
+        why = why.removeprefix("failed: ")
+        return False, f"failed: every start failed ({why})"
+    tol = GTOL * max(1.0, abs(loss))
+    if np.isfinite(g) and g <= tol:
+        return True, f"converged: max |gradient| {g:.3g} <= {tol:.3g} (best of {starts} starts)"
+    return False, (
+        f"not converged: max |gradient| {g:.3g} > {tol:.3g} after {steps} steps at the best of "
+        f"{starts} starts; raise steps or starts, or use optimizer='auto' (Adam, then an "
+        "L-BFGS polish of the best starts)"
+    )
+
+
+def build(
+    program: Program,
+    trace: optim.Trace,
+    extra_names: tuple[str, ...],
+    prepared: Any,
+    objective: Any,
+    meta: dict[str, Any],
+    project: optim.Project | None = None,
+) -> Calibration:
+    """The Calibration of a finished trace; warns (``ConvergenceWarning``) if not converged."""
+    P = len(program.params)
+    losses = trace.best_loss
+    best = int(np.nanargmin(losses)) if np.isfinite(losses).any() else 0
+    values = program.constrain(trace.best_theta[:, :P])
+    if extra_names and prepared is not None:
+        values = np.concatenate([values, prepared.constrain_extra(trace.best_theta[:, P:])], 1)
+    names = tuple(program.params) + extra_names
+    status = tuple(
+        STATUS_NAMES.get(int(s), "failed") if s != optim.FAILED else f"failed: {r or 'unknown'}"
+        for s, r in zip(trace.state, trace.reasons)
+    )
+    theta = trace.best_theta[best].copy()
+    loss = float(losses[best])
+    grad = None
+    if np.isfinite(loss):
+        grad = uncertainty.gradient(lane_objective(objective, prepared, np.array([best])), theta)
+    if grad is not None and project is not None:  # at a box bound only the inward part counts
+        grad = theta - project((theta - grad)[None, :])[0]
+    fields: dict[str, Any] = dict(
+        loss=loss,
+        grad_norm=float("nan") if grad is None else float(np.abs(grad).max(initial=0.0)),
+        status=status,
+    )
+    success, message = _verdict(fields, meta["nit"], len(status))
+    cal = Calibration(
+        program=program,
+        names=names,
+        theta=theta,
+        params={n: float(v) for n, v in zip(names, values[best])},
+        history=trace.history,
+        all_theta=trace.best_theta,
+        all_params=values,
+        all_losses=losses,
+        best=best,
+        restarts=trace.restarts,
+        evaluations=trace.evaluations,
+        success=success,
+        message=message,
+        r2=_r2(program, prepared, theta, best) if np.isfinite(loss) else None,
+        objective=objective,
+        prepared=prepared,
+        **fields,
+        **meta,
+    )
+    if not success:
+        warnings.warn(message, ConvergenceWarning, stacklevel=3)
+    return cal
