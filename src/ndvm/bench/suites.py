@@ -207,8 +207,9 @@ def _calibrate_interp(tier: str, prog: BenchProgram, B: int, steps: int) -> tupl
 
         return "local-adam", lambda: local_adam(vg, theta, steps)
     return "ndvm.calibrate", lambda: calibrate(
-        program, inputs, loss="value", starts=B, steps=steps, lr=0.05, seed=0
-    )
+        program, inputs, loss="value", starts=B, steps=steps, lr=0.05, seed=0,
+        optimizer="adam", diagnostics=False,
+    )  # fmt: skip
 
 
 def throughput(out: Path, quick: bool, log: Log, program: str | None = None) -> Path:

@@ -131,6 +131,7 @@ def calibrate(
     engine: str = "auto",
     time_limit: float | None = None,
     polish: int | None = None,
+    diagnostics: bool = True,
 ) -> Calibration:
     """Fit ``program``'s parameters to ``target`` (or minimize its value) from ``starts`` starts.
 
@@ -169,6 +170,10 @@ def calibrate(
             evaluation outlives it.
         polish: how many of the best starts L-BFGS polishes after the main optimizer (None:
             ``POLISH_STARTS`` for optimizer="auto", else 0; a per-start target polishes all).
+        diagnostics: False skips what a fit loop does not need — the gradient norm and R² at
+            the optimum, the convergence verdict and warning (``success`` then only says no
+            start failed), and the interrupt-handling thread around in-runtime calls —
+            e.g. co-search, which calibrates thousands of candidates in worker processes.
 
     Returns a ``Calibration``; warns ``ConvergenceWarning`` when ``success`` is False.
     """
@@ -200,6 +205,7 @@ def calibrate(
         rng=rng,
         callback=callback,
         time_limit=time_limit,
+        interruptible=diagnostics,
     )
     tgt = getattr(prepared, "target", None)
     if tgt is not None and tgt.ndim == 2 and tgt.shape[0] != starts:
@@ -217,7 +223,9 @@ def calibrate(
         nit += extra_it
     name = "adam+lbfgs-polish" if n_polish > 0 and auto else opt.name
     meta = dict(nit=nit, optimizer=name, loss_name=loss_name, inputs=inputs, target=target)
-    return build(program, trace, extra_names, prepared, objective, meta, control.project)
+    return build(
+        program, trace, extra_names, prepared, objective, meta, control.project, diagnostics
+    )
 
 
 def _program(program: Program | str, inputs: Mapping[str, Any], backend: str | None) -> Program:

@@ -177,9 +177,8 @@ class NativeOptimizer:
                 tgt = tgt[lanes]
             sched = None if schedule is None else schedule[run.done : run.done + n]
             try:
-                out = interruptible(
-                    partial(self._call, run.theta[lanes], n, sched, tgt, left, control)
-                )
+                call = partial(self._call, run.theta[lanes], n, sched, tgt, left, control)
+                out = interruptible(call) if control.interruptible else call()
             except BackendUnsupported:
                 if run.done:
                     raise

@@ -219,8 +219,11 @@ def build(
     objective: Any,
     meta: dict[str, Any],
     project: optim.Project | None = None,
+    diagnostics: bool = True,
 ) -> Calibration:
-    """The Calibration of a finished trace; warns (``ConvergenceWarning``) if not converged."""
+    """The Calibration of a finished trace; warns (``ConvergenceWarning``) if not converged.
+    Without ``diagnostics`` no further evaluation is made (no gradient norm, no R², no
+    warning) and ``success`` means only that the best start did not fail."""
     P = len(program.params)
     losses = trace.best_loss
     best = int(np.nanargmin(losses)) if np.isfinite(losses).any() else 0
@@ -235,7 +238,7 @@ def build(
     theta = trace.best_theta[best].copy()
     loss = float(losses[best])
     grad = None
-    if np.isfinite(loss):
+    if np.isfinite(loss) and diagnostics:
         grad = uncertainty.gradient(lane_objective(objective, prepared, np.array([best])), theta)
     if grad is not None and project is not None:  # at a box bound only the inward part counts
         grad = theta - project((theta - grad)[None, :])[0]
@@ -244,7 +247,11 @@ def build(
         grad_norm=float("nan") if grad is None else float(np.abs(grad).max(initial=0.0)),
         status=status,
     )
-    success, message = _verdict(fields, meta["nit"], len(status))
+    if diagnostics:
+        success, message = _verdict(fields, meta["nit"], len(status))
+    else:
+        success = bool(np.isfinite(loss))
+        message = "finished (diagnostics off)" if success else "every start failed"
     cal = Calibration(
         program=program,
         names=names,
@@ -259,12 +266,12 @@ def build(
         evaluations=trace.evaluations,
         success=success,
         message=message,
-        r2=_r2(program, prepared, theta, best) if np.isfinite(loss) else None,
+        r2=_r2(program, prepared, theta, best) if np.isfinite(loss) and diagnostics else None,
         objective=objective,
         prepared=prepared,
         **fields,
         **meta,
     )
-    if not success:
+    if not success and diagnostics:
         warnings.warn(message, ConvergenceWarning, stacklevel=3)
     return cal

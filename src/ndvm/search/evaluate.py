@@ -123,7 +123,8 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     seen.add(key)
     left = limits.seconds - (time.perf_counter() - t0)
     try:
-        cal = task.calibrate(prog, starts=K, init=init, seed=job.seed, time_limit=left)
+        cal = task.calibrate(prog, starts=K, init=init, seed=job.seed, time_limit=left,
+                             diagnostics=False)  # fmt: skip
         metrics = task.score(cal, task.data())
     except LimitExceeded as exc:
         return _fail(job, v, "timeout", f"{type(exc).__name__}: {exc}", t0)

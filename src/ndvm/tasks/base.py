@@ -13,6 +13,7 @@ fitted with its own parameters, ``starts`` lanes per series, and the best lane o
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache, partial
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ndvm.api import Program
-from ndvm.calibrate import Calibration, calibrate
+from ndvm.calibrate import Calibration, ConvergenceWarning, calibrate
 from ndvm.errors import NdvmError
 
 
@@ -159,7 +160,10 @@ class Task:
             kw["starts"] = int(kw["starts"]) * int(np.shape(target)[0])
         else:
             kw["target"] = target
-        return calibrate(program, data.train_inputs, **kw)
+        # a task's protocol fixes its steps: the verdict is on the result, not a warning
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            return calibrate(program, data.train_inputs, **kw)
 
     def evaluate(self, candidate: Any, *, backend: str | None = None, **overrides: Any) -> Any:
         """Calibrate and score one candidate; errors become a failed ``TaskResult``."""
