@@ -171,3 +171,15 @@ def test_float32_is_float64_rounded_on_both_backends(source: str, inputs: dict[s
     rv32, rg32 = out["reference", "float32"]
     np.testing.assert_allclose(np.asarray(v32), np.asarray(rv32), rtol=1e-6)
     np.testing.assert_allclose(g32, rg32, rtol=1e-5, atol=1e-6)
+
+
+def test_cholesky_reads_the_lower_triangle_on_both_backends() -> None:
+    """Documented convention (docs/primitives.md): the upper triangle of A is ignored."""
+    src = "(cholesky (mat (vec 4 a) (vec 2 3)))"
+    outs = []
+    for backend in ("reference", "native"):
+        p = ndvm.compile(src, backend=backend)
+        outs.append([np.asarray(p.eval(np.array([[a]]))) for a in (2.0, 9.0, -5.0)])
+    for got in outs:
+        for v in got:
+            np.testing.assert_allclose(v[0], [[2.0, 0.0], [1.0, np.sqrt(2.0)]], rtol=1e-15)

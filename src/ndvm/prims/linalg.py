@@ -279,5 +279,6 @@ _add("solve", 165, (2, 1), _solve_shape, _solve_vec, _solve_vjp,
      "(solve A b) = x with A x = b (NaN where singular). "
      "d/db = A^-T g, d/dA = -(A^-T g) x^T.")  # fmt: skip
 _add("cholesky", 166, (2,), lambda a: (_square("cholesky", a),) * 2, _cholesky, _cholesky_vjp,
-     "Lower L with L L^T = A (NaN lanes where not positive definite). "
-     "VJP: Murray 2016, symmetrized.")  # fmt: skip
+     "Lower L with L L^T = A (NaN lanes where not positive definite). Only the lower "
+     "triangle of A is read (NumPy's convention): a non-symmetric A is factored as the "
+     "symmetric matrix with that lower triangle. VJP: Murray 2016, symmetrized.")  # fmt: skip
