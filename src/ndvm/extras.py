@@ -20,7 +20,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "jax": ("jax",),
     "plot": ("matplotlib",),
     "sympy": ("sympy",),
-    "data": ("statsmodels",),
+    "data": ("statsmodels", "scipy"),
     "llm": ("openai",),
     "ray": ("ray",),
 }

@@ -85,8 +85,10 @@ def test_box_bounds_beside_a_positive_parameter() -> None:
         ndvm.calibrate(p, {"t": T}, _logistic_data(), constraints={"q": (0.4, None)})
 
 
+@pytest.mark.data  # scipy comes with the data extra (statsmodels)
 def test_stderr_and_cov_match_curve_fit() -> None:
-    optimize = pytest.importorskip("scipy.optimize")
+    from scipy import optimize
+
     y = _mm_data()
     cal = ndvm.calibrate(ndvm.compile(MM, inputs=("s",)), {"s": S}, y)
     popt, pcov = optimize.curve_fit(lambda s, v, k: v * s / (k + s), S, y, p0=[1.0, 1.0])
