@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -209,7 +209,8 @@ class NativeOptimizer:
         if prep.kind == "gaussian_nll":
             assert prep.sigma is not None
             weight = 0.5 * prep.weight / prep.sigma**2
-        options = {k: v for k, v in asdict(self.inner).items() if k != "name"}
+        inner = self.inner  # the fields the runtime reads (no dataclasses.asdict deep copy)
+        options = {k: getattr(inner, k) for k in ("lr", "betas", "eps") if hasattr(inner, k)}
         return self.backend.optimize(
             program.compiled,
             np.ascontiguousarray(theta, dtype=np.float64),
