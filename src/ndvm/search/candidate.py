@@ -97,6 +97,13 @@ class Evaluation:
     validation_r2: float = float("nan")
 
     @property
+    def lanes(self) -> int:
+        """Start lanes this candidate calibrated (0 when rejected before calibration)."""
+        if self.status == "rejected":
+            return 0
+        return max(1, len(self.extra.get("lane_losses", ())))
+
+    @property
     def selection_loss(self) -> float:
         """The loss selection ranks by: validation MSE, else (no split) the training loss."""
         v = self.validation_mse

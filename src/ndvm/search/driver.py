@@ -236,7 +236,7 @@ class _Book:
                 self.done += 1
                 self.pending -= 1
                 self.done_calibrated += res.evaluation.status != "rejected"
-                self.lanes += _lanes(res.evaluation)
+                self.lanes += res.evaluation.lanes
                 self._count(res.evaluation)
         return True
 
@@ -253,7 +253,3 @@ class _Book:
         self.seen.add(key)
         self.hashes.add(h)
         return res
-
-
-def _lanes(ev: Evaluation | None) -> int:
-    return 0 if ev is None else len(ev.extra.get("lane_losses", ())) or (ev.status != "rejected")
