@@ -79,7 +79,7 @@ def summarize(records: list[Record], elapsed: float | None = None) -> Summary:
         distinct_success_skeletons=len({r.skeleton for r in succ}),
         elapsed=total,
         calibrations_per_s=len(ev) / total if total > 0 else 0.0,
-        lanes_per_s=sum(r.evaluation.lanes for r in ev if r.evaluation) / total if total > 0 else 0.0,
+        lanes_per_s=sum(r.evaluation.lanes for r in ev if r.evaluation) / total if total else 0.0,
         time_to_first_success=min((r.t_done for r in succ), default=None),
         best_r2=top.evaluation.validation_r2 if top and top.evaluation else float("nan"),
         best=top,
