@@ -189,7 +189,12 @@ class Expander:
                 )
             if name in UNSUPPORTED_FORMS:
                 raise UnsupportedForm(f"{name}: {UNSUPPORTED_FORMS[name]}", d.line, d.column)
-        return lst([self.expand(x) for x in d.items], d)
+        items = d.items
+        out = [self.expand(x) for x in items]
+        for a, b in zip(out, items):
+            if a is not b:
+                return SList(tuple(out), None, d.line, d.column)
+        return d  # an application whose parts expand to themselves is already core
 
     def _args(self, d: SList, lo: int, hi: int | None, usage: str) -> tuple[Datum, ...]:
         args = d.items[1:]
@@ -462,12 +467,6 @@ class Expander:
 
     def f_quasi(self, d: SList) -> Datum:
         raise UnsupportedForm(f"{d.items[0]} is not supported", d.line, d.column)
-
-
-def _formal_names(formals: Datum) -> list[Datum]:
-    if isinstance(formals, SList):
-        return [*formals.items, *(() if formals.tail is None else (formals.tail,))]
-    return [formals]
 
 
 def _formal_names(formals: Datum) -> list[Datum]:

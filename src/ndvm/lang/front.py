@@ -231,7 +231,41 @@ def _prelude_ir(name: str, resolver: Resolver) -> ir.Node:
 
 def skeleton(data: Iterable[Datum], params: set[str]) -> str:
     """Structure string: parameters -> ``P``, numeric literals -> ``C``, spaces collapsed."""
-    return " ".join(_skeleton_one(d, params) for d in data)
+    data = tuple(data)
+    try:
+        return _skeleton_fast(data, params)
+    except RecursionError:  # deeper than the interpreter stack allows: the iterative printer
+        return " ".join(_skeleton_one(d, params) for d in data)
+
+
+def _skeleton_fast(data: tuple[Datum, ...], params: set[str]) -> str:
+    out: list[str] = []
+    app = out.append
+
+    def walk(x: Datum) -> None:
+        if type(x) is SList:
+            app("(")
+            first = True
+            for y in x.items:
+                if first:
+                    first = False
+                else:
+                    app(" ")
+                walk(y)
+            if x.tail is not None:
+                app(" . ")
+                walk(x.tail)
+            app(")")
+        elif type(x) is Sym:
+            app("P" if x.name in params else x.name)
+        else:
+            app("C" if type(x) is Num else str(x))
+
+    for i, top in enumerate(data):
+        if i:
+            app(" ")
+        walk(top)
+    return " ".join("".join(out).split())
 
 
 def _skeleton_one(d: Datum, params: set[str]) -> str:
