@@ -304,20 +304,6 @@ void vjp_CROSS(const Ctx& k, int which, const double* g, const double*, double* 
   cross3(g, k.L.a, ct);                          // cross(g, v)
 }
 
-std::string shape_SCALE(const Operand* a, OutShape& out) { return shape_NORMALIZE(a, out); }
-void fwd_SCALE(const Ctx& k, double* o) {
-  for (int i = 0; i < k.r; ++i) o[i] = k.L.a[i] * k.L.b[0];
-}
-void vjp_SCALE(const Ctx& k, int which, const double* g, const double*, double* ct) {
-  if (which == 0) {
-    for (int i = 0; i < k.r; ++i) ct[i] = g[i] * k.L.b[0];
-    return;
-  }
-  double s = 0.0;
-  for (int i = 0; i < k.r; ++i) s += g[i] * k.L.a[i];
-  ct[0] = s;
-}
-
 std::string shape_OUTER(const Operand* a, OutShape& out) {
   out = {2, a[0].rows, a[1].rows};
   return "";

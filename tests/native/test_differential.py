@@ -61,6 +61,12 @@ PROGRAMS: list[tuple[str, str, dict[str, Any]]] = [
         "(+ (vsum (cross v w)) (vsum (normalize v)) (vmean (scale w a)) (trace (outer v w))))",
         {},
     ),
+    (
+        "scale-orders",
+        "(let ((m (mat (vec a 1) (vec b 2)))) (+ (trace (matmul (scale a (eye 2)) m)) "
+        "(det (scale m b)) (vsum (scale 2 (vec a b))) (vsum (scale (vec b a) (* a b)))))",
+        {},
+    ),
     ("elementwise-vec", "(vsum (+ (* a (vec 1 2 3)) (exp (vec b a 0)) 1))", {}),
     ("vector-result", "(vec a (* a b) (sin b))", {}),
     ("matrix-result", "(mat (vec a b) (vec (* a b) 1))", {}),

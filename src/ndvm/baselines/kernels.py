@@ -90,7 +90,7 @@ def _linalg(o: ArrayOps) -> dict[str, Fn]:
         "norm": norm,
         "normalize": lambda v: v / norm(v)[..., None],
         "cross": o.cross,
-        "scale": lambda v, s: v * s[..., None],
+        "scale": lambda a, b: a * b,  # scalars arrive padded, as for *
         "outer": lambda v, w: v[..., :, None] * w[..., None, :],
         "matvec": lambda a, v: o.matmul(a, v[..., None])[..., 0],
         "matmul": o.matmul,

@@ -245,9 +245,14 @@ _add("normalize", 154, (1,), lambda a: a, lambda v: v / _norm(v)[..., None], _no
 _add("cross", 155, (1, 1), _cross_shape, lambda v, w: np.cross(v, w),
      lambda g, ans, v, w: (np.cross(w, g), np.cross(g, v)),
      "Cross product of two 3-vectors. d/dv: w x g, d/dw: g x v.")  # fmt: skip
-_add("scale", 156, (1, 0), lambda a, b: a, lambda v, s: v * s[..., None],
-     lambda g, ans, v, s: (g * s[..., None], _dot(g, v)),
-     "(scale v s) = v s (vector first, then scalar). d/dv = s, d/ds = v.")  # fmt: skip
+# scale is the one ELEMENTWISE primitive of the family: a scalar broadcasts against a vector
+# or matrix in either operand position, exactly as in ``*`` (every backend's broadcasting
+# path does the work, so there is no rank-specific kernel).
+PRIMS.add(Prim("scale", 156, fixed(2), Kind.NUMERIC, np.multiply,
+               lambda g, ans, a, b: (g * b, g * a), "linalg",
+               "(scale a b) = a b with a scalar broadcast against a vector or matrix, in either "
+               "order: (scale v s), (scale s v), (scale s M), (scale M s); two operands of one "
+               "shape multiply elementwise, like *. d/da = b, d/db = a."))  # fmt: skip
 _add("outer", 157, (1, 1), lambda a, b: (a[0], b[0]),
      lambda v, w: v[..., :, None] * w[..., None, :],
      lambda g, ans, v, w: (np.einsum("...ij,...j->...i", g, w),
