@@ -289,6 +289,25 @@ void vjp_NORMALIZE(const Ctx& k, int, const double* g, const double* ans, double
   for (int i = 0; i < k.r; ++i) ct[i] = (g[i] - ans[i] * dg) / nv;
 }
 
+// normalize under the dmci dialect: v / max(|v|, 1e-8) (a NaN norm stays NaN)
+constexpr double kDmciNormEps = 1e-8;
+std::string shape_INTERNAL_DMCI_NORMALIZE(const Operand* a, OutShape& out) {
+  return shape_NORMALIZE(a, out);
+}
+void fwd_INTERNAL_DMCI_NORMALIZE(const Ctx& k, double* o) {
+  const double nv = std::sqrt(sum_squares(k));
+  const double d = nv < kDmciNormEps ? kDmciNormEps : nv;
+  for (int i = 0; i < k.r; ++i) o[i] = k.L.a[i] / d;
+}
+void vjp_INTERNAL_DMCI_NORMALIZE(const Ctx& k, int which, const double* g, const double* ans,
+                                 double* ct) {
+  if (std::sqrt(sum_squares(k)) < kDmciNormEps) {
+    for (int i = 0; i < k.r; ++i) ct[i] = g[i] / kDmciNormEps;
+    return;
+  }
+  vjp_NORMALIZE(k, which, g, ans, ct);
+}
+
 void cross3(const double* u, const double* v, double* o) {
   o[0] = u[1] * v[2] - u[2] * v[1];
   o[1] = u[2] * v[0] - u[0] * v[2];

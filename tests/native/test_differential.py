@@ -179,6 +179,20 @@ def test_native_dmci_dialect_matches_reference() -> None:
     np.testing.assert_allclose(nat.grad, ref.grad, rtol=1e-10, equal_nan=True)
 
 
+def test_native_dmci_substitutions_match_reference() -> None:
+    source = (
+        "(+ (modulo a 0.7) (* 3 (remainder b 0.3)) (ref (normalize (vec a b)) 0) "
+        "(let ((a 2) (c (* a b))) c))"
+    )
+    theta = np.array([[1.3, -2.1], [0.0, 0.0], [-2.6, 1e-9], [3e-9, 0.4]])
+    ref = _evaluate(source, {}, theta, "reference", dialect="dmci")
+    nat = _evaluate(source, {}, theta, "native", dialect="dmci")
+    np.testing.assert_allclose(nat.value, ref.value, rtol=1e-13)
+    np.testing.assert_allclose(nat.grad, ref.grad, rtol=1e-13)
+    plain = _evaluate(source, {}, theta[:1], "reference")
+    assert not np.allclose(plain.value, ref.value[:1])
+
+
 def test_native_cotangent_matches_reference() -> None:
     source = "(vec (* a x) (sin (* b x)))"
     inputs = {"x": X}

@@ -274,7 +274,8 @@ def test_numeric_sigmoid_softplus_are_overflow_free() -> None:
 
 
 def test_dmci_clamps_sqrt_and_log() -> None:
-    assert set(DMCI_OVERRIDES) == {PRIMS.by_name("sqrt").code, PRIMS.by_name("log").code}
+    names = {"sqrt", "log", "modulo", "remainder", "normalize"}
+    assert set(DMCI_OVERRIDES) == {PRIMS.by_name(n).code for n in names}
     sq_ref, sq_vjp = dmci_rule(PRIMS.by_name("sqrt"))
     lg_ref, lg_vjp = dmci_rule(PRIMS.by_name("log"))
     x = np.array([[-1.0, 0.0, 1e-9, 4.0]])
@@ -346,6 +347,7 @@ LINALG_ARGS: dict[str, Callable[[np.random.Generator], list[Any]]] = {
     "vmean": lambda r: [_vec(r, 4)],
     "norm": lambda r: [_vec(r, 4)],
     "normalize": lambda r: [_vec(r, 4)],
+    "%dmci-normalize": lambda r: [_vec(r, 4)],
     "cross": lambda r: [_vec(r, 3), _vec(r, 3)],
     "outer": lambda r: [_vec(r, 3), _vec(r, 2)],
     "matvec": lambda r: [_mat(r, 3, 2), _vec(r, 2)],
@@ -370,6 +372,8 @@ def _lane_oracle(name: str, *xs: np.ndarray) -> Any:
         return math.fsum(xs[0]) / len(xs[0])
     if name == "norm":
         return math.sqrt(math.fsum(a * a for a in xs[0]))
+    if name == "%dmci-normalize":
+        return xs[0] / max(math.sqrt(math.fsum(a * a for a in xs[0])), 1e-8)
     if name == "normalize":
         return xs[0] / math.sqrt(math.fsum(a * a for a in xs[0]))
     if name == "cross":

@@ -83,6 +83,9 @@ def _linalg(o: ArrayOps) -> dict[str, Fn]:
     def norm(v: Any) -> Any:
         return o.sqrt(dot(v, v))
 
+    def floored(n: Any) -> Any:  # max(n, 1e-8), NaN kept
+        return o.where(n < 1e-8, 1e-8, n)
+
     return {
         "dot": dot,
         "vsum": lambda v: o.sum(v, -1),
@@ -101,6 +104,7 @@ def _linalg(o: ArrayOps) -> dict[str, Fn]:
         "inv": o.inv,
         "solve": lambda a, b: o.solve(a, b[..., None])[..., 0],
         "cholesky": o.cholesky,
+        "%dmci-normalize": lambda v: v / floored(norm(v))[..., None],
     }
 
 
