@@ -66,7 +66,8 @@ def head_name(d: Datum) -> str | None:
 class Expander:
     """Rewrites one program. ``loop_stack`` holds the hidden names of enclosing ``loop``s."""
 
-    def __init__(self) -> None:
+    def __init__(self, sequential_let: bool = False) -> None:
+        self.sequential_let = sequential_let  # the dmci dialect: let binds like let*
         self._ids: Iterator[int] = itertools.count()
         self.loop_stack: list[tuple[str, int]] = []
         self.shadowed: list[str] = []  # special-form names bound as variables in scope
@@ -269,6 +270,8 @@ class Expander:
     def f_let(self, d: SList) -> Datum:
         if len(d.items) >= 2 and isinstance(d.items[1], Sym):
             return self._named_let(d)
+        if self.sequential_let:
+            return self.f_let_star(d)
         args = self._args(d, 2, None, "(let ((name expr) ...) body ...)")
         binds = self._bindings(d, args[0])
         names = [n.name for n, _ in binds]

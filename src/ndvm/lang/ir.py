@@ -174,3 +174,4 @@ class CompiledProgram:
     prelude: tuple[str, ...] = field(default=())
     # (line, column) of each input's first use in the source ((0, 0): unused)
     input_positions: tuple[tuple[int, int], ...] = field(default=())
+    dialect: str | None = None  # "dmci": compiled with that dialect's (sequential) let
