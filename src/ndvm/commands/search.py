@@ -99,7 +99,7 @@ def recorded_task(db: str) -> Any:
     from ndvm import tasks
     from ndvm.errors import NdvmError
     from ndvm.search.store import Store
-    from ndvm.tasks.user import rebuild
+    from ndvm.tasks.base import rebuild
 
     if not Path(db).exists():
         raise NdvmError(f"no such database {db}")
