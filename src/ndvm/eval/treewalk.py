@@ -20,12 +20,23 @@ from ndvm.errors import (
     NdvmError,
     ProgramError,
 )
+from ndvm.eval import lists as _lists  # noqa: F401  (registers its implementations)
+from ndvm.eval import vectors as _vectors  # noqa: F401  (registers its implementations)
 from ndvm.eval.clock import LaneClock
 from ndvm.eval.export import error_message
 from ndvm.eval.inline import make_inline
 from ndvm.eval.limits import Limits
 from ndvm.eval.merge import merge_groups
-from ndvm.eval.runtime import Closure, Diverge, Env, PrimProc, Runtime, Unassigned, type_name
+from ndvm.eval.runtime import (
+    REFERENCE,
+    Closure,
+    Diverge,
+    Env,
+    PrimProc,
+    Runtime,
+    Unassigned,
+    type_name,
+)
 from ndvm.lang import ir
 from ndvm.payload import BoolArr
 from ndvm.prims import PRIMS, Kind, Prim
@@ -510,7 +521,7 @@ class Machine:
         if kind is Kind.NUMERIC or kind is Kind.PREDICATE:
             return None, None, rt.numeric(prim, args)
         if kind is Kind.STRUCTURAL:
-            return None, None, prim.ref(rt, *args)  # type: ignore[misc]
+            return None, None, REFERENCE[prim.code](rt, *args)
         if prim.code == _APPLY:
             fn = args[0]
             try:
