@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tests.helpers.structural_calls import STRUCTURAL, example
 
 import ndvm
 from ndvm.eval import treewalk  # noqa: F401  (the machine registers its implementations)
 from ndvm.eval.runtime import REFERENCE
 from ndvm.export.structural import EXPORT
-from tests.helpers.structural_calls import STRUCTURAL, example
 
 
 @pytest.mark.parametrize("table", [REFERENCE, EXPORT], ids=lambda t: t.evaluator)

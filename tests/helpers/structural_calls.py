@@ -11,6 +11,7 @@ from ndvm.prims import PRIMS, Kind
 STRUCTURAL = [p for p in PRIMS if p.kind is Kind.STRUCTURAL]
 
 _L = "(list a (list b 1) (vec a b) 3)"  # nested, so every c[ad]{2,4}r has a path to walk
+_VL = "(list a (vec 1 2))"
 _DEEP = "(list (list (list a b) 2) (list 3 (list b a)) (list 4 5) 6)"
 
 CALLS: dict[str, str] = {
@@ -35,7 +36,7 @@ CALLS: dict[str, str] = {
     "not": "(list (not (> a b)) (not #f) (not a))",
     "eq?": "(list (eq? a b) (eq? 'x 'x) (eq? (list 1) (list 1)))",
     "eqv?": "(list (eqv? a a) (eqv? a b) (eqv? #t (> a b)))",
-    "equal?": "(list (equal? (list a 1) (list b 1)) (equal? (list a (vec 1 2)) (list a (vec 1 2))))",
+    "equal?": f"(list (equal? (list a 1) (list b 1)) (equal? {_VL} {_VL}))",
     "void": "(list (void a b))",
     "vec": "(vec a b (* a b))",
     "mat": "(mat (vec a b) (list b a))",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tests.helpers.structural_calls import STRUCTURAL, example
 
 import ndvm
 from ndvm.prims import Prim
-from tests.helpers.structural_calls import STRUCTURAL, example
 
 pytestmark = pytest.mark.native
 THETA = np.array([[0.5, -1.5], [2.0, 2.0], [-0.25, 3.0]])
