@@ -33,6 +33,7 @@ from ndvm.baselines.tagged_structural import (
     SYMBOL,
     VECTOR,
     VOIDTAG,
+    Diverged,
 )  # fmt: skip
 from ndvm.errors import (
     DepthLimitExceeded,
@@ -59,10 +60,6 @@ _PY_RECURSION = 50_000
 _TorchOps = torch_namespace()
 TORCH_IMPLS = numeric_impls(_TorchOps)
 _UNSUPPORTED_STRUCTURAL = {"%any-null"}
-
-
-class Diverged(Exception):
-    """Lanes disagree on a branch (or a structural index); the run falls back to single lanes."""
 
 
 class _Tail:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ndvm.api import Program
+from ndvm.api import compile as compile_program
 from ndvm.calibrate import optim
 from ndvm.calibrate.losses import get_loss
 from ndvm.calibrate.objective import ProgramObjective, TorchObjective
@@ -229,10 +230,8 @@ def calibrate(
 
 
 def _program(program: Program | str, inputs: Mapping[str, Any], backend: str | None) -> Program:
-    import ndvm
-
     if isinstance(program, str):
-        return ndvm.compile(program, inputs=tuple(inputs), backend=backend)
+        return compile_program(program, inputs=tuple(inputs), backend=backend)
     if backend is not None:
         from ndvm.backends import registry
 

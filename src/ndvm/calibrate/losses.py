@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ndvm.api import Program
+from ndvm.api import compile as compile_program
 from ndvm.backends.base import RunResult
 from ndvm.errors import NdvmError
 from ndvm.lang.reader import read
@@ -132,9 +133,7 @@ def _augmented(
     limits: Any,
 ) -> Program:
     """The loss-augmented program, compiled once per program (calibrations repeat it)."""
-    import ndvm
-
-    return ndvm.compile(
+    return compile_program(
         augment_source(source),
         specs,
         inputs + (TARGET,),
