@@ -7,11 +7,11 @@ from typing import Any
 
 from ndvm.api import Program
 from ndvm.backends.inputs import Const
-from ndvm.baselines.kernels import constraint_transform
 from ndvm.errors import ExportUnsupported, NdvmError
 from ndvm.export.tracer import MAX_OPS, MAX_STEPS, Tracer
 from ndvm.export.values import Arr, Bool
 from ndvm.lang.ir import CompiledProgram
+from ndvm.prims.constraints import constraint
 
 
 def program_of(program: Any, inputs: tuple[str, ...] = ()) -> Program:
@@ -31,7 +31,7 @@ def bind_params(ns: Any, compiled: CompiledProgram, theta: list[Any]) -> list[An
     """Parameter values the program sees: each theta through its constraint."""
     out: list[Any] = []
     for spec, t in zip(compiled.params, theta):
-        transform = constraint_transform(ns, spec.constraint)
+        transform = constraint(spec.constraint).forward_in(ns)
         out.append(Arr(transform(t) if transform else t, ()))
     return out
 
