@@ -1,5 +1,5 @@
 // Lane-vectorized (element-outer, lane-inner) kernels for the linear-algebra primitives whose
-// work is a fixed sum of products: dot, vsum, vmean, scale, outer, matvec, matmul, transpose,
+// work is a fixed sum of products: dot, vsum, vmean, outer, matvec, matmul, transpose,
 // trace. Same operation order as the per-lane forms in linalg.cpp. Sums of products over full-
 // width operands keep each output's running sum in a register over its K <= 4 terms (the 2x2
 // to 4x4 matrices of state-space models) instead of streaming the output K times; the result
@@ -555,11 +555,6 @@ NDVM_SIMD bool lanes_forward_products(int code, const Operand* args, double* out
       }
       return true;
     }
-    case Prim::SCALE: {
-      const Lanes sc = lanes_of(args[1]);
-      for (size_t i = 0; i < r; ++i) mul_lanes(out + i * W, W, a.row(i), a.ls, sc.row(0), sc.ls);
-      return true;
-    }
     case Prim::OUTER: {
       const Lanes b = lanes_of(args[1]);
       const size_t m = args[1].rows;
@@ -695,18 +690,6 @@ NDVM_SIMD bool lanes_vjp(int code, const double* g_ptr, const double* ans, const
       const double f = static_cast<Prim>(code) == Prim::VSUM ? 1.0 : 1.0 / static_cast<double>(r);
       for (size_t i = 0; i < r; ++i) {
         for (uint32_t l = 0; l < W; ++l) ct[i * W + l] = g_ptr[l] * f;
-      }
-      return true;
-    }
-    case Prim::SCALE: {
-      const Lanes sc = lanes_of(args[1]);
-      if (which == 0) {
-        for (size_t i = 0; i < r; ++i) mul_lanes(ct + i * W, W, g.row(i), 1, sc.row(0), sc.ls);
-      } else if (a.ls) {
-        sop(ct, W, r, [&](size_t i) { return g.row(i); }, [&](size_t i) { return a.row(i); });
-      } else {
-        fill(ct, W, 0.0);
-        for (size_t i = 0; i < r; ++i) fma_lanes(ct, W, g.row(i), 1, a.row(i), a.ls);
       }
       return true;
     }

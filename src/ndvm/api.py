@@ -92,7 +92,17 @@ class Program:
         return self.compiled.source
 
     def with_options(self, **changes: Any) -> Program:
-        """A copy with other ``backend``/``dtype``/``dialect``/``limits``/``strict``."""
+        """A copy with other ``backend``/``dtype``/``dialect``/``limits``/``strict``; a new
+        dialect recompiles the source (the dmci dialect's ``let`` is sequential)."""
+        dialect = changes.get("dialect", self.dialect)
+        if dialect not in DIALECTS:
+            raise NdvmError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
+        if dialect != self.compiled.dialect:
+            c = self.compiled
+            compiled = compile_source(
+                c.source, c.params, c.inputs, changes.get("limits", self.limits), dialect
+            )
+            changes = {**changes, "compiled": compiled}
         return replace(self, **changes)
 
     # -- parameter spaces --------------------------------------------------------------
@@ -251,7 +261,9 @@ def compile(  # noqa: A001 - the public name is part of the contract
         inputs: names of data inputs bound at evaluation time.
         backend: "reference" or "native" (None: the default backend).
         dtype: "float64" or "float32".
-        dialect: None or "dmci" (protected sqrt/log as in the reference system).
+        dialect: None or "dmci": the published reference system's semantics (protected
+            sqrt/log, sequential let, its modulo/remainder, normalize with a norm floor;
+            docs/language.md).
         limits: limits of compilation (source size, forms) and of every evaluation (steps,
             heap cells, depth, deadline).
         strict: True raises on any failing lane; False never raises for lane errors;
@@ -264,7 +276,7 @@ def compile(  # noqa: A001 - the public name is part of the contract
     if isinstance(inputs, str):
         inputs = (inputs,)
     limits = limits or Limits()
-    compiled = compile_source(source, params, tuple(inputs), limits)
+    compiled = compile_source(source, params, tuple(inputs), limits, dialect)
     name = _choose_backend(backend, compiled)
     return Program(compiled, name, dtype, dialect, limits, strict)
 

@@ -17,6 +17,8 @@ from ndvm.prims.constraints import constraint
 def program_of(program: Any, inputs: tuple[str, ...] = ()) -> Program:
     """A ``Program`` from a ``Program``, a ``CompiledProgram`` or source text."""
     if isinstance(program, Program):
+        if program.dialect is not None:
+            raise ExportUnsupported(f"the {program.dialect} dialect is not supported by export")
         return program
     if isinstance(program, CompiledProgram):
         return Program(program, "reference")

@@ -66,7 +66,8 @@ def head_name(d: Datum) -> str | None:
 class Expander:
     """Rewrites one program. ``loop_stack`` holds the hidden names of enclosing ``loop``s."""
 
-    def __init__(self) -> None:
+    def __init__(self, sequential_let: bool = False) -> None:
+        self.sequential_let = sequential_let  # the dmci dialect: let binds like let*
         self._ids: Iterator[int] = itertools.count()
         self.loop_stack: list[tuple[str, int]] = []
         self.shadowed: list[str] = []  # special-form names bound as variables in scope
@@ -189,7 +190,12 @@ class Expander:
                 )
             if name in UNSUPPORTED_FORMS:
                 raise UnsupportedForm(f"{name}: {UNSUPPORTED_FORMS[name]}", d.line, d.column)
-        return lst([self.expand(x) for x in d.items], d)
+        items = d.items
+        out = [self.expand(x) for x in items]
+        for a, b in zip(out, items):
+            if a is not b:
+                return SList(tuple(out), None, d.line, d.column)
+        return d  # an application whose parts expand to themselves is already core
 
     def _args(self, d: SList, lo: int, hi: int | None, usage: str) -> tuple[Datum, ...]:
         args = d.items[1:]
@@ -264,6 +270,8 @@ class Expander:
     def f_let(self, d: SList) -> Datum:
         if len(d.items) >= 2 and isinstance(d.items[1], Sym):
             return self._named_let(d)
+        if self.sequential_let:
+            return self.f_let_star(d)
         args = self._args(d, 2, None, "(let ((name expr) ...) body ...)")
         binds = self._bindings(d, args[0])
         names = [n.name for n, _ in binds]
@@ -462,12 +470,6 @@ class Expander:
 
     def f_quasi(self, d: SList) -> Datum:
         raise UnsupportedForm(f"{d.items[0]} is not supported", d.line, d.column)
-
-
-def _formal_names(formals: Datum) -> list[Datum]:
-    if isinstance(formals, SList):
-        return [*formals.items, *(() if formals.tail is None else (formals.tail,))]
-    return [formals]
 
 
 def _formal_names(formals: Datum) -> list[Datum]:

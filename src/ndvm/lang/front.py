@@ -31,13 +31,15 @@ def compile_source(
     params: ParamsArg = None,
     inputs: Iterable[str] = (),
     limits: Limits | None = None,
+    dialect: str | None = None,
 ) -> ir.CompiledProgram:
     """Read, expand and resolve ``source``. Raises ReadError / CompileError with positions;
-    ``limits`` bounds the source size and the number of forms (``Limits.max_forms``)."""
+    ``limits`` bounds the source size and the number of forms (``Limits.max_forms``);
+    ``dialect="dmci"`` compiles ``let`` as sequential (``let*``), as the reference system."""
     old = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old, _RECURSION_LIMIT))
     try:
-        return _compile(source, params, tuple(inputs), limits)
+        return _compile(source, params, tuple(inputs), limits, dialect)
     except RecursionError:
         raise CompileError("program nested too deeply to compile") from None
     finally:
@@ -45,7 +47,11 @@ def compile_source(
 
 
 def _compile(
-    source: str, params: ParamsArg, inputs: tuple[str, ...], limits: Limits | None
+    source: str,
+    params: ParamsArg,
+    inputs: tuple[str, ...],
+    limits: Limits | None,
+    dialect: str | None,
 ) -> ir.CompiledProgram:
     for name in inputs:
         if not isinstance(name, str) or not name:
@@ -68,7 +74,7 @@ def _compile(
         if n in inputs:
             raise CompileError(f"{n!r} is declared both as a parameter and as an input")
     top = SList(data, None, data[0].line, data[0].column)
-    expander = Expander()
+    expander = Expander(sequential_let=dialect == "dmci")
     body_datum = expander.expand_body(data, top)
     prelude = prelude_closure(symbols_in(data))
     resolver = Resolver(names, inputs, infer)
@@ -90,6 +96,7 @@ def _compile(
         has_header=has_header,
         prelude=prelude,
         input_positions=tuple(resolver.input_positions.get(n, (0, 0)) for n in inputs),
+        dialect=dialect,
     )
 
 
@@ -233,7 +240,41 @@ def _prelude_ir(name: str, resolver: Resolver) -> ir.Node:
 
 def skeleton(data: Iterable[Datum], params: set[str]) -> str:
     """Structure string: parameters -> ``P``, numeric literals -> ``C``, spaces collapsed."""
-    return " ".join(_skeleton_one(d, params) for d in data)
+    data = tuple(data)
+    try:
+        return _skeleton_fast(data, params)
+    except RecursionError:  # deeper than the interpreter stack allows: the iterative printer
+        return " ".join(_skeleton_one(d, params) for d in data)
+
+
+def _skeleton_fast(data: tuple[Datum, ...], params: set[str]) -> str:
+    out: list[str] = []
+    app = out.append
+
+    def walk(x: Datum) -> None:
+        if type(x) is SList:
+            app("(")
+            first = True
+            for y in x.items:
+                if first:
+                    first = False
+                else:
+                    app(" ")
+                walk(y)
+            if x.tail is not None:
+                app(" . ")
+                walk(x.tail)
+            app(")")
+        elif type(x) is Sym:
+            app("P" if x.name in params else x.name)
+        else:
+            app("C" if type(x) is Num else str(x))
+
+    for i, top in enumerate(data):
+        if i:
+            app(" ")
+        walk(top)
+    return " ".join("".join(out).split())
 
 
 def _skeleton_one(d: Datum, params: set[str]) -> str:

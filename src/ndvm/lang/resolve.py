@@ -93,7 +93,10 @@ class Resolver:
         return self._call(d, tail)
 
     def _is_local(self, name: str) -> bool:
-        return any(name in scope for scope in self.scopes)
+        for scope in self.scopes:
+            if name in scope:
+                return True
+        return False
 
     def _call(self, d: SList, tail: bool) -> ir.Node:
         fn = self.resolve(d.items[0])
