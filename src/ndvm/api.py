@@ -19,6 +19,7 @@ from ndvm.errors import BackendUnsupported, NdvmError
 from ndvm.eval.limits import Limits
 from ndvm.lang.front import compile_source
 from ndvm.lang.ir import CompiledProgram, ParamSpec
+from ndvm.prims import constraints
 from ndvm.values import show
 
 DIALECTS = (None, "dmci")
@@ -111,51 +112,15 @@ class Program:
 
     def constrain(self, theta: Any) -> np.ndarray:
         """Parameter values the program sees for unconstrained ``theta`` (``[P]``/``[B, P]``)."""
-        t = np.array(theta, dtype=np.float64)
-        for i, s in enumerate(self.compiled.params):
-            col = t[..., i]
-            if s.constraint == "positive":
-                t[..., i] = np.logaddexp(0.0, col)
-            elif s.constraint == "unit":
-                t[..., i] = 1.0 / (1.0 + np.exp(-col))
-            elif s.constraint == "signed-unit":
-                t[..., i] = np.tanh(col)
-        return t
+        return constraints.constrain(self.compiled.params, theta)
 
     def constrain_jacobian(self, theta: Any) -> np.ndarray:
         """d value / d theta per parameter (diagonal), to turn theta-gradients into value ones."""
-        t = np.array(theta, dtype=np.float64)
-        out = np.ones_like(t)
-        for i, s in enumerate(self.compiled.params):
-            col = t[..., i]
-            if s.constraint == "positive":
-                out[..., i] = 1.0 / (1.0 + np.exp(-col))
-            elif s.constraint == "unit":
-                sig = 1.0 / (1.0 + np.exp(-col))
-                out[..., i] = sig * (1.0 - sig)
-            elif s.constraint == "signed-unit":
-                out[..., i] = 1.0 - np.tanh(col) ** 2
-        return out
+        return constraints.constrain_jacobian(self.compiled.params, theta)
 
     def unconstrain(self, values: Any) -> np.ndarray:
         """Inverse of ``constrain``; raises ValueError for values outside a constraint."""
-        v = np.array(values, dtype=np.float64)
-        for i, s in enumerate(self.compiled.params):
-            col = v[..., i]
-            with np.errstate(all="ignore"):
-                if s.constraint == "positive":
-                    if np.any(col <= 0):
-                        raise ValueError(f"parameter {s.name!r} must be > 0")
-                    v[..., i] = np.where(col > 30, col, np.log(np.expm1(col)))
-                elif s.constraint == "unit":
-                    if np.any((col <= 0) | (col >= 1)):
-                        raise ValueError(f"parameter {s.name!r} must be in (0, 1)")
-                    v[..., i] = np.log(col) - np.log1p(-col)
-                elif s.constraint == "signed-unit":
-                    if np.any((col <= -1) | (col >= 1)):
-                        raise ValueError(f"parameter {s.name!r} must be in (-1, 1)")
-                    v[..., i] = np.arctanh(col)
-        return v
+        return constraints.unconstrain(self.compiled.params, values)
 
     # -- evaluation --------------------------------------------------------------------
     def evaluate(

@@ -33,6 +33,7 @@ from ndvm.lang import ir
 from ndvm.lang.ir import CompiledProgram
 from ndvm.payload import Arr, BoolArr
 from ndvm.prims import PRIMS
+from ndvm.prims.constraints import constraint
 from ndvm.values import NIL, VOID, Pair, String, Symbol
 
 try:
@@ -51,7 +52,6 @@ class NativeUnsupported(BackendUnsupported):
 _CONST, _LOCAL, _PARAM, _INPUT, _PRIMREF, _IF, _SEQ, _OR = range(8)
 _LAMBDA, _LET, _LETREC, _CALL, _PRIMCALL, _ASSERT = range(8, 14)
 _C_NUM, _C_BOOL, _C_NIL, _C_VOID, _C_SYM, _C_STR, _C_PAIR = range(7)
-_CONSTRAINTS = {"free": 0, "positive": 1, "unit": 2, "signed-unit": 3}
 _KINDS = {"scalar": 0, "data": 1, "const": 2}
 
 
@@ -192,7 +192,8 @@ def lower(program: CompiledProgram) -> _Lowered:
         len(program.params),
         len(program.inputs),
     )
-    constraints = np.asarray([_CONSTRAINTS[s.constraint] for s in program.params], dtype=np.int32)
+    codes = [constraint(s.constraint).code for s in program.params]
+    constraints = np.asarray(codes, dtype=np.int32)
     return _Lowered(core, t.strings, constraints)
 
 

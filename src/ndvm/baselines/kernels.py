@@ -153,8 +153,3 @@ def numeric_impls(o: ArrayOps) -> dict[int, Fn]:
     for prim in PRIMS.numeric():
         out[prim.code] = by_name[prim.name]
     return out
-
-
-def constraint_transform(o: ArrayOps, kind: str) -> Fn | None:
-    """The map from unconstrained theta to the value a parameter declared ``kind`` sees."""
-    return {"positive": o.softplus, "unit": o.sigmoid, "signed-unit": o.tanh}.get(kind)

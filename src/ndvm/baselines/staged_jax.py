@@ -24,7 +24,7 @@ from ndvm.baselines.kernels import numeric_impls
 from ndvm.errors import ExportUnsupported, NdvmError
 from ndvm.export import trace
 from ndvm.export.namespaces import jax_namespace
-from ndvm.export.tracer import Arr
+from ndvm.export.values import Arr
 from ndvm.lang.ir import CompiledProgram
 
 JAX_IMPLS = numeric_impls(jax_namespace())

@@ -76,7 +76,7 @@ def _compile(
     top = SList(data, None, data[0].line, data[0].column)
     expander = Expander(sequential_let=dialect == "dmci")
     body_datum = expander.expand_body(data, top)
-    prelude = _prelude_closure(_symbols(data))
+    prelude = prelude_closure(symbols_in(data))
     resolver = Resolver(names, inputs, infer)
     resolver.scopes.append(list(prelude))
     body = resolver.resolve(body_datum, True)
@@ -190,7 +190,8 @@ def _param_specs(
     return tuple(out)
 
 
-def _symbols(data: Iterable[Datum]) -> set[str]:
+def symbols_in(data: Iterable[Datum]) -> set[str]:
+    """Every symbol name occurring in ``data`` (quoted or not)."""
     out: set[str] = set()
     stack = list(data)
     while stack:
@@ -204,7 +205,8 @@ def _symbols(data: Iterable[Datum]) -> set[str]:
     return out
 
 
-def _prelude_closure(symbols: set[str]) -> tuple[str, ...]:
+def prelude_closure(symbols: set[str]) -> tuple[str, ...]:
+    """The prelude procedures ``symbols`` name, with the prelude procedures they use."""
     needed: list[str] = []
     todo = sorted(n for n in symbols if (p := PRIMS.get(n)) is not None and p.kind is Kind.PRELUDE)
     todo = [PRIMS.by_name(n).name for n in todo]

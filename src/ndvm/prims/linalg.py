@@ -12,11 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from ndvm import prims as _p
 from ndvm.errors import ShapeError
 from ndvm.prims.registry import Kind, Prim, Shape, fixed
-
-PRIMS = _p.PRIMS
+from ndvm.prims.table import PRIMS
 
 Arr = np.ndarray[Any, np.dtype[np.float64]]
 StructShape = tuple[int, ...]

@@ -13,10 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ndvm import prims as _p
 from ndvm.prims.registry import Arity, Domain, Kind, Prim, Shape, between, fixed, variadic
-
-PRIMS = _p.PRIMS
+from ndvm.prims.table import PRIMS
 
 Payload = Any  # float | np.ndarray; kept loose because refs also see np.float64 scalars
 Rule = tuple[Callable[..., Any], Callable[..., tuple[Any, ...]]]
