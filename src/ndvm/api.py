@@ -326,7 +326,7 @@ def compile(  # noqa: A001 - the public name is part of the contract
     """Compile ``source`` once; evaluate it many times over lanes.
 
     Args:
-        source: program text (LANGUAGE.md).
+        source: program text (docs/language.md).
         params: parameter names (or ``(name, init[, constraint])`` specs / a mapping); None
             means the ``params`` header if present, else every free variable that is not an
             input, in order of first appearance.
