@@ -39,6 +39,10 @@ def _error(src: str, **kw: object) -> CompileError:
          "cannot call parameter 'f': parameters are numbers, not procedures"),
         ("(x 1)", {"inputs": ("x",)}, (1, 2),
          "cannot call input 'x': inputs are data, not procedures"),
+        ("(apply + (map sqr (list a 2)))", {}, (1, 15),
+         "unknown procedure 'sqr' (did you mean 'square'?)"),
+        ("(fold-left f 0 (list a))", {"params": ["a", "f"]}, (1, 12),
+         "cannot call parameter 'f': parameters are numbers, not procedures"),
         ("(+ rate\n   (* 2 rte))", {"params": ["rate"]}, (2, 9),
          "unbound variable 'rte' (not a parameter, input, primitive or local binding; "
          "did you mean 'rate'?)"),
@@ -60,6 +64,8 @@ def test_unknown_names_teach(src: str, kw: dict, where: tuple[int, int], message
         "(letrec ((ev (lambda (n) (if (= n 0) a (od (- n 1))))) "
         "(od (lambda (n) (if (= n 0) 0 (ev (- n 1)))))) (ev 4))",
         "(apply + (map (lambda (u) (* u a)) (list 1 2)))",
+        "(let ((g sin)) (apply + (map g (list a 2))))",
+        "(define (map h l) (h l)) (map (lambda (u) (* u a)) 2)",
     ],
 )
 def test_locally_bound_operators_are_fine(src: str) -> None:

@@ -124,8 +124,13 @@ class Resolver:
         return any(name in scope for scope in self.scopes)
 
     def _call(self, d: SList, tail: bool) -> ir.Node:
-        if isinstance(d.items[0], Sym):
-            self._check_operator(d.items[0])
+        head = d.items[0]
+        if isinstance(head, Sym):
+            self._check_operator(head)
+            # (map sqr xs): the procedure argument of a higher-order primitive is called too
+            if head.name in _PROCEDURE_FIRST and len(d.items) > 1 and isinstance(d.items[1], Sym):
+                if not any(head.name in scope for scope in self.scopes[1:]):  # not rebound
+                    self._check_operator(d.items[1])
         fn = self.resolve(d.items[0])
         args = tuple(self.resolve(a) for a in d.items[1:])
         if isinstance(fn, ir.PrimRef):
@@ -230,6 +235,12 @@ class Resolver:
         assert isinstance(text, Str)
         return ir.Assert(self.resolve(d.items[1]), text.value, d.line, d.column)
 
+
+# Primitives (and prelude procedures, bound in the outermost scope) whose first argument is a
+# procedure they call.
+_PROCEDURE_FIRST = frozenset(
+    "map for-each filter reduce fold-left fold-right apply vector-map".split()
+)
 
 _CORE = {
     "quote": Resolver.f_quote,
