@@ -100,3 +100,17 @@ def test_cli_reports_unknown_procedure() -> None:
     assert proc.stderr.strip() == (
         "<stdin>:1:5: CompileError: unknown procedure 'sqr' (did you mean 'square'?)"
     )
+
+
+def test_constraint_typos_suggest() -> None:
+    exc = _error("(params (a 1 postive)) a")
+    assert (exc.line, exc.column) == (1, 14)
+    assert exc.message == (
+        "params: constraint must be one of free, positive, unit, signed-unit "
+        "(did you mean 'positive'?)"
+    )
+    exc = _error("a", params={"a": (1.0, "unt")})
+    assert exc.message == (
+        "parameter 'a': unknown constraint 'unt' (did you mean 'unit'? one of free, positive, "
+        "unit, signed-unit)"
+    )
