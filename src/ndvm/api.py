@@ -185,6 +185,43 @@ class Program:
             grad = grad.astype(np.float32)
         return self._shape(result, single), (grad[0] if single else grad)
 
+    def jacobian(self, theta: Any = None, **inputs: Any) -> np.ndarray:
+        """d value / d theta per lane, in the unconstrained space of ``value_and_grad``.
+
+        Shape ``[B, N, *struct, P]`` for ``[B, P]`` theta with N data lanes; the N axis is
+        absent without data lanes and the B axis for a ``[P]`` theta (a scalar program over N
+        data points at one theta gives ``[N, P]``). Summed over the data lanes (and
+        elements), it is ``value_and_grad``'s gradient. For d value / d(the value a
+        constrained parameter sees), divide by ``constrain_jacobian(theta)``. A parameter
+        lane where some data lane fails is NaN. Cost: one reverse pass per output element
+        (N * elements), batched as parameter lanes.
+        """
+        th, single = self._theta(theta)
+        run = _backend(self.backend).run
+        opts = {"limits": self.limits, "dialect": self.dialect}
+        first = run(self.compiled, th, inputs, grad=False, cotangent=None, **opts)
+        self._raise_if_strict(first)
+        if not first.numeric:
+            raise NdvmError("jacobian needs a numeric result (a number, vector or matrix)")
+        B, P = th.shape
+        out_shape = first.value.shape[1:]  # (Ng, *struct)
+        K = int(np.prod(out_shape))
+        jac = np.empty((B, K, P))
+        chunk = max(1, min(K, (1 << 22) // max(1, B * K)))
+        for start in range(0, K, chunk):
+            ks = np.arange(start, min(start + chunk, K))
+            c = ks.size
+            ct = np.zeros((B * c, K))
+            ct[np.arange(B * c), np.tile(ks, B)] = 1.0
+            result = run(self.compiled, np.repeat(th, c, axis=0), inputs, grad=True,
+                         cotangent=ct.reshape((B * c, *out_shape)), **opts)  # fmt: skip
+            assert result.grad is not None
+            jac[:, ks, :] = result.grad.reshape(B, c, P)
+        jac = jac.reshape((B, *out_shape, P))
+        if not first.data_lanes:
+            jac = jac[:, 0]
+        return jac[0] if single else jac
+
     # -- helpers ------------------------------------------------------------------------
     def _theta(self, theta: Any) -> tuple[np.ndarray, bool]:
         P = len(self.compiled.params)
@@ -254,7 +291,7 @@ def compile(  # noqa: A001 - the public name is part of the contract
     """Compile ``source`` once; evaluate it many times over lanes.
 
     Args:
-        source: program text (LANGUAGE.md).
+        source: program text (docs/language.md).
         params: parameter names (or ``(name, init[, constraint])`` specs / a mapping); None
             means the ``params`` header if present, else every free variable that is not an
             input, in order of first appearance.

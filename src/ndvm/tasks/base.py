@@ -230,7 +230,7 @@ def _cached(builder: Callable[[], TaskData]) -> TaskData:
 
 
 def regression_data(target: Callable[[np.ndarray], np.ndarray]) -> TaskData:
-    """The TASKS.md regression protocol: 64 points on [0.1, 6], N(0, 0.02^2) noise from a
+    """The regression protocol of docs/tasks.md: 64 points on [0.1, 6], N(0, 0.02^2) noise from a
     generator seeded 0, and a random 44/20 train/held-out split."""
     rng = np.random.default_rng(0)
     x = np.linspace(0.1, 6.0, 64)
