@@ -14,7 +14,7 @@ from __future__ import annotations
 from ndvm.errors import CompileError
 from ndvm.lang import ir
 from ndvm.lang.datum import Bool, Datum, Num, SList, Str, Sym, to_source
-from ndvm.lang.expand import SPECIAL_FORMS
+from ndvm.lang.forms import SPECIAL_FORMS
 from ndvm.lang.suggest import did_you_mean
 from ndvm.prims import PRIMS, Kind
 from ndvm.values import NIL, VOID, Pair, String, Symbol
