@@ -57,11 +57,14 @@ def best_of(fn: Callable[[], Any], reps: int, budget: float = 2.0) -> float:
     return best
 
 
-def core_runner(prog: ndvm.Program, theta: np.ndarray, inputs: dict[str, Any]) -> Callable[[], Any]:
-    """Forward + gradient through ndvm._core only (no API/result assembly in Python)."""
+def core_runner(
+    prog: ndvm.Program, theta: np.ndarray, inputs: dict[str, Any], dtype: str = "float64"
+) -> Callable[[], Any]:
+    """Forward + gradient through the core only (no API/result assembly in Python)."""
     backend = registry.get("native")
     low = backend.lowered(prog.compiled)
-    ctx = backend._context()
+    ctx = backend._context(dtype)
+    core = low.program(dtype)
     kinds = []
     arrays = []
     n_data = 1
@@ -79,7 +82,7 @@ def core_runner(prog: ndvm.Program, theta: np.ndarray, inputs: dict[str, Any]) -
     P = theta.shape[1]
 
     def run() -> Any:
-        ctx.run(low.core, theta, low.constraints, kinds, arrays, n_data, False,
+        ctx.run(core, theta, low.constraints, kinds, arrays, n_data, False,
                 10**9, 10**9, 10**6, 0.0, False)  # fmt: skip
         return ctx.gradient(None, P)
 
@@ -225,7 +228,7 @@ def profile(B: int, reps: int, dtype: str) -> None:
     rng = np.random.default_rng(0)
     Y = rng.normal(size=(80, 2)).cumsum(axis=0)
     prog = ndvm.compile(KALMAN, inputs=("Y",), backend="native", dtype=dtype)
-    run = core_runner(prog, rng.normal(scale=0.3, size=(B, 2)), {"Y": ndvm.const(Y)})
+    run = core_runner(prog, rng.normal(scale=0.3, size=(B, 2)), {"Y": ndvm.const(Y)}, dtype)
     for _ in range(reps + 1):
         run()
 

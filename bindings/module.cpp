@@ -256,9 +256,14 @@ void raise_native(const char* msg) {
 
 }  // namespace
 
-NB_MODULE(_core, m) {
+#ifndef NDVM_MODULE
+#define NDVM_MODULE _core
+#endif
+
+NB_MODULE(NDVM_MODULE, m) {
   m.doc() = "ndvm native core";
   m.def("core_version", &ndvm::core_version, "Version string of the native core.");
+  m.attr("dtype") = sizeof(ndvm::Real) == 4 ? "float32" : "float64";
   m.def("missing_kernels", &missing_kernels,
         "Opcodes of NUMERIC primitives without their kernel row (forward, VJP; shape rule and "
         "operand ranks for CUSTOM) and of PREDICATE primitives without theirs (should be empty).");

@@ -67,8 +67,8 @@ LaneError Interp::error(const std::string& msg, ErrClass cls) const {
 // Big numeric work between steps: the deadline is checked every kClockEvery payload doubles
 // (the reference's Runtime.payload_alloc does the same).
 void Interp::mind_clock() {
-  if (pay_.doubles() < clock_at_) return;
-  clock_at_ = pay_.doubles() + kClockEvery;
+  if (pay_.elems() < clock_at_) return;
+  clock_at_ = pay_.elems() + kClockEvery;
   if (lim_.deadline <= 0 || kont_.empty()) return;  // not inside the machine yet
   LaneError e;
   if (limit_error(e)) throw e;
@@ -156,7 +156,7 @@ Value Interp::numeric(int code, const Value* args, uint32_t n) {
   if (info.kind == PrimKind::PREDICATE) {
     for (uint32_t i = 0; i < n; ++i) ops_[i] = pay_.operand(args[i].id);
     if (width == 1) {
-      double out = 0.0;
+      Real out = 0.0;
       predicate_forward(code, ops_.data(), static_cast<int>(n), &out, 1);
       return make_value(Tag::BOOL, out != 0.0 ? 1 : 0);
     }
@@ -354,7 +354,7 @@ void Interp::bind(const RunRequest& req, std::vector<uint32_t>& leaves) {
   const uint32_t P = prog_->n_params;
   for (uint32_t i = 0; i < P; ++i) {
     const uint32_t pid = pay_.alloc(W_, 0, 1, 1, true);
-    double* p = pay_.ptr(pid);
+    Real* p = pay_.ptr(pid);
     for (uint32_t b = 0; b < B_; ++b) {
       for (uint32_t k = 0; k < Ng_; ++k) p[b * Ng_ + k] = req.theta[b * P + i];
     }
@@ -369,12 +369,12 @@ void Interp::bind(const RunRequest& req, std::vector<uint32_t>& leaves) {
       inputs_.push_back(number(in.data[0]));
     } else if (in.kind == InputKind::DATA) {
       const uint32_t pid = pay_.alloc(W_, 0, 1, 1, false);
-      double* p = pay_.ptr(pid);
+      Real* p = pay_.ptr(pid);
       for (uint32_t l = 0; l < W_; ++l) p[l] = in.data[l % Ng_];
       inputs_.push_back(make_value(Tag::NUM, pid));
     } else {
       const uint32_t pid = pay_.alloc(1, in.rank, in.rows, in.cols, false);
-      double* p = pay_.ptr(pid);
+      Real* p = pay_.ptr(pid);
       for (size_t e = 0; e < pay_[pid].size(); ++e) p[e] = in.data[e];
       inputs_.push_back(make_value(Tag::NUM, pid, in.rank));
     }

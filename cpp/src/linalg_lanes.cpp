@@ -17,39 +17,39 @@ namespace ndvm {
 namespace {
 
 struct Lanes {
-  const double* p;
+  const Real* p;
   size_t es;
   size_t ls;
-  const double* row(size_t e) const { return p + e * es; }
+  const Real* row(size_t e) const { return p + e * es; }
 };
 
 Lanes lanes_of(const Operand& o) {
   return {o.p, o.size() > 1 ? static_cast<size_t>(o.width) : 0, o.width > 1 ? size_t{1} : 0};
 }
 
-Lanes lanes_out(const double* p, uint32_t W) { return {p, W, 1}; }
+Lanes lanes_out(const Real* p, uint32_t W) { return {p, W, 1}; }
 
 // o[l] = init; o[l] += a(ea, l) * b(eb, l)
-inline void fill(double* o, uint32_t W, double v) {
+inline void fill(Real* o, uint32_t W, Real v) {
   for (uint32_t l = 0; l < W; ++l) o[l] = v;
 }
 
-inline void fma_lanes(double* o, uint32_t W, const double* a, size_t als, const double* b,
+inline void fma_lanes(Real* o, uint32_t W, const Real* a, size_t als, const Real* b,
                       size_t bls) {
   if (als && bls) {
     for (uint32_t l = 0; l < W; ++l) o[l] += a[l] * b[l];
   } else if (als) {
-    const double y = b[0];
+    const Real y = b[0];
     for (uint32_t l = 0; l < W; ++l) o[l] += a[l] * y;
   } else if (bls) {
-    const double x = a[0];
+    const Real x = a[0];
     for (uint32_t l = 0; l < W; ++l) o[l] += x * b[l];
   } else {
     for (uint32_t l = 0; l < W; ++l) o[l] += a[0] * b[0];
   }
 }
 
-inline void mul_lanes(double* o, uint32_t W, const double* a, size_t als, const double* b,
+inline void mul_lanes(Real* o, uint32_t W, const Real* a, size_t als, const Real* b,
                       size_t bls) {
   if (als && bls) {
     for (uint32_t l = 0; l < W; ++l) o[l] = a[l] * b[l];
@@ -61,16 +61,16 @@ inline void mul_lanes(double* o, uint32_t W, const double* a, size_t als, const 
 // o[l] = 0.0 + x_0[l] y_0[l] + ... + x_{K-1}[l] y_{K-1}[l] with the sum in a register;
 // kNeg: every term is (-x_t[l]) y_t[l]. All rows full-width.
 template <int K, bool kNeg>
-NDVM_INLINE void sop_k(double* __restrict o, uint32_t W, const double* const* x,
-                       const double* const* y) {
-  const double* xs[K];
-  const double* ys[K];
+NDVM_INLINE void sop_k(Real* __restrict o, uint32_t W, const Real* const* x,
+                       const Real* const* y) {
+  const Real* xs[K];
+  const Real* ys[K];
   for (int t = 0; t < K; ++t) {
     xs[t] = x[t];
     ys[t] = y[t];
   }
   for (uint32_t l = 0; l < W; ++l) {
-    double acc = 0.0;
+    Real acc = 0.0;
     for (int t = 0; t < K; ++t) acc += (kNeg ? -xs[t][l] : xs[t][l]) * ys[t][l];
     o[l] = acc;
   }
@@ -78,10 +78,10 @@ NDVM_INLINE void sop_k(double* __restrict o, uint32_t W, const double* const* x,
 
 // The sum of products of K full-width row pairs (xrow(t), yrow(t)) into o.
 template <bool kNeg = false, class X, class Y>
-NDVM_INLINE void sop(double* o, uint32_t W, size_t K, X xrow, Y yrow) {
+NDVM_INLINE void sop(Real* o, uint32_t W, size_t K, X xrow, Y yrow) {
   if (K >= 1 && K <= 4) {
-    const double* x[4];
-    const double* y[4];
+    const Real* x[4];
+    const Real* y[4];
     for (size_t t = 0; t < K; ++t) {
       x[t] = xrow(t);
       y[t] = yrow(t);
@@ -95,8 +95,8 @@ NDVM_INLINE void sop(double* o, uint32_t W, size_t K, X xrow, Y yrow) {
   }
   fill(o, W, 0.0);
   for (size_t t = 0; t < K; ++t) {
-    const double* xp = xrow(t);
-    const double* yp = yrow(t);
+    const Real* xp = xrow(t);
+    const Real* yp = yrow(t);
     for (uint32_t l = 0; l < W; ++l) o[l] += (kNeg ? -xp[l] : xp[l]) * yp[l];
   }
 }
@@ -105,13 +105,13 @@ NDVM_INLINE void sop(double* o, uint32_t W, size_t K, X xrow, Y yrow) {
 // (pivot = first largest |a_ij|; a zero pivot marks the lane singular and skips its swap and
 // scaling). Rows of b (n x k) are swapped along. a: n*n*W, b: n*k*W element-major.
 struct SoaLU {
-  std::vector<double>& buf;
+  std::vector<Real>& buf;
   std::vector<int>& piv;
-  double* a;
-  double* b;
-  double* sign;
-  double* best;
-  double* singular;
+  Real* a;
+  Real* b;
+  Real* sign;
+  Real* best;
+  Real* singular;
   size_t n;
   size_t k;
   uint32_t W;
@@ -125,12 +125,12 @@ struct SoaLU {
     best = sign + W;
     singular = best + W;
   }
-  double* A(size_t i, size_t j) { return a + (i * n + j) * W; }
-  double* Bm(size_t i, size_t c) { return b + (i * k + c) * W; }
+  Real* A(size_t i, size_t j) { return a + (i * n + j) * W; }
+  Real* Bm(size_t i, size_t c) { return b + (i * k + c) * W; }
   void load(const Operand& m) {
     const Lanes src = lanes_of(m);
     for (size_t e = 0; e < n * n; ++e) {
-      const double* x = src.row(e);
+      const Real* x = src.row(e);
       for (uint32_t l = 0; l < W; ++l) a[e * W + l] = x[l * src.ls];
     }
   }
@@ -149,9 +149,9 @@ struct SoaLU {
         best[l] = std::fabs(A(j, j)[l]);
       }
       for (size_t i = j + 1; i < n; ++i) {
-        const double* x = A(i, j);
+        const Real* x = A(i, j);
         for (uint32_t l = 0; l < W; ++l) {
-          const double v = std::fabs(x[l]);
+          const Real v = std::fabs(x[l]);
           if (v > best[l]) {
             best[l] = v;
             piv[l] = static_cast<int>(i);
@@ -170,18 +170,18 @@ struct SoaLU {
         for (size_t c = 0; c < n; ++c) std::swap(A(j, c)[l], A(p, c)[l]);
         for (size_t c = 0; c < k; ++c) std::swap(Bm(j, c)[l], Bm(p, c)[l]);
       }
-      const double* d = A(j, j);
+      const Real* d = A(j, j);
       for (size_t i = j + 1; i < n; ++i) {
-        double* x = A(i, j);
+        Real* x = A(i, j);
         for (uint32_t l = 0; l < W; ++l) {
           if (piv[l] >= 0) x[l] /= d[l];
         }
       }
       for (size_t i = j + 1; i < n; ++i) {
-        const double* f = A(i, j);
+        const Real* f = A(i, j);
         for (size_t c = j + 1; c < n; ++c) {
-          double* x = A(i, c);
-          const double* y = A(j, c);
+          Real* x = A(i, c);
+          const Real* y = A(j, c);
           for (uint32_t l = 0; l < W; ++l) x[l] -= f[l] * y[l];
         }
       }
@@ -192,26 +192,26 @@ struct SoaLU {
     for (size_t i = 0; i < n; ++i) {
       clock.tick(2 * i * k * W);
       for (size_t j = 0; j < i; ++j) {
-        const double* f = A(i, j);
+        const Real* f = A(i, j);
         for (size_t c = 0; c < k; ++c) {
-          double* x = Bm(i, c);
-          const double* y = Bm(j, c);
+          Real* x = Bm(i, c);
+          const Real* y = Bm(j, c);
           for (uint32_t l = 0; l < W; ++l) x[l] -= f[l] * y[l];
         }
       }
     }
     for (size_t i = n; i-- > 0;) {
       for (size_t j = i + 1; j < n; ++j) {
-        const double* f = A(i, j);
+        const Real* f = A(i, j);
         for (size_t c = 0; c < k; ++c) {
-          double* x = Bm(i, c);
-          const double* y = Bm(j, c);
+          Real* x = Bm(i, c);
+          const Real* y = Bm(j, c);
           for (uint32_t l = 0; l < W; ++l) x[l] -= f[l] * y[l];
         }
       }
-      const double* d = A(i, i);
+      const Real* d = A(i, i);
       for (size_t c = 0; c < k; ++c) {
-        double* x = Bm(i, c);
+        Real* x = Bm(i, c);
         for (uint32_t l = 0; l < W; ++l) x[l] /= d[l];
       }
     }
@@ -219,7 +219,7 @@ struct SoaLU {
       bool bad = singular[l] != 0.0;
       for (size_t e = 0; e < n * k && !bad; ++e) bad = !std::isfinite(b[e * W + l]);
       if (!bad) continue;
-      for (size_t e = 0; e < n * k; ++e) b[e * W + l] = std::numeric_limits<double>::quiet_NaN();
+      for (size_t e = 0; e < n * k; ++e) b[e * W + l] = std::numeric_limits<Real>::quiet_NaN();
     }
   }
 };
@@ -228,20 +228,20 @@ struct SoaLU {
 // first maximal row, l10 = a10 / a00, u11 = a11 - l10 a01, forward then back substitution),
 // with each lane in registers and the pivoting as selects, so the lane loop vectorizes.
 struct Lu2 {
-  double u00, u01, l10, u11;  // after the row swap: U = [u00 u01; 0 u11], L's multiplier l10
+  Real u00, u01, l10, u11;  // after the row swap: U = [u00 u01; 0 u11], L's multiplier l10
   bool swapped;
   bool singular;
 };
 
-NDVM_INLINE Lu2 lu2(double a00, double a01, double a10, double a11) {
+NDVM_INLINE Lu2 lu2(Real a00, Real a01, Real a10, Real a11) {
   Lu2 f;
   f.swapped = std::fabs(a10) > std::fabs(a00);
   f.u00 = f.swapped ? a10 : a00;
   f.u01 = f.swapped ? a11 : a01;
-  const double r10 = f.swapped ? a00 : a10;
-  const double r11 = f.swapped ? a01 : a11;
+  const Real r10 = f.swapped ? a00 : a10;
+  const Real r11 = f.swapped ? a01 : a11;
   const bool zero = f.u00 == 0.0;  // singular column: the multiplier is not scaled
-  const double scaled = r10 / f.u00;  // computed on every lane (a select, not a branch)
+  const Real scaled = r10 / f.u00;  // computed on every lane (a select, not a branch)
   f.l10 = zero ? r10 : scaled;
   f.u11 = r11 - f.l10 * f.u01;
   f.singular = zero | (f.u11 == 0.0);
@@ -250,9 +250,9 @@ NDVM_INLINE Lu2 lu2(double a00, double a01, double a10, double a11) {
 
 // The four entries of lane l of a 2x2 operand (stride 0 or 1 over lanes).
 struct Quad {
-  const double* p[4];
+  const Real* p[4];
   size_t ls;
-  double at(int e, uint32_t l) const { return p[e][l * ls]; }
+  Real at(int e, uint32_t l) const { return p[e][l * ls]; }
 };
 
 Quad quad_of(const Operand& m) {
@@ -261,14 +261,14 @@ Quad quad_of(const Operand& m) {
 }
 
 struct Inv2 {
-  double b00, b01, b10, b11;
+  Real b00, b01, b10, b11;
 };
 
-NDVM_INLINE Inv2 inverse2(double a00, double a01, double a10, double a11) {
+NDVM_INLINE Inv2 inverse2(Real a00, Real a01, Real a10, Real a11) {
   const Lu2 f = lu2(a00, a01, a10, a11);
   // B = P I; forward: B1 -= l10 B0; back: B1 /= u11; B0 -= u01 B1; B0 /= u00
-  double b00 = f.swapped ? 0.0 : 1.0, b01 = f.swapped ? 1.0 : 0.0;
-  double b10 = f.swapped ? 1.0 : 0.0, b11 = f.swapped ? 0.0 : 1.0;
+  Real b00 = f.swapped ? 0.0 : 1.0, b01 = f.swapped ? 1.0 : 0.0;
+  Real b10 = f.swapped ? 1.0 : 0.0, b11 = f.swapped ? 0.0 : 1.0;
   b10 -= f.l10 * b00;
   b11 -= f.l10 * b01;
   b10 /= f.u11;
@@ -278,23 +278,23 @@ NDVM_INLINE Inv2 inverse2(double a00, double a01, double a10, double a11) {
   b00 /= f.u00;
   b01 /= f.u00;
   // singular, a non-finite entry, or an overflowing inverse: NaN (as linalg.py's _inv)
-  const double z = (a00 * 0.0 + a01 * 0.0) + (a10 * 0.0 + a11 * 0.0) +
+  const Real z = (a00 * 0.0 + a01 * 0.0) + (a10 * 0.0 + a11 * 0.0) +
                    ((b00 * 0.0 + b01 * 0.0) + (b10 * 0.0 + b11 * 0.0));  // NaN iff non-finite
   const bool bad = f.singular | (z != 0.0);
-  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Real nan = std::numeric_limits<Real>::quiet_NaN();
   return {bad ? nan : b00, bad ? nan : b01, bad ? nan : b10, bad ? nan : b11};
 }
 
-NDVM_SIMD void soa_inverse2(const Operand& m, double* out, uint32_t W, bool transpose) {
+NDVM_SIMD void soa_inverse2(const Operand& m, Real* out, uint32_t W, bool transpose) {
   const Quad q = quad_of(m);
-  double* __restrict o00 = out;
-  double* __restrict o01 = out + (transpose ? 2 : 1) * size_t{W};
-  double* __restrict o10 = out + (transpose ? 1 : 2) * size_t{W};
-  double* __restrict o11 = out + 3 * size_t{W};
-  const double* __restrict p0 = q.p[0];
-  const double* __restrict p1 = q.p[1];
-  const double* __restrict p2 = q.p[2];
-  const double* __restrict p3 = q.p[3];
+  Real* __restrict o00 = out;
+  Real* __restrict o01 = out + (transpose ? 2 : 1) * size_t{W};
+  Real* __restrict o10 = out + (transpose ? 1 : 2) * size_t{W};
+  Real* __restrict o11 = out + 3 * size_t{W};
+  const Real* __restrict p0 = q.p[0];
+  const Real* __restrict p1 = q.p[1];
+  const Real* __restrict p2 = q.p[2];
+  const Real* __restrict p3 = q.p[3];
   const size_t ls = q.ls;
   if (ls) {
 #pragma GCC ivdep
@@ -317,7 +317,7 @@ NDVM_SIMD void soa_inverse2(const Operand& m, double* out, uint32_t W, bool tran
 }
 
 // out (n x n, W lanes) = inverse of m, lane-parallel.
-void soa_inverse(const Operand& m, double* out, uint32_t W, LinalgScratch& s, bool transpose) {
+void soa_inverse(const Operand& m, Real* out, uint32_t W, LinalgScratch& s, bool transpose) {
   const size_t n = m.rows;
   if (n == 2) return soa_inverse2(m, out, W, transpose);
   SoaLU lu(s, n, n, W);
@@ -334,8 +334,8 @@ void soa_inverse(const Operand& m, double* out, uint32_t W, LinalgScratch& s, bo
   lu.solve(s.clock);
   for (size_t i = 0; i < n; ++i) {
     for (size_t j = 0; j < n; ++j) {
-      const double* x = lu.Bm(i, j);
-      double* o = out + (transpose ? j * n + i : i * n + j) * W;
+      const Real* x = lu.Bm(i, j);
+      Real* o = out + (transpose ? j * n + i : i * n + j) * W;
       for (uint32_t l = 0; l < W; ++l) o[l] = x[l];
     }
   }
@@ -344,21 +344,21 @@ void soa_inverse(const Operand& m, double* out, uint32_t W, LinalgScratch& s, bo
 // sign (NaN for a lane with a NaN entry, 0 if singular) and |u00|, |u11| (0 and 1 if singular,
 // so that log|det| is -inf) of every lane; LS: lane stride of the operand (0 or 1).
 template <size_t LS>
-NDVM_INLINE void slogdet2_factor(const double* __restrict p0, const double* __restrict p1,
-                                 const double* __restrict p2, const double* __restrict p3,
-                                 double* __restrict d0, double* __restrict d1,
-                                 double* __restrict sg, uint32_t W) {
+NDVM_INLINE void slogdet2_factor(const Real* __restrict p0, const Real* __restrict p1,
+                                 const Real* __restrict p2, const Real* __restrict p3,
+                                 Real* __restrict d0, Real* __restrict d1,
+                                 Real* __restrict sg, uint32_t W) {
 #pragma GCC ivdep
   for (uint32_t l = 0; l < W; ++l) {
-    const double a00 = p0[l * LS], a01 = p1[l * LS], a10 = p2[l * LS], a11 = p3[l * LS];
+    const Real a00 = p0[l * LS], a01 = p1[l * LS], a10 = p2[l * LS], a11 = p3[l * LS];
     const Lu2 f = lu2(a00, a01, a10, a11);
     // f.swapped, restated from the pivot itself (|a10| > |a00| <=> the pivot is a10 and not
     // a00): GCC 12 does not vectorize this loop when the select reads the flag
-    double sign = (f.u00 == a10 && f.u00 != a00) ? -1.0 : 1.0;
+    Real sign = (f.u00 == a10 && f.u00 != a00) ? -1.0 : 1.0;
     sign = f.u00 < 0 ? -sign : sign;
     sign = f.u11 < 0 ? -sign : sign;
     const bool nan = (a00 != a00) | (a01 != a01) | (a10 != a10) | (a11 != a11);
-    sg[l] = nan ? std::numeric_limits<double>::quiet_NaN() : (f.singular ? 0.0 : sign);
+    sg[l] = nan ? std::numeric_limits<Real>::quiet_NaN() : (f.singular ? 0.0 : sign);
     d0[l] = f.singular ? 0.0 : std::fabs(f.u00);
     d1[l] = f.singular ? 1.0 : std::fabs(f.u11);
   }
@@ -366,26 +366,26 @@ NDVM_INLINE void slogdet2_factor(const double* __restrict p0, const double* __re
 
 // 2 x 2 slogdet: the factorization, sign and |u_ii| for every lane first (vectorized), then
 // log|det| = log_abs_product (libm calls, one lane at a time).
-NDVM_SIMD void soa_slogdet2(const Operand& m, double* out, uint32_t W, LinalgScratch& s,
+NDVM_SIMD void soa_slogdet2(const Operand& m, Real* out, uint32_t W, LinalgScratch& s,
                             bool det) {
   const Quad q = quad_of(m);
   s.buf.resize(3 * size_t{W});
-  double* __restrict d0 = s.buf.data();
-  double* __restrict d1 = d0 + W;
-  double* __restrict sg = d1 + W;
+  Real* __restrict d0 = s.buf.data();
+  Real* __restrict d1 = d0 + W;
+  Real* __restrict sg = d1 + W;
   if (q.ls) {  // constant stride: the loop vectorizes
     slogdet2_factor<1>(q.p[0], q.p[1], q.p[2], q.p[3], d0, d1, sg, W);
   } else {
     slogdet2_factor<0>(q.p[0], q.p[1], q.p[2], q.p[3], d0, d1, sg, W);
   }
   for (uint32_t l = 0; l < W; ++l) {
-    const double logdet = log_abs_product(2, [&](int i) { return i == 0 ? d0[l] : d1[l]; });
-    const double v = det ? sg[l] * std::exp(logdet) : logdet;
+    const Real logdet = log_abs_product(2, [&](int i) { return i == 0 ? d0[l] : d1[l]; });
+    const Real v = det ? sg[l] * std::exp(logdet) : logdet;
     out[l] = sg[l] != sg[l] ? sg[l] : v;
   }
 }
 
-void soa_slogdet(const Operand& m, double* out, uint32_t W, LinalgScratch& s, bool det) {
+void soa_slogdet(const Operand& m, Real* out, uint32_t W, LinalgScratch& s, bool det) {
   const size_t n = m.rows;
   if (n == 2) return soa_slogdet2(m, out, W, s, det);
   SoaLU lu(s, n, 0, W);
@@ -396,11 +396,11 @@ void soa_slogdet(const Operand& m, double* out, uint32_t W, LinalgScratch& s, bo
   }
   lu.factor(s.clock);
   for (uint32_t l = 0; l < W; ++l) {
-    double sign = lu.sign[l];
-    double logdet = 0.0;
+    Real sign = lu.sign[l];
+    Real logdet = 0.0;
     if (lu.singular[l] != 0.0) {
       sign = 0.0;
-      logdet = -std::numeric_limits<double>::infinity();
+      logdet = -std::numeric_limits<Real>::infinity();
     } else {
       for (size_t i = 0; i < n; ++i) {
         if (lu.A(i, i)[l] < 0) sign = -sign;
@@ -410,22 +410,22 @@ void soa_slogdet(const Operand& m, double* out, uint32_t W, LinalgScratch& s, bo
       });
     }
     out[l] = det ? sign * std::exp(logdet) : logdet;
-    if (nan_lane[l]) out[l] = std::numeric_limits<double>::quiet_NaN();
+    if (nan_lane[l]) out[l] = std::numeric_limits<Real>::quiet_NaN();
   }
 }
 
 // One lane (W == 1): the sums of products of DOT / MATVEC / MATMUL as plain scalar loops, with
 // the same accumulation order as the lane loops below (0.0, then += x * y in index order).
-inline double el(const Lanes& x, size_t e) { return x.row(e)[0]; }
+inline Real el(const Lanes& x, size_t e) { return x.row(e)[0]; }
 
-bool products_one_lane(Prim p, const Operand* args, double* out, WorkClock& clock) {
+bool products_one_lane(Prim p, const Operand* args, Real* out, WorkClock& clock) {
   const Lanes a = lanes_of(args[0]);
   const size_t r = args[0].rows;
   const size_t c = args[0].cols;
   switch (p) {
     case Prim::DOT: {
       const Lanes b = lanes_of(args[1]);
-      double acc = 0.0;
+      Real acc = 0.0;
       for (size_t i = 0; i < r; ++i) acc += el(a, i) * el(b, i);
       out[0] = acc;
       return true;
@@ -434,7 +434,7 @@ bool products_one_lane(Prim p, const Operand* args, double* out, WorkClock& cloc
       const Lanes v = lanes_of(args[1]);
       for (size_t i = 0; i < r; ++i) {
         if (clock.poll(c)) return true;
-        double acc = 0.0;
+        Real acc = 0.0;
         for (size_t j = 0; j < c; ++j) acc += el(a, i * c + j) * el(v, j);
         out[i] = acc;
       }
@@ -446,7 +446,7 @@ bool products_one_lane(Prim p, const Operand* args, double* out, WorkClock& cloc
       for (size_t i = 0; i < r; ++i) {
         if (clock.poll(m * c)) return true;
         for (size_t j = 0; j < m; ++j) {
-          double acc = 0.0;
+          Real acc = 0.0;
           for (size_t k = 0; k < c; ++k) acc += el(a, i * c + k) * el(b, k * m + j);
           out[i * m + j] = acc;
         }
@@ -457,7 +457,7 @@ bool products_one_lane(Prim p, const Operand* args, double* out, WorkClock& cloc
   }
 }
 
-bool products_vjp_one_lane(Prim p, const double* g, const Operand* args, int which, double* ct) {
+bool products_vjp_one_lane(Prim p, const Real* g, const Operand* args, int which, Real* ct) {
   const Lanes a = lanes_of(args[0]);
   const size_t r = args[0].rows;
   const size_t c = args[0].cols;
@@ -475,7 +475,7 @@ bool products_vjp_one_lane(Prim p, const double* g, const Operand* args, int whi
         }
       } else {
         for (size_t j = 0; j < c; ++j) {
-          double acc = 0.0;
+          Real acc = 0.0;
           for (size_t i = 0; i < r; ++i) acc += el(a, i * c + j) * g[i];
           ct[j] = acc;
         }
@@ -488,7 +488,7 @@ bool products_vjp_one_lane(Prim p, const double* g, const Operand* args, int whi
       if (which == 0) {
         for (size_t i = 0; i < r; ++i) {
           for (size_t k = 0; k < c; ++k) {
-            double acc = 0.0;
+            Real acc = 0.0;
             for (size_t j = 0; j < m; ++j) acc += g[i * m + j] * el(b, k * m + j);
             ct[i * c + k] = acc;
           }
@@ -496,7 +496,7 @@ bool products_vjp_one_lane(Prim p, const double* g, const Operand* args, int whi
       } else {
         for (size_t k = 0; k < c; ++k) {
           for (size_t j = 0; j < m; ++j) {
-            double acc = 0.0;
+            Real acc = 0.0;
             for (size_t i = 0; i < r; ++i) acc += el(a, i * c + k) * g[i * m + j];
             ct[k * m + j] = acc;
           }
@@ -510,7 +510,7 @@ bool products_vjp_one_lane(Prim p, const double* g, const Operand* args, int whi
 
 }  // namespace
 
-bool lanes_forward(int code, const Operand* args, double* out, uint32_t W, LinalgScratch& s) {
+bool lanes_forward(int code, const Operand* args, Real* out, uint32_t W, LinalgScratch& s) {
   if (W > 1) {
     switch (static_cast<Prim>(code)) {
       case Prim::INV: soa_inverse(args[0], out, W, s, false); return true;
@@ -524,7 +524,7 @@ bool lanes_forward(int code, const Operand* args, double* out, uint32_t W, Linal
   return done;
 }
 
-NDVM_SIMD bool lanes_forward_products(int code, const Operand* args, double* out, uint32_t W,
+NDVM_SIMD bool lanes_forward_products(int code, const Operand* args, Real* out, uint32_t W,
                                       WorkClock& clock) {
   if (W == 1 && products_one_lane(static_cast<Prim>(code), args, out, clock)) return true;
   const Operand& A = args[0];
@@ -546,11 +546,11 @@ NDVM_SIMD bool lanes_forward_products(int code, const Operand* args, double* out
     case Prim::VMEAN: {
       fill(out, W, 0.0);
       for (size_t i = 0; i < r; ++i) {
-        const double* x = a.row(i);
+        const Real* x = a.row(i);
         for (uint32_t l = 0; l < W; ++l) out[l] += x[l * a.ls];
       }
       if (static_cast<Prim>(code) == Prim::VMEAN) {
-        const double n = static_cast<double>(r);
+        const Real n = static_cast<Real>(r);
         for (uint32_t l = 0; l < W; ++l) out[l] = out[l] / n;
       }
       return true;
@@ -573,7 +573,7 @@ NDVM_SIMD bool lanes_forward_products(int code, const Operand* args, double* out
     case Prim::MATVEC: {
       const Lanes v = lanes_of(args[1]);
       for (size_t i = 0; i < r; ++i) {
-        double* o = out + i * W;
+        Real* o = out + i * W;
         if (clock.poll(c * W)) return true;
         if (a.ls && v.ls) {
           sop(o, W, c, [&](size_t j) { return a.row(i * c + j); }, [&](size_t j) { return v.row(j); });
@@ -590,7 +590,7 @@ NDVM_SIMD bool lanes_forward_products(int code, const Operand* args, double* out
       for (size_t i = 0; i < r; ++i) {
         if (clock.poll(m * c * W)) return true;
         for (size_t j = 0; j < m; ++j) {
-          double* o = out + (i * m + j) * W;
+          Real* o = out + (i * m + j) * W;
           if (a.ls && b.ls) {
             sop(o, W, c, [&](size_t k) { return a.row(i * c + k); },
                 [&](size_t k) { return b.row(k * m + j); });
@@ -607,8 +607,8 @@ NDVM_SIMD bool lanes_forward_products(int code, const Operand* args, double* out
     case Prim::TRANSPOSE:
       for (size_t i = 0; i < r; ++i) {
         for (size_t j = 0; j < c; ++j) {
-          const double* x = a.row(i * c + j);
-          double* o = out + (j * r + i) * W;
+          const Real* x = a.row(i * c + j);
+          Real* o = out + (j * r + i) * W;
           for (uint32_t l = 0; l < W; ++l) o[l] = x[l * a.ls];
         }
       }
@@ -616,7 +616,7 @@ NDVM_SIMD bool lanes_forward_products(int code, const Operand* args, double* out
     case Prim::TRACE:
       fill(out, W, 0.0);
       for (size_t i = 0; i < r; ++i) {
-        const double* x = a.row(i * r + i);
+        const Real* x = a.row(i * r + i);
         for (uint32_t l = 0; l < W; ++l) out[l] += x[l * a.ls];
       }
       return true;
@@ -627,15 +627,15 @@ NDVM_SIMD bool lanes_forward_products(int code, const Operand* args, double* out
 namespace {
 
 // det/logdet: ct = f * inv(A)^T with f = g * ans (det) or g (logdet)
-NDVM_SIMD void vjp_slogdet(bool det, const double* g, const double* ans, const Operand& A, double* ct,
+NDVM_SIMD void vjp_slogdet(bool det, const Real* g, const Real* ans, const Operand& A, Real* ct,
                  uint32_t W, LinalgScratch& s) {
   const size_t n = A.rows;
-  std::vector<double>& inv = s.g;
+  std::vector<Real>& inv = s.g;
   inv.resize(n * n * W);
   soa_inverse(A, inv.data(), W, s, true);
   for (size_t e = 0; e < n * n; ++e) {
-    const double* x = inv.data() + e * W;
-    double* o = ct + e * W;
+    const Real* x = inv.data() + e * W;
+    Real* o = ct + e * W;
     if (det) {
       for (uint32_t l = 0; l < W; ++l) o[l] = (g[l] * ans[l]) * x[l];
     } else {
@@ -645,9 +645,9 @@ NDVM_SIMD void vjp_slogdet(bool det, const double* g, const double* ans, const O
 }
 
 // inv: -ans^T G ans^T, as t2 = (-ans^T) G, then t2 ans^T
-NDVM_SIMD void vjp_inverse(const double* g, const double* ans, size_t n, double* ct, uint32_t W,
+NDVM_SIMD void vjp_inverse(const Real* g, const Real* ans, size_t n, Real* ct, uint32_t W,
                  LinalgScratch& s) {
-  std::vector<double>& t2 = s.ans;
+  std::vector<Real>& t2 = s.ans;
   t2.resize(n * n * W);
   for (size_t i = 0; i < n; ++i) {
     if (s.clock.poll(n * n * W)) return;
@@ -667,8 +667,8 @@ NDVM_SIMD void vjp_inverse(const double* g, const double* ans, size_t n, double*
 
 }  // namespace
 
-NDVM_SIMD bool lanes_vjp(int code, const double* g_ptr, const double* ans, const Operand* args,
-                         int which, double* ct, uint32_t W, LinalgScratch& s) {
+NDVM_SIMD bool lanes_vjp(int code, const Real* g_ptr, const Real* ans, const Operand* args,
+                         int which, Real* ct, uint32_t W, LinalgScratch& s) {
   const Prim p = static_cast<Prim>(code);
   if (W > 1 && (p == Prim::DET || p == Prim::LOGDET)) {
     vjp_slogdet(p == Prim::DET, g_ptr, ans, args[0], ct, W, s);
@@ -692,7 +692,7 @@ NDVM_SIMD bool lanes_vjp(int code, const double* g_ptr, const double* ans, const
     }
     case Prim::VSUM:
     case Prim::VMEAN: {
-      const double f = static_cast<Prim>(code) == Prim::VSUM ? 1.0 : 1.0 / static_cast<double>(r);
+      const Real f = static_cast<Prim>(code) == Prim::VSUM ? 1.0 : 1.0 / static_cast<Real>(r);
       for (size_t i = 0; i < r; ++i) {
         for (uint32_t l = 0; l < W; ++l) ct[i * W + l] = g_ptr[l] * f;
       }
@@ -755,7 +755,7 @@ NDVM_SIMD bool lanes_vjp(int code, const double* g_ptr, const double* ans, const
         for (size_t i = 0; i < r; ++i) {
           if (s.clock.poll(c * m * W)) return true;
           for (size_t k = 0; k < c; ++k) {
-            double* o = ct + (i * c + k) * W;
+            Real* o = ct + (i * c + k) * W;
             if (b.ls) {
               sop(o, W, m, [&](size_t j) { return g.row(i * m + j); },
                   [&](size_t j) { return b.row(k * m + j); });
@@ -769,7 +769,7 @@ NDVM_SIMD bool lanes_vjp(int code, const double* g_ptr, const double* ans, const
         for (size_t k = 0; k < c; ++k) {
           if (s.clock.poll(m * r * W)) return true;
           for (size_t j = 0; j < m; ++j) {
-            double* o = ct + (k * m + j) * W;
+            Real* o = ct + (k * m + j) * W;
             if (a.ls) {
               sop(o, W, r, [&](size_t i) { return a.row(i * c + k); },
                   [&](size_t i) { return g.row(i * m + j); });
@@ -785,8 +785,8 @@ NDVM_SIMD bool lanes_vjp(int code, const double* g_ptr, const double* ans, const
     case Prim::TRANSPOSE:
       for (size_t i = 0; i < r; ++i) {
         for (size_t j = 0; j < c; ++j) {
-          const double* x = g.row(j * r + i);
-          double* o = ct + (i * c + j) * W;
+          const Real* x = g.row(j * r + i);
+          Real* o = ct + (i * c + j) * W;
           for (uint32_t l = 0; l < W; ++l) o[l] = x[l];
         }
       }
@@ -794,7 +794,7 @@ NDVM_SIMD bool lanes_vjp(int code, const double* g_ptr, const double* ans, const
     case Prim::TRACE:
       for (size_t i = 0; i < r; ++i) {
         for (size_t j = 0; j < r; ++j) {
-          const double f = i == j ? 1.0 : 0.0;
+          const Real f = i == j ? 1.0 : 0.0;
           for (uint32_t l = 0; l < W; ++l) ct[(i * r + j) * W + l] = g_ptr[l] * f;
         }
       }

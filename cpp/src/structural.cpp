@@ -110,7 +110,7 @@ double Interp::uniform(Value x, const char* what) {
     throw error(std::string(what) + ": expected a number, got " + type_name(x));
   }
   const Payload& p = pay_[x.id];
-  const double* v = pay_.ptr(x.id);
+  const Real* v = pay_.ptr(x.id);
   if (p.width == 1) return v[0];
   const uint8_t* act = masks_.bits(mask_);
   int64_t first = -1;
@@ -279,8 +279,8 @@ Value Interp::logical_not(Value x) {
   if (x.tag != Tag::BOOLS) return make_value(Tag::BOOL, x.tag == Tag::BOOL && x.id == 0);
   const uint32_t pid = pay_.alloc(W_, 0, 1, 1, false);
   const Payload& src = pay_[x.id];
-  const double* in = pay_.ptr(x.id);
-  double* out = pay_.ptr(pid);
+  const Real* in = pay_.ptr(x.id);
+  Real* out = pay_.ptr(pid);
   for (uint32_t l = 0; l < W_; ++l) out[l] = in[src.width > 1 ? l : 0] != 0.0 ? 0.0 : 1.0;
   return make_value(Tag::BOOLS, pid);
 }
@@ -293,7 +293,7 @@ double Interp::lane_bool(Value v, uint32_t l) const {
 
 Value Interp::bools_from(Value a, Value b, bool conj) {
   const uint32_t pid = pay_.alloc(W_, 0, 1, 1, false);
-  double* out = pay_.ptr(pid);
+  Real* out = pay_.ptr(pid);
   for (uint32_t l = 0; l < W_; ++l) {
     const bool x = lane_bool(a, l) != 0.0;
     const bool y = lane_bool(b, l) != 0.0;
@@ -364,18 +364,18 @@ Value Interp::equal(Value a, Value b) {
 Value Interp::array_equal(Value x, Value y) {
   const Payload px = pay_[x.id];
   const Payload py = pay_[y.id];
-  const double* a = pay_.ptr(x.id);
-  const double* b = pay_.ptr(y.id);
+  const Real* a = pay_.ptr(x.id);
+  const Real* b = pay_.ptr(y.id);
   const uint32_t width = std::max(px.width, py.width);
   const uint32_t pid = pay_.alloc(W_, 0, 1, 1, false);
   a = pay_.ptr(x.id);
   b = pay_.ptr(y.id);
-  double* out = pay_.ptr(pid);
+  Real* out = pay_.ptr(pid);
   for (uint32_t l = 0; l < W_; ++l) {
     bool eq = true;
     for (size_t e = 0; e < px.size() && eq; ++e) {
-      const double u = a[e * px.width + (px.width > 1 ? l : 0)];
-      const double v = b[e * py.width + (py.width > 1 ? l : 0)];
+      const Real u = a[e * px.width + (px.width > 1 ? l : 0)];
+      const Real v = b[e * py.width + (py.width > 1 ? l : 0)];
       eq = u == v;
     }
     out[l] = eq ? 1.0 : 0.0;

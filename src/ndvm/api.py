@@ -167,6 +167,7 @@ class Program:
             cotangent=ct,
             limits=self.limits,
             dialect=self.dialect,
+            dtype=self.dtype,
         )
         self._raise_if_strict(result)
         return result
@@ -182,6 +183,7 @@ class Program:
             cotangent=None,
             limits=self.limits,
             dialect=self.dialect,
+            dtype=self.dtype,
         )
         self._raise_if_strict(result)
         return self._shape(result, single)
@@ -202,6 +204,7 @@ class Program:
             cotangent=None if ct is None else self._cotangent_grid(ct, single, inputs),
             limits=self.limits,
             dialect=self.dialect,
+            dtype=self.dtype,
         )
         self._raise_if_strict(result)
         grad = result.grad

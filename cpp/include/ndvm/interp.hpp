@@ -242,9 +242,9 @@ class Interp {
   int truth(Value v) const;  // 0 false, 1 true, 2 per lane
   Value custom(int code, const Value* args, uint32_t n);
   void backward(const double* cotangent, std::vector<double>& grad);
-  void vjp_record(const TapeRecord& rec, std::vector<double>& adj);
-  void accumulate(uint32_t pid, const double* ct, size_t ct_elems, uint32_t mask,
-                  std::vector<double>& adj);
+  void vjp_record(const TapeRecord& rec, std::vector<Real>& adj);
+  void accumulate(uint32_t pid, const Real* ct, size_t ct_elems, uint32_t mask,
+                  std::vector<Real>& adj);
   void assemble(RunOutput& out);
 
   Limits lim_;
@@ -283,8 +283,8 @@ class Interp {
   std::vector<Operand> ops_;
   LinalgScratch scratch_;
   std::vector<uint32_t> ids_;
-  std::vector<double> ct_;
-  std::vector<double> adj_;
+  std::vector<Real> ct_;
+  std::vector<Real> adj_;
   std::vector<uint8_t> touched_;
   std::vector<uint32_t> leaves_;
   std::vector<int8_t> status_;
