@@ -253,6 +253,58 @@ Step Interp::call(Value fn, const Value* args, uint32_t n, uint32_t node) {
   throw error("cannot call " + type_name(fn) + ": it is not a procedure");
 }
 
+// One row per STRUCTURAL and CONTROL primitive: the member that applies it, expanded from the
+// generated prims.inc, so a primitive of the Python table without its row here does not
+// compile (NUMERIC and PREDICATE rows: kernels.cpp, linalg.cpp). PRELUDE primitives have none:
+// the front end compiles their ndvm source with the program.
+const Interp::Rows& Interp::rows() {
+  static const Rows table = [] {
+    Rows t{};
+#define NDVM_CXR(UP) constexpr StructuralRow row_##UP = &Interp::cxr;
+    NDVM_CXR(CAR) NDVM_CXR(CDR) NDVM_CXR(CAAR) NDVM_CXR(CADR) NDVM_CXR(CDAR) NDVM_CXR(CDDR)
+    NDVM_CXR(CAAAR) NDVM_CXR(CAADR) NDVM_CXR(CADAR) NDVM_CXR(CADDR) NDVM_CXR(CDAAR)
+    NDVM_CXR(CDADR) NDVM_CXR(CDDAR) NDVM_CXR(CDDDR)
+#define NDVM_LIST(UP) constexpr StructuralRow row_##UP = &Interp::structural;
+    NDVM_LIST(CONS) NDVM_LIST(LIST) NDVM_LIST(LENGTH) NDVM_LIST(APPEND) NDVM_LIST(REVERSE)
+    NDVM_LIST(LIST_TAIL) NDVM_LIST(LIST_REF) NDVM_LIST(IOTA) NDVM_LIST(IS_NUMBER)
+    NDVM_LIST(IS_BOOLEAN) NDVM_LIST(IS_SYMBOL) NDVM_LIST(IS_STRING) NDVM_LIST(IS_PAIR)
+    NDVM_LIST(IS_NULL) NDVM_LIST(IS_VECTOR) NDVM_LIST(IS_MATRIX) NDVM_LIST(IS_LIST)
+    NDVM_LIST(IS_PROCEDURE) NDVM_LIST(NOT) NDVM_LIST(IS_EQ) NDVM_LIST(IS_EQV)
+    NDVM_LIST(IS_EQUAL) NDVM_LIST(VOID)
+#define NDVM_MAKE(UP) constexpr StructuralRow row_##UP = &Interp::make_vectors;
+    NDVM_MAKE(VEC) NDVM_MAKE(MAT) NDVM_MAKE(MAKE_VECTOR) NDVM_MAKE(ZEROS) NDVM_MAKE(ONES)
+    NDVM_MAKE(EYE)
+#define NDVM_READ(UP) constexpr StructuralRow row_##UP = &Interp::read_vectors;
+    NDVM_READ(REF) NDVM_READ(VLEN) NDVM_READ(ROWS) NDVM_READ(COLS) NDVM_READ(VECTOR_TO_LIST)
+    NDVM_READ(LIST_TO_VECTOR)
+    constexpr ControlRow row_APPLY = &Interp::apply_list;
+    constexpr ControlRow row_ERROR = &Interp::apply_error;
+#undef NDVM_CXR
+#undef NDVM_LIST
+#undef NDVM_MAKE
+#undef NDVM_READ
+#define NDVM_ROW_STRUCTURAL_ELEMENTWISE(upper, code) t.structural[code] = row_##upper;
+#define NDVM_ROW_CONTROL_ELEMENTWISE(upper, code) t.control[code] = row_##upper;
+#include "ndvm/prim_rows.hpp"
+#include "ndvm/prims.inc"
+#undef NDVM_PRIM
+    return t;
+  }();
+  return table;
+}
+
+bool Interp::has_row(int code) {
+  if (code < 0 || code >= kPrimCodeLimit) return false;
+  const PrimInfo& info = prim_info(code);
+  if (info.kind == PrimKind::STRUCTURAL) return rows().structural[code] != nullptr;
+  return info.kind == PrimKind::CONTROL && rows().control[code] != nullptr;
+}
+
+LaneError Interp::no_row(int code) const {
+  return error(std::string("primitive ") + (prim_info(code).name ? prim_info(code).name : "?") +
+               " cannot be applied here");
+}
+
 Step Interp::apply_prim(int code, const Value* args, uint32_t n, uint32_t node) {
   node_ = static_cast<int32_t>(node);
   const PrimInfo& info = prim_info(code);
@@ -261,26 +313,29 @@ Step Interp::apply_prim(int code, const Value* args, uint32_t n, uint32_t node) 
     case PrimKind::NUMERIC:
     case PrimKind::PREDICATE: s.val = numeric(code, args, n); return s;
     case PrimKind::STRUCTURAL:
+      if (rows().structural[code] == nullptr) break;
       pending_args_ = args;
       pending_n_ = n;
       pending_code_ = code;
       pending_node_ = node;
-      s.val = structural(code, args, n);
+      s.val = (this->*rows().structural[code])(code, args, n);
       return s;
-    case PrimKind::CONTROL: return apply_control(code, args, n, node);
+    case PrimKind::CONTROL:
+      if (rows().control[code] == nullptr) break;
+      return (this->*rows().control[code])(code, args, n, node);
     default: break;
   }
-  throw error(std::string("primitive ") + (info.name ? info.name : "?") +
-              " cannot be applied here");
+  throw no_row(code);
 }
 
-Step Interp::apply_control(int code, const Value* args, uint32_t n, uint32_t node) {
-  if (static_cast<Prim>(code) == Prim::ERROR) {
-    LaneError e = error("error");
-    e.error_prim = true;
-    e.irritants = export_values(args, n);
-    throw e;
-  }
+Step Interp::apply_error(int, const Value* args, uint32_t n, uint32_t) {
+  LaneError e = error("error");
+  e.error_prim = true;
+  e.irritants = export_values(args, n);
+  throw e;
+}
+
+Step Interp::apply_list(int, const Value* args, uint32_t n, uint32_t node) {
   apply_flip_ ^= 1;
   std::vector<Value>& buf = apply_bufs_[apply_flip_];
   buf.assign(args + 1, args + n - 1);

@@ -175,17 +175,20 @@ std::string idx_str(int64_t v) { return std::to_string(v); }
 
 }  // namespace
 
+Value Interp::cxr(int code, const Value* args, uint32_t) {
+  const char* path = cxr_path(static_cast<Prim>(code));
+  if (path == nullptr) throw no_row(code);
+  const std::string name = std::string("c") + path + "r";
+  Value x = args[0];
+  for (size_t k = std::strlen(path); k-- > 0;) {
+    if (x.tag != Tag::PAIR) throw error(name + ": expected a pair, got " + type_name(x));
+    x = path[k] == 'a' ? heap_.pairs[x.id].car : heap_.pairs[x.id].cdr;
+  }
+  return x;
+}
+
 Value Interp::structural(int code, const Value* args, uint32_t n) {
   const Prim p = static_cast<Prim>(code);
-  if (const char* path = cxr_path(p)) {
-    const std::string name = std::string("c") + path + "r";
-    Value x = args[0];
-    for (size_t k = std::strlen(path); k-- > 0;) {
-      if (x.tag != Tag::PAIR) throw error(name + ": expected a pair, got " + type_name(x));
-      x = path[k] == 'a' ? heap_.pairs[x.id].car : heap_.pairs[x.id].cdr;
-    }
-    return x;
-  }
   switch (p) {
     case Prim::CONS: alloc(); return make_value(Tag::PAIR, heap_.pair(args[0], args[1]));
     case Prim::LIST: alloc(n); return list_from(args, n, make_value(Tag::NIL));
@@ -254,7 +257,7 @@ Value Interp::structural(int code, const Value* args, uint32_t n) {
     case Prim::IS_EQV: return eqv(args[0], args[1]);
     case Prim::IS_EQUAL: return equal(args[0], args[1]);
     case Prim::VOID: return make_value(Tag::VOID);
-    default: return vectors(code, args, n);
+    default: throw no_row(code);
   }
 }
 

@@ -84,7 +84,7 @@ Value filled_payload(Interp& in, double value, uint32_t rows, uint32_t cols, uin
 
 }  // namespace
 
-Value Interp::vectors(int code, const Value* args, uint32_t n) {
+Value Interp::make_vectors(int code, const Value* args, uint32_t n) {
   const Prim p = static_cast<Prim>(code);
   switch (p) {
     case Prim::VEC: return stack(args, n, "vec", 0);
@@ -135,6 +135,13 @@ Value Interp::vectors(int code, const Value* args, uint32_t n) {
       if (static_cast<uint64_t>(size) * size > 100000000ull) throw error("eye: too large");
       return filled_payload(*this, 0.0, size, size, 2, true);
     }
+    default: throw no_row(code);
+  }
+}
+
+Value Interp::read_vectors(int code, const Value* args, uint32_t n) {
+  const Prim p = static_cast<Prim>(code);
+  switch (p) {
     case Prim::REF: {
       const Value v = args[0];
       if (v.tag != Tag::NUM || v.rank == 0) {
@@ -183,10 +190,8 @@ Value Interp::vectors(int code, const Value* args, uint32_t n) {
       list_items(args[0], items, "list->vector", true);
       return stack(items.data(), static_cast<uint32_t>(items.size()), "vec", 0);
     }
-    default: break;
+    default: throw no_row(code);
   }
-  throw error(std::string("primitive ") + (prim_info(code).name ? prim_info(code).name : "?") +
-              " cannot be applied here");
 }
 
 }  // namespace ndvm

@@ -12,6 +12,7 @@
 
 #include "ndvm/heap.hpp"
 #include "ndvm/payload.hpp"
+#include "ndvm/prims.hpp"
 #include "ndvm/program.hpp"
 #include "ndvm/tape.hpp"
 #include "ndvm/value.hpp"
@@ -168,7 +169,15 @@ class Interp {
   std::string type_name(Value v) const;
   Value number(double x);  // a lane-uniform constant
   Value numeric(int code, const Value* args, uint32_t n);
+  // STRUCTURAL rows (Interp::rows): c[ad]+r, lists/tests/equality, vector construction and
+  // vector indexing; each throws no_row for an opcode that is not its own.
+  Value cxr(int code, const Value* args, uint32_t n);
   Value structural(int code, const Value* args, uint32_t n);
+  Value make_vectors(int code, const Value* args, uint32_t n);
+  Value read_vectors(int code, const Value* args, uint32_t n);
+  LaneError no_row(int code) const;
+  // Whether STRUCTURAL or CONTROL opcode `code` has its row.
+  static bool has_row(int code);
   double uniform(Value x, const char* what);
   int64_t index(Value x, const char* what);
   Value list_from(const Value* items, size_t n, Value tail);
@@ -186,7 +195,6 @@ class Interp {
   Value bool_and(Value a, Value b);
   Value equal(Value a, Value b);
   Value array_equal(Value x, Value y);
-  Value vectors(int code, const Value* args, uint32_t n);
   Value stack(const Value* items, uint32_t n, const char* who, int axis_rank);
   Value gather(Value v, uint32_t first, uint32_t count, uint8_t rank);
   uint32_t size_arg(Value x, const char* who);
@@ -235,7 +243,15 @@ class Interp {
   LaneError step_error() const;
   Step call(Value fn, const Value* args, uint32_t n, uint32_t node);
   Step apply_prim(int code, const Value* args, uint32_t n, uint32_t node);
-  Step apply_control(int code, const Value* args, uint32_t n, uint32_t node);
+  Step apply_error(int code, const Value* args, uint32_t n, uint32_t node);
+  Step apply_list(int code, const Value* args, uint32_t n, uint32_t node);
+  using StructuralRow = Value (Interp::*)(int, const Value*, uint32_t);
+  using ControlRow = Step (Interp::*)(int, const Value*, uint32_t, uint32_t);
+  struct Rows {
+    StructuralRow structural[kPrimCodeLimit];
+    ControlRow control[kPrimCodeLimit];
+  };
+  static const Rows& rows();
   uint32_t new_join(uint32_t mask);
   uint32_t count_true(uint32_t active, uint32_t pid) const;
   uint32_t lane_split(uint32_t active, uint32_t pid, bool want, uint32_t& n_yes);
