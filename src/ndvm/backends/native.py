@@ -227,6 +227,37 @@ def _reason_text(code: int, errors: list[tuple[np.ndarray, NdvmError]]) -> str |
     return {-2: "non-finite loss", -3: "non-finite gradient"}.get(code)
 
 
+def _adam_args(
+    options: Mapping[str, Any],
+    lower: np.ndarray | None,
+    upper: np.ndarray | None,
+    early_stop: tuple[float, float, int] | None,
+) -> tuple[Any, ...]:
+    """``Context.optimize``'s lr, betas, eps, box and early-stop arguments."""
+    b1, b2 = options.get("betas", (0.9, 0.999))
+    lo, hi = (
+        None if x is None else np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
+        for x in (lower, upper)
+    )
+    rtol, atol, patience = early_stop if early_stop is not None else (0.0, 0.0, 0)
+    lr, eps = float(options.get("lr", 0.05)), float(options.get("eps", 1e-8))
+    stop = early_stop is not None
+    return lr, float(b1), float(b2), eps, lo, hi, stop, float(rtol), float(atol), int(patience)
+
+
+def _target_args(lr_schedule: np.ndarray | None, target: np.ndarray | None) -> tuple[Any, ...]:
+    """``Context.optimize``'s learning-rate schedule and target arguments."""
+    sched = None if lr_schedule is None else np.ascontiguousarray(lr_schedule, dtype=np.float64)
+    if target is None:
+        return sched, None, False
+    shape = (-1,) if np.ndim(target) < 2 else np.shape(target)
+    return (
+        sched,
+        np.ascontiguousarray(target, dtype=np.float64).reshape(shape),
+        np.ndim(target) == 2,
+    )
+
+
 class NativeBackend:
     name = "native"
     # in-runtime optimizer methods (ndvm.calibrate.native.supports consults this)
@@ -351,12 +382,6 @@ class NativeBackend:
         low = self.lowered(program)
         theta0 = np.ascontiguousarray(theta0, dtype=np.float64)
         kinds, arrays, n_data = _input_arrays(program, inputs)
-        b1, b2 = options.get("betas", (0.9, 0.999))
-        box = [
-            None if x is None else np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
-            for x in (lower, upper)
-        ]
-        rtol, atol, patience = early_stop if early_stop is not None else (0.0, 0.0, 0)
         raw = self._context().optimize(
             low.core,
             theta0,
@@ -367,23 +392,8 @@ class NativeBackend:
             *_limit_args(limits, dialect),
             float(weight),
             int(steps),
-            float(options.get("lr", 0.05)),
-            float(b1),
-            float(b2),
-            float(options.get("eps", 1e-8)),
-            box[0],
-            box[1],
-            early_stop is not None,
-            float(rtol),
-            float(atol),
-            int(patience),
-            None if lr_schedule is None else np.ascontiguousarray(lr_schedule, dtype=np.float64),
-            None
-            if target is None
-            else np.ascontiguousarray(target, dtype=np.float64).reshape(
-                (-1,) if np.ndim(target) < 2 else np.shape(target)
-            ),
-            target is not None and np.ndim(target) == 2,
+            *_adam_args(options, lower, upper, early_stop),
+            *_target_args(lr_schedule, target),
             float(time_limit or 0.0),
         )
         if raw["target_mismatch"]:
