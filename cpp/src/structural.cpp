@@ -58,24 +58,14 @@ std::string py_repr(double x) {
   return neg ? "-" + out : out;
 }
 
-const char* cxr_path(Prim p) {
-  switch (p) {
-    case Prim::CAR: return "a";
-    case Prim::CDR: return "d";
-    case Prim::CAAR: return "aa";
-    case Prim::CADR: return "ad";
-    case Prim::CDAR: return "da";
-    case Prim::CDDR: return "dd";
-    case Prim::CAAAR: return "aaa";
-    case Prim::CAADR: return "aad";
-    case Prim::CADAR: return "ada";
-    case Prim::CADDR: return "add";
-    case Prim::CDAAR: return "daa";
-    case Prim::CDADR: return "dad";
-    case Prim::CDDAR: return "dda";
-    case Prim::CDDDR: return "ddd";
-    default: return nullptr;
-  }
+// The a/d path of a c[ad]{1,3}r primitive, read from its name in the primitive table ("cadr":
+// "ad", applied right to left), or "" for any other primitive.
+std::string cxr_path(int code) {
+  const char* name = prim_info(code).name;
+  const size_t len = name ? std::strlen(name) : 0;
+  if (len < 3 || len > 5 || name[0] != 'c' || name[len - 1] != 'r') return "";
+  const std::string path(name + 1, len - 2);
+  return path.find_first_not_of("ad") == std::string::npos ? path : "";
 }
 
 }  // namespace
@@ -176,11 +166,11 @@ std::string idx_str(int64_t v) { return std::to_string(v); }
 }  // namespace
 
 Value Interp::cxr(int code, const Value* args, uint32_t) {
-  const char* path = cxr_path(static_cast<Prim>(code));
-  if (path == nullptr) throw no_row(code);
+  const std::string path = cxr_path(code);
+  if (path.empty()) throw no_row(code);
   const std::string name = std::string("c") + path + "r";
   Value x = args[0];
-  for (size_t k = std::strlen(path); k-- > 0;) {
+  for (size_t k = path.size(); k-- > 0;) {
     if (x.tag != Tag::PAIR) throw error(name + ": expected a pair, got " + type_name(x));
     x = path[k] == 'a' ? heap_.pairs[x.id].car : heap_.pairs[x.id].cdr;
   }
