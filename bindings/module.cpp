@@ -71,7 +71,15 @@ ndvm::RunRequest make_request(const ndvm::Program& prog, F64In theta, I32In cons
   req.B = static_cast<uint32_t>(theta.shape(0));
   req.Ng = Ng;
   req.theta = theta.data();
-  req.constraints = constraints.data();
+  for (size_t i = 0; i < prog.n_params; ++i) {
+    const int32_t t = constraints.data()[i];
+    const ndvm::PrimInfo& info = ndvm::prim_info(t > 0 && t < ndvm::kPrimCodeLimit ? t : 0);
+    const bool unary = info.name != nullptr && info.kind == ndvm::PrimKind::NUMERIC &&
+                       info.shape == ndvm::PrimShape::ELEMENTWISE && info.min_args <= 1 &&
+                       (info.max_args < 0 || info.max_args >= 1);
+    if (t != 0 && !unary) throw std::invalid_argument("run: a constraint is not a unary opcode");
+  }
+  req.transforms = constraints.data();
   for (size_t i = 0; i < arrays.size(); ++i) {
     ndvm::InputSpec in;
     in.kind = static_cast<ndvm::InputKind>(kinds[i]);

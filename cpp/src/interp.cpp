@@ -405,7 +405,6 @@ void Interp::reset(const RunRequest& req) {
 }
 
 void Interp::bind(const RunRequest& req, std::vector<uint32_t>& leaves) {
-  static const Prim kTransform[4] = {Prim::ADD, Prim::SOFTPLUS, Prim::SIGMOID, Prim::TANH};
   const uint32_t P = prog_->n_params;
   for (uint32_t i = 0; i < P; ++i) {
     const uint32_t pid = pay_.alloc(W_, 0, 1, 1, true);
@@ -415,8 +414,8 @@ void Interp::bind(const RunRequest& req, std::vector<uint32_t>& leaves) {
     }
     leaves.push_back(pid);
     Value v = make_value(Tag::NUM, pid);
-    const int32_t c = req.constraints ? req.constraints[i] : 0;
-    if (c > 0 && c < 4) v = numeric(static_cast<int>(kTransform[c]), &v, 1);
+    const int32_t t = req.transforms ? req.transforms[i] : 0;
+    if (t > 0) v = numeric(static_cast<int>(t), &v, 1);
     params_.push_back(v);
   }
   for (const InputSpec& in : req.inputs) {

@@ -67,7 +67,9 @@ struct RunRequest {
   uint32_t B = 1;
   uint32_t Ng = 1;
   const double* theta = nullptr;        // [B, P] row-major
-  const int32_t* constraints = nullptr;  // [P]: 0 free, 1 positive, 2 unit, 3 signed-unit
+  // [P]: opcode of the unary NUMERIC primitive a parameter's constraint applies to its raw
+  // value (the host's table: softplus for positive, ...), or 0 for a free parameter
+  const int32_t* transforms = nullptr;
   std::vector<InputSpec> inputs;
   bool grad = false;
   const double* cotangent = nullptr;  // [B, Ng, *struct] or nullptr (ones)

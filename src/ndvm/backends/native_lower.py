@@ -11,9 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from ndvm.backends.reference import TRANSFORMS
 from ndvm.errors import BackendUnsupported
 from ndvm.lang import ir
 from ndvm.lang.ir import CompiledProgram
+from ndvm.prims import PRIMS
 from ndvm.values import NIL, VOID, Pair, String, Symbol
 
 
@@ -25,7 +27,6 @@ class NativeUnsupported(BackendUnsupported):
 _CONST, _LOCAL, _PARAM, _INPUT, _PRIMREF, _IF, _SEQ, _OR = range(8)
 _LAMBDA, _LET, _LETREC, _CALL, _PRIMCALL, _ASSERT = range(8, 14)
 _C_NUM, _C_BOOL, _C_NIL, _C_VOID, _C_SYM, _C_STR, _C_PAIR = range(7)
-_CONSTRAINTS = {"free": 0, "positive": 1, "unit": 2, "signed-unit": 3}
 
 
 class _Tables:
@@ -126,6 +127,12 @@ def _node_row(t: _Tables, n: Any) -> tuple[list[int], tuple[Any, ...]]:
     raise NativeUnsupported(f"native backend: unsupported IR node {k.__name__}")
 
 
+def _transform(constraint: str) -> int:
+    """Opcode of the primitive a parameter constraint applies to the raw value (0: free)."""
+    name = TRANSFORMS.get(constraint)
+    return 0 if name is None else PRIMS.by_name(name).code
+
+
 def lower_tables(program: CompiledProgram) -> tuple[tuple[Any, ...], list[str], np.ndarray]:
     """The ``Program`` constructor arguments of ``program``, its strings and constraints."""
     t = _Tables()
@@ -154,5 +161,5 @@ def lower_tables(program: CompiledProgram) -> tuple[tuple[Any, ...], list[str], 
         len(program.params),
         len(program.inputs),
     )
-    constraints = np.asarray([_CONSTRAINTS[s.constraint] for s in program.params], dtype=np.int32)
+    constraints = np.asarray([_transform(s.constraint) for s in program.params], dtype=np.int32)
     return args, t.strings, constraints

@@ -18,7 +18,8 @@ from ndvm.lang.ir import CompiledProgram
 from ndvm.payload import Arr, mask_for
 from ndvm.prims import PRIMS
 
-_TRANSFORMS = {"positive": "softplus", "unit": "sigmoid", "signed-unit": "tanh"}
+# the primitive each parameter constraint applies to the raw value (both backends)
+TRANSFORMS = {"positive": "softplus", "unit": "sigmoid", "signed-unit": "tanh"}
 
 
 class ReferenceBackend:
@@ -65,7 +66,7 @@ def _bind_params(
         leaves.append(node)
         raw = Arr(val, node, 0)
         if spec.constraint != "free":
-            params.append(rt.numeric(PRIMS.by_name(_TRANSFORMS[spec.constraint]), (raw,)))
+            params.append(rt.numeric(PRIMS.by_name(TRANSFORMS[spec.constraint]), (raw,)))
         else:
             params.append(raw)
     return leaves, params
