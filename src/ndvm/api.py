@@ -142,6 +142,7 @@ class Program:
             cotangent=ct,
             limits=self.limits,
             dialect=self.dialect,
+            dtype=self.dtype,
         )
         self._raise_if_strict(result)
         return result
@@ -157,6 +158,7 @@ class Program:
             cotangent=None,
             limits=self.limits,
             dialect=self.dialect,
+            dtype=self.dtype,
         )
         self._raise_if_strict(result)
         return self._shape(result, single)
@@ -177,6 +179,7 @@ class Program:
             cotangent=None if ct is None else self._cotangent_grid(ct, single, inputs),
             limits=self.limits,
             dialect=self.dialect,
+            dtype=self.dtype,
         )
         self._raise_if_strict(result)
         grad = result.grad
