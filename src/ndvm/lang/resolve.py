@@ -17,6 +17,7 @@ from ndvm.lang.datum import Bool, Datum, Num, SList, Str, Sym, to_source
 from ndvm.lang.forms import SPECIAL_FORMS
 from ndvm.lang.suggest import did_you_mean
 from ndvm.prims import PRIMS, Kind
+from ndvm.prims.registry import Prim
 from ndvm.values import NIL, VOID, Pair, String, Symbol
 
 
@@ -118,7 +119,21 @@ class Resolver:
             form = _CORE.get(head.name)
             if form is not None:
                 return form(self, d, tail)
+            prim = PRIMS.get(head.name)
+            if prim is not None and head.name not in _PROCEDURE_FIRST:
+                return self._prim_call(prim, d)
         return self._call(d, tail)
+
+    def _prim_call(self, prim: Prim, d: SList) -> ir.Node:
+        """A call whose operator is a (not rebound) primitive: checked for arity, once."""
+        args = tuple(self.resolve(a) for a in d.items[1:])
+        if not prim.arity.accepts(len(args)):
+            raise err(
+                f"{prim.name} expects {prim.arity.describe()} argument(s), got {len(args)}", d
+            )
+        if prim.kind is Kind.PRELUDE:  # the front end binds every prelude name it needs
+            raise err(f"internal: prelude procedure {prim.name!r} not bound", d)
+        return ir.PrimCall(prim.code, args, prim.name, d.line, d.column)
 
     def _is_local(self, name: str) -> bool:
         for scope in self.scopes:
@@ -135,17 +150,10 @@ class Resolver:
                 if not any(head.name in scope for scope in self.scopes[1:]):  # not rebound
                     self._check_operator(d.items[1])
         fn = self.resolve(d.items[0])
-        args = tuple(self.resolve(a) for a in d.items[1:])
         if isinstance(fn, ir.PrimRef):
-            prim = PRIMS.by_code(fn.code)
-            if not prim.arity.accepts(len(args)):
-                raise err(
-                    f"{prim.name} expects {prim.arity.describe()} argument(s), got {len(args)}", d
-                )
-            if prim.kind is Kind.PRELUDE:  # the front end binds every prelude name it needs
-                raise err(f"internal: prelude procedure {prim.name!r} not bound", d)
-            return ir.PrimCall(prim.code, args, prim.name, d.line, d.column)
-        elif isinstance(fn, ir.Const):
+            return self._prim_call(PRIMS.by_code(fn.code), d)
+        args = tuple(self.resolve(a) for a in d.items[1:])
+        if isinstance(fn, ir.Const):
             raise err(f"cannot call a constant: {to_source(d.items[0])} is not a procedure", d)
         return ir.Call(fn, args, tail, d.line, d.column)
 
