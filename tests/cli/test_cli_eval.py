@@ -140,3 +140,19 @@ def test_subprocess_stdin_error() -> None:
     assert proc.stderr.strip() == "<stdin>:2:3: ProgramError: car: expected a pair, got a number"
     proc = _python_m(["eval", "-", "--json"], stdin="(* 2 3)")
     assert proc.returncode == 0 and json.loads(proc.stdout) == {"value": 6.0}
+
+
+def test_misspelt_parameter_and_input_names_get_suggestions(tmp_path: Path) -> None:
+    """``--param vmx=1`` / ``--input xx=1`` name the close parameter or free name (subprocess)."""
+    path = tmp_path / "mm.scm"
+    path.write_text("(/ (* vmax x) (+ km x))")
+    for flag, bad, close in (("--param", "vmx", "vmax"), ("--input", "xx", "x")):
+        args = [flag, f"{bad}=1"] + (["--input", "x=1"] if flag == "--param" else [])
+        res = subprocess.run(
+            [sys.executable, "-m", "ndvm", "eval", str(path), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert res.returncode == 1, res.stderr
+        assert f"did you mean '{close}'?" in res.stderr, res.stderr

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ndvm.errors import NdvmError
+from ndvm.lang.suggest import did_you_mean
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -182,9 +183,10 @@ def check_inputs(source: str, inputs: Iterable[str], *, complete: bool) -> None:
     unused = [n for n in given if n not in names]
     listing = ", ".join(names) or "none"
     if unused:
+        hints = [h for n in unused if (h := did_you_mean(n, names))]
         raise NdvmError(
-            f"input {', '.join(repr(n) for n in unused)} is not used by the program; "
-            f"its free names are: {listing}"
+            f"input {', '.join(repr(n) for n in unused)} is not used by the program"
+            f"{' (' + '; '.join(hints) + ')' if hints else ''}; its free names are: {listing}"
         )
     if complete and declared:
         missing = [n for n in names if n not in declared and n not in given]

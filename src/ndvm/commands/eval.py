@@ -21,6 +21,7 @@ from ndvm.commands.common import (
     write_value,
 )
 from ndvm.errors import NdvmError
+from ndvm.lang.suggest import did_you_mean
 
 GRAD_OF = "d value / d parameter value (constrained space), summed over data lanes"
 
@@ -103,8 +104,10 @@ def run(args: argparse.Namespace) -> int:
         )
         unknown = [p for p in params if p not in program.params]
         if unknown:
+            hints = [h for p in unknown if (h := did_you_mean(p, program.params))]
             raise NdvmError(
-                f"unknown parameter(s) {', '.join(unknown)}; the program's "
+                f"unknown parameter(s) {', '.join(unknown)}"
+                f"{' (' + '; '.join(hints) + ')' if hints else ''}; the program's "
                 f"parameters are: {', '.join(program.params) or 'none'}"
             )
         values = np.array([s.init for s in program.param_specs], dtype=np.float64)
