@@ -44,6 +44,18 @@ std::string describe_arity(const PrimInfo& info) {
 
 const char* const kRankNoun[3] = {"a number", "a vector", "a matrix"};
 
+// The opcode a primitive runs as under the dmci dialect (DMCI_RUNS_AS in
+// src/ndvm/prims/numeric.py): modulo and remainder trade places, normalize floors its norm.
+// Errors still name the primitive the program called.
+int dmci_code(int code) {
+  switch (static_cast<Prim>(code)) {
+    case Prim::MODULO: return static_cast<int>(Prim::REMAINDER);
+    case Prim::REMAINDER: return static_cast<int>(Prim::MODULO);
+    case Prim::NORMALIZE: return static_cast<int>(Prim::INTERNAL_DMCI_NORMALIZE);
+    default: return code;
+  }
+}
+
 }  // namespace
 
 const PrimInfo& prim_info(int code) {
@@ -170,13 +182,14 @@ Value Interp::numeric(int code, const Value* args, uint32_t n) {
   mind_clock();
   for (uint32_t i = 0; i < n; ++i) ops_[i] = pay_.operand(args[i].id);
   const bool dmci = dmci_ && info.domain == PrimDomain::POSITIVE;
-  elementwise_forward(code, dmci, ops_.data(), static_cast<int>(n), pay_.ptr(out), width,
+  const int run = dmci_ ? dmci_code(code) : code;
+  elementwise_forward(run, dmci, ops_.data(), static_cast<int>(n), pay_.ptr(out), width,
                       pay_[out].size());
   if (taped) {
     std::vector<uint32_t>& ids = ids_;
     ids.clear();
     for (uint32_t i = 0; i < n; ++i) ids.push_back(args[i].id);
-    tape_op(static_cast<TapeOp>(code), ids.data(), n, out, 0, 0);
+    tape_op(static_cast<TapeOp>(run), ids.data(), n, out, 0, 0);
   }
   return make_value(Tag::NUM, out, shape.rank);
 }
@@ -204,10 +217,11 @@ Value Interp::custom(int code, const Value* args, uint32_t n) {
   const uint32_t out = pay_.alloc(width, shape.rank, shape.rows, shape.cols, taped);
   mind_clock();
   for (uint32_t i = 0; i < n; ++i) ops_[i] = pay_.operand(args[i].id);
-  custom_forward(code, ops_.data(), static_cast<int>(n), pay_.ptr(out), width, scratch_);
+  const int run = dmci_ ? dmci_code(code) : code;
+  custom_forward(run, ops_.data(), static_cast<int>(n), pay_.ptr(out), width, scratch_);
   if (taped) {
     uint32_t ids[2] = {args[0].id, n > 1 ? args[1].id : 0};
-    tape_op(static_cast<TapeOp>(code), ids, n, out, 0, 0);
+    tape_op(static_cast<TapeOp>(run), ids, n, out, 0, 0);
   }
   return make_value(Tag::NUM, out, shape.rank);
 }

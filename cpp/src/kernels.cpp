@@ -275,6 +275,10 @@ NDVM_SIMD Grad vjp_MUL(const Bw& k) {
   });
 }
 
+// scale: binary * (a scalar broadcasts against a vector or matrix in either position)
+void fwd_SCALE(const Fw& k) { fwd_MUL(k); }
+Grad vjp_SCALE(const Bw& k) { return vjp_MUL(k); }
+
 NDVM_SIMD void fwd_DIV(const Fw& k) {
   if (k.n == 1) return map1(k.out, k.W, k.S, k.a(0), [](Real x) { return 1.0 / x; });
   fold(k.out, k.W, k.S, k.args, k.n, [](Real x, Real y) { return x / y; });

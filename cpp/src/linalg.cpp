@@ -289,6 +289,25 @@ void vjp_NORMALIZE(const Ctx& k, int, const Real* g, const Real* ans, Real* ct) 
   for (int i = 0; i < k.r; ++i) ct[i] = (g[i] - ans[i] * dg) / nv;
 }
 
+// normalize under the dmci dialect: v / max(|v|, 1e-8) (a NaN norm stays NaN)
+constexpr Real kDmciNormEps = static_cast<Real>(1e-8);
+std::string shape_INTERNAL_DMCI_NORMALIZE(const Operand* a, OutShape& out) {
+  return shape_NORMALIZE(a, out);
+}
+void fwd_INTERNAL_DMCI_NORMALIZE(const Ctx& k, Real* o) {
+  const Real nv = std::sqrt(sum_squares(k));
+  const Real d = nv < kDmciNormEps ? kDmciNormEps : nv;
+  for (int i = 0; i < k.r; ++i) o[i] = k.L.a[i] / d;
+}
+void vjp_INTERNAL_DMCI_NORMALIZE(const Ctx& k, int which, const Real* g, const Real* ans,
+                                 Real* ct) {
+  if (std::sqrt(sum_squares(k)) < kDmciNormEps) {
+    for (int i = 0; i < k.r; ++i) ct[i] = g[i] / kDmciNormEps;
+    return;
+  }
+  vjp_NORMALIZE(k, which, g, ans, ct);
+}
+
 void cross3(const Real* u, const Real* v, Real* o) {
   o[0] = u[1] * v[2] - u[2] * v[1];
   o[1] = u[2] * v[0] - u[0] * v[2];
@@ -302,20 +321,6 @@ void fwd_CROSS(const Ctx& k, Real* o) { cross3(k.L.a, k.L.b, o); }
 void vjp_CROSS(const Ctx& k, int which, const Real* g, const Real*, Real* ct) {
   if (which == 0) return cross3(k.L.b, g, ct);  // cross(w, g)
   cross3(g, k.L.a, ct);                          // cross(g, v)
-}
-
-std::string shape_SCALE(const Operand* a, OutShape& out) { return shape_NORMALIZE(a, out); }
-void fwd_SCALE(const Ctx& k, Real* o) {
-  for (int i = 0; i < k.r; ++i) o[i] = k.L.a[i] * k.L.b[0];
-}
-void vjp_SCALE(const Ctx& k, int which, const Real* g, const Real*, Real* ct) {
-  if (which == 0) {
-    for (int i = 0; i < k.r; ++i) ct[i] = g[i] * k.L.b[0];
-    return;
-  }
-  Real s = 0.0;
-  for (int i = 0; i < k.r; ++i) s += g[i] * k.L.a[i];
-  ct[0] = s;
 }
 
 std::string shape_OUTER(const Operand* a, OutShape& out) {

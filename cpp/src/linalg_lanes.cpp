@@ -1,5 +1,5 @@
 // Lane-vectorized (element-outer, lane-inner) kernels for the linear-algebra primitives whose
-// work is a fixed sum of products: dot, vsum, vmean, scale, outer, matvec, matmul, transpose,
+// work is a fixed sum of products: dot, vsum, vmean, outer, matvec, matmul, transpose,
 // trace. Same operation order as the per-lane forms in linalg.cpp. Sums of products over full-
 // width operands keep each output's running sum in a register over its K <= 4 terms (the 2x2
 // to 4x4 matrices of state-space models) instead of streaming the output K times; the result
@@ -207,11 +207,6 @@ NDVM_SIMD bool forward_maps(Prim p, const Operand* args, Real* out, uint32_t W) 
       }
       return true;
     }
-    case Prim::SCALE: {
-      const Lanes sc = lanes_of(args[1]);
-      for (size_t i = 0; i < r; ++i) mul_lanes(out + i * W, W, a.row(i), a.ls, sc.row(0), sc.ls);
-      return true;
-    }
     case Prim::OUTER: {
       const Lanes b = lanes_of(args[1]);
       const size_t m = args[1].rows;
@@ -281,7 +276,7 @@ NDVM_INLINE void vjp_matmul(const Lanes& a, const Lanes& g, const Operand* args,
   return;
 }
 
-// VJPs of the sums of products (dot, scale, outer, matvec, matmul); false for other opcodes.
+// VJPs of the sums of products (dot, outer, matvec, matmul); false for other opcodes.
 NDVM_SIMD bool vjp_sums(Prim p, const Real* g_ptr, const Operand* args, int which, Real* ct,
                         uint32_t W, WorkClock& clock) {
   const Operand& A = args[0];
@@ -293,18 +288,6 @@ NDVM_SIMD bool vjp_sums(Prim p, const Real* g_ptr, const Operand* args, int whic
     case Prim::DOT: {
       const Lanes other = lanes_of(args[1 - which]);
       for (size_t i = 0; i < r; ++i) mul_lanes(ct + i * W, W, g.row(0), 1, other.row(i), other.ls);
-      return true;
-    }
-    case Prim::SCALE: {
-      const Lanes sc = lanes_of(args[1]);
-      if (which == 0) {
-        for (size_t i = 0; i < r; ++i) mul_lanes(ct + i * W, W, g.row(i), 1, sc.row(0), sc.ls);
-      } else if (a.ls) {
-        sop(ct, W, r, [&](size_t i) { return g.row(i); }, [&](size_t i) { return a.row(i); });
-      } else {
-        fill(ct, W, 0.0);
-        for (size_t i = 0; i < r; ++i) fma_lanes(ct, W, g.row(i), 1, a.row(i), a.ls);
-      }
       return true;
     }
     case Prim::OUTER: {

@@ -19,6 +19,7 @@ from ndvm.errors import BackendUnsupported, NdvmError
 from ndvm.eval.limits import Limits
 from ndvm.lang.front import compile_source
 from ndvm.lang.ir import CompiledProgram, ParamSpec
+from ndvm.prims import constraints
 from ndvm.values import show
 
 DIALECTS = (None, "dmci")
@@ -91,7 +92,17 @@ class Program:
         return self.compiled.source
 
     def with_options(self, **changes: Any) -> Program:
-        """A copy with other ``backend``/``dtype``/``dialect``/``limits``/``strict``."""
+        """A copy with other ``backend``/``dtype``/``dialect``/``limits``/``strict``; a new
+        dialect recompiles the source (the dmci dialect's ``let`` is sequential)."""
+        dialect = changes.get("dialect", self.dialect)
+        if dialect not in DIALECTS:
+            raise NdvmError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
+        if dialect != self.compiled.dialect:
+            c = self.compiled
+            compiled = compile_source(
+                c.source, c.params, c.inputs, changes.get("limits", self.limits), dialect
+            )
+            changes = {**changes, "compiled": compiled}
         return replace(self, **changes)
 
     # -- parameter spaces --------------------------------------------------------------
@@ -101,51 +112,15 @@ class Program:
 
     def constrain(self, theta: Any) -> np.ndarray:
         """Parameter values the program sees for unconstrained ``theta`` (``[P]``/``[B, P]``)."""
-        t = np.array(theta, dtype=np.float64)
-        for i, s in enumerate(self.compiled.params):
-            col = t[..., i]
-            if s.constraint == "positive":
-                t[..., i] = np.logaddexp(0.0, col)
-            elif s.constraint == "unit":
-                t[..., i] = 1.0 / (1.0 + np.exp(-col))
-            elif s.constraint == "signed-unit":
-                t[..., i] = np.tanh(col)
-        return t
+        return constraints.constrain(self.compiled.params, theta)
 
     def constrain_jacobian(self, theta: Any) -> np.ndarray:
         """d value / d theta per parameter (diagonal), to turn theta-gradients into value ones."""
-        t = np.array(theta, dtype=np.float64)
-        out = np.ones_like(t)
-        for i, s in enumerate(self.compiled.params):
-            col = t[..., i]
-            if s.constraint == "positive":
-                out[..., i] = 1.0 / (1.0 + np.exp(-col))
-            elif s.constraint == "unit":
-                sig = 1.0 / (1.0 + np.exp(-col))
-                out[..., i] = sig * (1.0 - sig)
-            elif s.constraint == "signed-unit":
-                out[..., i] = 1.0 - np.tanh(col) ** 2
-        return out
+        return constraints.constrain_jacobian(self.compiled.params, theta)
 
     def unconstrain(self, values: Any) -> np.ndarray:
         """Inverse of ``constrain``; raises ValueError for values outside a constraint."""
-        v = np.array(values, dtype=np.float64)
-        for i, s in enumerate(self.compiled.params):
-            col = v[..., i]
-            with np.errstate(all="ignore"):
-                if s.constraint == "positive":
-                    if np.any(col <= 0):
-                        raise ValueError(f"parameter {s.name!r} must be > 0")
-                    v[..., i] = np.where(col > 30, col, np.log(np.expm1(col)))
-                elif s.constraint == "unit":
-                    if np.any((col <= 0) | (col >= 1)):
-                        raise ValueError(f"parameter {s.name!r} must be in (0, 1)")
-                    v[..., i] = np.log(col) - np.log1p(-col)
-                elif s.constraint == "signed-unit":
-                    if np.any((col <= -1) | (col >= 1)):
-                        raise ValueError(f"parameter {s.name!r} must be in (-1, 1)")
-                    v[..., i] = np.arctanh(col)
-        return v
+        return constraints.unconstrain(self.compiled.params, values)
 
     # -- evaluation --------------------------------------------------------------------
     def evaluate(
@@ -212,6 +187,43 @@ class Program:
         if self.dtype == "float32":
             grad = grad.astype(np.float32)
         return self._shape(result, single), (grad[0] if single else grad)
+
+    def jacobian(self, theta: Any = None, **inputs: Any) -> np.ndarray:
+        """d value / d theta per lane, in the unconstrained space of ``value_and_grad``.
+
+        Shape ``[B, N, *struct, P]`` for ``[B, P]`` theta with N data lanes; the N axis is
+        absent without data lanes and the B axis for a ``[P]`` theta (a scalar program over N
+        data points at one theta gives ``[N, P]``). Summed over the data lanes (and
+        elements), it is ``value_and_grad``'s gradient. For d value / d(the value a
+        constrained parameter sees), divide by ``constrain_jacobian(theta)``. A parameter
+        lane where some data lane fails is NaN. Cost: one reverse pass per output element
+        (N * elements), batched as parameter lanes.
+        """
+        th, single = self._theta(theta)
+        run = _backend(self.backend).run
+        opts = {"limits": self.limits, "dialect": self.dialect}
+        first = run(self.compiled, th, inputs, grad=False, cotangent=None, **opts)
+        self._raise_if_strict(first)
+        if not first.numeric:
+            raise NdvmError("jacobian needs a numeric result (a number, vector or matrix)")
+        B, P = th.shape
+        out_shape = first.value.shape[1:]  # (Ng, *struct)
+        K = int(np.prod(out_shape))
+        jac = np.empty((B, K, P))
+        chunk = max(1, min(K, (1 << 22) // max(1, B * K)))
+        for start in range(0, K, chunk):
+            ks = np.arange(start, min(start + chunk, K))
+            c = ks.size
+            ct = np.zeros((B * c, K))
+            ct[np.arange(B * c), np.tile(ks, B)] = 1.0
+            result = run(self.compiled, np.repeat(th, c, axis=0), inputs, grad=True,
+                         cotangent=ct.reshape((B * c, *out_shape)), **opts)  # fmt: skip
+            assert result.grad is not None
+            jac[:, ks, :] = result.grad.reshape(B, c, P)
+        jac = jac.reshape((B, *out_shape, P))
+        if not first.data_lanes:
+            jac = jac[:, 0]
+        return jac[0] if single else jac
 
     # -- helpers ------------------------------------------------------------------------
     def _theta(self, theta: Any) -> tuple[np.ndarray, bool]:
@@ -282,7 +294,7 @@ def compile(  # noqa: A001 - the public name is part of the contract
     """Compile ``source`` once; evaluate it many times over lanes.
 
     Args:
-        source: program text (LANGUAGE.md).
+        source: program text (docs/language.md).
         params: parameter names (or ``(name, init[, constraint])`` specs / a mapping); None
             means the ``params`` header if present, else every free variable that is not an
             input, in order of first appearance.
@@ -290,7 +302,9 @@ def compile(  # noqa: A001 - the public name is part of the contract
         backend: "reference" or "native" (None: the default backend).
         dtype: "float64" or "float32" (the native backend computes in float32, within the
             tolerances of docs/native.md; the reference backend computes in float64 and casts).
-        dialect: None or "dmci" (protected sqrt/log as in the reference system).
+        dialect: None or "dmci": the published reference system's semantics (protected
+            sqrt/log, sequential let, its modulo/remainder, normalize with a norm floor;
+            docs/language.md).
         limits: limits of compilation (source size, forms) and of every evaluation (steps,
             heap cells, depth, deadline).
         strict: True raises on any failing lane; False never raises for lane errors;
@@ -303,7 +317,7 @@ def compile(  # noqa: A001 - the public name is part of the contract
     if isinstance(inputs, str):
         inputs = (inputs,)
     limits = limits or Limits()
-    compiled = compile_source(source, params, tuple(inputs), limits)
+    compiled = compile_source(source, params, tuple(inputs), limits, dialect)
     name = _choose_backend(backend, compiled)
     return Program(compiled, name, dtype, dialect, limits, strict)
 

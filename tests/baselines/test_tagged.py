@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 from conftest import assert_same, cases, reference_run
 from tests.helpers.extras import need
+from tests.helpers.formulas import check_formula
+from tests.helpers.prim_programs import Case
+from tests.helpers.prim_programs import cases as prim_cases
 
 import ndvm
-from ndvm.prims import PRIMS
 
 torch = need("torch")
 from ndvm.baselines.tagged import TORCH_IMPLS, TaggedBackend  # noqa: E402
@@ -18,6 +20,7 @@ from ndvm.baselines.tagged import TORCH_IMPLS, TaggedBackend  # noqa: E402
 pytestmark = pytest.mark.torch
 
 CASES = cases()
+NUMERIC = prim_cases()
 
 
 def _unsupported(spec: dict[str, Any], result: Any) -> str | None:
@@ -38,8 +41,19 @@ def test_tagged_matches_reference(case: Any) -> None:
     assert_same(got, want, numeric)
 
 
-def test_torch_impls_cover_every_numeric_prim() -> None:
-    assert set(TORCH_IMPLS) == {p.code for p in PRIMS.numeric()}
+def _torch_value_and_vjp(impl: Any, xs: list[np.ndarray], ct: np.ndarray) -> Any:
+    ts = [torch.tensor(x, dtype=torch.float64, requires_grad=True) for x in xs]
+    out = impl(*ts)
+    grads = torch.autograd.grad(out, ts, torch.as_tensor(ct), allow_unused=True)
+    cts = [np.zeros(x.shape) if g is None else g.numpy() for x, g in zip(xs, grads)]
+    return out.detach().numpy(), cts
+
+
+@pytest.mark.parametrize("case", NUMERIC, ids=[c.id for c in NUMERIC])
+def test_torch_formula_matches_the_reference_rule(case: Case) -> None:
+    """Each NUMERIC primitive of the table: the torch formula's value and autograd against the
+    NumPy rule and its VJP (a primitive without a formula fails with KeyError)."""
+    check_formula(case, TORCH_IMPLS[case.prim.code], _torch_value_and_vjp)
 
 
 def test_tagged_values_are_14_float_tensors() -> None:

@@ -107,8 +107,9 @@ def test_two_divergent_indices(backend: str) -> None:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_runaway_lane_alone_and_in_batch(backend: str) -> None:
-    prog = _prog("(let loop ((i 0)) (if (< i (* 10 a)) (loop (+ i 1)) i))", backend,
-                 max_steps=20_000)
+    prog = _prog(
+        "(let loop ((i 0)) (if (< i (* 10 a)) (loop (+ i 1)) i))", backend, max_steps=20_000
+    )
     res = prog.evaluate(np.array([[1.0], [1e12], [0.3]]), grad=True)
     assert res.status.reshape(-1).tolist() == [0, 2, 0]
     assert res.value.reshape(-1)[[0, 2]].tolist() == [10.0, 3.0]
@@ -171,8 +172,10 @@ def test_deadline_keeps_lanes_that_left_a_runaway_loop(backend: str) -> None:
         ("(zeros 100000 100000)", ProgramError),
         ("(eye 100000)", ProgramError),
         ("(outer (ones 65536) (ones 65536))", HeapLimitExceeded),
-        ("(let loop ((k 0) (v (ones 10000000))) (if (= k 100) k (loop (+ k 1) (+ v 1))))",
-         HeapLimitExceeded),
+        (
+            "(let loop ((k 0) (v (ones 10000000))) (if (= k 100) k (loop (+ k 1) (+ v 1))))",
+            HeapLimitExceeded,
+        ),
     ],
 )
 def test_payload_cap_is_a_typed_error(backend: str, src: str, cls: type) -> None:

@@ -88,9 +88,7 @@ def leaves(with_input: bool = True) -> Expr:
 
 def expressions(max_leaves: int = 10, with_input: bool = True, hostile: bool = False) -> Expr:
     """Numeric expressions; every parameter is mentioned so the parameter order is fixed."""
-    body = st.recursive(
-        leaves(with_input), _hostile if hostile else _extend, max_leaves=max_leaves
-    )
+    body = st.recursive(leaves(with_input), _hostile if hostile else _extend, max_leaves=max_leaves)
     return body.map(lambda e: f"(+ (* 0 a b c) {e})")
 
 

@@ -61,6 +61,12 @@ PROGRAMS: list[tuple[str, str, dict[str, Any]]] = [
         "(+ (vsum (cross v w)) (vsum (normalize v)) (vmean (scale w a)) (trace (outer v w))))",
         {},
     ),
+    (
+        "scale-orders",
+        "(let ((m (mat (vec a 1) (vec b 2)))) (+ (trace (matmul (scale a (eye 2)) m)) "
+        "(det (scale m b)) (vsum (scale 2 (vec a b))) (vsum (scale (vec b a) (* a b)))))",
+        {},
+    ),
     ("elementwise-vec", "(vsum (+ (* a (vec 1 2 3)) (exp (vec b a 0)) 1))", {}),
     ("vector-result", "(vec a (* a b) (sin b))", {}),
     ("matrix-result", "(mat (vec a b) (vec (* a b) 1))", {}),
@@ -171,6 +177,20 @@ def test_native_dmci_dialect_matches_reference() -> None:
     nat = _evaluate(source, {}, theta, "native", dialect="dmci")
     np.testing.assert_allclose(nat.value, ref.value, rtol=1e-12, equal_nan=True)
     np.testing.assert_allclose(nat.grad, ref.grad, rtol=1e-10, equal_nan=True)
+
+
+def test_native_dmci_substitutions_match_reference() -> None:
+    source = (
+        "(+ (modulo a 0.7) (* 3 (remainder b 0.3)) (ref (normalize (vec a b)) 0) "
+        "(let ((a 2) (c (* a b))) c))"
+    )
+    theta = np.array([[1.3, -2.1], [0.0, 0.0], [-2.6, 1e-9], [3e-9, 0.4]])
+    ref = _evaluate(source, {}, theta, "reference", dialect="dmci")
+    nat = _evaluate(source, {}, theta, "native", dialect="dmci")
+    np.testing.assert_allclose(nat.value, ref.value, rtol=1e-13)
+    np.testing.assert_allclose(nat.grad, ref.grad, rtol=1e-13)
+    plain = _evaluate(source, {}, theta[:1], "reference")
+    assert not np.allclose(plain.value, ref.value[:1])
 
 
 def test_native_cotangent_matches_reference() -> None:

@@ -165,7 +165,7 @@ class Interp {
   size_t value_size() const { return value_elems_; }
   uint32_t lanes_b() const { return B_; }
 
-  // -- used by the structural primitives and merge (interp_prims.cpp, merge.cpp) ------------
+  // -- used by the structural primitives and merge (structural.cpp, vectors.cpp, merge.cpp) --
   LaneError error(const std::string& msg, ErrClass cls = ErrClass::PROGRAM) const;
   void alloc(uint64_t n = 1);
   std::string type_name(Value v) const;

@@ -127,7 +127,7 @@ struct LinalgScratch {
   std::vector<int> piv;
 };
 
-// Lane-vectorized forms of CUSTOM primitives: the sums of products (dot, vsum, vmean, scale,
+// Lane-vectorized forms of CUSTOM primitives: the sums of products (dot, vsum, vmean,
 // outer, matvec, matmul, transpose, trace) and, over many lanes, inv/det/logdet (lane-parallel
 // LU with the per-lane pivoting of the scalar form). Return false for other opcodes.
 bool lanes_forward(int code, const Operand* args, Real* out, uint32_t W, LinalgScratch& s);

@@ -7,15 +7,15 @@ first) and a string table; ``ndvm.backends.native`` builds the core's ``Program`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ndvm.backends.reference import TRANSFORMS
 from ndvm.errors import BackendUnsupported
 from ndvm.lang import ir
 from ndvm.lang.ir import CompiledProgram
-from ndvm.prims import PRIMS
+from ndvm.prims.constraints import constraint
 from ndvm.values import NIL, VOID, Pair, String, Symbol
 
 
@@ -31,7 +31,6 @@ _C_NUM, _C_BOOL, _C_NIL, _C_VOID, _C_SYM, _C_STR, _C_PAIR = range(7)
 
 class _Tables:
     def __init__(self) -> None:
-        self.nodes: list[list[int]] = []
         self.kids: list[int] = []
         self.aux: list[int] = []
         self.consts: list[list[int]] = []
@@ -53,6 +52,10 @@ class _Tables:
 
     def const(self, value: Any) -> int:
         """Constant-pool index of ``value`` (pairs lowered children first, iteratively)."""
+        if type(value) is float:  # the common case: a numeric literal
+            self.consts.append([_C_NUM, 0, 0])
+            self.nums.append(value)
+            return len(self.consts) - 1
         order: list[Any] = []
         stack = [value]
         while stack:
@@ -92,66 +95,63 @@ class _Tables:
 
 def _node_row(t: _Tables, n: Any) -> tuple[list[int], tuple[Any, ...]]:
     """``[kind, op, a, b, c]`` and the children of IR node ``n``."""
-    k = type(n)
-    if k is ir.Const:
-        return [_CONST, 0, t.const(n.value), 0, 0], ()
-    if k is ir.Local:
-        return [_LOCAL, 0, n.depth, n.index, t.string(n.name)], ()
-    if k is ir.Param:
-        return [_PARAM, 0, n.index, 0, 0], ()
-    if k is ir.Input:
-        return [_INPUT, 0, n.index, 0, 0], ()
-    if k is ir.PrimRef:
-        return [_PRIMREF, n.code, 0, 0, 0], ()
-    if k is ir.If:
-        return [_IF, 0, 0, 0, 0], (n.test, n.then, n.orelse)
-    if k is ir.Seq:
-        return [_SEQ, 0, 0, 0, 0], tuple(n.exprs)
-    if k is ir.Or:
-        return [_OR, 0, 0, 0, 0], tuple(n.exprs)
-    if k is ir.Lambda:
-        return [_LAMBDA, 0, n.nreq, int(n.rest), t.string(n.name)], (n.body,)
-    if k is ir.Let:
-        return [_LET, 0, 0, 0, 0], (*n.inits, n.body)
-    if k is ir.Letrec:
-        names = list(n.names) or ["?"] * len(n.inits)
-        off = len(t.aux)
-        t.aux.extend(t.string(s) for s in names)
-        return [_LETREC, 0, 0, off, 0], (*n.inits, n.body)
-    if k is ir.Call:
-        return [_CALL, 0, 0, 0, 0], (n.fn, *n.args)
-    if k is ir.PrimCall:
-        return [_PRIMCALL, n.code, 0, 0, 0], tuple(n.args)
-    if k is ir.Assert:
-        return [_ASSERT, 0, 0, 0, t.string(n.text)], (n.expr,)
-    raise NativeUnsupported(f"native backend: unsupported IR node {k.__name__}")
+    row = _ROWS.get(type(n))
+    if row is None:
+        raise NativeUnsupported(f"native backend: unsupported IR node {type(n).__name__}")
+    return row(t, n)
 
 
-def _transform(constraint: str) -> int:
-    """Opcode of the primitive a parameter constraint applies to the raw value (0: free)."""
-    name = TRANSFORMS.get(constraint)
-    return 0 if name is None else PRIMS.by_name(name).code
+def _letrec_row(t: _Tables, n: Any) -> tuple[list[int], tuple[Any, ...]]:
+    names = list(n.names) or ["?"] * len(n.inits)
+    off = len(t.aux)
+    t.aux.extend(t.string(s) for s in names)
+    return [_LETREC, 0, 0, off, 0], (*n.inits, n.body)
+
+
+_Row = Callable[[_Tables, Any], tuple[list[int], tuple[Any, ...]]]
+_ROWS: dict[type, _Row] = {
+    ir.PrimCall: lambda t, n: ([_PRIMCALL, n.code, 0, 0, 0], n.args),
+    ir.Param: lambda t, n: ([_PARAM, 0, n.index, 0, 0], ()),
+    ir.Input: lambda t, n: ([_INPUT, 0, n.index, 0, 0], ()),
+    ir.Const: lambda t, n: ([_CONST, 0, t.const(n.value), 0, 0], ()),
+    ir.Local: lambda t, n: ([_LOCAL, 0, n.depth, n.index, t.string(n.name)], ()),
+    ir.PrimRef: lambda t, n: ([_PRIMREF, n.code, 0, 0, 0], ()),
+    ir.If: lambda t, n: ([_IF, 0, 0, 0, 0], (n.test, n.then, n.orelse)),
+    ir.Seq: lambda t, n: ([_SEQ, 0, 0, 0, 0], tuple(n.exprs)),
+    ir.Or: lambda t, n: ([_OR, 0, 0, 0, 0], tuple(n.exprs)),
+    ir.Lambda: lambda t, n: ([_LAMBDA, 0, n.nreq, int(n.rest), t.string(n.name)], (n.body,)),
+    ir.Let: lambda t, n: ([_LET, 0, 0, 0, 0], (*n.inits, n.body)),
+    ir.Letrec: _letrec_row,
+    ir.Call: lambda t, n: ([_CALL, 0, 0, 0, 0], (n.fn, *n.args)),
+    ir.Assert: lambda t, n: ([_ASSERT, 0, 0, 0, t.string(n.text)], (n.expr,)),
+}
+
+
+_ZEROS = (0,) * 64
 
 
 def lower_tables(program: CompiledProgram) -> tuple[tuple[Any, ...], list[str], np.ndarray]:
     """The ``Program`` constructor arguments of ``program``, its strings and constraints."""
     t = _Tables()
+    nodes: list[int] = []  # rows of 9 ints, flat
+    kids = t.kids
     stack: list[tuple[Any, int]] = [(program.body, -1)]
+    pop, push = stack.pop, stack.append
     while stack:
-        node, slot = stack.pop()
-        nid = len(t.nodes)
+        node, slot = pop()
         if slot >= 0:
-            t.kids[slot] = nid
+            kids[slot] = len(nodes) // 9
         row, children = _node_row(t, node)
-        off = len(t.kids)
-        t.kids.extend([0] * len(children))
-        t.nodes.append(
-            row + [off, len(children), getattr(node, "line", 0), getattr(node, "column", 0)]
-        )
-        for i in range(len(children) - 1, -1, -1):
-            stack.append((children[i], off + i))
+        off = len(kids)
+        n = len(children)
+        if n:
+            kids.extend(_ZEROS[:n] if n <= len(_ZEROS) else [0] * n)
+        nodes.extend(row)
+        nodes.extend((off, n, node.line, node.column))
+        for i in range(n - 1, -1, -1):
+            push((children[i], off + i))
     args = (
-        np.asarray(t.nodes, dtype=np.int32).reshape(-1, 9),
+        np.asarray(nodes, dtype=np.int32).reshape(-1, 9),
         np.asarray(t.kids, dtype=np.int32),
         np.asarray(t.aux, dtype=np.int32),
         np.asarray(t.consts, dtype=np.int32).reshape(-1, 3),
@@ -161,5 +161,7 @@ def lower_tables(program: CompiledProgram) -> tuple[tuple[Any, ...], list[str], 
         len(program.params),
         len(program.inputs),
     )
-    constraints = np.asarray([_transform(s.constraint) for s in program.params], dtype=np.int32)
+    constraints = np.asarray(
+        [constraint(s.constraint).code for s in program.params], dtype=np.int32
+    )
     return args, t.strings, constraints

@@ -16,10 +16,7 @@ from ndvm.eval.runtime import Runtime
 from ndvm.eval.treewalk import Machine
 from ndvm.lang.ir import CompiledProgram
 from ndvm.payload import Arr, mask_for
-from ndvm.prims import PRIMS
-
-# the primitive each parameter constraint applies to the raw value (both backends)
-TRANSFORMS = {"positive": "softplus", "unit": "sigmoid", "signed-unit": "tanh"}
+from ndvm.prims.constraints import constraint
 
 
 class ReferenceBackend:
@@ -65,10 +62,8 @@ def _bind_params(
         node = rt.tape.leaf(val.shape)
         leaves.append(node)
         raw = Arr(val, node, 0)
-        if spec.constraint != "free":
-            params.append(rt.numeric(PRIMS.by_name(TRANSFORMS[spec.constraint]), (raw,)))
-        else:
-            params.append(raw)
+        prim = constraint(spec.constraint).prim
+        params.append(raw if prim is None else rt.numeric(prim, (raw,)))
     return leaves, params
 
 

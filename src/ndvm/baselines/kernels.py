@@ -83,6 +83,9 @@ def _linalg(o: ArrayOps) -> dict[str, Fn]:
     def norm(v: Any) -> Any:
         return o.sqrt(dot(v, v))
 
+    def floored(n: Any) -> Any:  # max(n, 1e-8), NaN kept
+        return o.where(n < 1e-8, 1e-8, n)
+
     return {
         "dot": dot,
         "vsum": lambda v: o.sum(v, -1),
@@ -90,7 +93,7 @@ def _linalg(o: ArrayOps) -> dict[str, Fn]:
         "norm": norm,
         "normalize": lambda v: v / norm(v)[..., None],
         "cross": o.cross,
-        "scale": lambda v, s: v * s[..., None],
+        "scale": lambda a, b: a * b,  # scalars arrive padded, as for *
         "outer": lambda v, w: v[..., :, None] * w[..., None, :],
         "matvec": lambda a, v: o.matmul(a, v[..., None])[..., 0],
         "matmul": o.matmul,
@@ -101,6 +104,7 @@ def _linalg(o: ArrayOps) -> dict[str, Fn]:
         "inv": o.inv,
         "solve": lambda a, b: o.solve(a, b[..., None])[..., 0],
         "cholesky": o.cholesky,
+        "%dmci-normalize": lambda v: v / floored(norm(v))[..., None],
     }
 
 
@@ -149,8 +153,3 @@ def numeric_impls(o: ArrayOps) -> dict[int, Fn]:
     for prim in PRIMS.numeric():
         out[prim.code] = by_name[prim.name]
     return out
-
-
-def constraint_transform(o: ArrayOps, kind: str) -> Fn | None:
-    """The map from unconstrained theta to the value a parameter declared ``kind`` sees."""
-    return {"positive": o.softplus, "unit": o.sigmoid, "signed-unit": o.tanh}.get(kind)

@@ -21,10 +21,10 @@ import numpy as np
 from ndvm.backends.base import STATUS_NONFINITE, RunResult
 from ndvm.backends.inputs import classify_inputs
 from ndvm.baselines.kernels import numeric_impls
-from ndvm.errors import ExportUnsupported
+from ndvm.errors import ExportUnsupported, NdvmError
 from ndvm.export import trace
 from ndvm.export.namespaces import jax_namespace
-from ndvm.export.tracer import Arr
+from ndvm.export.values import Arr
 from ndvm.lang.ir import CompiledProgram
 
 JAX_IMPLS = numeric_impls(jax_namespace())
@@ -125,8 +125,11 @@ class StagedJaxBackend:
         *,
         grad: bool,
         cotangent: np.ndarray | None = None,
+        dialect: str | None = None,
         **_: Any,
     ) -> RunResult:
+        if dialect is not None:
+            raise NdvmError(f"staged-jax baseline: dialect {dialect!r} is not supported")
         staged = StagedProgram(program, theta.shape[0], inputs, grad=grad)
         ct = None if cotangent is None else np.broadcast_to(cotangent, (staged.B, staged.Ng))
         val, g = staged(theta, ct)

@@ -20,7 +20,7 @@ import torch
 from ndvm.backends.base import STATUS_NONFINITE, RunResult
 from ndvm.backends.inputs import classify_inputs
 from ndvm.baselines import tagged_structural as _st
-from ndvm.baselines.kernels import constraint_transform, numeric_impls
+from ndvm.baselines.kernels import numeric_impls
 from ndvm.baselines.tagged_structural import (
     BOOL,
     CLOSURE,
@@ -33,6 +33,7 @@ from ndvm.baselines.tagged_structural import (
     SYMBOL,
     VECTOR,
     VOIDTAG,
+    Diverged,
 )  # fmt: skip
 from ndvm.errors import (
     DepthLimitExceeded,
@@ -47,6 +48,7 @@ from ndvm.export.namespaces import torch_namespace
 from ndvm.lang import ir
 from ndvm.lang.ir import CompiledProgram
 from ndvm.prims import PRIMS, Kind, Shape
+from ndvm.prims.constraints import constraint
 from ndvm.values import NIL, VOID, Pair, String, Symbol
 
 Tensor = torch.Tensor
@@ -59,10 +61,6 @@ _PY_RECURSION = 50_000
 _TorchOps = torch_namespace()
 TORCH_IMPLS = numeric_impls(_TorchOps)
 _UNSUPPORTED_STRUCTURAL = {"%any-null"}
-
-
-class Diverged(Exception):
-    """Lanes disagree on a branch (or a structural index); the run falls back to single lanes."""
 
 
 class _Tail:
@@ -378,7 +376,7 @@ def _run_walk(
     interp = Interpreter(L, limits, theta_lanes.dtype)
     for i, spec in enumerate(program.params):
         col = theta_lanes[:, i]
-        fn = constraint_transform(_TorchOps, spec.constraint)
+        fn = constraint(spec.constraint).forward_in(_TorchOps)
         interp.params.append(interp.num(fn(col) if fn else col))
     for kind, arr in kinds:
         if kind == "scalar":

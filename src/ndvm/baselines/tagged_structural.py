@@ -17,6 +17,10 @@ Tensor = Any  # torch.Tensor; kept loose so this module stays torch-free
 PAY = 10
 
 
+class Diverged(Exception):
+    """Lanes disagree on a branch (or a structural index); the run falls back to single lanes."""
+
+
 def make_list(it: Any, items: list[Tensor], tail: Tensor | None = None) -> Tensor:
     out = it.struct(NULL) if tail is None else tail
     for x in reversed(items):
@@ -37,8 +41,6 @@ def elements(it: Any, lst: Tensor, who: str) -> list[Tensor]:
 
 def index(it: Any, v: Tensor, who: str) -> int:
     """A lane-uniform integer argument (list index, size, count)."""
-    from ndvm.baselines.tagged import Diverged
-
     if it.tag(v) != NUM:
         raise it.error(f"{who}: expected an integer, got {it.type_name(v)}")
     col = v[:, PAY]

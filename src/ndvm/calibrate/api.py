@@ -13,11 +13,13 @@ from typing import Any
 import numpy as np
 
 from ndvm.api import Program
+from ndvm.api import compile as compile_program
 from ndvm.calibrate import optim
 from ndvm.calibrate.losses import get_loss
 from ndvm.calibrate.objective import ProgramObjective, TorchObjective
 from ndvm.calibrate.result import Calibration, build, lane_objective
 from ndvm.errors import NdvmError
+from ndvm.prims.constraints import constraint
 
 __all__ = ["Calibration", "calibrate"]
 
@@ -74,8 +76,7 @@ def _theta_bound(program: Program, i: int, value: float | None, side: float) -> 
     try:
         return float(program.unconstrain(row)[i])
     except ValueError:  # outside the constraint's open range: the constraint is the bound
-        edge = {"positive": (0.0, np.inf), "unit": (0.0, 1.0), "signed-unit": (-1.0, 1.0)}
-        lo, hi = edge[spec.constraint]
+        lo, hi = constraint(spec.constraint).bounds
         if (side < 0 and value <= lo) or (side > 0 and value >= hi):
             return side
         raise NdvmError(
@@ -229,10 +230,8 @@ def calibrate(
 
 
 def _program(program: Program | str, inputs: Mapping[str, Any], backend: str | None) -> Program:
-    import ndvm
-
     if isinstance(program, str):
-        return ndvm.compile(program, inputs=tuple(inputs), backend=backend)
+        return compile_program(program, inputs=tuple(inputs), backend=backend)
     if backend is not None:
         from ndvm.backends import registry
 

@@ -1,23 +1,26 @@
 """Built-in calibration losses as one-walk objectives: the residual is folded into the program.
 
-``mse`` and ``gaussian_nll`` compile a loss-augmented program whose value is the squared residual
-per data lane, so loss and gradient for every start come from ONE ``evaluate`` call with a
-cotangent known before the walk. ``value`` uses the program's own output (e.g. a Kalman NLL).
+``mse`` and ``gaussian_nll`` evaluate a loss-augmented program whose value is the squared
+residual per data lane (built from the model's IR, or formed by the in-runtime optimizer), so
+loss and gradient for every start come from ONE ``evaluate`` call with a cotangent known before
+the walk. ``value`` uses the program's own output (e.g. a Kalman NLL).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Protocol
 
 import numpy as np
 
 from ndvm.api import Program
+from ndvm.backends import registry as backend_registry
 from ndvm.backends.base import RunResult
 from ndvm.errors import NdvmError
-from ndvm.lang.reader import read
+from ndvm.lang import ir
+from ndvm.prims import PRIMS
 
 TARGET = "%ndvm-target"
 _LOG_2PI = float(np.log(2.0 * np.pi))
@@ -62,10 +65,7 @@ class Prepared:
     def program(self) -> Program:
         if self.target is None or self.per_lane:
             return self.model
-        m = self.model
-        return _augmented(
-            m.source, m.param_specs, tuple(m.inputs), m.backend, m.dtype, m.dialect, m.limits
-        )
+        return augmented(self.model)
 
     @cached_property
     def inputs(self) -> dict[str, Any]:
@@ -107,43 +107,39 @@ class Prepared:
         return np.exp(extra) if self.extra0 else extra
 
 
-def augment_source(source: str) -> str:
-    """Wrap the program's last form E as ``(let ((r (- E target))) (* r r))``, keeping lines."""
-    data = read(source)
-    last = data[-1]
-    lines = source.splitlines(keepends=True)
-    offset = sum(len(s) for s in lines[: last.line - 1]) + last.column - 1
-    return (
-        source[:offset]
-        + "(let ((%ndvm-r (- "
-        + source[offset:]
-        + f"\n {TARGET}))) (* %ndvm-r %ndvm-r))\n"
-    )
+def augmented(model: Program) -> Program:
+    """The loss-augmented program ``(let ((r (- E target))) (* r r))``, built from the model's
+    resolved IR (nothing is re-read or re-resolved); the target is a new last input. Errors
+    keep the model's positions. Cached per model (calibrations repeat it)."""
+    key = (model.compiled.source, model.param_specs, model.inputs, model.backend, model.dtype,
+           model.dialect, model.limits)  # fmt: skip
+    hit = _AUGMENTED.get(key)
+    if hit is None:
+        c = model.compiled
+        at = (c.body.line, c.body.column)
+        target = ir.Input(len(c.inputs), TARGET, *at)
+        sub, mul = PRIMS.by_name("-"), PRIMS.by_name("*")
+        r = ir.Local(0, 0, "%ndvm-r", *at)
+        body = ir.Let(
+            (ir.PrimCall(sub.code, (c.body, target), sub.name, *at),),
+            ir.PrimCall(mul.code, (r, r), mul.name, *at),
+            *at,
+        )
+        compiled = replace(
+            c, body=body, inputs=(*c.inputs, TARGET), input_positions=(*c.input_positions, at)
+        )
+        prepare = getattr(backend_registry.get(model.backend), "prepare", None)
+        if prepare is not None:
+            prepare(compiled)
+        hit = Program(compiled, model.backend, model.dtype, model.dialect, model.limits, False)
+        if len(_AUGMENTED) >= _AUGMENTED_MAX:
+            _AUGMENTED.pop(next(iter(_AUGMENTED)))
+        _AUGMENTED[key] = hit
+    return hit
 
 
-@lru_cache(maxsize=512)
-def _augmented(
-    source: str,
-    specs: tuple[Any, ...],
-    inputs: tuple[str, ...],
-    backend: str,
-    dtype: str,
-    dialect: str | None,
-    limits: Any,
-) -> Program:
-    """The loss-augmented program, compiled once per program (calibrations repeat it)."""
-    import ndvm
-
-    return ndvm.compile(
-        augment_source(source),
-        specs,
-        inputs + (TARGET,),
-        backend=backend,
-        dtype=dtype,
-        dialect=dialect,
-        limits=limits,
-        strict=False,
-    )
+_AUGMENTED: dict[tuple[Any, ...], Program] = {}
+_AUGMENTED_MAX = 512
 
 
 def _residual_target(program: Program, inputs: Mapping[str, Any], target: Any) -> tuple:

@@ -59,9 +59,7 @@ class LaneClock:
             return DepthLimitExceeded(
                 f"control stack deeper than {lim.max_depth} frames (non-tail recursion too deep?)"
             )
-        if self.expired or (
-            lim.deadline is not None and time.monotonic() - self.t0 > lim.deadline
-        ):
+        if self.expired or (lim.deadline is not None and time.monotonic() - self.t0 > lim.deadline):
             self.expired = True
             return DeadlineExceeded(f"evaluation exceeded its deadline of {lim.deadline} s")
         self.charge(steps, mask)

@@ -20,11 +20,16 @@ from ndvm.payload import (
     BoolArr,
     uniform_under,
 )
-from ndvm.prims import PRIMS, Kind, Prim, Shape
+from ndvm.prims import PRIMS, ImplTable, Kind, Prim, Shape
+from ndvm.prims.numeric import dmci_rule
 from ndvm.tape import Tape
 from ndvm.values import NIL, VOID, Pair, String, Symbol
 
 CLOCK_EVERY = 1 << 22  # payload elements computed between two deadline checks
+
+# The reference machine's structural primitives, registered by ``ndvm.eval.lists`` and
+# ``ndvm.eval.vectors`` (imported by the machine, ``ndvm.eval.treewalk``).
+REFERENCE = ImplTable(PRIMS, "reference")
 
 
 class Env:
@@ -211,12 +216,7 @@ class Runtime:
                 raise self.error(
                     f"{prim.name}: argument {i + 1} must be a number, got {type_name(a)}"
                 )
-        ref, vjp = prim.ref, prim.vjp
-        if self.dialect == "dmci":
-            from ndvm.prims.numeric import DMCI_OVERRIDES
-
-            if prim.code in DMCI_OVERRIDES:
-                ref, vjp = DMCI_OVERRIDES[prim.code]
+        ref, vjp = dmci_rule(prim) if self.dialect == "dmci" else (prim.ref, prim.vjp)
         assert ref is not None
         if prim.shape is Shape.CUSTOM:
             return self._custom(prim, args, payloads, ranks, ref, vjp)

@@ -20,61 +20,49 @@ from ndvm.errors import (
     NdvmError,
     ProgramError,
 )
+from ndvm.eval import lists as _lists  # noqa: F401  (registers its implementations)
+from ndvm.eval import vectors as _vectors  # noqa: F401  (registers its implementations)
+from ndvm.eval.branches import LaneTests
 from ndvm.eval.clock import LaneClock
 from ndvm.eval.export import error_message
+from ndvm.eval.frames import (
+    K_ASSERT,
+    K_CALL,
+    K_IF,
+    K_JOIN,
+    K_LET,
+    K_LETREC,
+    K_OR,
+    K_PRIM,
+    K_SEQ,
+    JoinState,
+    Outcome,
+    Overrun,
+)
 from ndvm.eval.inline import make_inline
 from ndvm.eval.limits import Limits
 from ndvm.eval.merge import merge_groups
-from ndvm.eval.runtime import Closure, Diverge, Env, PrimProc, Runtime, Unassigned, type_name
+from ndvm.eval.runtime import (
+    REFERENCE,
+    Closure,
+    Diverge,
+    Env,
+    PrimProc,
+    Runtime,
+    Unassigned,
+    type_name,
+)
 from ndvm.lang import ir
-from ndvm.payload import BoolArr
 from ndvm.prims import PRIMS, Kind, Prim
 from ndvm.values import from_iterable, iter_list
 
-K_IF, K_SEQ, K_OR, K_LET, K_LETREC, K_CALL, K_PRIM, K_ASSERT, K_JOIN = range(9)
 _APPLY = PRIMS.by_name("apply").code
 _ERROR = PRIMS.by_name("error").code
-_SIMPLE = (ir.Const, ir.Local, ir.Param, ir.Input)
 _MISSING = object()
 _CHECK_EVERY = 4096
 
 
-class _Overrun:
-    """Some (not all) running lanes passed the step limit: they fail, the others go on."""
-
-    __slots__ = ("active", "ok", "bad")
-
-    def __init__(self, active: np.ndarray, bad: np.ndarray) -> None:
-        self.active = active
-        self.ok = active & ~bad
-        self.bad = bad
-
-
-class JoinState:
-    """A pending lane split: arms still to run, results delivered, lanes outstanding."""
-
-    __slots__ = ("mask", "outstanding", "arms", "results")
-
-    def __init__(self, mask: np.ndarray, arms: list[tuple[np.ndarray, tuple[Any, ...]]]) -> None:
-        self.mask = mask
-        self.outstanding = int(mask.sum())
-        self.arms = arms
-        self.results: list[tuple[np.ndarray, Any]] = []
-
-
-class Outcome:
-    """Final lane groups ``(mask, value)`` and lane errors ``(mask, error)``."""
-
-    __slots__ = ("groups", "errors", "runtime", "steps")
-
-    def __init__(self, runtime: Runtime) -> None:
-        self.groups: list[tuple[np.ndarray, Any]] = []
-        self.errors: list[tuple[np.ndarray, NdvmError]] = []
-        self.runtime = runtime
-        self.steps = 0
-
-
-class Machine:
+class Machine(LaneTests):
     def __init__(self, rt: Runtime, params: list[Any], inputs: list[Any], limits: Limits) -> None:
         self.rt = rt
         self.params = params
@@ -143,8 +131,8 @@ class Machine:
             if err is not None:
                 raise err
 
-    def _limit(self, kont: list[Any], expr: Any) -> NdvmError | _Overrun | None:
-        """At a check point: a limit error of the running lanes, an ``_Overrun``, or None.
+    def _limit(self, kont: list[Any], expr: Any) -> NdvmError | Overrun | None:
+        """At a check point: a limit error of the running lanes, an ``Overrun``, or None.
 
         Past the deadline, lanes that hold their value and only return it through pending
         frames (``expr`` is None) go on; the first expression left to evaluate fails them."""
@@ -159,7 +147,7 @@ class Machine:
         active = self.all_lanes if self.rt.mask is None else self.rt.mask
         if bool((bad == active).all()):
             return self.clock.step_error()
-        return _Overrun(active, bad)
+        return Overrun(active, bad)
 
     # -- the main loop -------------------------------------------------------------------
     def _thread(
@@ -206,7 +194,7 @@ class Machine:
     ) -> tuple[Any, ...] | None:
         if type(exc) is Diverge:
             return self._split(kont, exc.groups, ("retry", self._pending, self._retry))
-        if type(exc) is _Overrun:
+        if type(exc) is Overrun:
             arms = [(exc.ok, ("resume", expr, env, val)), (exc.bad, ("throw", None))]
             return self._split_masks(kont, exc.active, arms)
         return self._fail(kont, exc)
@@ -323,73 +311,6 @@ class Machine:
         raise TypeError(f"bad continuation frame {tag}")
 
     # -- control ------------------------------------------------------------------------
-    def _truth(self, val: Any) -> bool | BoolArr:
-        if val is False:
-            return False
-        if type(val) is BoolArr:
-            return val
-        return True
-
-    def _branch(self, kont: list[Any], e: ir.If, env: Env | None, test: Any) -> tuple[Any, ...]:
-        t = self._truth(test)
-        if t is True:
-            return e.then, env, None
-        if t is False:
-            return e.orelse, env, None
-        lanes = np.broadcast_to(t.val, (self.rt.B, self.rt.Ng))  # type: ignore[union-attr]
-        active = self.all_lanes if self.rt.mask is None else self.rt.mask
-        yes = active & lanes
-        n_yes = int(yes.sum())
-        if n_yes == 0:
-            return e.orelse, env, None
-        if n_yes == int(active.sum()):
-            return e.then, env, None
-        no = active & ~lanes
-        arms = [(yes, ("eval", e.then, env)), (no, ("eval", e.orelse, env))]
-        if type(e.orelse) in _SIMPLE and type(e.then) not in _SIMPLE:
-            arms.reverse()  # an arm that is a value finishes first (before a deadline)
-        return self._split_masks(kont, active, arms)
-
-    def _or(self, kont: list[Any], e: ir.Or, i: int, env: Env | None, val: Any) -> tuple[Any, ...]:
-        t = self._truth(val)
-        if t is True:
-            return None, env, val
-        if t is False:
-            if i + 1 < len(e.exprs):
-                kont.append((K_OR, e, i + 1, env))
-            return e.exprs[i], env, None
-        # lane-dependent: (or a b ...) == (let ((t a)) (if t t (or b ...)))
-        rest = ir.Or(e.exprs[i:], e.line, e.column) if i + 1 < len(e.exprs) else e.exprs[i]
-        lanes = np.broadcast_to(t.val, (self.rt.B, self.rt.Ng))  # type: ignore[union-attr]
-        active = self.all_lanes if self.rt.mask is None else self.rt.mask
-        yes = active & lanes
-        no = active & ~lanes
-        if not no.any():
-            return None, env, val
-        if not yes.any():
-            return rest, env, None
-        return self._split_masks(kont, active, [(yes, ("value", val)), (no, ("eval", rest, env))])
-
-    def _assert(self, kont: list[Any], e: ir.Assert, val: Any) -> tuple[Any, ...]:
-        from ndvm.values import VOID
-
-        self.rt.node = e
-        t = self._truth(val)
-        if t is True:
-            return None, None, VOID
-        if t is False:
-            raise self.rt.error(f"assertion failed: {e.text}")
-        lanes = np.broadcast_to(t.val, (self.rt.B, self.rt.Ng))  # type: ignore[union-attr]
-        active = self.all_lanes if self.rt.mask is None else self.rt.mask
-        bad = active & ~lanes
-        if not bad.any():
-            return None, None, VOID
-        return self._split_masks(
-            kont,
-            active,
-            [(active & lanes, ("value", VOID)), (bad, ("raise", f"assertion failed: {e.text}", e))],
-        )
-
     def _split_masks(
         self, kont: list[Any], active: np.ndarray, arms: list[tuple[np.ndarray, tuple[Any, ...]]]
     ) -> tuple[Any, ...]:
@@ -510,7 +431,7 @@ class Machine:
         if kind is Kind.NUMERIC or kind is Kind.PREDICATE:
             return None, None, rt.numeric(prim, args)
         if kind is Kind.STRUCTURAL:
-            return None, None, prim.ref(rt, *args)  # type: ignore[misc]
+            return None, None, REFERENCE[prim.code](rt, *args)
         if prim.code == _APPLY:
             fn = args[0]
             try:

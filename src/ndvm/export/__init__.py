@@ -24,73 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ndvm.api import Program
-from ndvm.backends.inputs import Const
-from ndvm.baselines.kernels import constraint_transform
-from ndvm.errors import ExportUnsupported, NdvmError
-from ndvm.export.tracer import MAX_OPS, MAX_STEPS, Arr, Bool, Tracer
-from ndvm.lang.ir import CompiledProgram
-
-
-def program_of(program: Any, inputs: tuple[str, ...] = ()) -> Program:
-    """A ``Program`` from a ``Program``, a ``CompiledProgram`` or source text."""
-    if isinstance(program, Program):
-        return program
-    if isinstance(program, CompiledProgram):
-        return Program(program, "reference")
-    if isinstance(program, str):
-        from ndvm.api import compile as ndvm_compile
-
-        return ndvm_compile(program, inputs=inputs, backend="reference")
-    raise NdvmError(f"expected a Program, CompiledProgram or source text, got {type(program)}")
-
-
-def bind_params(ns: Any, compiled: CompiledProgram, theta: list[Any]) -> list[Any]:
-    """Parameter values the program sees: each theta through its constraint."""
-    out: list[Any] = []
-    for spec, t in zip(compiled.params, theta):
-        transform = constraint_transform(ns, spec.constraint)
-        out.append(Arr(transform(t) if transform else t, ()))
-    return out
-
-
-def bind_inputs(ns: Any, compiled: CompiledProgram, given: Mapping[str, Any]) -> list[Any]:
-    """Inputs as traced values: arrays are batches of scalars, ``ndvm.const`` ones are shared."""
-    missing = [n for n in compiled.inputs if n not in given]
-    extra = [n for n in given if n not in compiled.inputs]
-    if missing or extra:
-        raise NdvmError(f"inputs: missing {missing}, unknown {extra}")
-    out: list[Any] = []
-    for name in compiled.inputs:
-        value = given[name]
-        if isinstance(value, Const):
-            arr = value.array
-            out.append(float(arr) if arr.ndim == 0 else Arr(ns.asarray(arr), tuple(arr.shape)))
-        else:
-            out.append(Arr(value if ns.traced(value) else ns.asarray(value), ()))
-    return out
-
-
-def trace(
-    ns: Any,
-    compiled: CompiledProgram,
-    params: list[Any],
-    inputs: list[Any],
-    *,
-    max_steps: int = MAX_STEPS,
-    max_ops: int = MAX_OPS,
-    deadline: float | None = None,
-) -> Arr:
-    """The program's numeric result: a framework payload ``(*batch, *struct)`` and its struct."""
-    tracer = Tracer(ns, params, inputs, max_steps=max_steps, max_ops=max_ops, deadline=deadline)
-    out = tracer.run(compiled.body)
-    if type(out) is Arr:
-        return Arr(out.val if ns.traced(out.val) else ns.asarray(out.val), out.struct)
-    if type(out) is float:
-        return Arr(ns.asarray(out), ())
-    if type(out) is Bool:
-        raise ExportUnsupported("the result is a boolean per lane, not a number")
-    raise ExportUnsupported(f"the result is not a number (got {type(out).__name__})")
+from ndvm.errors import ExportUnsupported
+from ndvm.export.binding import bind_inputs, bind_params, program_of, trace
 
 
 def to_torch(program: Any, *, inputs: Mapping[str, Any] | None = None) -> Any:

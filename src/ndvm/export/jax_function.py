@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ndvm.api import Program
-from ndvm.export import bind_inputs, bind_params, trace
+from ndvm.export.binding import bind_inputs, bind_params, trace
 from ndvm.export.namespaces import jax_namespace
 
 

@@ -1,7 +1,8 @@
-"""Structural primitives at trace time: lists, type tests, vector/matrix construction, indexing.
+"""The export tracer's structural primitives: lists, type tests, vectors/matrices, indexing.
 
-Indices and sizes must be constants (known at trace time); a vector built from traced numbers
-is a traced payload stacked on its last axis.
+Each implementation takes the tracer (``t``) first and is registered in ``EXPORT`` (the tracer
+looks primitives up there by opcode). Indices and sizes must be constants (known at trace
+time); a vector built from traced numbers is a traced payload stacked on its last axis.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from typing import Any
 import numpy as np
 
 from ndvm.errors import NdvmError
-from ndvm.export.tracer import Arr, Bool, Closure, Prim
-from ndvm.prims import PRIMS
-from ndvm.values import NIL, VOID, Pair, from_iterable, iter_list
+from ndvm.export.values import Arr, Bool, Closure, Prim
+from ndvm.prims import PRIMS, ImplTable
+from ndvm.prims.structural import CXR_PATHS
+from ndvm.values import NIL, VOID, Pair, String, Symbol, from_iterable, iter_list
 
-_CXR = ("a", "d", "aa", "ad", "da", "dd", "aaa", "aad", "ada", "add",
-        "daa", "dad", "dda", "ddd")  # fmt: skip
+EXPORT = ImplTable(PRIMS, "export")
+_NUM_EQ, _ADD, _MUL = PRIMS.by_name("="), PRIMS.by_name("+"), PRIMS.by_name("*")
 
 
 def _index(x: Any) -> int:
@@ -26,8 +28,8 @@ def _index(x: Any) -> int:
     return int(x)
 
 
-def _cxr(path: str) -> Callable[[Any], Any]:
-    def impl(x: Any) -> Any:
+def _cxr(path: str) -> Callable[..., Any]:
+    def impl(t: Any, x: Any) -> Any:
         for step in reversed(path):
             if type(x) is not Pair:
                 raise NdvmError(f"c{path}r: expected a pair")
@@ -47,113 +49,138 @@ def _and(a: Any, b: Any) -> Any:
     return Bool(a.val & b.val)
 
 
-def structural_impls(tracer: Any) -> dict[str, Callable[..., Any]]:
-    """``{name: fn}`` of the structural primitives the tracer supports, over its namespace."""
-    ns = tracer.ns
+# -- lists ----------------------------------------------------------------------------------
+def _append(t: Any, *xs: Any) -> Any:
+    return from_iterable([e for x in xs[:-1] for e in iter_list(x)], xs[-1] if xs else NIL)
 
-    def vec(*xs: Any) -> Arr:
-        vals = [tracer.lanes(x) for x in xs]
-        if all(tracer.concrete(x) for x in xs):
-            return Arr(np.asarray(vals, dtype=np.float64).reshape(len(vals)), (len(vals),))
-        if ns.scalar:
-            raise NdvmError("vectors have no closed form for sympy")
-        vals = [tracer._framework(v) for v in vals]
-        lane = ns.broadcast_shapes(*(tuple(v.shape) for v in vals))
-        return Arr(ns.stack([ns.broadcast_to(v, lane) for v in vals]), (len(vals),))
 
-    def mat(*rows: Any) -> Arr:
-        vecs = [r if type(r) is Arr else vec(*iter_list(r)) for r in rows]
-        width = {v.struct for v in vecs}
-        if len(width) != 1 or len(next(iter(width))) != 1:
-            raise NdvmError("mat: rows must be vectors of one length")
-        if all(tracer.concrete(v) for v in vecs):
-            return Arr(np.stack([v.val for v in vecs]), (len(vecs), vecs[0].struct[0]))
-        vals = [tracer._framework(v.val) for v in vecs]
-        lane = ns.broadcast_shapes(*(tuple(v.shape) for v in vals))
-        stacked = ns.stack([ns.broadcast_to(v, lane) for v in vals])  # (*lanes, n, m)
-        return Arr(ns.swapaxes(stacked, -1, -2), (len(vecs), vecs[0].struct[0]))
+def _list_tail(t: Any, x: Any, k: Any) -> Any:
+    n = _index(k)
+    return _cxr("d" * n)(t, x) if n else x
 
-    def filled(value: float) -> Callable[..., Arr]:
-        def impl(n: Any, m: Any = None) -> Arr:
-            dims = (_index(n),) if m is None else (_index(n), _index(m))
-            return Arr(np.full(dims, value), dims)
 
-        return impl
+def _is_list(t: Any, x: Any) -> bool:
+    while type(x) is Pair:
+        x = x.cdr
+    return x is NIL
 
-    def ref(v: Arr, i: Any, j: Any = None) -> Any:
-        if type(v) is not Arr or not v.struct:
-            raise NdvmError("ref: expected a vector or matrix")
-        ii = _index(i)
-        if not 0 <= ii < v.struct[0]:
-            raise NdvmError(f"ref: index {ii} out of range")
-        if len(v.struct) == 1:
-            return Arr(v.val[..., ii], ())
-        if j is None:
-            return Arr(v.val[..., ii, :], v.struct[1:])
-        return Arr(v.val[..., ii, _index(j)], ())
 
-    def not_(x: Any) -> Any:
-        return Bool(~x.val) if type(x) is Bool else x is False
+def _iota(t: Any, n: Any, start: Any = 0.0, step: Any = 1.0) -> Any:
+    return from_iterable(
+        t.numeric(_ADD, [start, t.numeric(_MUL, [float(k), step])]) for k in range(_index(n))
+    )
 
-    def same(a: Any, b: Any, deep: bool) -> Any:
-        """eq?/eqv? (deep=False) and equal? (deep=True); numbers compare per lane."""
-        nums = (float, Arr)
-        if type(a) in nums and type(b) in nums and not (a.struct if type(a) is Arr else ()):
-            return tracer.predicate(PRIMS.by_name("="), [a, b])
-        if deep and type(a) is Pair and type(b) is Pair:
-            head = same(a.car, b.car, deep)
-            return head if head is False else _and(head, same(a.cdr, b.cdr, deep))
-        if (type(a) in nums) != (type(b) in nums):
-            return False
-        if type(a) in nums or Bool in (type(a), type(b)):
-            raise NdvmError("equality of vectors or per-lane booleans")
-        return a is b or (type(a) is type(b) and a == b and (deep or type(a) is not Pair))
 
-    def eye(n: Any) -> Arr:
-        k = _index(n)
-        return Arr(np.eye(k), (k, k))
+# -- equality -------------------------------------------------------------------------------
+def _not(t: Any, x: Any) -> Any:
+    return Bool(~x.val) if type(x) is Bool else x is False
 
-    out: dict[str, Callable[..., Any]] = {
-        "cons": Pair,
-        "list": lambda *xs: from_iterable(xs),
-        "length": lambda x: float(len(list(iter_list(x)))),
-        "append": lambda *xs: from_iterable(
-            [e for x in xs[:-1] for e in iter_list(x)], xs[-1] if xs else NIL
-        ),
-        "reverse": lambda x: from_iterable(reversed(list(iter_list(x)))),
-        "list-ref": lambda x, k: list(iter_list(x))[_index(k)],
-        "list-tail": lambda x, k: _cxr("d" * _index(k))(x) if _index(k) else x,
-        "iota": lambda n, s=0.0, d=1.0: from_iterable(
-            tracer.numeric(
-                PRIMS.by_name("+"), [s, tracer.numeric(PRIMS.by_name("*"), [float(k), d])]
-            )
-            for k in range(_index(n))
-        ),
-        "null?": lambda x: x is NIL,
-        "pair?": lambda x: type(x) is Pair,
-        "number?": lambda x: type(x) is float or (type(x) is Arr and not x.struct),
-        "vector?": lambda x: type(x) is Arr and len(x.struct) == 1,
-        "matrix?": lambda x: type(x) is Arr and len(x.struct) == 2,
-        "procedure?": lambda x: type(x) in (Closure, Prim),
-        "boolean?": lambda x: type(x) in (bool, Bool),
-        "not": not_,
-        "eq?": lambda a, b: same(a, b, False),
-        "eqv?": lambda a, b: same(a, b, False),
-        "equal?": lambda a, b: same(a, b, True),
-        "vec": vec,
-        "mat": mat,
-        "zeros": filled(0.0),
-        "ones": filled(1.0),
-        "eye": eye,
-        "make-vector": lambda n, fill=0.0: vec(*([fill] * _index(n))),
-        "ref": ref,
-        "vlen": lambda v: float(v.struct[0]),
-        "rows": lambda m: float(m.struct[0]),
-        "cols": lambda m: float(m.struct[1]),
-        "vector->list": lambda v: from_iterable(ref(v, float(k)) for k in range(v.struct[0])),
-        "list->vector": lambda x: vec(*iter_list(x)),
-        "void": lambda *xs: VOID,
-    }
-    for path in _CXR:
-        out[f"c{path}r"] = _cxr(path)
-    return out
+
+def _same(t: Any, a: Any, b: Any, deep: bool) -> Any:
+    """eq?/eqv? (deep=False) and equal? (deep=True); numbers compare per lane."""
+    nums = (float, Arr)
+    if type(a) in nums and type(b) in nums and not (a.struct if type(a) is Arr else ()):
+        return t.predicate(_NUM_EQ, [a, b])
+    if deep and type(a) is Pair and type(b) is Pair:
+        head = _same(t, a.car, b.car, deep)
+        return head if head is False else _and(head, _same(t, a.cdr, b.cdr, deep))
+    if (type(a) in nums) != (type(b) in nums):
+        return False
+    if type(a) in nums or Bool in (type(a), type(b)):
+        raise NdvmError("equality of vectors or per-lane booleans")
+    return a is b or (type(a) is type(b) and a == b and (deep or type(a) is not Pair))
+
+
+# -- vectors and matrices -------------------------------------------------------------------
+def _vec(t: Any, *xs: Any) -> Arr:
+    vals = [t.lanes(x) for x in xs]
+    if all(t.concrete(x) for x in xs):
+        return Arr(np.asarray(vals, dtype=np.float64).reshape(len(vals)), (len(vals),))
+    ns = t.ns
+    if ns.scalar:
+        raise NdvmError("vectors have no closed form for sympy")
+    vals = [t._framework(v) for v in vals]
+    lane = ns.broadcast_shapes(*(tuple(v.shape) for v in vals))
+    return Arr(ns.stack([ns.broadcast_to(v, lane) for v in vals]), (len(vals),))
+
+
+def _mat(t: Any, *rows: Any) -> Arr:
+    vecs = [r if type(r) is Arr else _vec(t, *iter_list(r)) for r in rows]
+    width = {v.struct for v in vecs}
+    if len(width) != 1 or len(next(iter(width))) != 1:
+        raise NdvmError("mat: rows must be vectors of one length")
+    if all(t.concrete(v) for v in vecs):
+        return Arr(np.stack([v.val for v in vecs]), (len(vecs), vecs[0].struct[0]))
+    ns = t.ns
+    vals = [t._framework(v.val) for v in vecs]
+    lane = ns.broadcast_shapes(*(tuple(v.shape) for v in vals))
+    stacked = ns.stack([ns.broadcast_to(v, lane) for v in vals])  # (*lanes, n, m)
+    return Arr(ns.swapaxes(stacked, -1, -2), (len(vecs), vecs[0].struct[0]))
+
+
+def _filled(value: float) -> Callable[..., Arr]:
+    def impl(t: Any, n: Any, m: Any = None) -> Arr:
+        dims = (_index(n),) if m is None else (_index(n), _index(m))
+        return Arr(np.full(dims, value), dims)
+
+    return impl
+
+
+def _eye(t: Any, n: Any) -> Arr:
+    k = _index(n)
+    return Arr(np.eye(k), (k, k))
+
+
+def _ref(t: Any, v: Arr, i: Any, j: Any = None) -> Any:
+    if type(v) is not Arr or not v.struct:
+        raise NdvmError("ref: expected a vector or matrix")
+    ii = _index(i)
+    if not 0 <= ii < v.struct[0]:
+        raise NdvmError(f"ref: index {ii} out of range")
+    if len(v.struct) == 1:
+        return Arr(v.val[..., ii], ())
+    if j is None:
+        return Arr(v.val[..., ii, :], v.struct[1:])
+    return Arr(v.val[..., ii, _index(j)], ())
+
+
+_IMPLS: dict[str, Callable[..., Any]] = {
+    "cons": lambda t, a, b: Pair(a, b),
+    "list": lambda t, *xs: from_iterable(xs),
+    "length": lambda t, x: float(len(list(iter_list(x)))),
+    "append": _append,
+    "reverse": lambda t, x: from_iterable(reversed(list(iter_list(x)))),
+    "list-ref": lambda t, x, k: list(iter_list(x))[_index(k)],
+    "list-tail": _list_tail,
+    "iota": _iota,
+    "null?": lambda t, x: x is NIL,
+    "pair?": lambda t, x: type(x) is Pair,
+    "list?": _is_list,
+    "symbol?": lambda t, x: type(x) is Symbol,
+    "string?": lambda t, x: type(x) is String,
+    "number?": lambda t, x: type(x) is float or (type(x) is Arr and not x.struct),
+    "vector?": lambda t, x: type(x) is Arr and len(x.struct) == 1,
+    "matrix?": lambda t, x: type(x) is Arr and len(x.struct) == 2,
+    "procedure?": lambda t, x: type(x) in (Closure, Prim),
+    "boolean?": lambda t, x: type(x) in (bool, Bool),
+    "not": _not,
+    "eq?": lambda t, a, b: _same(t, a, b, False),
+    "eqv?": lambda t, a, b: _same(t, a, b, False),
+    "equal?": lambda t, a, b: _same(t, a, b, True),
+    "vec": _vec,
+    "mat": _mat,
+    "zeros": _filled(0.0),
+    "ones": _filled(1.0),
+    "eye": _eye,
+    "make-vector": lambda t, n, fill=0.0: _vec(t, *([fill] * _index(n))),
+    "ref": _ref,
+    "vlen": lambda t, v: float(v.struct[0]),
+    "rows": lambda t, m: float(m.struct[0]),
+    "cols": lambda t, m: float(m.struct[1]),
+    "vector->list": lambda t, v: from_iterable(_ref(t, v, float(k)) for k in range(v.struct[0])),
+    "list->vector": lambda t, x: _vec(t, *iter_list(x)),
+    "void": lambda t, *xs: VOID,
+    **{f"c{path}r": _cxr(path) for path in ("a", "d", *CXR_PATHS)},
+}
+for _name, _fn in _IMPLS.items():
+    EXPORT.register(_name, _fn)

@@ -7,9 +7,9 @@ from typing import Any
 
 from ndvm.api import Program
 from ndvm.errors import ExportUnsupported
-from ndvm.export import trace
+from ndvm.export.binding import trace
 from ndvm.export.namespaces import constant, sympy_namespace
-from ndvm.export.tracer import Arr
+from ndvm.export.values import Arr
 
 
 def export_sympy(

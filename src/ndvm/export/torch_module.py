@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from ndvm.api import Program
-from ndvm.export import bind_inputs, bind_params, trace
+from ndvm.export.binding import bind_inputs, bind_params, trace
 from ndvm.export.namespaces import torch_namespace
 
 

@@ -23,6 +23,8 @@ import numpy as np
 
 from ndvm.baselines.kernels import numeric_impls
 from ndvm.errors import ExportUnsupported, NdvmError
+from ndvm.export.structural import EXPORT
+from ndvm.export.values import Arr, Bool, Closure, Prim
 from ndvm.lang import ir
 from ndvm.prims import PRIMS, Kind, Shape
 from ndvm.values import VOID, Pair, String, Symbol, from_iterable, iter_list
@@ -30,40 +32,6 @@ from ndvm.values import VOID, Pair, String, Symbol, from_iterable, iter_list
 MAX_STEPS = 200_000
 MAX_OPS = 20_000
 _RECURSION_LIMIT = 20_000
-
-
-class Arr:
-    """A number, vector or matrix payload: ``val`` is ``(*lanes, *struct)``."""
-
-    __slots__ = ("val", "struct")
-
-    def __init__(self, val: Any, struct: tuple[int, ...]) -> None:
-        self.val = val
-        self.struct = struct
-
-
-class Bool:
-    """A per-lane boolean computed from parameters or inputs."""
-
-    __slots__ = ("val",)
-
-    def __init__(self, val: Any) -> None:
-        self.val = val
-
-
-class Closure:
-    __slots__ = ("lam", "env")
-
-    def __init__(self, lam: ir.Lambda, env: Any) -> None:
-        self.lam = lam
-        self.env = env
-
-
-class Prim:
-    __slots__ = ("code",)
-
-    def __init__(self, code: int) -> None:
-        self.code = code
 
 
 class _Tail:
@@ -114,11 +82,8 @@ class Tracer:
         max_ops: int = MAX_OPS,
         deadline: float | None = None,
     ) -> None:
-        from ndvm.export.structural import structural_impls
-
         self.ns = ns
         self.impls = _impls(ns)
-        self.structural = structural_impls(self)
         self.params = params
         self.inputs = inputs
         self.steps = 0
@@ -262,10 +227,9 @@ class Tracer:
                 return self.predicate(p, args)
             if p.name == "apply":
                 return self.apply(args[0], args[1:-1] + list(iter_list(args[-1])), node)
-            impl = self.structural.get(p.name)
-            if impl is None:
+            if p.code not in EXPORT:
                 raise unsupported(f"primitive {p.name!r}", node)
-            return impl(*args)
+            return EXPORT[p.code](self, *args)
         except (ExportUnsupported, RecursionError):
             raise
         except (NdvmError, TypeError, ValueError, IndexError, RuntimeError) as exc:

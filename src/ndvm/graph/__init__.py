@@ -6,7 +6,6 @@ Torch is optional: torch-dependent builders import it lazily.
 """
 
 from ndvm.graph.dag import Graph as Graph
-from ndvm.graph.dag import Report as Report
 from ndvm.graph.errors import CycleError as CycleError
 from ndvm.graph.errors import EvaluationError as EvaluationError
 from ndvm.graph.errors import GraphError as GraphError
@@ -16,6 +15,7 @@ from ndvm.graph.errors import StaleCacheError as StaleCacheError
 from ndvm.graph.errors import UnknownNodeError as UnknownNodeError
 from ndvm.graph.ledger import Event as Event
 from ndvm.graph.ledger import Ledger as Ledger
+from ndvm.graph.ledger import Report as Report
 from ndvm.graph.ledger import SiteRecord as SiteRecord
 from ndvm.graph.patching import BLOCK_INPUT as BLOCK_INPUT
 from ndvm.graph.patching import Block as Block

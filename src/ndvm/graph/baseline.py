@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ndvm.graph.sweep import Grid, Site, _stack
+from ndvm.graph.sweep import Grid, Site, stack_grid
 
 
 def _default_setter(current: torch.Tensor, clean: torch.Tensor) -> torch.Tensor:
@@ -41,4 +41,4 @@ def full_recompute_sweep(
             hooks = {name: lambda x, v=value: setter(x, v)}
             vals.append(metric(model(tokens, hooks)))
             seconds.append(perf_counter() - t0)
-    return _stack(vals, shape), seconds
+    return stack_grid(vals, shape), seconds

@@ -11,28 +11,15 @@ Demand visits only invalid ancestors of the requested outputs (no walk over the 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass
 from time import perf_counter
 from typing import Any
 
 from ndvm.graph.errors import CycleError, EvaluationError, GraphError, UnknownNodeError
-from ndvm.graph.ledger import Event, Ledger
+from ndvm.graph.ledger import Event, Ledger, Report
 from ndvm.graph.patching import PatchOps
 
 NodeRef = str | int
 LEAF_KINDS = frozenset({"input", "param"})
-
-
-@dataclass(frozen=True, slots=True)
-class Report:
-    """What one demand did: the recomputed node ids in execution order, and its time."""
-
-    recomputed: tuple[int, ...]
-    seconds: float
-
-    @property
-    def count(self) -> int:
-        return len(self.recomputed)
 
 
 class Graph(PatchOps):

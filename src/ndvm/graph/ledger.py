@@ -57,3 +57,15 @@ class Ledger:
             "copied": self.copied,
             "demands": self.demands,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What one demand did: the recomputed node ids in execution order, and its time."""
+
+    recomputed: tuple[int, ...]
+    seconds: float
+
+    @property
+    def count(self) -> int:
+        return len(self.recomputed)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -20,9 +20,7 @@ from ndvm.graph.errors import (
     OverlappingPatchError,
     StaleCacheError,
 )
-
-if TYPE_CHECKING:
-    from ndvm.graph.dag import Graph, Report
+from ndvm.graph.ledger import Ledger, Report
 
 BLOCK_INPUT = "$in"  # in a Block step's inputs: the value carried by the grafted edge
 
@@ -69,6 +67,36 @@ class Batch:
     outputs: tuple[Any, ...]
     report: Report | None = None
     grafts: list[list[int]] = field(default_factory=list)
+
+
+class Graph(Protocol):
+    """What the intervention methods use of ``ndvm.graph.dag.Graph`` (which mixes them in)."""
+
+    names: list[str]
+    revision: int
+    ledger: Ledger
+    _fn: list[Callable[..., Any] | None]
+    _inputs: list[tuple[int, ...]]
+    _consumers: list[list[int]]
+    _value: list[Any]
+    _valid: list[bool]
+    _pinned: dict[int, Any]
+    _batch: Any
+
+    def __len__(self) -> int: ...
+    def id(self, ref: Any) -> int: ...
+    def get(self, ref: Any) -> Any: ...
+    def cone(self, ref: Any) -> frozenset[int]: ...
+    def demand(self, *outputs: Any) -> Report: ...
+    def rule(self, name: str, fn: Callable[..., Any], inputs: Sequence[Any], **kw: Any) -> int: ...
+    def _log(self, kind: str, i: int) -> None: ...
+    def _invalidate_consumers(self, seeds: Iterable[int]) -> list[int]: ...
+    def _invalidate_self(self, i: int) -> list[int]: ...
+    def patch(self, ref: Any, value: Any) -> list[int]: ...
+    def unpatch(self, ref: Any) -> list[int]: ...
+    def batch(self, *outputs: Any) -> _BatchContext: ...
+    def _invalidate_rule(self, i: int) -> list[int]: ...
+    def _check_restore(self, cache: Cache, keep: set[int], sites: set[int]) -> None: ...
 
 
 class _BatchContext:

@@ -76,7 +76,8 @@ def grid(
     return Grid(tuple(a for a, _ in axes), tuple(len(v) for _, v in axes), tuple(sites))
 
 
-def _stack(vals: list[Any], shape: tuple[int, ...]) -> Any:
+def stack_grid(vals: list[Any], shape: tuple[int, ...]) -> Any:
+    """Values of a sweep's grid points stacked into one array of the grid's ``shape``."""
     if vals and type(vals[0]).__module__.startswith("torch"):
         import torch
 
@@ -170,4 +171,4 @@ def sweep(
         records.append(rec)
     seconds = perf_counter() - start
     graph.ledger.sites.extend(records)
-    return SweepResult(_stack(vals, shape), axes, tuple(records), full, seconds)
+    return SweepResult(stack_grid(vals, shape), axes, tuple(records), full, seconds)

@@ -13,36 +13,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from ndvm.errors import CompileError, UnsupportedForm
-from ndvm.lang.datum import Bool, Datum, SList, Sym, to_source
-
-RESERVED = frozenset(("define", "else", "=>", ".", "params", "quote", "lambda"))
-SPECIAL_FORMS = frozenset(
-    "quote if cond case and or when unless begin let let* letrec letrec* define lambda do "
-    "loop recur assert params else => . quasiquote unquote".split()
-)
-MUTATION_FORMS = frozenset(
-    "set! set-car! set-cdr! vector-set! vector-fill! string-set! string-fill! list-set! "
-    "matrix-set! hash-table-set!".split()
-)
-UNSUPPORTED_FORMS = {
-    "call/cc": "first-class continuations are not part of the language",
-    "call-with-current-continuation": "first-class continuations are not part of the language",
-    "dynamic-wind": "dynamic-wind is not part of the language",
-    "define-syntax": "macros are not part of the language",
-    "let-syntax": "macros are not part of the language",
-    "letrec-syntax": "macros are not part of the language",
-    "syntax-rules": "macros are not part of the language",
-    "guard": "exception handling is not part of the language",
-    "raise": "exception handling is not part of the language",
-    "with-exception-handler": "exception handling is not part of the language",
-    "delay": "promises are not part of the language",
-    "force": "promises are not part of the language",
-    "define-record-type": "records are not part of the language",
-    "let-values": "multiple values are not part of the language",
-    "call-with-values": "multiple values are not part of the language",
-    "values": "multiple values are not part of the language",
-    "eval": "eval is not part of the language",
-}
+from ndvm.lang.datum import Bool, Datum, SList, Str, Sym, to_source
+from ndvm.lang.forms import MUTATION_FORMS, RESERVED, SPECIAL_FORMS, UNSUPPORTED_FORMS
 
 
 def err(msg: str, at: Datum) -> CompileError:
@@ -66,7 +38,8 @@ def head_name(d: Datum) -> str | None:
 class Expander:
     """Rewrites one program. ``loop_stack`` holds the hidden names of enclosing ``loop``s."""
 
-    def __init__(self) -> None:
+    def __init__(self, sequential_let: bool = False) -> None:
+        self.sequential_let = sequential_let  # the dmci dialect: let binds like let*
         self._ids: Iterator[int] = itertools.count()
         self.loop_stack: list[tuple[str, int]] = []
         self.shadowed: list[str] = []  # special-form names bound as variables in scope
@@ -189,7 +162,12 @@ class Expander:
                 )
             if name in UNSUPPORTED_FORMS:
                 raise UnsupportedForm(f"{name}: {UNSUPPORTED_FORMS[name]}", d.line, d.column)
-        return lst([self.expand(x) for x in d.items], d)
+        items = d.items
+        out = [self.expand(x) for x in items]
+        for a, b in zip(out, items):
+            if a is not b:
+                return SList(tuple(out), None, d.line, d.column)
+        return d  # an application whose parts expand to themselves is already core
 
     def _args(self, d: SList, lo: int, hi: int | None, usage: str) -> tuple[Datum, ...]:
         args = d.items[1:]
@@ -264,6 +242,8 @@ class Expander:
     def f_let(self, d: SList) -> Datum:
         if len(d.items) >= 2 and isinstance(d.items[1], Sym):
             return self._named_let(d)
+        if self.sequential_let:
+            return self.f_let_star(d)
         args = self._args(d, 2, None, "(let ((name expr) ...) body ...)")
         binds = self._bindings(d, args[0])
         names = [n.name for n, _ in binds]
@@ -456,18 +436,10 @@ class Expander:
 
     def f_assert(self, d: SList) -> Datum:
         args = self._args(d, 1, 1, "(assert expr)")
-        from ndvm.lang.datum import Str
-
         return lst([sym("#assert", d), self.expand(args[0]), Str(to_source(args[0]))], d)
 
     def f_quasi(self, d: SList) -> Datum:
         raise UnsupportedForm(f"{d.items[0]} is not supported", d.line, d.column)
-
-
-def _formal_names(formals: Datum) -> list[Datum]:
-    if isinstance(formals, SList):
-        return [*formals.items, *(() if formals.tail is None else (formals.tail,))]
-    return [formals]
 
 
 def _formal_names(formals: Datum) -> list[Datum]:

@@ -19,6 +19,7 @@ from ndvm.lang.datum import Datum, Num, SList, Sym, to_source
 from ndvm.lang.expand import Expander, head_name
 from ndvm.lang.reader import read
 from ndvm.lang.resolve import Resolver
+from ndvm.lang.suggest import did_you_mean
 from ndvm.prims import PRIMS, Kind
 
 ParamsArg = Sequence[Any] | Mapping[str, Any] | None
@@ -31,13 +32,15 @@ def compile_source(
     params: ParamsArg = None,
     inputs: Iterable[str] = (),
     limits: Limits | None = None,
+    dialect: str | None = None,
 ) -> ir.CompiledProgram:
     """Read, expand and resolve ``source``. Raises ReadError / CompileError with positions;
-    ``limits`` bounds the source size and the number of forms (``Limits.max_forms``)."""
+    ``limits`` bounds the source size and the number of forms (``Limits.max_forms``);
+    ``dialect="dmci"`` compiles ``let`` as sequential (``let*``), as the reference system."""
     old = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old, _RECURSION_LIMIT))
     try:
-        return _compile(source, params, tuple(inputs), limits)
+        return _compile(source, params, tuple(inputs), limits, dialect)
     except RecursionError:
         raise CompileError("program nested too deeply to compile") from None
     finally:
@@ -45,7 +48,11 @@ def compile_source(
 
 
 def _compile(
-    source: str, params: ParamsArg, inputs: tuple[str, ...], limits: Limits | None
+    source: str,
+    params: ParamsArg,
+    inputs: tuple[str, ...],
+    limits: Limits | None,
+    dialect: str | None,
 ) -> ir.CompiledProgram:
     for name in inputs:
         if not isinstance(name, str) or not name:
@@ -68,9 +75,9 @@ def _compile(
         if n in inputs:
             raise CompileError(f"{n!r} is declared both as a parameter and as an input")
     top = SList(data, None, data[0].line, data[0].column)
-    expander = Expander()
+    expander = Expander(sequential_let=dialect == "dmci")
     body_datum = expander.expand_body(data, top)
-    prelude = _prelude_closure(_symbols(data))
+    prelude = prelude_closure(symbols_in(data))
     resolver = Resolver(names, inputs, infer)
     resolver.scopes.append(list(prelude))
     body = resolver.resolve(body_datum, True)
@@ -90,6 +97,7 @@ def _compile(
         has_header=has_header,
         prelude=prelude,
         input_positions=tuple(resolver.input_positions.get(n, (0, 0)) for n in inputs),
+        dialect=dialect,
     )
 
 
@@ -131,8 +139,11 @@ def parse_header(form: SList) -> tuple[ir.ParamSpec, ...]:
             rest = rest[1:]
         if rest:
             if not isinstance(rest[0], Sym) or rest[0].name not in ir.CONSTRAINTS:
+                got = rest[0].name if isinstance(rest[0], Sym) else ""
+                hint = did_you_mean(got, ir.CONSTRAINTS) if got else ""
                 raise CompileError(
-                    f"params: constraint must be one of {', '.join(ir.CONSTRAINTS)}",
+                    f"params: constraint must be one of {', '.join(ir.CONSTRAINTS)}"
+                    + (f" ({hint})" if hint else ""),
                     rest[0].line,
                     rest[0].column,
                 )
@@ -173,9 +184,11 @@ def _param_specs(
         else:
             raise CompileError(f"bad parameter spec {item!r}")
         if spec.constraint not in ir.CONSTRAINTS:
+            hint = did_you_mean(spec.constraint, ir.CONSTRAINTS)
             raise CompileError(
                 f"parameter {spec.name!r}: unknown constraint "
-                f"{spec.constraint!r} (one of {', '.join(ir.CONSTRAINTS)})"
+                f"{spec.constraint!r} ({hint + ' ' if hint else ''}one of "
+                f"{', '.join(ir.CONSTRAINTS)})"
             )
         if any(s.name == spec.name for s in out):
             raise CompileError(f"parameter {spec.name!r} given twice")
@@ -183,7 +196,8 @@ def _param_specs(
     return tuple(out)
 
 
-def _symbols(data: Iterable[Datum]) -> set[str]:
+def symbols_in(data: Iterable[Datum]) -> set[str]:
+    """Every symbol name occurring in ``data`` (quoted or not)."""
     out: set[str] = set()
     stack = list(data)
     while stack:
@@ -197,7 +211,8 @@ def _symbols(data: Iterable[Datum]) -> set[str]:
     return out
 
 
-def _prelude_closure(symbols: set[str]) -> tuple[str, ...]:
+def prelude_closure(symbols: set[str]) -> tuple[str, ...]:
+    """The prelude procedures ``symbols`` name, with the prelude procedures they use."""
     needed: list[str] = []
     todo = sorted(n for n in symbols if (p := PRIMS.get(n)) is not None and p.kind is Kind.PRELUDE)
     todo = [PRIMS.by_name(n).name for n in todo]
@@ -231,7 +246,41 @@ def _prelude_ir(name: str, resolver: Resolver) -> ir.Node:
 
 def skeleton(data: Iterable[Datum], params: set[str]) -> str:
     """Structure string: parameters -> ``P``, numeric literals -> ``C``, spaces collapsed."""
-    return " ".join(_skeleton_one(d, params) for d in data)
+    data = tuple(data)
+    try:
+        return _skeleton_fast(data, params)
+    except RecursionError:  # deeper than the interpreter stack allows: the iterative printer
+        return " ".join(_skeleton_one(d, params) for d in data)
+
+
+def _skeleton_fast(data: tuple[Datum, ...], params: set[str]) -> str:
+    out: list[str] = []
+    app = out.append
+
+    def walk(x: Datum) -> None:
+        if type(x) is SList:
+            app("(")
+            first = True
+            for y in x.items:
+                if first:
+                    first = False
+                else:
+                    app(" ")
+                walk(y)
+            if x.tail is not None:
+                app(" . ")
+                walk(x.tail)
+            app(")")
+        elif type(x) is Sym:
+            app("P" if x.name in params else x.name)
+        else:
+            app("C" if type(x) is Num else str(x))
+
+    for i, top in enumerate(data):
+        if i:
+            app(" ")
+        walk(top)
+    return " ".join("".join(out).split())
 
 
 def _skeleton_one(d: Datum, params: set[str]) -> str:

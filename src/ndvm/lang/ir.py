@@ -1,4 +1,4 @@
-"""Core IR: frozen dataclasses with names already resolved.
+"""Core IR: immutable records (never mutated after construction) with names already resolved.
 
 Variables are lexical addresses ``Local(depth, index)`` (depth = frames to walk up), program
 parameters ``Param(i)``, data inputs ``Input(i)``; known primitives are opcodes. Every node
@@ -8,18 +8,20 @@ keeps the source position of the form it came from. Frames are created by ``Lamb
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from ndvm.lang.datum import record
 
-@dataclass(frozen=True, slots=True)
+
+@record
 class Const:
     value: Any  # float, bool, Symbol, String, NIL, VOID or a constant Pair chain
     line: int = 0
     column: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Local:
     depth: int
     index: int
@@ -28,7 +30,7 @@ class Local:
     column: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Param:
     index: int
     name: str
@@ -36,7 +38,7 @@ class Param:
     column: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Input:
     index: int
     name: str
@@ -44,7 +46,7 @@ class Input:
     column: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PrimRef:
     code: int
     name: str
@@ -52,7 +54,7 @@ class PrimRef:
     column: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class If:
     test: Node
     then: Node
@@ -61,21 +63,21 @@ class If:
     column: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Seq:
     exprs: tuple[Node, ...]
     line: int = 0
     column: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Or:
     exprs: tuple[Node, ...]
     line: int = 0
     column: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Lambda:
     nreq: int
     rest: bool
@@ -89,7 +91,7 @@ class Lambda:
         return self.nreq + (1 if self.rest else 0)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Let:
     inits: tuple[Node, ...]
     body: Node
@@ -97,7 +99,7 @@ class Let:
     column: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Letrec:
     """Sequential (``letrec*``) binding: init i sees slots 0..i-1 and itself unassigned."""
 
@@ -108,7 +110,7 @@ class Letrec:
     column: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Call:
     fn: Node
     args: tuple[Node, ...]
@@ -117,7 +119,7 @@ class Call:
     column: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PrimCall:
     code: int
     args: tuple[Node, ...]
@@ -126,7 +128,7 @@ class PrimCall:
     column: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Assert:
     expr: Node
     text: str
@@ -138,7 +140,7 @@ Node = Const | Local | Param | Input | PrimRef | If | Seq | Or | Lambda | Let | 
 Node = Node | PrimCall | Assert
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ParamSpec:
     """A declared parameter: initial value (in constrained space) and constraint kind."""
 
@@ -159,7 +161,7 @@ CONSTRAINT_RANGES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CompiledProgram:
     """The resolved program: IR plus the names the host binds."""
 
@@ -172,3 +174,4 @@ class CompiledProgram:
     prelude: tuple[str, ...] = field(default=())
     # (line, column) of each input's first use in the source ((0, 0): unused)
     input_positions: tuple[tuple[int, int], ...] = field(default=())
+    dialect: str | None = None  # "dmci": compiled with that dialect's (sequential) let

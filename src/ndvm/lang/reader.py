@@ -20,11 +20,16 @@ _DEFAULT = Limits()
 
 _DELIMS = set("()[]\";'`,")
 _NEWLINE = re.compile("\n")
-_SPACE = re.compile(r"(?:[ \t\r\n\f\v]+|;[^\n]*)*")
 _BLOCK = re.compile(r"#\||\|#")
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"', re.DOTALL)
-# an atom runs to a delimiter or whitespace; '#' may only start it (so "a#b" is "a", "#b")
-_ATOM = re.compile(r"#?[^\s()\[\]\";'`,#]*")
+# one token after any whitespace and line comments. An atom runs to a delimiter or whitespace;
+# '#' may only start it (so "a#b" is "a", "#b"). "end" comes before "atom", which could
+# otherwise match the empty string at the end of the text.
+_TOKEN = re.compile(
+    r"(?:[ \t\r\n\f\v]+|;[^\n]*)*"
+    r"(?:(?P<open>[(\[])|(?P<close>[)\]])|(?P<quote>['`,])|(?P<comment>#;)|(?P<block>#\|)"
+    r"|(?P<string>\")|(?P<end>\Z)|(?P<atom>#?[^\s()\[\]\";'`,#]*))"
+)
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _SPECIAL_NUMBERS = {"+inf.0": math.inf, "-inf.0": -math.inf, "+nan.0": math.nan, "-nan.0": math.nan}
 _BOOLEANS = {"#t": True, "#true": True, "#f": False, "#false": False}
@@ -102,14 +107,32 @@ class _Reader:
         top: list[Datum] = []
         stack: list[_Frame] = []
         text = self.text
+        match = _TOKEN.match
+        newlines = self._newlines
+        atom = _classify
+        pos = 0
         while True:
-            self._skip_space()
-            if self.pos >= len(text):
+            m = match(text, pos)
+            kind = m.lastgroup  # type: ignore[union-attr]
+            if kind == "end":
                 break
-            ch = text[self.pos]
-            line, col = self._here()
-            datum: Datum | None = None
-            if ch not in ")]":
+            start = m.start(kind)  # type: ignore[union-attr]
+            if newlines:
+                line = bisect_left(newlines, start)
+                col = start - (newlines[line - 1] + 1 if line else 0) + 1
+                line += 1
+            else:
+                line, col = 1, start + 1
+            if kind == "close":
+                self.pos = start
+                datum: Datum | None = self._finish(self._close(stack, text[start], line, col))
+                pos = self.pos
+            elif kind == "block":
+                self.pos = start
+                self._block_comment()
+                pos = self.pos
+                continue
+            else:
                 self.forms_left -= 1
                 if self.forms_left < 0:
                     raise CompileError(
@@ -117,69 +140,49 @@ class _Reader:
                         line,
                         col,
                     )
-            if ch in "([":
-                _push(stack, _Frame(")" if ch == "(" else "]", line, col))
-                self._advance()
-                continue
-            if ch in ")]":
-                frame = self._close(stack, ch, line, col)
-                datum = self._finish(frame)
-            elif ch in "'`,":
-                if ch != "'":
-                    raise ReadError(f"quasiquote syntax {ch!r} is not supported", line, col)
-                self._advance()
-                _push(stack, _Frame("", line, col, prefix="quote"))
-                continue
-            elif ch == "#" and text.startswith("#;", self.pos):
-                self._advance(2)
-                _push(stack, _Frame("", line, col, prefix="datum-comment"))
-                continue
-            elif ch == '"':
-                datum = self._string(line, col)
-            else:
-                datum = self._atom(stack, line, col)
-                if datum is None:  # a dot inside a list
+                pos = m.end()  # type: ignore[union-attr]
+                if kind == "atom":
+                    token = text[start:pos]
+                    number = atom(token)
+                    if number is None:
+                        datum = Sym(token, line, col)
+                    elif number is _SPECIAL:
+                        self.pos = pos
+                        datum = self._special_atom(token, stack, line, col)
+                        if datum is None:  # a dot inside a list
+                            continue
+                    else:
+                        datum = Num(number, token, line, col)
+                elif kind == "open":
+                    _push(stack, _Frame(")" if text[start] == "(" else "]", line, col))
                     continue
-            # deliver datum through prefix frames
-            while True:
-                if stack and stack[-1].prefix is not None:
-                    frame = stack.pop()
-                    if frame.prefix == "quote":
-                        datum = SList(
-                            (Sym("quote", frame.line, frame.column), datum),
-                            None,
-                            frame.line,
-                            frame.column,
-                        )
-                        continue
-                    datum = None  # datum comment swallows it
-                    break
-                break
-            if datum is None:
-                continue
-            if not stack:
-                top.append(datum)
-            else:
-                frame = stack[-1]
-                if frame.dot_at is not None:
-                    if frame.tail is not None:
-                        raise ReadError(
-                            "more than one datum after '.'", datum_line(datum), datum_col(datum)
-                        )
-                    frame.tail = datum
                 else:
-                    frame.items.append(datum)
+                    self.pos = start
+                    datum = self._rare(kind, stack, line, col)  # type: ignore[arg-type]
+                    pos = self.pos
+                    if datum is None:
+                        continue
+            _deliver(stack, top, datum)
         if stack:
-            frame = stack[-1]
-            if frame.prefix == "quote":
-                raise ReadError("quote ' with nothing after it", frame.line, frame.column)
-            if frame.prefix == "datum-comment":
-                raise ReadError("#; with no datum after it", frame.line, frame.column)
-            opener = "(" if frame.close == ")" else "["
-            raise ReadError(
-                f"unbalanced {opener!r}: missing {frame.close!r}", frame.line, frame.column
-            )
+            _unclosed(stack[-1])
         return tuple(top)
+
+    def _rare(self, kind: str, stack: list[_Frame], line: int, col: int) -> Datum | None:
+        """Quote, datum comment, string and unsupported-syntax tokens (the
+        reader sits on the token); ``None`` when nothing is delivered yet."""
+        text = self.text
+        ch = text[self.pos]
+        if kind == "quote":
+            if ch != "'":
+                raise ReadError(f"quasiquote syntax {ch!r} is not supported", line, col)
+            self._advance()
+            _push(stack, _Frame("", line, col, prefix="quote"))
+            return None
+        if kind == "comment":
+            self._advance(2)
+            _push(stack, _Frame("", line, col, prefix="datum-comment"))
+            return None
+        return self._string(line, col)
 
     def _close(self, stack: list[_Frame], ch: str, line: int, col: int) -> _Frame:
         if not stack:
@@ -209,14 +212,6 @@ class _Reader:
                 (Sym("vec", frame.line, frame.column), *items), None, frame.line, frame.column
             )
         return SList(items, frame.tail, frame.line, frame.column)
-
-    def _skip_space(self) -> None:
-        text = self.text
-        while True:
-            self.pos = _SPACE.match(text, self.pos).end()  # type: ignore[union-attr]
-            if not text.startswith("#|", self.pos):
-                return
-            self._block_comment()
 
     def _block_comment(self) -> None:
         line, col = self._here()
@@ -255,14 +250,12 @@ class _Reader:
         self.pos = m.end()
         return Str("".join(out), line, col)
 
-    def _atom(self, stack: list[_Frame], line: int, col: int) -> Datum | None:
-        text = self.text
-        start = self.pos
-        self.pos = _ATOM.match(text, start).end()  # type: ignore[union-attr]
-        token = text[start : self.pos]
+    def _special_atom(self, token: str, stack: list[_Frame], line: int, col: int) -> Datum | None:
+        """The atoms that are neither plain numbers nor plain symbols: '#', '.', booleans,
+        special numbers and bad tokens."""
         if token == "#":
             # a lone '#' followed by a delimiter, e.g. '#(' vector syntax
-            nxt = text[self.pos] if self.pos < len(text) else "end of input"
+            nxt = self.text[self.pos] if self.pos < len(self.text) else "end of input"
             raise ReadError(f"bad token '#' before {nxt!r} (use [a b c] or (vec a b c))", line, col)
         if token == ".":
             if not stack or stack[-1].prefix is not None or stack[-1].close != ")":
@@ -275,11 +268,63 @@ class _Reader:
         return parse_atom(token, line, col)
 
 
+def _deliver(stack: list[_Frame], top: list[Datum], datum: Datum) -> None:
+    """Hand a read datum to its container, through pending prefix frames (a quote wraps it,
+    a ``#;`` swallows it)."""
+    while stack and stack[-1].prefix is not None:
+        frame = stack.pop()
+        if frame.prefix != "quote":
+            return
+        datum = SList(
+            (Sym("quote", frame.line, frame.column), datum),
+            None,
+            frame.line,
+            frame.column,
+        )
+    if not stack:
+        top.append(datum)
+        return
+    frame = stack[-1]
+    if frame.dot_at is None:
+        frame.items.append(datum)
+    elif frame.tail is not None:
+        raise ReadError("more than one datum after '.'", datum.line, datum.column)
+    else:
+        frame.tail = datum
+
+
+def _unclosed(frame: _Frame) -> None:
+    if frame.prefix == "quote":
+        raise ReadError("quote ' with nothing after it", frame.line, frame.column)
+    if frame.prefix == "datum-comment":
+        raise ReadError("#; with no datum after it", frame.line, frame.column)
+    opener = "(" if frame.close == ")" else "["
+    raise ReadError(f"unbalanced {opener!r}: missing {frame.close!r}", frame.line, frame.column)
+
+
 def _push(stack: list[_Frame], frame: _Frame) -> None:
     """Open a list or prefix (quote, datum comment) frame, bounding the nesting depth."""
     if len(stack) >= MAX_NESTING:
         raise ReadError(f"nesting deeper than {MAX_NESTING} levels", frame.line, frame.column)
     stack.append(frame)
+
+
+_SPECIAL = object()  # _classify: an atom parse_atom must look at (or reject)
+
+
+@lru_cache(maxsize=4096)
+def _classify(token: str) -> float | None | object:
+    """A plain number's value, ``None`` for a plain symbol, ``_SPECIAL`` for anything else
+    (booleans, ``+inf.0``, ``.``, ``#`` tokens, bad tokens). Tokens repeat: cached."""
+    if token in _BOOLEANS or token in _SPECIAL_NUMBERS or token == "." or not token:
+        return _SPECIAL
+    if _NUMBER.match(token):
+        return float(token)
+    if token[0] == "#" or token[0].isdigit() or not _SYMBOL_CHARS.match(token):
+        return _SPECIAL
+    if token[0] in "+-." and len(token) > 1 and (token[1].isdigit() or token[1] == "."):
+        return _SPECIAL
+    return None
 
 
 def parse_atom(token: str, line: int, col: int) -> Datum:
@@ -296,11 +341,3 @@ def parse_atom(token: str, line: int, col: int) -> Datum:
     if token[0] in "+-." and len(token) > 1 and (token[1].isdigit() or token[1] == "."):
         raise ReadError(f"bad number {token!r}", line, col)
     return Sym(token, line, col)
-
-
-def datum_line(d: Datum) -> int:
-    return d.line
-
-
-def datum_col(d: Datum) -> int:
-    return d.column

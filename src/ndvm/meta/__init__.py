@@ -24,7 +24,7 @@ from typing import Any
 
 from ndvm.api import Program
 from ndvm.api import compile as _compile
-from ndvm.lang.front import ParamsArg, _prelude_closure, _symbols, compile_source
+from ndvm.lang.front import ParamsArg, compile_source, prelude_closure, symbols_in
 from ndvm.lang.reader import read
 from ndvm.prims import PRIMS, Kind
 
@@ -50,8 +50,8 @@ def support_source(program_text: str) -> str:
     names (and the prelude's dependencies) are bound: the global environment stays short, so
     a lookup walks a few dozen entries, not every primitive.
     """
-    names = _symbols(read(program_text))
-    prelude_names = _prelude_closure(names)
+    names = symbols_in(read(program_text))
+    prelude_names = prelude_closure(names)
     used = names | {d for n in prelude_names for d in _prelude_symbols(n)}
     prims = [
         p
@@ -70,7 +70,7 @@ def support_source(program_text: str) -> str:
 
 @cache
 def _prelude_symbols(name: str) -> frozenset[str]:
-    return frozenset(_symbols(read(PRIMS.by_name(name).prelude or "")))
+    return frozenset(symbols_in(read(PRIMS.by_name(name).prelude or "")))
 
 
 def wrap(program_text: str, names: Sequence[str]) -> str:

@@ -12,11 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from ndvm import prims as _p
 from ndvm.errors import ShapeError
 from ndvm.prims.registry import Kind, Prim, Shape, fixed
-
-PRIMS = _p.PRIMS
+from ndvm.prims.table import PRIMS
 
 Arr = np.ndarray[Any, np.dtype[np.float64]]
 StructShape = tuple[int, ...]
@@ -159,6 +157,22 @@ def _normalize_vjp(g: Arr, ans: Arr, v: Arr) -> tuple[Any, ...]:
     return ((g - ans * _dot(ans, g)[..., None]) / n,)
 
 
+DMCI_NORM_EPS = 1e-8  # the dmci dialect's floor on |v| in normalize
+
+
+def _dmci_normalize(v: Arr) -> Arr:
+    return v / np.maximum(_norm(v), DMCI_NORM_EPS)[..., None]
+
+
+def _dmci_normalize_vjp(g: Arr, ans: Arr, v: Arr) -> tuple[Any, ...]:
+    # v / max(|v|, eps): below the floor the divisor is the constant eps (d/dv = I / eps).
+    n = _norm(v)[..., None]
+    small = n < DMCI_NORM_EPS
+    safe = np.where(small, 1.0, n)
+    u = v / safe
+    return (np.where(small, g / DMCI_NORM_EPS, (g - u * _dot(u, g)[..., None]) / safe),)
+
+
 def _vmean(v: Arr) -> Arr:
     return np.sum(v, axis=-1) / v.shape[-1]  # 0/0 = NaN for an empty vector, no warning
 
@@ -241,13 +255,19 @@ _add("vmean", 152, (1,), lambda a: (), _vmean,
 _add("norm", 153, (1,), lambda a: (), _norm, _norm_vjp,
      "Euclidean norm |v|. d/dv = v/|v| (0 at v = 0).")  # fmt: skip
 _add("normalize", 154, (1,), lambda a: a, lambda v: v / _norm(v)[..., None], _normalize_vjp,
-     "v/|v| (NaN at v = 0). d/dv = (I - u u^T)/|v| with u = v/|v|.")  # fmt: skip
+     "v/|v| (NaN at v = 0). d/dv = (I - u u^T)/|v| with u = v/|v|. "
+     "dmci: the norm floored at 1e-8 (%dmci-normalize).")  # fmt: skip
 _add("cross", 155, (1, 1), _cross_shape, lambda v, w: np.cross(v, w),
      lambda g, ans, v, w: (np.cross(w, g), np.cross(g, v)),
      "Cross product of two 3-vectors. d/dv: w x g, d/dw: g x v.")  # fmt: skip
-_add("scale", 156, (1, 0), lambda a, b: a, lambda v, s: v * s[..., None],
-     lambda g, ans, v, s: (g * s[..., None], _dot(g, v)),
-     "(scale v s) = v s (vector first, then scalar). d/dv = s, d/ds = v.")  # fmt: skip
+# scale is the one ELEMENTWISE primitive of the family: a scalar broadcasts against a vector
+# or matrix in either operand position, exactly as in ``*`` (every backend's broadcasting
+# path does the work, so there is no rank-specific kernel).
+PRIMS.add(Prim("scale", 156, fixed(2), Kind.NUMERIC, np.multiply,
+               lambda g, ans, a, b: (g * b, g * a), "linalg",
+               "(scale a b) = a b with a scalar broadcast against a vector or matrix, in either "
+               "order: (scale v s), (scale s v), (scale s M), (scale M s); two operands of one "
+               "shape multiply elementwise, like *. d/da = b, d/db = a."))  # fmt: skip
 _add("outer", 157, (1, 1), lambda a, b: (a[0], b[0]),
      lambda v, w: v[..., :, None] * w[..., None, :],
      lambda g, ans, v, w: (np.einsum("...ij,...j->...i", g, w),
@@ -282,3 +302,6 @@ _add("cholesky", 166, (2,), lambda a: (_square("cholesky", a),) * 2, _cholesky, 
      "Lower L with L L^T = A (NaN lanes where not positive definite). Only the lower "
      "triangle of A is read (NumPy's convention): a non-symmetric A is factored as the "
      "symmetric matrix with that lower triangle. VJP: Murray 2016, symmetrized.")  # fmt: skip
+_add("%dmci-normalize", 167, (1,), lambda a: a, _dmci_normalize, _dmci_normalize_vjp,
+     "normalize under the dmci dialect: v/max(|v|, 1e-8), so (normalize 0) = 0 with gradient "
+     "1e8 I. d/dv = (I - u u^T)/|v| above the floor, I/1e-8 below.")  # fmt: skip

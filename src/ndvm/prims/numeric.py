@@ -13,10 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ndvm import prims as _p
 from ndvm.prims.registry import Arity, Domain, Kind, Prim, Shape, between, fixed, variadic
-
-PRIMS = _p.PRIMS
+from ndvm.prims.table import PRIMS
 
 Payload = Any  # float | np.ndarray; kept loose because refs also see np.float64 scalars
 Rule = tuple[Callable[..., Any], Callable[..., tuple[Any, ...]]]
@@ -297,9 +295,11 @@ for _name, _code, _f, _doc in (
 _num("quotient", 38, fixed(2), lambda a, b: np.trunc(a / b), _none_vjp, _P,
      "trunc(a/b). Zero gradient.")  # fmt: skip
 _num("remainder", 39, fixed(2), np.fmod, _remainder_vjp, _P,
-     "a - b trunc(a/b) (sign of a). d/da = 1, d/db = -trunc(a/b).")  # fmt: skip
+     "a - b trunc(a/b) (sign of a). d/da = 1, d/db = -trunc(a/b). "
+     "dmci: floor-mod, the rule of modulo.")  # fmt: skip
 _num("modulo", 40, fixed(2), np.mod, _modulo_vjp, _P,
-     "a - b floor(a/b) (sign of b). d/da = 1, d/db = -floor(a/b).")  # fmt: skip
+     "a - b floor(a/b) (sign of b). d/da = 1, d/db = -floor(a/b). "
+     "dmci: C fmod, the rule of remainder.")  # fmt: skip
 
 
 # ---- predicates -------------------------------------------------------------------------------
@@ -368,15 +368,33 @@ def _dmci_log_vjp(
     return (np.where(x < DMCI_EPS, 0.0, grads[0]), *grads[1:])
 
 
-# The ``dmci`` dialect's protected operators: the evaluator swaps these (ref, vjp) pairs in
-# for the opcodes listed (every Domain.POSITIVE prim). Only the first argument of ``log`` is
-# clamped; a base is used as given.
+# Under the ``dmci`` dialect these primitives run as the one named (the native core maps the
+# same opcodes, cpp/src/interp.cpp ``dmci_code``): the reference system's ``modulo`` is C fmod
+# (Scheme's remainder) and its ``remainder`` is floor-mod (Scheme's modulo); its ``normalize``
+# floors the norm at 1e-8 (prims/linalg.py registers ``%dmci-normalize`` before this module).
+DMCI_RUNS_AS: dict[str, str] = {
+    "modulo": "remainder",
+    "remainder": "modulo",
+    "normalize": "%dmci-normalize",
+}
+
+
+def _rule_of(name: str) -> Rule:
+    prim = PRIMS.by_name(name)
+    assert prim.ref is not None and prim.vjp is not None
+    return prim.ref, prim.vjp
+
+
+# The ``dmci`` dialect's rules: the evaluator swaps these (ref, vjp) pairs in for the opcodes
+# listed: the protected operators (every Domain.POSITIVE prim; only the first argument of
+# ``log`` is clamped, a base is used as given) and the DMCI_RUNS_AS substitutions.
 DMCI_OVERRIDES: dict[int, Rule] = {
     PRIMS.by_name("sqrt").code: (
         _ieee(lambda x: np.sqrt(np.maximum(x, DMCI_EPS))),
         _ieee(_dmci_sqrt_vjp),
     ),
     PRIMS.by_name("log").code: (_ieee(_dmci_log_ref), _ieee(_dmci_log_vjp)),
+    **{PRIMS.by_name(a).code: _rule_of(b) for a, b in DMCI_RUNS_AS.items()},
 }
 
 

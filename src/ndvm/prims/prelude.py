@@ -7,10 +7,8 @@ usual). The front end binds only the ones a program names, plus their dependenci
 
 from __future__ import annotations
 
-from ndvm import prims as _p
 from ndvm.prims.registry import Kind, Prim, between, fixed, variadic
-
-PRIMS = _p.PRIMS
+from ndvm.prims.table import PRIMS
 
 
 def _add(

@@ -9,7 +9,7 @@ are all derived from the ``Prim`` records registered here. Opcodes are stable an
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,3 +182,48 @@ class Registry:
     @property
     def max_code(self) -> int:
         return max(self._by_code)
+
+
+F = Callable[..., Any]
+
+
+class ImplTable:
+    """One evaluator's own implementations of primitives, keyed by opcode (JAX ``def_impl``).
+
+    The declarations live in the registry; an evaluator (the reference machine, the export
+    tracer) registers its implementation of each primitive it runs here, and ``missing``
+    compares the table against the registry, so a declared primitive without an
+    implementation is found by looking at the declarations, not at this table.
+    """
+
+    def __init__(self, registry: Registry, evaluator: str) -> None:
+        self.registry = registry
+        self.evaluator = evaluator
+        self._impls: dict[int, F] = {}
+
+    def def_impl(self, *names: str) -> Callable[[F], F]:
+        """Decorator: ``fn`` implements each of the primitives ``names`` (declared already)."""
+
+        def register(fn: F) -> F:
+            for name in names:
+                self.register(name, fn)
+            return fn
+
+        return register
+
+    def register(self, name: str, fn: F) -> None:
+        prim = self.registry.by_name(name)
+        if prim.code in self._impls:
+            raise ValueError(f"{self.evaluator}: {name!r} implemented twice")
+        self._impls[prim.code] = fn
+
+    def __getitem__(self, code: int) -> F:
+        return self._impls[code]
+
+    def __contains__(self, code: object) -> bool:
+        return code in self._impls
+
+    def missing(self, kinds: Iterable[Kind]) -> list[str]:
+        """Declared primitives of ``kinds`` this evaluator has no implementation for."""
+        want = set(kinds)
+        return [p.name for p in self.registry if p.kind in want and p.code not in self._impls]
