@@ -35,6 +35,8 @@ class AdamRun {
   void record(const std::vector<double>& theta);
   void stop_running(uint32_t it);
   int32_t reason_of(uint32_t b);
+  void update(uint32_t b, std::vector<double>& theta);
+  void finish(std::vector<double>& theta);
 
   Interp& in_;
   const OptimizeRequest& rq_;
@@ -47,6 +49,7 @@ class AdamRun {
   std::vector<double> sq_;
   std::vector<int64_t> flat_;
   std::vector<int32_t> err_map_;  // error index of the last run -> OptimizeOutput::errors
+  std::vector<double> m_, v_, t_;  // Adam moments and per-lane step counts
   OptimizeOutput out_;
 };
 
@@ -163,7 +166,9 @@ OptimizeOutput AdamRun::go() {
   const size_t BP = static_cast<size_t>(B_) * P_;
   run_ = rq_.run;
   std::vector<double> theta(rq_.theta0, rq_.theta0 + BP);
-  std::vector<double> m(BP, 0.0), v(BP, 0.0), t(B_, 0.0), step(BP);
+  m_.assign(BP, 0.0);
+  v_.assign(BP, 0.0);
+  t_.assign(B_, 0.0);
   ev_.loss.assign(B_, 0.0);
   ev_.failed.assign(B_, 0);
   ev_.bad_loss.assign(B_, 0);
@@ -173,7 +178,6 @@ OptimizeOutput AdamRun::go() {
   out_.history.assign(static_cast<size_t>(rq_.steps + 1) * B_, kNaN);
   out_.state.assign(B_, LANE_RUNNING);
   out_.reason.assign(B_, kNoReason);
-  const double b1 = rq_.adam.beta1, b2 = rq_.adam.beta2, lr = rq_.adam.lr, eps = rq_.adam.eps;
   std::vector<uint8_t> act(B_);
   bool broke = false;
   const auto t0 = std::chrono::steady_clock::now();
@@ -205,25 +209,7 @@ OptimizeOutput AdamRun::go() {
       break;
     }
     for (uint32_t b = 0; b < B_; ++b) {
-      if (!act[b]) continue;
-      t[b] += 1.0;
-      const double bc1 = 1.0 - std::pow(b1, t[b]);
-      const double bc2s = std::sqrt(1.0 - std::pow(b2, t[b]));
-      const double lr_t = rq_.lr_schedule ? rq_.lr_schedule[static_cast<size_t>(t[b]) - 1] : lr;
-      const double scale = lr_t / bc1;
-      for (uint32_t i = 0; i < P_; ++i) {
-        const size_t j = static_cast<size_t>(b) * P_ + i;
-        const double g = ev_.grad[j];
-        const double mn = m[j] + (1.0 - b1) * (g - m[j]);
-        const double vn = v[j] * b2 + (1.0 - b2) * g * g;
-        m[j] = mn;
-        v[j] = vn;
-        double x = theta[j] - scale * (mn / (std::sqrt(vn) / bc2s + eps));
-        // np.clip: min(max(x, lo), hi) with NaN propagated
-        if (rq_.lower && x < rq_.lower[i]) x = rq_.lower[i];
-        if (rq_.upper && x > rq_.upper[i]) x = rq_.upper[i];
-        theta[j] = x;
-      }
+      if (act[b]) update(b, theta);
     }
   }
   if (!broke) {
@@ -233,7 +219,36 @@ OptimizeOutput AdamRun::go() {
     }
     record(theta);
   }
-  // _Book.finish
+  finish(theta);
+  return std::move(out_);
+}
+
+// One Adam step of lane b (torch's update order), then the box projection.
+void AdamRun::update(uint32_t b, std::vector<double>& theta) {
+  const double b1 = rq_.adam.beta1, b2 = rq_.adam.beta2, eps = rq_.adam.eps;
+  t_[b] += 1.0;
+  const double bc1 = 1.0 - std::pow(b1, t_[b]);
+  const double bc2s = std::sqrt(1.0 - std::pow(b2, t_[b]));
+  const double lr_t =
+      rq_.lr_schedule ? rq_.lr_schedule[static_cast<size_t>(t_[b]) - 1] : rq_.adam.lr;
+  const double scale = lr_t / bc1;
+  for (uint32_t i = 0; i < P_; ++i) {
+    const size_t j = static_cast<size_t>(b) * P_ + i;
+    const double g = ev_.grad[j];
+    const double mn = m_[j] + (1.0 - b1) * (g - m_[j]);
+    const double vn = v_[j] * b2 + (1.0 - b2) * g * g;
+    m_[j] = mn;
+    v_[j] = vn;
+    double x = theta[j] - scale * (mn / (std::sqrt(vn) / bc2s + eps));
+    // np.clip: min(max(x, lo), hi) with NaN propagated
+    if (rq_.lower && x < rq_.lower[i]) x = rq_.lower[i];
+    if (rq_.upper && x > rq_.upper[i]) x = rq_.upper[i];
+    theta[j] = x;
+  }
+}
+
+// _Book.finish
+void AdamRun::finish(std::vector<double>& theta) {
   for (uint32_t b = 0; b < B_; ++b) {
     if (out_.state[b] == LANE_RUNNING) out_.state[b] = LANE_OK;
     if (out_.best_loss[b] == kInf) {
@@ -244,7 +259,6 @@ OptimizeOutput AdamRun::go() {
   }
   out_.history.resize(static_cast<size_t>(out_.iterates) * B_);
   out_.theta = std::move(theta);
-  return std::move(out_);
 }
 
 double pairwise_rec(const double* a, size_t n) {
