@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ndvm.prims import PRIMS
+from ndvm.prims import PRIMS, Kind
 
 Fn = Callable[..., Any]
 
@@ -153,3 +153,30 @@ def numeric_impls(o: ArrayOps) -> dict[int, Fn]:
     for prim in PRIMS.numeric():
         out[prim.code] = by_name[prim.name]
     return out
+
+
+def _chain(o: ArrayOps, op: Fn) -> Fn:
+    def pred(x: Any, *ys: Any) -> Any:
+        out = o.eq(x, x) | o.isnan(x)  # one operand: #t on every lane, in x's lane shape
+        for a, b in zip((x, *ys), ys):
+            out = out & op(a, b)
+        return out
+
+    return pred
+
+
+def predicate_impls(o: ArrayOps) -> dict[int, Fn]:
+    """``{opcode: fn}`` for every PREDICATE primitive: a boolean array per lane."""
+    by_name: dict[str, Fn] = {
+        "=": _chain(o, o.eq),
+        "<": _chain(o, lambda a, b: a < b),
+        ">": _chain(o, lambda a, b: a > b),
+        "<=": _chain(o, lambda a, b: a <= b),
+        ">=": _chain(o, lambda a, b: a >= b),
+        "zero?": lambda x: o.eq(x, o.asarray(0.0)),
+        "positive?": lambda x: x > 0,
+        "negative?": lambda x: x < 0,
+        "finite?": o.isfinite,
+        "nan?": o.isnan,
+    }
+    return {p.code: by_name[p.name] for p in PRIMS.of_kind(Kind.PREDICATE)}
