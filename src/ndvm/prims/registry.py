@@ -77,6 +77,8 @@ def variadic(lo: int = 0) -> Arity:
 Ref = Callable[..., Any]
 Vjp = Callable[..., tuple[Any, ...]]
 ShapeRule = Callable[..., tuple[int, ...]]
+# formula for NUMERIC: (array namespace) -> fn over framework payloads (torch, JAX, sympy)
+Formula = Callable[[Any], Callable[..., Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +98,7 @@ class Prim:
     domain: Domain = Domain.ALL
     prelude: str | None = None  # PRELUDE: ndvm source defining ``name``
     deps: tuple[str, ...] = field(default=())  # PRELUDE: other prelude/prim names it uses
+    formula: Formula | None = None  # NUMERIC/PREDICATE: the rule over an array namespace
 
     @property
     def upper(self) -> str:
@@ -143,8 +146,10 @@ class Registry:
         for name in prim.names:
             if name in self._by_name:
                 raise ValueError(f"primitive name {name!r} registered twice")
-        if prim.kind is Kind.NUMERIC and (prim.ref is None or prim.vjp is None):
-            raise ValueError(f"numeric primitive {prim.name!r} needs ref and vjp")
+        if prim.kind is Kind.NUMERIC and None in (prim.ref, prim.vjp, prim.formula):
+            raise ValueError(f"numeric primitive {prim.name!r} needs ref, vjp and formula")
+        if prim.kind is Kind.PREDICATE and None in (prim.ref, prim.formula):
+            raise ValueError(f"predicate {prim.name!r} needs ref and formula")
         if prim.kind is Kind.PRELUDE and not prim.prelude:
             raise ValueError(f"prelude primitive {prim.name!r} needs source")
         self._by_code[prim.code] = prim
