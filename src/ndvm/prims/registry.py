@@ -9,7 +9,7 @@ are all derived from the ``Prim`` records registered here. Opcodes are stable an
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -196,25 +196,14 @@ class ImplTable:
     """One evaluator's own implementations of primitives, keyed by opcode (JAX ``def_impl``).
 
     The declarations live in the registry; an evaluator (the reference machine, the export
-    tracer) registers its implementation of each primitive it runs here, and ``missing``
-    compares the table against the registry, so a declared primitive without an
-    implementation is found by looking at the declarations, not at this table.
+    tracer) registers here its implementation of each primitive it runs itself. Coverage is
+    checked from the declarations (tests/eval/test_impls.py), not from this table.
     """
 
     def __init__(self, registry: Registry, evaluator: str) -> None:
         self.registry = registry
         self.evaluator = evaluator
         self._impls: dict[int, F] = {}
-
-    def def_impl(self, *names: str) -> Callable[[F], F]:
-        """Decorator: ``fn`` implements each of the primitives ``names`` (declared already)."""
-
-        def register(fn: F) -> F:
-            for name in names:
-                self.register(name, fn)
-            return fn
-
-        return register
 
     def register(self, name: str, fn: F) -> None:
         prim = self.registry.by_name(name)
@@ -227,8 +216,3 @@ class ImplTable:
 
     def __contains__(self, code: object) -> bool:
         return code in self._impls
-
-    def missing(self, kinds: Iterable[Kind]) -> list[str]:
-        """Declared primitives of ``kinds`` this evaluator has no implementation for."""
-        want = set(kinds)
-        return [p.name for p in self.registry if p.kind in want and p.code not in self._impls]
