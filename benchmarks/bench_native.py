@@ -3,12 +3,13 @@
 Run: ``python benchmarks/bench_native.py [--quick]``. Prints, measured in this one run:
 
 * Kalman-80 (examples/kalman80.scm) forward + gradient, microseconds per parameter lane, at
-  B = 1, 8, 64, 256, 1024: ndvm float64 (public API and core alone), ndvm ``dtype="float32"``,
+  B = 1, 8, 64, 256, 1024: ndvm float64 and ``dtype="float32"`` (public API and core alone),
   the hand-written scalar C++ (benchmarks/kalman_ceiling.cpp, forward-mode duals, built here
   with the system C++ compiler) and, when jax is installed, ``jit(vmap(value_and_grad))`` of
   the same filter written with ``lax.scan`` (float64; compile time excluded), once with
   ``jnp.linalg.inv``/``slogdet`` and once with the 2x2 inverse written out; then the ratios
-  ndvm/C, ndvm/JAX and float64/float32 side by side;
+  ndvm/C, ndvm/JAX and float64/float32 side by side (``--table``: only this table, as the
+  Markdown of docs/native.md);
 * a symbolic-regression expression over 44 data points (per lane, and amortization);
 * native / reference at B = 1 and 256, and the time from a never-seen program to its first
   gradient.
@@ -57,11 +58,14 @@ def best_of(fn: Callable[[], Any], reps: int, budget: float = 2.0) -> float:
     return best
 
 
-def core_runner(prog: ndvm.Program, theta: np.ndarray, inputs: dict[str, Any]) -> Callable[[], Any]:
-    """Forward + gradient through ndvm._core only (no API/result assembly in Python)."""
+def core_runner(
+    prog: ndvm.Program, theta: np.ndarray, inputs: dict[str, Any], dtype: str = "float64"
+) -> Callable[[], Any]:
+    """Forward + gradient through the core only (no API/result assembly in Python)."""
     backend = registry.get("native")
     low = backend.lowered(prog.compiled)
-    ctx = backend._context()
+    ctx = backend._context(dtype)
+    core = low.program(dtype)
     kinds = []
     arrays = []
     n_data = 1
@@ -79,7 +83,7 @@ def core_runner(prog: ndvm.Program, theta: np.ndarray, inputs: dict[str, Any]) -
     P = theta.shape[1]
 
     def run() -> Any:
-        ctx.run(low.core, theta, low.constraints, kinds, arrays, n_data, False,
+        ctx.run(core, theta, low.constraints, kinds, arrays, n_data, False,
                 10**9, 10**9, 10**6, 0.0, False)  # fmt: skip
         return ctx.gradient(None, P)
 
@@ -153,7 +157,11 @@ def jax_kalman(Y: np.ndarray, closed_form: bool) -> Callable[[np.ndarray], Any] 
     return run
 
 
-def kalman_table(reps: int, rng: np.random.Generator) -> None:
+COLUMNS = ("f64 api", "f64 core", "f32 api", "f32 core", "jax", "jax 2x2", "hand C")
+
+
+def kalman_rows(reps: int, rng: np.random.Generator) -> tuple[dict[int, dict[str, float]], str]:
+    """Seconds per lane of every COLUMNS entry at each B, and a line describing the run."""
     Y = rng.normal(size=(80, 2)).cumsum(axis=0)
     inputs = {"Y": ndvm.const(Y)}
     f64 = ndvm.compile(KALMAN, inputs=("Y",), backend="native")
@@ -161,25 +169,54 @@ def kalman_table(reps: int, rng: np.random.Generator) -> None:
     ceil, check = ceiling(Y, rng.normal(scale=0.3, size=(256, 2)))
     jx = jax_kalman(Y, closed_form=False)
     jc = jax_kalman(Y, closed_form=True)
-    print(f"kalman80 forward+gradient, us per lane; hand C: {ceil and ceil * 1e6:.2f} us/lane "
-          f"(lane 0 of the C: {check}); jax: {'yes' if jx else 'not installed'}")  # fmt: skip
-    print(f"{'B':>5} {'f64 api':>8} {'f64 core':>9} {'f32 api':>8} {'jax':>8} {'jax 2x2':>8} | "
-          f"{'core/C':>7} {'api/C':>6} {'api/jax':>8} {'api/jax2':>9} {'f64/f32':>8}")  # fmt: skip
+    about = (f"kalman80 forward+gradient, us per lane; hand C: {ceil and ceil * 1e6:.2f} us/lane "
+             f"(lane 0 of the C: {check}); jax: {'yes' if jx else 'not installed'}")  # fmt: skip
+    rows: dict[int, dict[str, float]] = {}
     for B in LANES:
         theta = rng.normal(scale=0.3, size=(B, 2))
-        a64 = best_of(partial(f64.value_and_grad, theta, **inputs), reps) / B
-        c64 = best_of(core_runner(f64, theta, inputs), reps) / B
-        a32 = best_of(partial(f32.value_and_grad, theta.astype(np.float32), **inputs), reps) / B
-        tj = tc = float("nan")
+        t = rows[B] = dict.fromkeys(COLUMNS, float("nan"))
+        t["f64 api"] = best_of(partial(f64.value_and_grad, theta, **inputs), reps) / B
+        t["f64 core"] = best_of(core_runner(f64, theta, inputs), reps) / B
+        t["f32 api"] = best_of(partial(f32.value_and_grad, theta.astype(np.float32), **inputs),
+                               reps) / B  # fmt: skip
+        t["f32 core"] = best_of(core_runner(f32, theta, inputs, "float32"), reps) / B
         if jx is not None and jc is not None:
             jx(theta), jc(theta)  # compile for this B
-            tj = best_of(partial(jx, theta), reps) / B
-            tc = best_of(partial(jc, theta), reps) / B
-        c = ceil or float("nan")
-        print(f"{B:5d} {a64 * 1e6:8.2f} {c64 * 1e6:9.2f} {a32 * 1e6:8.2f} {tj * 1e6:8.2f} "
-              f"{tc * 1e6:8.2f} | {c64 / c:7.2f} {a64 / c:6.2f} {a64 / tj:8.2f} {a64 / tc:9.2f} "
-              f"{a64 / a32:8.2f}")  # fmt: skip
-    print("targets at B=256: core/C <= 1.5, api/jax < 1, f64/f32 >= 1.6; no regression at B=1, 8")
+            t["jax"] = best_of(partial(jx, theta), reps) / B
+            t["jax 2x2"] = best_of(partial(jc, theta), reps) / B
+        t["hand C"] = ceil or float("nan")
+    return rows, about
+
+
+RATIOS = (
+    ("core/C", "f64 core", "hand C"),
+    ("api/C", "f64 api", "hand C"),
+    ("api/jax", "f64 api", "jax"),
+    ("api/jax2", "f64 api", "jax 2x2"),
+    ("f64/f32", "f64 core", "f32 core"),
+)
+TARGETS = ("f64/f32: core float64 / core float32. Targets at B=256: core/C <= 1.5, api/jax < 1, "
+           "f64/f32 >= 1.6; no regression at B=1, 8")  # fmt: skip
+
+
+def kalman_table(reps: int, rng: np.random.Generator, markdown: bool = False) -> None:
+    """The Kalman-80 table: microseconds per lane and the ratios, as text or as Markdown."""
+    rows, about = kalman_rows(reps, rng)
+    names = [*COLUMNS, *(r[0] for r in RATIOS)]
+    print(about)
+    if markdown:
+        print("| B | " + " | ".join(names) + " |")
+        print("|---:" * (len(names) + 1) + "|")
+    else:
+        print(f"{'B':>5} " + " ".join(f"{n:>9}" for n in names))
+    for B, t in rows.items():
+        cells = [f"{t[c] * 1e6:.2f}" for c in COLUMNS]
+        cells += [f"{t[a] / t[b]:.2f}" for _, a, b in RATIOS]
+        if markdown:
+            print(f"| {B} | " + " | ".join(cells) + " |")
+        else:
+            print(f"{B:5d} " + " ".join(f"{c:>9}" for c in cells))
+    print(TARGETS)
 
 
 def sr_and_reference(reps: int, rng: np.random.Generator) -> None:
@@ -225,7 +262,7 @@ def profile(B: int, reps: int, dtype: str) -> None:
     rng = np.random.default_rng(0)
     Y = rng.normal(size=(80, 2)).cumsum(axis=0)
     prog = ndvm.compile(KALMAN, inputs=("Y",), backend="native", dtype=dtype)
-    run = core_runner(prog, rng.normal(scale=0.3, size=(B, 2)), {"Y": ndvm.const(Y)})
+    run = core_runner(prog, rng.normal(scale=0.3, size=(B, 2)), {"Y": ndvm.const(Y)}, dtype)
     for _ in range(reps + 1):
         run()
 
@@ -236,11 +273,14 @@ def main() -> None:
     ap.add_argument("--profile", type=int, metavar="B", help="only the core Kalman run at B")
     ap.add_argument("--reps", type=int, default=3, help="evaluations with --profile")
     ap.add_argument("--dtype", default="float64", choices=("float64", "float32"))
+    ap.add_argument("--table", action="store_true", help="only the Kalman table, as Markdown")
     args = ap.parse_args()
     if args.profile:
         return profile(args.profile, args.reps, args.dtype)
     reps = 5 if args.quick else 30
     rng = np.random.default_rng(0)
+    if args.table:
+        return kalman_table(reps, rng, markdown=True)
     print(f"backends: {registry.available()}")
     kalman_table(reps, rng)
     print()

@@ -71,7 +71,15 @@ ndvm::RunRequest make_request(const ndvm::Program& prog, F64In theta, I32In cons
   req.B = static_cast<uint32_t>(theta.shape(0));
   req.Ng = Ng;
   req.theta = theta.data();
-  req.constraints = constraints.data();
+  for (size_t i = 0; i < prog.n_params; ++i) {
+    const int32_t t = constraints.data()[i];
+    const ndvm::PrimInfo& info = ndvm::prim_info(t > 0 && t < ndvm::kPrimCodeLimit ? t : 0);
+    const bool unary = info.name != nullptr && info.kind == ndvm::PrimKind::NUMERIC &&
+                       info.shape == ndvm::PrimShape::ELEMENTWISE && info.min_args <= 1 &&
+                       (info.max_args < 0 || info.max_args >= 1);
+    if (t != 0 && !unary) throw std::invalid_argument("run: a constraint is not a unary opcode");
+  }
+  req.transforms = constraints.data();
   for (size_t i = 0; i < arrays.size(); ++i) {
     ndvm::InputSpec in;
     in.kind = static_cast<ndvm::InputKind>(kinds[i]);
@@ -234,8 +242,14 @@ std::vector<int> missing_kernels() {
   for (int code = 0; code < ndvm::kPrimCodeLimit; ++code) {
     const ndvm::PrimInfo& info = ndvm::prim_info(code);
     if (info.name == nullptr) continue;
-    const bool missing = (info.kind == ndvm::PrimKind::NUMERIC && !ndvm::has_numeric_kernels(code)) ||
-                         (info.kind == ndvm::PrimKind::PREDICATE && !ndvm::has_predicate_row(code));
+    bool missing = false;
+    switch (info.kind) {
+      case ndvm::PrimKind::NUMERIC: missing = !ndvm::has_numeric_kernels(code); break;
+      case ndvm::PrimKind::PREDICATE: missing = !ndvm::has_predicate_row(code); break;
+      case ndvm::PrimKind::STRUCTURAL:
+      case ndvm::PrimKind::CONTROL: missing = !ndvm::Interp::has_row(code); break;
+      case ndvm::PrimKind::PRELUDE: break;  // ndvm source, compiled with the program
+    }
     if (missing) out.push_back(code);
   }
   return out;
@@ -256,12 +270,18 @@ void raise_native(const char* msg) {
 
 }  // namespace
 
-NB_MODULE(_core, m) {
+#ifndef NDVM_MODULE
+#define NDVM_MODULE _core
+#endif
+
+NB_MODULE(NDVM_MODULE, m) {
   m.doc() = "ndvm native core";
   m.def("core_version", &ndvm::core_version, "Version string of the native core.");
+  m.attr("dtype") = sizeof(ndvm::Real) == 4 ? "float32" : "float64";
   m.def("missing_kernels", &missing_kernels,
-        "Opcodes of NUMERIC primitives without their kernel row (forward, VJP; shape rule and "
-        "operand ranks for CUSTOM) and of PREDICATE primitives without theirs (should be empty).");
+        "Opcodes of primitives without their row: NUMERIC (forward, VJP; shape rule and operand "
+        "ranks for CUSTOM), PREDICATE, STRUCTURAL and CONTROL (the member applying it); "
+        "PRELUDE primitives are ndvm source. Should be empty.");
   nb::class_<ndvm::Program>(m, "Program")
       .def("__init__",
            [](ndvm::Program* self, I32In nodes, I32In kids, I32In aux, I32In consts, F64In nums,

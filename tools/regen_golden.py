@@ -1066,6 +1066,16 @@ golden(
 )(lambda a, s, v: a * s + v[2] + sum(v))
 
 
+golden(
+    "063-scale-orders",
+    "(+ (trace (matmul (scale a (eye 2)) (mat (vec 1 2) (vec 3 4))))\n"
+    "   (vsum (scale (vec a b) b)) (det (scale (mat (vec a 1) (vec b 2)) b))\n"
+    "   (vsum (scale 2 (vec a b))))",
+    "a b",
+    [[0.5, -1.0], [1.5, 0.25], [-2.0, 3.0]],
+)(lambda a, b: 5 * a + (a + b) * b + b * b * (2 * a - b) + 2 * (a + b))
+
+
 # -- generation ---------------------------------------------------------------------------
 def constrained(g: Golden, row: list[float]) -> list[float]:
     return [TRANSFORMS[g.constraints.get(p, "free")](t) for p, t in zip(g.params, row)]

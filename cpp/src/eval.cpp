@@ -371,7 +371,7 @@ int Interp::truth(Value v) const {
 uint32_t Interp::lane_split(uint32_t active, uint32_t pid, bool want, uint32_t& n_yes) {
   const uint32_t m = masks_.add();
   const Payload& p = pay_[pid];
-  const double* b = pay_.ptr(pid);
+  const Real* b = pay_.ptr(pid);
   const uint8_t* act = masks_.bits(active);
   uint8_t* out = masks_.mutable_bits(m);
   for (uint32_t l = 0; l < W_; ++l) {
@@ -385,7 +385,7 @@ uint32_t Interp::lane_split(uint32_t active, uint32_t pid, bool want, uint32_t& 
 
 uint32_t Interp::count_true(uint32_t active, uint32_t pid) const {
   const Payload& p = pay_[pid];
-  const double* b = pay_.ptr(pid);
+  const Real* b = pay_.ptr(pid);
   const uint8_t* act = masks_.bits(active);
   uint32_t n = 0;
   for (uint32_t l = 0; l < W_; ++l) n += act[l] && b[p.width > 1 ? l : 0] != 0.0;

@@ -79,8 +79,8 @@ LaneError Interp::error(const std::string& msg, ErrClass cls) const {
 // Big numeric work between steps: the deadline is checked every kClockEvery payload doubles
 // (the reference's Runtime.payload_alloc does the same).
 void Interp::mind_clock() {
-  if (pay_.doubles() < clock_at_) return;
-  clock_at_ = pay_.doubles() + kClockEvery;
+  if (pay_.elems() < clock_at_) return;
+  clock_at_ = pay_.elems() + kClockEvery;
   if (lim_.deadline <= 0 || kont_.empty()) return;  // not inside the machine yet
   LaneError e;
   if (limit_error(e)) throw e;
@@ -168,7 +168,7 @@ Value Interp::numeric(int code, const Value* args, uint32_t n) {
   if (info.kind == PrimKind::PREDICATE) {
     for (uint32_t i = 0; i < n; ++i) ops_[i] = pay_.operand(args[i].id);
     if (width == 1) {
-      double out = 0.0;
+      Real out = 0.0;
       predicate_forward(code, ops_.data(), static_cast<int>(n), &out, 1);
       return make_value(Tag::BOOL, out != 0.0 ? 1 : 0);
     }
@@ -267,6 +267,58 @@ Step Interp::call(Value fn, const Value* args, uint32_t n, uint32_t node) {
   throw error("cannot call " + type_name(fn) + ": it is not a procedure");
 }
 
+// One row per STRUCTURAL and CONTROL primitive: the member that applies it, expanded from the
+// generated prims.inc, so a primitive of the Python table without its row here does not
+// compile (NUMERIC and PREDICATE rows: kernels.cpp, linalg.cpp). PRELUDE primitives have none:
+// the front end compiles their ndvm source with the program.
+const Interp::Rows& Interp::rows() {
+  static const Rows table = [] {
+    Rows t{};
+#define NDVM_CXR(UP) constexpr StructuralRow row_##UP = &Interp::cxr;
+    NDVM_CXR(CAR) NDVM_CXR(CDR) NDVM_CXR(CAAR) NDVM_CXR(CADR) NDVM_CXR(CDAR) NDVM_CXR(CDDR)
+    NDVM_CXR(CAAAR) NDVM_CXR(CAADR) NDVM_CXR(CADAR) NDVM_CXR(CADDR) NDVM_CXR(CDAAR)
+    NDVM_CXR(CDADR) NDVM_CXR(CDDAR) NDVM_CXR(CDDDR)
+#define NDVM_LIST(UP) constexpr StructuralRow row_##UP = &Interp::structural;
+    NDVM_LIST(CONS) NDVM_LIST(LIST) NDVM_LIST(LENGTH) NDVM_LIST(APPEND) NDVM_LIST(REVERSE)
+    NDVM_LIST(LIST_TAIL) NDVM_LIST(LIST_REF) NDVM_LIST(IOTA) NDVM_LIST(IS_NUMBER)
+    NDVM_LIST(IS_BOOLEAN) NDVM_LIST(IS_SYMBOL) NDVM_LIST(IS_STRING) NDVM_LIST(IS_PAIR)
+    NDVM_LIST(IS_NULL) NDVM_LIST(IS_VECTOR) NDVM_LIST(IS_MATRIX) NDVM_LIST(IS_LIST)
+    NDVM_LIST(IS_PROCEDURE) NDVM_LIST(NOT) NDVM_LIST(IS_EQ) NDVM_LIST(IS_EQV)
+    NDVM_LIST(IS_EQUAL) NDVM_LIST(VOID)
+#define NDVM_MAKE(UP) constexpr StructuralRow row_##UP = &Interp::make_vectors;
+    NDVM_MAKE(VEC) NDVM_MAKE(MAT) NDVM_MAKE(MAKE_VECTOR) NDVM_MAKE(ZEROS) NDVM_MAKE(ONES)
+    NDVM_MAKE(EYE)
+#define NDVM_READ(UP) constexpr StructuralRow row_##UP = &Interp::read_vectors;
+    NDVM_READ(REF) NDVM_READ(VLEN) NDVM_READ(ROWS) NDVM_READ(COLS) NDVM_READ(VECTOR_TO_LIST)
+    NDVM_READ(LIST_TO_VECTOR)
+    constexpr ControlRow row_APPLY = &Interp::apply_list;
+    constexpr ControlRow row_ERROR = &Interp::apply_error;
+#undef NDVM_CXR
+#undef NDVM_LIST
+#undef NDVM_MAKE
+#undef NDVM_READ
+#define NDVM_ROW_STRUCTURAL_ELEMENTWISE(upper, code) t.structural[code] = row_##upper;
+#define NDVM_ROW_CONTROL_ELEMENTWISE(upper, code) t.control[code] = row_##upper;
+#include "ndvm/prim_rows.hpp"
+#include "ndvm/prims.inc"
+#undef NDVM_PRIM
+    return t;
+  }();
+  return table;
+}
+
+bool Interp::has_row(int code) {
+  if (code < 0 || code >= kPrimCodeLimit) return false;
+  const PrimInfo& info = prim_info(code);
+  if (info.kind == PrimKind::STRUCTURAL) return rows().structural[code] != nullptr;
+  return info.kind == PrimKind::CONTROL && rows().control[code] != nullptr;
+}
+
+LaneError Interp::no_row(int code) const {
+  return error(std::string("primitive ") + (prim_info(code).name ? prim_info(code).name : "?") +
+               " cannot be applied here");
+}
+
 Step Interp::apply_prim(int code, const Value* args, uint32_t n, uint32_t node) {
   node_ = static_cast<int32_t>(node);
   const PrimInfo& info = prim_info(code);
@@ -275,26 +327,29 @@ Step Interp::apply_prim(int code, const Value* args, uint32_t n, uint32_t node) 
     case PrimKind::NUMERIC:
     case PrimKind::PREDICATE: s.val = numeric(code, args, n); return s;
     case PrimKind::STRUCTURAL:
+      if (rows().structural[code] == nullptr) break;
       pending_args_ = args;
       pending_n_ = n;
       pending_code_ = code;
       pending_node_ = node;
-      s.val = structural(code, args, n);
+      s.val = (this->*rows().structural[code])(code, args, n);
       return s;
-    case PrimKind::CONTROL: return apply_control(code, args, n, node);
+    case PrimKind::CONTROL:
+      if (rows().control[code] == nullptr) break;
+      return (this->*rows().control[code])(code, args, n, node);
     default: break;
   }
-  throw error(std::string("primitive ") + (info.name ? info.name : "?") +
-              " cannot be applied here");
+  throw no_row(code);
 }
 
-Step Interp::apply_control(int code, const Value* args, uint32_t n, uint32_t node) {
-  if (static_cast<Prim>(code) == Prim::ERROR) {
-    LaneError e = error("error");
-    e.error_prim = true;
-    e.irritants = export_values(args, n);
-    throw e;
-  }
+Step Interp::apply_error(int, const Value* args, uint32_t n, uint32_t) {
+  LaneError e = error("error");
+  e.error_prim = true;
+  e.irritants = export_values(args, n);
+  throw e;
+}
+
+Step Interp::apply_list(int, const Value* args, uint32_t n, uint32_t node) {
   apply_flip_ ^= 1;
   std::vector<Value>& buf = apply_bufs_[apply_flip_];
   buf.assign(args + 1, args + n - 1);
@@ -364,18 +419,17 @@ void Interp::reset(const RunRequest& req) {
 }
 
 void Interp::bind(const RunRequest& req, std::vector<uint32_t>& leaves) {
-  static const Prim kTransform[4] = {Prim::ADD, Prim::SOFTPLUS, Prim::SIGMOID, Prim::TANH};
   const uint32_t P = prog_->n_params;
   for (uint32_t i = 0; i < P; ++i) {
     const uint32_t pid = pay_.alloc(W_, 0, 1, 1, true);
-    double* p = pay_.ptr(pid);
+    Real* p = pay_.ptr(pid);
     for (uint32_t b = 0; b < B_; ++b) {
       for (uint32_t k = 0; k < Ng_; ++k) p[b * Ng_ + k] = req.theta[b * P + i];
     }
     leaves.push_back(pid);
     Value v = make_value(Tag::NUM, pid);
-    const int32_t c = req.constraints ? req.constraints[i] : 0;
-    if (c > 0 && c < 4) v = numeric(static_cast<int>(kTransform[c]), &v, 1);
+    const int32_t t = req.transforms ? req.transforms[i] : 0;
+    if (t > 0) v = numeric(static_cast<int>(t), &v, 1);
     params_.push_back(v);
   }
   for (const InputSpec& in : req.inputs) {
@@ -383,12 +437,12 @@ void Interp::bind(const RunRequest& req, std::vector<uint32_t>& leaves) {
       inputs_.push_back(number(in.data[0]));
     } else if (in.kind == InputKind::DATA) {
       const uint32_t pid = pay_.alloc(W_, 0, 1, 1, false);
-      double* p = pay_.ptr(pid);
+      Real* p = pay_.ptr(pid);
       for (uint32_t l = 0; l < W_; ++l) p[l] = in.data[l % Ng_];
       inputs_.push_back(make_value(Tag::NUM, pid));
     } else {
       const uint32_t pid = pay_.alloc(1, in.rank, in.rows, in.cols, false);
-      double* p = pay_.ptr(pid);
+      Real* p = pay_.ptr(pid);
       for (size_t e = 0; e < pay_[pid].size(); ++e) p[e] = in.data[e];
       inputs_.push_back(make_value(Tag::NUM, pid, in.rank));
     }

@@ -15,68 +15,68 @@
 namespace ndvm {
 namespace {
 
-constexpr double kDmciEps = 1e-8;
-constexpr double kTwoOverSqrtPi = 1.1283791670955126;  // 2 / sqrt(pi)
+constexpr Real kDmciEps = 1e-8;
+constexpr Real kTwoOverSqrtPi = 1.1283791670955126;  // 2 / sqrt(pi)
 
 // Element e of lane l of an operand broadcast to (S, W): p[e * es + l * ls].
 struct Src {
-  const double* p;
+  const Real* p;
   size_t es;
   size_t ls;
-  double at(size_t e, size_t l) const { return p[e * es + l * ls]; }
+  Real at(size_t e, size_t l) const { return p[e * es + l * ls]; }
 };
 
 Src src_of(const Operand& o) {
   return {o.p, o.size() > 1 ? static_cast<size_t>(o.width) : 0, o.width > 1 ? size_t{1} : 0};
 }
 
-Src src_out(const double* p, uint32_t W, size_t S) {
+Src src_out(const Real* p, uint32_t W, size_t S) {
   return {p, S > 1 ? static_cast<size_t>(W) : 0, W > 1 ? size_t{1} : 0};
 }
 
 template <class F>
-NDVM_INLINE void map1(double* o, uint32_t W, size_t S, Src a, F f) {
+NDVM_INLINE void map1(Real* o, uint32_t W, size_t S, Src a, F f) {
   for (size_t e = 0; e < S; ++e) {
-    double* oe = o + e * W;
-    const double* ap = a.p + e * a.es;
+    Real* oe = o + e * W;
+    const Real* ap = a.p + e * a.es;
     if (a.ls) {
       for (uint32_t l = 0; l < W; ++l) oe[l] = f(ap[l]);
     } else {
-      const double x = ap[0];
+      const Real x = ap[0];
       for (uint32_t l = 0; l < W; ++l) oe[l] = f(x);
     }
   }
 }
 
 template <class F>
-NDVM_INLINE void map2(double* o, uint32_t W, size_t S, Src a, Src b, F f) {
+NDVM_INLINE void map2(Real* o, uint32_t W, size_t S, Src a, Src b, F f) {
   for (size_t e = 0; e < S; ++e) {
-    double* oe = o + e * W;
-    const double* ap = a.p + e * a.es;
-    const double* bp = b.p + e * b.es;
+    Real* oe = o + e * W;
+    const Real* ap = a.p + e * a.es;
+    const Real* bp = b.p + e * b.es;
     if (a.ls && b.ls) {
       for (uint32_t l = 0; l < W; ++l) oe[l] = f(ap[l], bp[l]);
     } else if (a.ls) {
-      const double y = bp[0];
+      const Real y = bp[0];
       for (uint32_t l = 0; l < W; ++l) oe[l] = f(ap[l], y);
     } else if (b.ls) {
-      const double x = ap[0];
+      const Real x = ap[0];
       for (uint32_t l = 0; l < W; ++l) oe[l] = f(x, bp[l]);
     } else {
-      const double x = ap[0];
-      const double y = bp[0];
+      const Real x = ap[0];
+      const Real y = bp[0];
       for (uint32_t l = 0; l < W; ++l) oe[l] = f(x, y);
     }
   }
 }
 
 template <class F>
-NDVM_INLINE void map3(double* o, uint32_t W, size_t S, Src a, Src b, Src c, F f) {
+NDVM_INLINE void map3(Real* o, uint32_t W, size_t S, Src a, Src b, Src c, F f) {
   for (size_t e = 0; e < S; ++e) {
-    double* oe = o + e * W;
-    const double* ap = a.p + e * a.es;
-    const double* bp = b.p + e * b.es;
-    const double* cp = c.p + e * c.es;
+    Real* oe = o + e * W;
+    const Real* ap = a.p + e * a.es;
+    const Real* bp = b.p + e * b.es;
+    const Real* cp = c.p + e * c.es;
     if (a.ls && b.ls && c.ls) {
       for (uint32_t l = 0; l < W; ++l) oe[l] = f(ap[l], bp[l], cp[l]);
     } else {
@@ -87,25 +87,25 @@ NDVM_INLINE void map3(double* o, uint32_t W, size_t S, Src a, Src b, Src c, F f)
 
 // out = fold(op, init, args) left to right, as the reference's `_fold`/`_add`/`_mul`.
 template <class F>
-NDVM_INLINE void fold(double* o, uint32_t W, size_t S, const Operand* args, int n, F f) {
-  map1(o, W, S, src_of(args[0]), [](double x) { return x; });
+NDVM_INLINE void fold(Real* o, uint32_t W, size_t S, const Operand* args, int n, F f) {
+  map1(o, W, S, src_of(args[0]), [](Real x) { return x; });
   for (int j = 1; j < n; ++j) map2(o, W, S, src_out(o, W, S), src_of(args[j]), f);
 }
 
-void fill_value(double* o, uint32_t W, size_t S, double v) {
+void fill_value(Real* o, uint32_t W, size_t S, Real v) {
   for (size_t k = 0; k < S * W; ++k) o[k] = v;
 }
 
-inline double np_minimum(double a, double b) { return (a < b || a != a) ? a : b; }
-inline double np_maximum(double a, double b) { return (a > b || a != a) ? a : b; }
-inline double np_sign(double x) {
+inline Real np_minimum(Real a, Real b) { return (a < b || a != a) ? a : b; }
+inline Real np_maximum(Real a, Real b) { return (a > b || a != a) ? a : b; }
+inline Real np_sign(Real x) {
   if (x > 0) return 1.0;
   if (x < 0) return -1.0;
   if (x == 0) return 0.0;
   return x;
 }
-double np_mod(double a, double b) {
-  double mod = std::fmod(a, b);
+Real np_mod(Real a, Real b) {
+  Real mod = std::fmod(a, b);
   if (b == 0.0) return mod;
   if (mod != 0.0) {
     if ((b < 0) != (mod < 0)) mod += b;
@@ -114,19 +114,19 @@ double np_mod(double a, double b) {
   }
   return mod;
 }
-double sigmoid(double x) {
-  const double e = std::exp(-std::fabs(x));
+Real sigmoid(Real x) {
+  const Real e = std::exp(-std::fabs(x));
   return x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
 }
-double softplus(double x) { return np_maximum(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); }
-inline double dmci_clamp(double x) { return np_maximum(x, kDmciEps); }
+Real softplus(Real x) { return np_maximum(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); }
+inline Real dmci_clamp(Real x) { return np_maximum(x, kDmciEps); }
 
 // Arguments of a forward row: out has W lanes of S elements.
 struct Fw {
   bool dmci;
   const Operand* args;
   int n;
-  double* out;
+  Real* out;
   uint32_t W;
   size_t S;
   Src a(int j) const { return src_of(args[j]); }
@@ -135,18 +135,18 @@ struct Fw {
 // Arguments of a VJP row: g, ans are (S, W) buffers of the output; ct gets (S, W).
 struct Bw {
   bool dmci;
-  const double* gp;
-  const double* ansp;
+  const Real* gp;
+  const Real* ansp;
   const Operand* args;
   int n;
   int which;
-  double* ct;
+  Real* ct;
   uint32_t W;
   size_t S;
   Src g() const { return src_out(gp, W, S); }
   Src ans() const { return src_out(ansp, W, S); }
   Src a(int j) const { return src_of(args[j]); }
-  double x(int j, size_t e, uint32_t l) const { return src_of(args[j]).at(e, l); }
+  Real x(int j, size_t e, uint32_t l) const { return src_of(args[j]).at(e, l); }
 };
 
 // ct = f(e, l, g, ans) element by element (the general VJP shape; operands read by index).
@@ -164,11 +164,11 @@ NDVM_INLINE Grad each(const Bw& c, F f) {
 
 #define NDVM_UNARY(UP, FWD, DER)                                                              \
   NDVM_SIMD void fwd_##UP(const Fw& k) {                                                      \
-    map1(k.out, k.W, k.S, k.a(0), [](double x) { return FWD; });                              \
+    map1(k.out, k.W, k.S, k.a(0), [](Real x) { return FWD; });                              \
   }                                                                                           \
   NDVM_SIMD Grad vjp_##UP(const Bw& k) {                                                      \
     map3(k.ct, k.W, k.S, k.g(), k.ans(), k.a(0),                                              \
-         [](double g, [[maybe_unused]] double ans, [[maybe_unused]] double x) {               \
+         [](Real g, [[maybe_unused]] Real ans, [[maybe_unused]] Real x) {               \
            return g * (DER);                                                                  \
          });                                                                                  \
     return Grad::WRITTEN;                                                                     \
@@ -177,7 +177,7 @@ NDVM_INLINE Grad each(const Bw& c, F f) {
 // piecewise-constant: no gradient flows
 #define NDVM_PIECEWISE(UP, FWD)                                                               \
   NDVM_SIMD void fwd_##UP(const Fw& k) {                                                      \
-    map1(k.out, k.W, k.S, k.a(0), [](double x) { return FWD; });                              \
+    map1(k.out, k.W, k.S, k.a(0), [](Real x) { return FWD; });                              \
   }                                                                                           \
   Grad vjp_##UP(const Bw&) { return Grad::NONE; }
 
@@ -212,15 +212,15 @@ NDVM_PIECEWISE(SIGN, np_sign(x))
 
 // sqrt: the dmci dialect clamps at 1e-8 and passes no gradient below it
 NDVM_SIMD void fwd_SQRT(const Fw& k) {
-  if (k.dmci) return map1(k.out, k.W, k.S, k.a(0), [](double x) { return std::sqrt(dmci_clamp(x)); });
-  map1(k.out, k.W, k.S, k.a(0), [](double x) { return std::sqrt(x); });
+  if (k.dmci) return map1(k.out, k.W, k.S, k.a(0), [](Real x) { return std::sqrt(dmci_clamp(x)); });
+  map1(k.out, k.W, k.S, k.a(0), [](Real x) { return std::sqrt(x); });
 }
 NDVM_SIMD Grad vjp_SQRT(const Bw& k) {
   if (k.dmci) {
     map3(k.ct, k.W, k.S, k.g(), k.ans(), k.a(0),
-         [](double g, double a, double x) { return x < kDmciEps ? 0.0 : 0.5 * g / a; });
+         [](Real g, Real a, Real x) { return x < kDmciEps ? 0.0 : 0.5 * g / a; });
   } else {
-    map2(k.ct, k.W, k.S, k.g(), k.ans(), [](double g, double a) { return 0.5 * g / a; });
+    map2(k.ct, k.W, k.S, k.g(), k.ans(), [](Real g, Real a) { return 0.5 * g / a; });
   }
   return Grad::WRITTEN;
 }
@@ -230,44 +230,44 @@ NDVM_SIMD Grad vjp_SQRT(const Bw& k) {
 NDVM_SIMD void fwd_ADD(const Fw& k) {
   if (k.n == 0) return fill_value(k.out, k.W, k.S, 0.0);
   if (k.n == 2) {  // (0.0 + x) + y in one pass
-    return map2(k.out, k.W, k.S, k.a(0), k.a(1), [](double x, double y) { return (0.0 + x) + y; });
+    return map2(k.out, k.W, k.S, k.a(0), k.a(1), [](Real x, Real y) { return (0.0 + x) + y; });
   }
-  map1(k.out, k.W, k.S, k.a(0), [](double x) { return 0.0 + x; });
+  map1(k.out, k.W, k.S, k.a(0), [](Real x) { return 0.0 + x; });
   for (int j = 1; j < k.n; ++j) {
-    map2(k.out, k.W, k.S, src_out(k.out, k.W, k.S), k.a(j), [](double x, double y) { return x + y; });
+    map2(k.out, k.W, k.S, src_out(k.out, k.W, k.S), k.a(j), [](Real x, Real y) { return x + y; });
   }
 }
 Grad vjp_ADD(const Bw&) { return Grad::IDENTITY; }
 
 NDVM_SIMD void fwd_SUB(const Fw& k) {
-  if (k.n == 1) return map1(k.out, k.W, k.S, k.a(0), [](double x) { return -x; });
-  if (k.n == 2) return map2(k.out, k.W, k.S, k.a(0), k.a(1), [](double x, double y) { return x - y; });
-  fold(k.out, k.W, k.S, k.args, k.n, [](double x, double y) { return x - y; });
+  if (k.n == 1) return map1(k.out, k.W, k.S, k.a(0), [](Real x) { return -x; });
+  if (k.n == 2) return map2(k.out, k.W, k.S, k.a(0), k.a(1), [](Real x, Real y) { return x - y; });
+  fold(k.out, k.W, k.S, k.args, k.n, [](Real x, Real y) { return x - y; });
 }
 NDVM_SIMD Grad vjp_SUB(const Bw& k) {
   if (k.n > 1 && k.which == 0) return Grad::IDENTITY;
-  map1(k.ct, k.W, k.S, k.g(), [](double g) { return -g; });
+  map1(k.ct, k.W, k.S, k.g(), [](Real g) { return -g; });
   return Grad::WRITTEN;
 }
 
 NDVM_SIMD void fwd_MUL(const Fw& k) {
   if (k.n == 0) return fill_value(k.out, k.W, k.S, 1.0);
   if (k.n == 2) {  // (1.0 * x) * y in one pass
-    return map2(k.out, k.W, k.S, k.a(0), k.a(1), [](double x, double y) { return (1.0 * x) * y; });
+    return map2(k.out, k.W, k.S, k.a(0), k.a(1), [](Real x, Real y) { return (1.0 * x) * y; });
   }
-  map1(k.out, k.W, k.S, k.a(0), [](double x) { return 1.0 * x; });
+  map1(k.out, k.W, k.S, k.a(0), [](Real x) { return 1.0 * x; });
   for (int j = 1; j < k.n; ++j) {
-    map2(k.out, k.W, k.S, src_out(k.out, k.W, k.S), k.a(j), [](double x, double y) { return x * y; });
+    map2(k.out, k.W, k.S, src_out(k.out, k.W, k.S), k.a(j), [](Real x, Real y) { return x * y; });
   }
 }
 // product of the other operands (not ans / x_i, which breaks when some x_i is 0)
 NDVM_SIMD Grad vjp_MUL(const Bw& k) {
   if (k.n == 2) {
-    map2(k.ct, k.W, k.S, k.g(), k.a(1 - k.which), [](double g, double y) { return g * (1.0 * y); });
+    map2(k.ct, k.W, k.S, k.g(), k.a(1 - k.which), [](Real g, Real y) { return g * (1.0 * y); });
     return Grad::WRITTEN;
   }
-  return each(k, [&](size_t e, uint32_t l, double g, double) {
-    double rest = 1.0;
+  return each(k, [&](size_t e, uint32_t l, Real g, Real) {
+    Real rest = 1.0;
     for (int j = 0; j < k.n; ++j) {
       if (j != k.which) rest = rest * k.x(j, e, l);
     }
@@ -280,29 +280,29 @@ void fwd_SCALE(const Fw& k) { fwd_MUL(k); }
 Grad vjp_SCALE(const Bw& k) { return vjp_MUL(k); }
 
 NDVM_SIMD void fwd_DIV(const Fw& k) {
-  if (k.n == 1) return map1(k.out, k.W, k.S, k.a(0), [](double x) { return 1.0 / x; });
-  fold(k.out, k.W, k.S, k.args, k.n, [](double x, double y) { return x / y; });
+  if (k.n == 1) return map1(k.out, k.W, k.S, k.a(0), [](Real x) { return 1.0 / x; });
+  fold(k.out, k.W, k.S, k.args, k.n, [](Real x, Real y) { return x / y; });
 }
 NDVM_SIMD Grad vjp_DIV(const Bw& k) {
   if (k.n == 1) {
-    map2(k.ct, k.W, k.S, k.g(), k.ans(), [](double g, double ans) { return -g * ans * ans; });
+    map2(k.ct, k.W, k.S, k.g(), k.ans(), [](Real g, Real ans) { return -g * ans * ans; });
     return Grad::WRITTEN;
   }
   if (k.which == 0) {
-    return each(k, [&](size_t e, uint32_t l, double g, double) {
-      double den = 1.0;
+    return each(k, [&](size_t e, uint32_t l, Real g, Real) {
+      Real den = 1.0;
       for (int j = 1; j < k.n; ++j) den = den * k.x(j, e, l);
       return g / den;
     });
   }
   map3(k.ct, k.W, k.S, k.g(), k.ans(), k.a(k.which),
-       [](double g, double ans, double y) { return -g * ans / y; });
+       [](Real g, Real ans, Real y) { return -g * ans / y; });
   return Grad::WRITTEN;
 }
 
 // min/max: the gradient goes to the FIRST operand equal to the result
 Grad vjp_extremal(const Bw& k) {
-  return each(k, [&](size_t e, uint32_t l, double g, double ans) {
+  return each(k, [&](size_t e, uint32_t l, Real g, Real ans) {
     for (int j = 0; j < k.which; ++j) {
       if (k.x(j, e, l) == ans) return g * 0.0;
     }
@@ -318,29 +318,29 @@ Grad vjp_MAX(const Bw& k) { return vjp_extremal(k); }
 
 void fwd_LOG(const Fw& k) {
   if (k.n == 1) {
-    if (k.dmci) return map1(k.out, k.W, k.S, k.a(0), [](double v) { return std::log(dmci_clamp(v)); });
-    return map1(k.out, k.W, k.S, k.a(0), [](double v) { return std::log(v); });
+    if (k.dmci) return map1(k.out, k.W, k.S, k.a(0), [](Real v) { return std::log(dmci_clamp(v)); });
+    return map1(k.out, k.W, k.S, k.a(0), [](Real v) { return std::log(v); });
   }
   if (k.dmci) {
     return map2(k.out, k.W, k.S, k.a(0), k.a(1),
-                [](double v, double base) { return std::log(dmci_clamp(v)) / std::log(base); });
+                [](Real v, Real base) { return std::log(dmci_clamp(v)) / std::log(base); });
   }
-  map2(k.out, k.W, k.S, k.a(0), k.a(1), [](double v, double base) { return std::log(v) / std::log(base); });
+  map2(k.out, k.W, k.S, k.a(0), k.a(1), [](Real v, Real base) { return std::log(v) / std::log(base); });
 }
 NDVM_SIMD Grad vjp_LOG(const Bw& k) {
   if (k.n == 1 && !k.dmci) {
-    map2(k.ct, k.W, k.S, k.g(), k.a(0), [](double g, double x) { return g / x; });
+    map2(k.ct, k.W, k.S, k.g(), k.a(0), [](Real g, Real x) { return g / x; });
     return Grad::WRITTEN;
   }
-  return each(k, [&](size_t e, uint32_t l, double g, double ans) {
-    const double raw = k.x(0, e, l);
-    const double x = k.dmci ? dmci_clamp(raw) : raw;
-    double out;
+  return each(k, [&](size_t e, uint32_t l, Real g, Real ans) {
+    const Real raw = k.x(0, e, l);
+    const Real x = k.dmci ? dmci_clamp(raw) : raw;
+    Real out;
     if (k.n == 1) {
       out = g / x;
     } else {
-      const double b = k.x(1, e, l);
-      const double lb = std::log(b);
+      const Real b = k.x(1, e, l);
+      const Real lb = std::log(b);
       out = k.which == 0 ? g / (x * lb) : -g * ans / (b * lb);
     }
     if (k.dmci && k.which == 0 && raw < kDmciEps) return 0.0;
@@ -349,42 +349,42 @@ NDVM_SIMD Grad vjp_LOG(const Bw& k) {
 }
 
 void fwd_EXPT(const Fw& k) {
-  map2(k.out, k.W, k.S, k.a(0), k.a(1), [](double x, double y) { return std::pow(x, y); });
+  map2(k.out, k.W, k.S, k.a(0), k.a(1), [](Real x, Real y) { return std::pow(x, y); });
 }
 Grad vjp_EXPT(const Bw& k) {
-  return each(k, [&](size_t e, uint32_t l, double g, double ans) {
-    const double a = k.x(0, e, l);
-    const double b = k.x(1, e, l);
+  return each(k, [&](size_t e, uint32_t l, Real g, Real ans) {
+    const Real a = k.x(0, e, l);
+    const Real b = k.x(1, e, l);
     if (k.which == 0) return g * (b == 0 ? 0.0 : b * std::pow(a, b - 1.0));
     return g * (a > 0 ? ans * std::log(a > 0 ? a : 1.0) : 0.0);
   });
 }
 
 void fwd_HYPOT(const Fw& k) {
-  map2(k.out, k.W, k.S, k.a(0), k.a(1), [](double x, double y) { return std::hypot(x, y); });
+  map2(k.out, k.W, k.S, k.a(0), k.a(1), [](Real x, Real y) { return std::hypot(x, y); });
 }
 NDVM_SIMD Grad vjp_HYPOT(const Bw& k) {
   map3(k.ct, k.W, k.S, k.g(), k.ans(), k.a(k.which),
-       [](double g, double ans, double v) { return g * (ans == 0 ? 0.0 : v / ans); });
+       [](Real g, Real ans, Real v) { return g * (ans == 0 ? 0.0 : v / ans); });
   return Grad::WRITTEN;
 }
 
 void fwd_ATAN(const Fw& k) {
-  if (k.n == 1) return map1(k.out, k.W, k.S, k.a(0), [](double x) { return std::atan(x); });
-  map2(k.out, k.W, k.S, k.a(0), k.a(1), [](double y, double x) { return std::atan2(y, x); });
+  if (k.n == 1) return map1(k.out, k.W, k.S, k.a(0), [](Real x) { return std::atan(x); });
+  map2(k.out, k.W, k.S, k.a(0), k.a(1), [](Real y, Real x) { return std::atan2(y, x); });
 }
 NDVM_SIMD Grad vjp_ATAN(const Bw& k) {
-  return each(k, [&](size_t e, uint32_t l, double g, double) {
-    const double y = k.x(0, e, l);
+  return each(k, [&](size_t e, uint32_t l, Real g, Real) {
+    const Real y = k.x(0, e, l);
     if (k.n == 1) return g / (1.0 + y * y);
-    const double x = k.x(1, e, l);
-    const double r2 = x * x + y * y;
+    const Real x = k.x(1, e, l);
+    const Real r2 = x * x + y * y;
     return k.which == 0 ? g * x / r2 : -g * y / r2;
   });
 }
 
 NDVM_SIMD void fwd_QUOTIENT(const Fw& k) {
-  map2(k.out, k.W, k.S, k.a(0), k.a(1), [](double x, double y) { return std::trunc(x / y); });
+  map2(k.out, k.W, k.S, k.a(0), k.a(1), [](Real x, Real y) { return std::trunc(x / y); });
 }
 Grad vjp_QUOTIENT(const Bw&) { return Grad::NONE; }
 
@@ -392,13 +392,13 @@ Grad vjp_QUOTIENT(const Bw&) { return Grad::NONE; }
 template <bool kRem>
 Grad vjp_rem_mod(const Bw& k) {
   if (k.which == 0) return Grad::IDENTITY;
-  return each(k, [&](size_t e, uint32_t l, double g, double) {
-    const double q = k.x(0, e, l) / k.x(1, e, l);
+  return each(k, [&](size_t e, uint32_t l, Real g, Real) {
+    const Real q = k.x(0, e, l) / k.x(1, e, l);
     return -g * (kRem ? std::trunc(q) : std::floor(q));
   });
 }
 void fwd_REMAINDER(const Fw& k) {
-  map2(k.out, k.W, k.S, k.a(0), k.a(1), [](double x, double y) { return std::fmod(x, y); });
+  map2(k.out, k.W, k.S, k.a(0), k.a(1), [](Real x, Real y) { return std::fmod(x, y); });
 }
 Grad vjp_REMAINDER(const Bw& k) { return vjp_rem_mod<true>(k); }
 void fwd_MODULO(const Fw& k) { map2(k.out, k.W, k.S, k.a(0), k.a(1), np_mod); }
@@ -406,15 +406,15 @@ Grad vjp_MODULO(const Bw& k) { return vjp_rem_mod<false>(k); }
 
 NDVM_SIMD void fwd_CLAMP(const Fw& k) {
   map3(k.out, k.W, k.S, k.a(0), k.a(1), k.a(2),
-       [](double x, double lo, double hi) { return np_minimum(np_maximum(x, lo), hi); });
+       [](Real x, Real lo, Real hi) { return np_minimum(np_maximum(x, lo), hi); });
 }
 NDVM_SIMD Grad vjp_CLAMP(const Bw& k) {
-  return each(k, [&](size_t e, uint32_t l, double g, double) {
-    const double x = k.x(0, e, l);
-    const double lo = k.x(1, e, l);
-    const double hi = k.x(2, e, l);
+  return each(k, [&](size_t e, uint32_t l, Real g, Real) {
+    const Real x = k.x(0, e, l);
+    const Real lo = k.x(1, e, l);
+    const Real hi = k.x(2, e, l);
     const bool take_x = x >= lo;
-    const double inner = take_x ? x : lo;
+    const Real inner = take_x ? x : lo;
     const bool take_inner = inner <= hi;
     bool hit = !take_inner;
     if (k.which == 0) hit = take_x && take_inner;
@@ -425,11 +425,11 @@ NDVM_SIMD Grad vjp_CLAMP(const Bw& k) {
 
 // ---- predicates: one row each (rank-0 operands; out[l] = 0.0 or 1.0) ---------------------
 
-using PredFn = void (*)(const Operand* args, int n, double* out, uint32_t W);
+using PredFn = void (*)(const Operand* args, int n, Real* out, uint32_t W);
 
 // (p x0 x1 ... ) holds when p holds for every adjacent pair, as the reference's chain
 template <class F>
-NDVM_INLINE void chain(const Operand* args, int n, double* out, uint32_t W, F holds) {
+NDVM_INLINE void chain(const Operand* args, int n, Real* out, uint32_t W, F holds) {
   for (uint32_t l = 0; l < W; ++l) out[l] = 1.0;
   for (int j = 0; j + 1 < n; ++j) {
     const Src a = src_of(args[j]);
@@ -439,12 +439,12 @@ NDVM_INLINE void chain(const Operand* args, int n, double* out, uint32_t W, F ho
 }
 
 #define NDVM_CHAIN(UP, OP)                                                          \
-  NDVM_SIMD void pred_##UP(const Operand* args, int n, double* out, uint32_t W) {   \
-    chain(args, n, out, W, [](double x, double y) { return x OP y; });              \
+  NDVM_SIMD void pred_##UP(const Operand* args, int n, Real* out, uint32_t W) {   \
+    chain(args, n, out, W, [](Real x, Real y) { return x OP y; });              \
   }
 #define NDVM_TEST(UP, EXPR)                                                          \
-  NDVM_SIMD void pred_##UP(const Operand* args, int, double* out, uint32_t W) {      \
-    map1(out, W, 1, src_of(args[0]), [](double x) { return (EXPR) ? 1.0 : 0.0; });   \
+  NDVM_SIMD void pred_##UP(const Operand* args, int, Real* out, uint32_t W) {      \
+    map1(out, W, 1, src_of(args[0]), [](Real x) { return (EXPR) ? 1.0 : 0.0; });   \
   }
 
 NDVM_CHAIN(NUM_EQ, ==)
@@ -525,29 +525,29 @@ bool has_predicate_row(int code) {
          tables().pred[static_cast<size_t>(code)] != nullptr;
 }
 
-void elementwise_forward(int code, bool dmci, const Operand* args, int n, double* out,
+void elementwise_forward(int code, bool dmci, const Operand* args, int n, Real* out,
                          uint32_t W, size_t S) {
   Operand flat[kMaxFlat];
   if (flatten(args, n, W, S, flat)) args = flat;
   tables().ew[static_cast<size_t>(code)].fwd(Fw{dmci, args, n, out, W, S});
 }
 
-Grad elementwise_vjp(int code, bool dmci, const double* g, const double* ans,
-                     const Operand* args, int n, int which, double* ct, uint32_t W, size_t S) {
+Grad elementwise_vjp(int code, bool dmci, const Real* g, const Real* ans,
+                     const Operand* args, int n, int which, Real* ct, uint32_t W, size_t S) {
   Operand flat[kMaxFlat];
   if (flatten(args, n, W, S, flat)) args = flat;
   return tables().ew[static_cast<size_t>(code)].vjp(Bw{dmci, g, ans, args, n, which, ct, W, S});
 }
 
-void predicate_forward(int code, const Operand* args, int n, double* out, uint32_t W) {
+void predicate_forward(int code, const Operand* args, int n, Real* out, uint32_t W) {
   tables().pred[static_cast<size_t>(code)](args, n, out, W);
 }
 
-NDVM_SIMD void accumulate_lanes(double* adj, const double* ct, uint32_t W, size_t S,
+NDVM_SIMD void accumulate_lanes(Real* adj, const Real* ct, uint32_t W, size_t S,
                                 size_t ct_elems, const uint8_t* bits, bool first) {
   if (S != ct_elems) {  // a scalar adjoint receiving a vector cotangent: sum elements first
     for (uint32_t l = 0; l < W; ++l) {
-      double v = ct[l];
+      Real v = ct[l];
       for (size_t k = 1; k < ct_elems; ++k) v += ct[k * W + l];
       if (bits && !bits[l]) v = 0.0;
       adj[l] = first ? v : adj[l] + v;
@@ -564,8 +564,8 @@ NDVM_SIMD void accumulate_lanes(double* adj, const double* ct, uint32_t W, size_
     return;
   }
   for (size_t e = 0; e < S; ++e) {
-    double* __restrict a = adj + e * W;
-    const double* c = ct + e * W;
+    Real* __restrict a = adj + e * W;
+    const Real* c = ct + e * W;
     if (first) {
       for (uint32_t l = 0; l < W; ++l) a[l] = bits[l] ? c[l] : 0.0;
     } else {

@@ -16,7 +16,7 @@
 namespace ndvm {
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr Real kNaN = std::numeric_limits<Real>::quiet_NaN();
 
 std::string tuple_str(const Operand& o) {
   char buf[64];
@@ -43,30 +43,30 @@ std::string square(const char* name, const Operand& a) {
 }
 
 // Element e of lane l.
-inline double at(const Operand& o, size_t e, uint32_t l) {
+inline Real at(const Operand& o, size_t e, uint32_t l) {
   const size_t es = o.size() > 1 ? o.width : 0;
   return o.p[e * es + (o.width > 1 ? l : 0)];
 }
 
-void gather(const Operand& o, uint32_t l, double* buf) {
+void gather(const Operand& o, uint32_t l, Real* buf) {
   const size_t n = o.size();
   for (size_t e = 0; e < n; ++e) buf[e] = at(o, e, l);
 }
 
-void scatter(double* out, uint32_t W, uint32_t l, const double* buf, size_t n) {
+void scatter(Real* out, uint32_t W, uint32_t l, const Real* buf, size_t n) {
   for (size_t e = 0; e < n; ++e) out[e * W + l] = buf[e];
 }
 
 // In-place LU with partial pivoting (row-major n x n). Returns 0, or k > 0 when U[k-1][k-1]
 // is exactly zero (singular), like LAPACK getrf.
-int lu(double* a, int n, int* piv, WorkClock& clock) {
+int lu(Real* a, int n, int* piv, WorkClock& clock) {
   int info = 0;
   for (int j = 0; j < n; ++j) {
     clock.tick(static_cast<uint64_t>(n - j) * static_cast<uint64_t>(n));
     int p = j;
-    double best = std::fabs(a[j * n + j]);
+    Real best = std::fabs(a[j * n + j]);
     for (int i = j + 1; i < n; ++i) {
-      const double v = std::fabs(a[i * n + j]);
+      const Real v = std::fabs(a[i * n + j]);
       if (v > best) {
         best = v;
         p = i;
@@ -82,7 +82,7 @@ int lu(double* a, int n, int* piv, WorkClock& clock) {
       info = j + 1;
     }
     for (int i = j + 1; i < n; ++i) {
-      const double f = a[i * n + j];
+      const Real f = a[i * n + j];
       for (int k = j + 1; k < n; ++k) a[i * n + k] -= f * a[j * n + k];
     }
   }
@@ -90,7 +90,7 @@ int lu(double* a, int n, int* piv, WorkClock& clock) {
 }
 
 // Solves LU x = b in place (b has n rows, k columns, row-major).
-void lu_solve(const double* a, int n, const int* piv, double* b, int k, WorkClock& clock) {
+void lu_solve(const Real* a, int n, const int* piv, Real* b, int k, WorkClock& clock) {
   for (int j = 0; j < n; ++j) {
     if (piv[j] != j) {
       for (int c = 0; c < k; ++c) std::swap(b[j * k + c], b[piv[j] * k + c]);
@@ -110,7 +110,7 @@ void lu_solve(const double* a, int n, const int* piv, double* b, int k, WorkCloc
   }
 }
 
-bool any_nan(const double* a, size_t n) {
+bool any_nan(const Real* a, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     if (std::isnan(a[i])) return true;
   }
@@ -118,7 +118,7 @@ bool any_nan(const double* a, size_t n) {
 }
 
 // x = A^-1 B for one lane (A n x n, B n x k); x NaN when A is singular. work: n*n + n ints.
-void solve_lane(const double* A, const double* B, int n, int k, double* x, double* work,
+void solve_lane(const Real* A, const Real* B, int n, int k, Real* x, Real* work,
                 int* piv, WorkClock& clock) {
   for (int i = 0; i < n * n; ++i) work[i] = A[i];
   for (int i = 0; i < n * k; ++i) x[i] = B[i];
@@ -129,7 +129,7 @@ void solve_lane(const double* A, const double* B, int n, int k, double* x, doubl
   lu_solve(work, n, piv, x, k, clock);
 }
 
-bool all_finite(const double* a, size_t n) {
+bool all_finite(const Real* a, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     if (!std::isfinite(a[i])) return false;
   }
@@ -138,7 +138,7 @@ bool all_finite(const double* a, size_t n) {
 
 // The inverse; NaN everywhere when A is singular, has a non-finite entry, or its inverse
 // overflows (a non-finite entry), as linalg.py's _inv.
-void inv_lane(const double* A, int n, double* out, double* work, int* piv, WorkClock& clock) {
+void inv_lane(const Real* A, int n, Real* out, Real* work, int* piv, WorkClock& clock) {
   const size_t nn = static_cast<size_t>(n) * static_cast<size_t>(n);
   for (size_t i = 0; i < nn; ++i) out[i] = 0.0;
   for (int i = 0; i < n; ++i) out[i * n + i] = 1.0;
@@ -151,12 +151,12 @@ void inv_lane(const double* A, int n, double* out, double* work, int* piv, WorkC
 }
 
 // NumPy slogdet: (sign, log|det|); singular gives (0, -inf).
-void slogdet_lane(const double* A, int n, double* work, int* piv, double& sign, double& logdet,
+void slogdet_lane(const Real* A, int n, Real* work, int* piv, Real& sign, Real& logdet,
                   WorkClock& clock) {
   for (int i = 0; i < n * n; ++i) work[i] = A[i];
   if (lu(work, n, piv, clock) != 0) {
     sign = 0.0;
-    logdet = -std::numeric_limits<double>::infinity();
+    logdet = -std::numeric_limits<Real>::infinity();
     return;
   }
   sign = 1.0;
@@ -167,17 +167,17 @@ void slogdet_lane(const double* A, int n, double* work, int* piv, double& sign, 
   logdet = log_abs_product(n, [&](int i) { return std::fabs(work[i * n + i]); });
 }
 
-bool cholesky_lane(const double* A, int n, double* L, WorkClock& clock) {
+bool cholesky_lane(const Real* A, int n, Real* L, WorkClock& clock) {
   for (int i = 0; i < n * n; ++i) L[i] = 0.0;
   for (int j = 0; j < n; ++j) {
     clock.tick(static_cast<uint64_t>(n) * static_cast<uint64_t>(j + 1));
-    double d = A[j * n + j];
+    Real d = A[j * n + j];
     for (int k = 0; k < j; ++k) d -= L[j * n + k] * L[j * n + k];
     if (!(d > 0.0)) return false;
-    const double ljj = std::sqrt(d);
+    const Real ljj = std::sqrt(d);
     L[j * n + j] = ljj;
     for (int i = j + 1; i < n; ++i) {
-      double s = A[i * n + j];
+      Real s = A[i * n + j];
       for (int k = 0; k < j; ++k) s -= L[i * n + k] * L[j * n + k];
       L[i * n + j] = s / ljj;
     }
@@ -186,14 +186,14 @@ bool cholesky_lane(const double* A, int n, double* L, WorkClock& clock) {
 }
 
 struct Lane {
-  std::vector<double>& buf;
+  std::vector<Real>& buf;
   std::vector<int>& piv;
   WorkClock& clock;
-  double* a;
-  double* b;
-  double* c;
-  double* d;
-  double* w;
+  Real* a;
+  Real* b;
+  Real* c;
+  Real* d;
+  Real* w;
   Lane(LinalgScratch& scratch, size_t m) : buf(scratch.buf), piv(scratch.piv), clock(scratch.clock) {
     buf.resize(5 * (m + 1));
     piv.resize(m + 1);
@@ -222,8 +222,8 @@ struct Ctx {
 };
 
 using ShapeFn = std::string (*)(const Operand* args, OutShape& out);
-using FwdFn = void (*)(const Ctx& k, double* o);
-using VjpFn = void (*)(const Ctx& k, int which, const double* g, const double* ans, double* ct);
+using FwdFn = void (*)(const Ctx& k, Real* o);
+using VjpFn = void (*)(const Ctx& k, int which, const Real* g, const Real* ans, Real* ct);
 
 constexpr OutShape kScalar{0, 1, 1};
 
@@ -231,12 +231,12 @@ std::string shape_DOT(const Operand* a, OutShape& out) {
   out = kScalar;
   return a[0].rows != a[1].rows ? misfit("dot", a[0], a[1]) : "";
 }
-void fwd_DOT(const Ctx& k, double* o) {
-  double s = 0.0;
+void fwd_DOT(const Ctx& k, Real* o) {
+  Real s = 0.0;
   for (int i = 0; i < k.r; ++i) s += k.L.a[i] * k.L.b[i];
   o[0] = s;
 }
-void vjp_DOT(const Ctx& k, int which, const double* g, const double*, double* ct) {
+void vjp_DOT(const Ctx& k, int which, const Real* g, const Real*, Real* ct) {
   for (int i = 0; i < k.r; ++i) ct[i] = g[0] * (which == 0 ? k.L.b[i] : k.L.a[i]);
 }
 
@@ -244,33 +244,33 @@ std::string shape_VSUM(const Operand*, OutShape& out) {
   out = kScalar;
   return "";
 }
-void fwd_VSUM(const Ctx& k, double* o) {
-  double s = 0.0;
+void fwd_VSUM(const Ctx& k, Real* o) {
+  Real s = 0.0;
   for (int i = 0; i < k.r; ++i) s += k.L.a[i];
   o[0] = s;
 }
-void vjp_VSUM(const Ctx& k, int, const double* g, const double*, double* ct) {
+void vjp_VSUM(const Ctx& k, int, const Real* g, const Real*, Real* ct) {
   for (int i = 0; i < k.r; ++i) ct[i] = g[0] * 1.0;
 }
 
 std::string shape_VMEAN(const Operand* a, OutShape& out) { return shape_VSUM(a, out); }
-void fwd_VMEAN(const Ctx& k, double* o) {
+void fwd_VMEAN(const Ctx& k, Real* o) {
   fwd_VSUM(k, o);
   o[0] = o[0] / k.r;
 }
-void vjp_VMEAN(const Ctx& k, int, const double* g, const double*, double* ct) {
+void vjp_VMEAN(const Ctx& k, int, const Real* g, const Real*, Real* ct) {
   for (int i = 0; i < k.r; ++i) ct[i] = g[0] * (1.0 / k.r);
 }
 
-double sum_squares(const Ctx& k) {
-  double s = 0.0;
+Real sum_squares(const Ctx& k) {
+  Real s = 0.0;
   for (int i = 0; i < k.r; ++i) s += k.L.a[i] * k.L.a[i];
   return s;
 }
 
 std::string shape_NORM(const Operand* a, OutShape& out) { return shape_VSUM(a, out); }
-void fwd_NORM(const Ctx& k, double* o) { o[0] = std::sqrt(sum_squares(k)); }
-void vjp_NORM(const Ctx& k, int, const double* g, const double* ans, double* ct) {
+void fwd_NORM(const Ctx& k, Real* o) { o[0] = std::sqrt(sum_squares(k)); }
+void vjp_NORM(const Ctx& k, int, const Real* g, const Real* ans, Real* ct) {
   for (int i = 0; i < k.r; ++i) ct[i] = ans[0] == 0 ? 0.0 : g[0] * k.L.a[i] / ans[0];
 }
 
@@ -278,29 +278,29 @@ std::string shape_NORMALIZE(const Operand* a, OutShape& out) {
   out = {1, a[0].rows, 1};
   return "";
 }
-void fwd_NORMALIZE(const Ctx& k, double* o) {
-  const double nv = std::sqrt(sum_squares(k));
+void fwd_NORMALIZE(const Ctx& k, Real* o) {
+  const Real nv = std::sqrt(sum_squares(k));
   for (int i = 0; i < k.r; ++i) o[i] = k.L.a[i] / nv;
 }
-void vjp_NORMALIZE(const Ctx& k, int, const double* g, const double* ans, double* ct) {
-  double dg = 0.0;
-  const double nv = std::sqrt(sum_squares(k));
+void vjp_NORMALIZE(const Ctx& k, int, const Real* g, const Real* ans, Real* ct) {
+  Real dg = 0.0;
+  const Real nv = std::sqrt(sum_squares(k));
   for (int i = 0; i < k.r; ++i) dg += ans[i] * g[i];
   for (int i = 0; i < k.r; ++i) ct[i] = (g[i] - ans[i] * dg) / nv;
 }
 
 // normalize under the dmci dialect: v / max(|v|, 1e-8) (a NaN norm stays NaN)
-constexpr double kDmciNormEps = 1e-8;
+constexpr Real kDmciNormEps = static_cast<Real>(1e-8);
 std::string shape_INTERNAL_DMCI_NORMALIZE(const Operand* a, OutShape& out) {
   return shape_NORMALIZE(a, out);
 }
-void fwd_INTERNAL_DMCI_NORMALIZE(const Ctx& k, double* o) {
-  const double nv = std::sqrt(sum_squares(k));
-  const double d = nv < kDmciNormEps ? kDmciNormEps : nv;
+void fwd_INTERNAL_DMCI_NORMALIZE(const Ctx& k, Real* o) {
+  const Real nv = std::sqrt(sum_squares(k));
+  const Real d = nv < kDmciNormEps ? kDmciNormEps : nv;
   for (int i = 0; i < k.r; ++i) o[i] = k.L.a[i] / d;
 }
-void vjp_INTERNAL_DMCI_NORMALIZE(const Ctx& k, int which, const double* g, const double* ans,
-                                 double* ct) {
+void vjp_INTERNAL_DMCI_NORMALIZE(const Ctx& k, int which, const Real* g, const Real* ans,
+                                 Real* ct) {
   if (std::sqrt(sum_squares(k)) < kDmciNormEps) {
     for (int i = 0; i < k.r; ++i) ct[i] = g[i] / kDmciNormEps;
     return;
@@ -308,7 +308,7 @@ void vjp_INTERNAL_DMCI_NORMALIZE(const Ctx& k, int which, const double* g, const
   vjp_NORMALIZE(k, which, g, ans, ct);
 }
 
-void cross3(const double* u, const double* v, double* o) {
+void cross3(const Real* u, const Real* v, Real* o) {
   o[0] = u[1] * v[2] - u[2] * v[1];
   o[1] = u[2] * v[0] - u[0] * v[2];
   o[2] = u[0] * v[1] - u[1] * v[0];
@@ -317,8 +317,8 @@ std::string shape_CROSS(const Operand* a, OutShape& out) {
   out = {1, 3, 1};
   return a[0].rows != 3 || a[1].rows != 3 ? misfit("cross", a[0], a[1], "must both be (3,)") : "";
 }
-void fwd_CROSS(const Ctx& k, double* o) { cross3(k.L.a, k.L.b, o); }
-void vjp_CROSS(const Ctx& k, int which, const double* g, const double*, double* ct) {
+void fwd_CROSS(const Ctx& k, Real* o) { cross3(k.L.a, k.L.b, o); }
+void vjp_CROSS(const Ctx& k, int which, const Real* g, const Real*, Real* ct) {
   if (which == 0) return cross3(k.L.b, g, ct);  // cross(w, g)
   cross3(g, k.L.a, ct);                          // cross(g, v)
 }
@@ -327,17 +327,17 @@ std::string shape_OUTER(const Operand* a, OutShape& out) {
   out = {2, a[0].rows, a[1].rows};
   return "";
 }
-void fwd_OUTER(const Ctx& k, double* o) {
+void fwd_OUTER(const Ctx& k, Real* o) {
   const int m = static_cast<int>(k.args[1].rows);
   for (int i = 0; i < k.r; ++i) {
     for (int j = 0; j < m; ++j) o[i * m + j] = k.L.a[i] * k.L.b[j];
   }
 }
-void vjp_OUTER(const Ctx& k, int which, const double* g, const double*, double* ct) {
+void vjp_OUTER(const Ctx& k, int which, const Real* g, const Real*, Real* ct) {
   const int m = static_cast<int>(k.args[1].rows);
   const int n_out = which == 0 ? k.r : m;
   for (int u = 0; u < n_out; ++u) {
-    double s = 0.0;
+    Real s = 0.0;
     if (which == 0) {
       for (int j = 0; j < m; ++j) s += g[u * m + j] * k.L.b[j];
     } else {
@@ -351,14 +351,14 @@ std::string shape_MATVEC(const Operand* a, OutShape& out) {
   out = {1, a[0].rows, 1};
   return a[0].cols != a[1].rows ? misfit("matvec", a[0], a[1]) : "";
 }
-void fwd_MATVEC(const Ctx& k, double* o) {
+void fwd_MATVEC(const Ctx& k, Real* o) {
   for (int i = 0; i < k.r; ++i) {
-    double s = 0.0;
+    Real s = 0.0;
     for (int j = 0; j < k.c; ++j) s += k.L.a[i * k.c + j] * k.L.b[j];
     o[i] = s;
   }
 }
-void vjp_MATVEC(const Ctx& k, int which, const double* g, const double*, double* ct) {
+void vjp_MATVEC(const Ctx& k, int which, const Real* g, const Real*, Real* ct) {
   if (which == 0) {
     for (int i = 0; i < k.r; ++i) {
       for (int j = 0; j < k.c; ++j) ct[i * k.c + j] = g[i] * k.L.b[j];
@@ -366,19 +366,19 @@ void vjp_MATVEC(const Ctx& k, int which, const double* g, const double*, double*
     return;
   }
   for (int j = 0; j < k.c; ++j) {
-    double s = 0.0;
+    Real s = 0.0;
     for (int i = 0; i < k.r; ++i) s += k.L.a[i * k.c + j] * g[i];
     ct[j] = s;
   }
 }
 
 // o (r x m) = x (r x n) y (n x m); x and y read through strides (transposes without copies)
-void matmul_lane(const double* x, int xs_i, int xs_k, const double* y, int ys_k, int ys_j, int r,
-                 int n, int m, double* o, WorkClock& clock) {
+void matmul_lane(const Real* x, int xs_i, int xs_k, const Real* y, int ys_k, int ys_j, int r,
+                 int n, int m, Real* o, WorkClock& clock) {
   for (int i = 0; i < r; ++i) {
     clock.tick(static_cast<uint64_t>(n) * static_cast<uint64_t>(m));
     for (int j = 0; j < m; ++j) {
-      double s = 0.0;
+      Real s = 0.0;
       for (int t = 0; t < n; ++t) s += x[i * xs_i + t * xs_k] * y[t * ys_k + j * ys_j];
       o[i * m + j] = s;
     }
@@ -389,11 +389,11 @@ std::string shape_MATMUL(const Operand* a, OutShape& out) {
   out = {2, a[0].rows, a[1].cols};
   return a[0].cols != a[1].rows ? misfit("matmul", a[0], a[1]) : "";
 }
-void fwd_MATMUL(const Ctx& k, double* o) {
+void fwd_MATMUL(const Ctx& k, Real* o) {
   const int m = static_cast<int>(k.args[1].cols);
   matmul_lane(k.L.a, k.c, 1, k.L.b, m, 1, k.r, k.c, m, o, k.L.clock);
 }
-void vjp_MATMUL(const Ctx& k, int which, const double* g, const double*, double* ct) {
+void vjp_MATMUL(const Ctx& k, int which, const Real* g, const Real*, Real* ct) {
   const int m = static_cast<int>(k.args[1].cols);
   if (which == 0) return matmul_lane(g, m, 1, k.L.b, 1, m, k.r, m, k.c, ct, k.L.clock);  // G B^T
   matmul_lane(k.L.a, 1, k.c, g, m, 1, k.c, k.r, m, ct, k.L.clock);                        // A^T G
@@ -403,12 +403,12 @@ std::string shape_TRANSPOSE(const Operand* a, OutShape& out) {
   out = {2, a[0].cols, a[0].rows};
   return "";
 }
-void fwd_TRANSPOSE(const Ctx& k, double* o) {
+void fwd_TRANSPOSE(const Ctx& k, Real* o) {
   for (int i = 0; i < k.r; ++i) {
     for (int j = 0; j < k.c; ++j) o[j * k.r + i] = k.L.a[i * k.c + j];
   }
 }
-void vjp_TRANSPOSE(const Ctx& k, int, const double* g, const double*, double* ct) {
+void vjp_TRANSPOSE(const Ctx& k, int, const Real* g, const Real*, Real* ct) {
   for (int i = 0; i < k.r; ++i) {
     for (int j = 0; j < k.c; ++j) ct[i * k.c + j] = g[j * k.r + i];
   }
@@ -418,27 +418,27 @@ std::string shape_TRACE(const Operand* a, OutShape& out) {
   out = kScalar;
   return square("trace", a[0]);
 }
-void fwd_TRACE(const Ctx& k, double* o) {
-  double s = 0.0;
+void fwd_TRACE(const Ctx& k, Real* o) {
+  Real s = 0.0;
   for (int i = 0; i < k.r; ++i) s += k.L.a[i * k.r + i];
   o[0] = s;
 }
-void vjp_TRACE(const Ctx& k, int, const double* g, const double*, double* ct) {
+void vjp_TRACE(const Ctx& k, int, const Real* g, const Real*, Real* ct) {
   for (int i = 0; i < k.r; ++i) {
     for (int j = 0; j < k.r; ++j) ct[i * k.r + j] = g[0] * (i == j ? 1.0 : 0.0);
   }
 }
 
 // det/logdet: NumPy's slogdet; a lane with a NaN entry is NaN; d/dA = f A^-T
-void slogdet_fwd(const Ctx& k, double* o, bool det) {
-  double sign = 0.0;
-  double ld = 0.0;
+void slogdet_fwd(const Ctx& k, Real* o, bool det) {
+  Real sign = 0.0;
+  Real ld = 0.0;
   slogdet_lane(k.L.a, k.r, k.L.w, k.L.piv.data(), sign, ld, k.L.clock);
   o[0] = det ? sign * std::exp(ld) : ld;
   if (any_nan(k.L.a, k.args[0].size())) o[0] = kNaN;
 }
-void slogdet_vjp(const Ctx& k, double f, double* ct) {
-  double* inv = k.L.d;
+void slogdet_vjp(const Ctx& k, Real f, Real* ct) {
+  Real* inv = k.L.d;
   inv_lane(k.L.a, k.r, inv, k.L.w, k.L.piv.data(), k.L.clock);
   for (int i = 0; i < k.r; ++i) {
     for (int j = 0; j < k.r; ++j) ct[i * k.r + j] = f * inv[j * k.r + i];
@@ -449,8 +449,8 @@ std::string shape_DET(const Operand* a, OutShape& out) {
   out = kScalar;
   return square("det", a[0]);
 }
-void fwd_DET(const Ctx& k, double* o) { slogdet_fwd(k, o, true); }
-void vjp_DET(const Ctx& k, int, const double* g, const double* ans, double* ct) {
+void fwd_DET(const Ctx& k, Real* o) { slogdet_fwd(k, o, true); }
+void vjp_DET(const Ctx& k, int, const Real* g, const Real* ans, Real* ct) {
   slogdet_vjp(k, g[0] * ans[0], ct);
 }
 
@@ -458,8 +458,8 @@ std::string shape_LOGDET(const Operand* a, OutShape& out) {
   out = kScalar;
   return square("logdet", a[0]);
 }
-void fwd_LOGDET(const Ctx& k, double* o) { slogdet_fwd(k, o, false); }
-void vjp_LOGDET(const Ctx& k, int, const double* g, const double*, double* ct) {
+void fwd_LOGDET(const Ctx& k, Real* o) { slogdet_fwd(k, o, false); }
+void vjp_LOGDET(const Ctx& k, int, const Real* g, const Real*, Real* ct) {
   slogdet_vjp(k, g[0], ct);
 }
 
@@ -467,13 +467,13 @@ std::string shape_INV(const Operand* a, OutShape& out) {
   out = {2, a[0].rows, a[0].rows};
   return square("inv", a[0]);
 }
-void fwd_INV(const Ctx& k, double* o) { inv_lane(k.L.a, k.r, o, k.L.w, k.L.piv.data(), k.L.clock); }
-void vjp_INV(const Ctx& k, int, const double* g, const double* ans, double* ct) {
-  double* t2 = k.L.d;  // -ans^T G, then (-ans^T G) ans^T
+void fwd_INV(const Ctx& k, Real* o) { inv_lane(k.L.a, k.r, o, k.L.w, k.L.piv.data(), k.L.clock); }
+void vjp_INV(const Ctx& k, int, const Real* g, const Real* ans, Real* ct) {
+  Real* t2 = k.L.d;  // -ans^T G, then (-ans^T G) ans^T
   const int r = k.r;
   for (int i = 0; i < r; ++i) {
     for (int j = 0; j < r; ++j) {
-      double s = 0.0;
+      Real s = 0.0;
       for (int t = 0; t < r; ++t) s += -ans[t * r + i] * g[t * r + j];
       t2[i * r + j] = s;
     }
@@ -487,15 +487,15 @@ std::string shape_SOLVE(const Operand* a, OutShape& out) {
   if (!sq.empty()) return sq;
   return a[1].rows != a[0].rows ? misfit("solve", a[0], a[1]) : "";
 }
-void fwd_SOLVE(const Ctx& k, double* o) {
+void fwd_SOLVE(const Ctx& k, Real* o) {
   solve_lane(k.L.a, k.L.b, k.r, 1, o, k.L.w, k.L.piv.data(), k.L.clock);
 }
-void vjp_SOLVE(const Ctx& k, int which, const double* g, const double* ans, double* ct) {
+void vjp_SOLVE(const Ctx& k, int which, const Real* g, const Real* ans, Real* ct) {
   const int r = k.r;
   for (int i = 0; i < r; ++i) {
     for (int j = 0; j < r; ++j) k.L.c[i * r + j] = k.L.a[j * r + i];
   }
-  double* lam = k.L.d;  // A^-T g
+  Real* lam = k.L.d;  // A^-T g
   solve_lane(k.L.c, g, r, 1, lam, k.L.w, k.L.piv.data(), k.L.clock);
   if (which == 1) {
     for (int i = 0; i < r; ++i) ct[i] = lam[i];
@@ -510,23 +510,23 @@ std::string shape_CHOLESKY(const Operand* a, OutShape& out) {
   out = {2, a[0].rows, a[0].rows};
   return square("cholesky", a[0]);
 }
-void fwd_CHOLESKY(const Ctx& k, double* o) {
+void fwd_CHOLESKY(const Ctx& k, Real* o) {
   if (!cholesky_lane(k.L.a, k.r, o, k.L.clock) || any_nan(k.L.a, k.args[0].size())) {
     for (size_t i = 0; i < k.args[0].size(); ++i) o[i] = kNaN;
   }
 }
 // Murray (2016), symmetrized, as linalg.py's _cholesky_vjp. ans: L, g: Lbar.
-void vjp_CHOLESKY(const Ctx& k, int, const double* g, const double* Lm, double* ct) {
+void vjp_CHOLESKY(const Ctx& k, int, const Real* g, const Real* Lm, Real* ct) {
   const int n = k.r;
   Lane& L = k.L;
-  double* phi = L.a;
-  double* lt = L.b;
-  double* left = L.c;
-  double* tmp = L.d;
+  Real* phi = L.a;
+  Real* lt = L.b;
+  Real* left = L.c;
+  Real* tmp = L.d;
   int* piv = L.piv.data();
   for (int i = 0; i < n; ++i) {
     for (int j = 0; j < n; ++j) {
-      double s = 0.0;
+      Real s = 0.0;
       for (int t = 0; t < n; ++t) s += Lm[t * n + i] * g[t * n + j];
       phi[i * n + j] = j <= i ? s / (1.0 + (i == j ? 1.0 : 0.0)) : 0.0;
       lt[i * n + j] = Lm[j * n + i];
@@ -588,7 +588,7 @@ std::string custom_shape(int code, const Operand* args, int, OutShape& out) {
   return row(code).shape(args, out);
 }
 
-void custom_forward(int code, const Operand* args, int n, double* out, uint32_t W_out,
+void custom_forward(int code, const Operand* args, int n, Real* out, uint32_t W_out,
                     LinalgScratch& scratch) {
   if (lanes_forward(code, args, out, W_out, scratch)) return;
   OutShape shape;
@@ -606,16 +606,16 @@ void custom_forward(int code, const Operand* args, int n, double* out, uint32_t 
   }
 }
 
-void custom_vjp(int code, const double* g, const double* ans, const OutShape& out_shape,
-                const Operand* args, int n, int which, double* ct, uint32_t W,
+void custom_vjp(int code, const Real* g, const Real* ans, const OutShape& out_shape,
+                const Operand* args, int n, int which, Real* ct, uint32_t W,
                 LinalgScratch& scratch) {
   if (lanes_vjp(code, g, ans, args, which, ct, W, scratch)) return;
   const size_t S = static_cast<size_t>(out_shape.rows) * out_shape.cols;
   const size_t m = std::max(max_size(args, n), S);
   Lane L(scratch, m);
-  std::vector<double>& lane_g = scratch.g;
-  std::vector<double>& lane_ans = scratch.ans;
-  std::vector<double>& lane_ct = scratch.ct;
+  std::vector<Real>& lane_g = scratch.g;
+  std::vector<Real>& lane_ans = scratch.ans;
+  std::vector<Real>& lane_ct = scratch.ct;
   lane_g.resize(S);
   lane_ans.resize(S);
   lane_ct.resize(args[which].size());

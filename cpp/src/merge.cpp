@@ -65,7 +65,7 @@ class Merger {
 
   Value numbers(const std::vector<std::pair<uint32_t, Value>>& items) {
     bool all_const = true;
-    const double v0 = in_.pay_.ptr(items[0].second.id)[0];
+    const Real v0 = in_.pay_.ptr(items[0].second.id)[0];
     for (const auto& it : items) {
       const Payload& p = in_.pay_[it.second.id];
       all_const = all_const && p.width == 1 && !p.taped && p.rank == 0 &&
@@ -77,12 +77,12 @@ class Merger {
     for (const auto& it : items) taped = taped || in_.pay_[it.second.id].taped;
     const uint32_t W = in_.W_;
     const uint32_t out = in_.pay_.alloc(W, shape.rank, shape.rows, shape.cols, taped);
-    double* o = in_.pay_.ptr(out);
+    Real* o = in_.pay_.ptr(out);
     const size_t S = shape.size();
     for (uint32_t l = 0; l < W; ++l) {
       const Value v = items[owner(items, l)].second;
       const Payload& p = in_.pay_[v.id];
-      const double* src = in_.pay_.ptr(v.id);
+      const Real* src = in_.pay_.ptr(v.id);
       for (size_t e = 0; e < S; ++e) o[e * W + l] = src[e * p.width + (p.width > 1 ? l : 0)];
     }
     if (taped) {
@@ -100,7 +100,7 @@ class Merger {
   Value bools(const std::vector<std::pair<uint32_t, Value>>& items) {
     const uint32_t W = in_.W_;
     const uint32_t out = in_.pay_.alloc(W, 0, 1, 1, false);
-    double* o = in_.pay_.ptr(out);
+    Real* o = in_.pay_.ptr(out);
     for (uint32_t l = 0; l < W; ++l) o[l] = in_.lane_bool(items[owner(items, l)].second, l);
     return make_value(Tag::BOOLS, out);
   }

@@ -69,7 +69,7 @@ void Interp::assemble(RunOutput& out) {
   out.value.assign(W * S, kNaN);
   for (const auto& [mask, v] : groups_) {
     const Payload& p = pay_[v.id];
-    const double* src = pay_.ptr(v.id);
+    const Real* src = pay_.ptr(v.id);
     const uint8_t* bits = masks_.bits(mask);
     for (size_t l = 0; l < W; ++l) {
       if (!bits[l]) continue;
@@ -87,8 +87,8 @@ void Interp::assemble(RunOutput& out) {
   }
 }
 
-void Interp::accumulate(uint32_t pid, const double* ct, size_t ct_elems, uint32_t mask,
-                        std::vector<double>& adj) {
+void Interp::accumulate(uint32_t pid, const Real* ct, size_t ct_elems, uint32_t mask,
+                        std::vector<Real>& adj) {
   const Payload& p = pay_[pid];
   const uint8_t* bits = (mask == 0 || masks_.full(mask)) ? nullptr : masks_.bits(mask);
   // the first cotangent is stored, later ones added: adjoints are never zeroed
@@ -98,11 +98,11 @@ void Interp::accumulate(uint32_t pid, const double* ct, size_t ct_elems, uint32_
 
 void Interp::backward(const double* cotangent, std::vector<double>& grad) {
   const std::vector<uint32_t>& leaves = leaves_;
-  std::vector<double>& adj = adj_;
+  std::vector<Real>& adj = adj_;
   // No zeroing of adjoints: a payload's first cotangent is stored, later ones are added;
   // untouched ones are never read (records with an untouched output are skipped; untouched
   // leaves give 0).
-  if (adj.size() < pay_.doubles()) adj.resize(pay_.doubles());
+  if (adj.size() < pay_.elems()) adj.resize(pay_.elems());
   scratch_.clock.deadline = 0.0;  // limits bound the run; reverse mode runs to completion
   touched_.assign(pay_.count(), 0);
   const size_t S = value_elems_ / W_;
@@ -110,11 +110,11 @@ void Interp::backward(const double* cotangent, std::vector<double>& grad) {
     const Payload& p = pay_[v.id];
     if (!p.taped) continue;
     const uint8_t* bits = masks_.bits(mask);
-    double* a = adj.data() + p.off;
+    Real* a = adj.data() + p.off;
     const bool first = !touched_[v.id];
     for (size_t e = 0; e < S; ++e) {
       for (uint32_t l = 0; l < W_; ++l) {
-        const double c = bits[l] ? (cotangent ? cotangent[l * S + e] : 1.0) : 0.0;
+        const Real c = bits[l] ? (cotangent ? static_cast<Real>(cotangent[l * S + e]) : 1) : 0;
         a[e * W_ + l] = first ? c : a[e * W_ + l] + c;
       }
     }
@@ -128,10 +128,10 @@ void Interp::backward(const double* cotangent, std::vector<double>& grad) {
   const uint32_t P = static_cast<uint32_t>(leaves.size());
   grad.assign(static_cast<size_t>(B_) * P, 0.0);
   for (uint32_t i = 0; i < P; ++i) {
-    const double* a = adj.data() + pay_[leaves[i]].off;
+    const Real* a = adj.data() + pay_[leaves[i]].off;
     if (!touched_[leaves[i]]) continue;  // unused parameter: gradient 0
     for (uint32_t b = 0; b < B_; ++b) {  // sum over data lanes as np.sum (first term first)
-      double s = a[b * Ng_];
+      Real s = a[b * Ng_];
       for (uint32_t k = 1; k < Ng_; ++k) s += a[b * Ng_ + k];
       grad[b * P + i] = s;
     }
@@ -145,10 +145,10 @@ void Interp::backward(const double* cotangent, std::vector<double>& grad) {
   }
 }
 
-void Interp::vjp_record(const TapeRecord& rec, std::vector<double>& adj) {
+void Interp::vjp_record(const TapeRecord& rec, std::vector<Real>& adj) {
   const Payload outp = pay_[rec.out];
-  const double* g = adj.data() + outp.off;
-  const double* ans = pay_.ptr(rec.out);
+  const Real* g = adj.data() + outp.off;
+  const Real* ans = pay_.ptr(rec.out);
   const uint32_t* ids = tape_.operands.data() + rec.args;
   const uint32_t n = rec.nargs;
   const size_t S = outp.size();
@@ -165,7 +165,7 @@ void Interp::vjp_record(const TapeRecord& rec, std::vector<double>& adj) {
     // a first cotangent on every lane, of the operand's own shape, is written by the kernel
     // straight into the operand's adjoint (no buffer, no accumulate pass)
     const bool direct = !touched_[pid] && all_lanes && in.width == W;
-    double* const direct_ct = adj.data() + in.off;
+    Real* const direct_ct = adj.data() + in.off;
     if (rec.op == static_cast<uint16_t>(TapeOp::MERGE)) {
       ct_.assign(S * W, 0.0);
       const uint8_t* bits = masks_.bits(tape_.extras[rec.extra + which]);
@@ -224,7 +224,7 @@ Export Interp::export_values(const Value* vals, size_t n) {
       case Tag::NUM:
       case Tag::BOOLS: {
         const Payload& p = pay_[v.id];
-        const double* src = pay_.ptr(v.id);
+        const Real* src = pay_.ptr(v.id);
         const size_t S = p.size();
         std::vector<double> arr(S * p.width);
         for (size_t l = 0; l < p.width; ++l) {

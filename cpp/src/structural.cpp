@@ -58,24 +58,14 @@ std::string py_repr(double x) {
   return neg ? "-" + out : out;
 }
 
-const char* cxr_path(Prim p) {
-  switch (p) {
-    case Prim::CAR: return "a";
-    case Prim::CDR: return "d";
-    case Prim::CAAR: return "aa";
-    case Prim::CADR: return "ad";
-    case Prim::CDAR: return "da";
-    case Prim::CDDR: return "dd";
-    case Prim::CAAAR: return "aaa";
-    case Prim::CAADR: return "aad";
-    case Prim::CADAR: return "ada";
-    case Prim::CADDR: return "add";
-    case Prim::CDAAR: return "daa";
-    case Prim::CDADR: return "dad";
-    case Prim::CDDAR: return "dda";
-    case Prim::CDDDR: return "ddd";
-    default: return nullptr;
-  }
+// The a/d path of a c[ad]{1,3}r primitive, read from its name in the primitive table ("cadr":
+// "ad", applied right to left), or "" for any other primitive.
+std::string cxr_path(int code) {
+  const char* name = prim_info(code).name;
+  const size_t len = name ? std::strlen(name) : 0;
+  if (len < 3 || len > 5 || name[0] != 'c' || name[len - 1] != 'r') return "";
+  const std::string path(name + 1, len - 2);
+  return path.find_first_not_of("ad") == std::string::npos ? path : "";
 }
 
 }  // namespace
@@ -110,7 +100,7 @@ double Interp::uniform(Value x, const char* what) {
     throw error(std::string(what) + ": expected a number, got " + type_name(x));
   }
   const Payload& p = pay_[x.id];
-  const double* v = pay_.ptr(x.id);
+  const Real* v = pay_.ptr(x.id);
   if (p.width == 1) return v[0];
   const uint8_t* act = masks_.bits(mask_);
   int64_t first = -1;
@@ -175,17 +165,20 @@ std::string idx_str(int64_t v) { return std::to_string(v); }
 
 }  // namespace
 
+Value Interp::cxr(int code, const Value* args, uint32_t) {
+  const std::string path = cxr_path(code);
+  if (path.empty()) throw no_row(code);
+  const std::string name = std::string("c") + path + "r";
+  Value x = args[0];
+  for (size_t k = path.size(); k-- > 0;) {
+    if (x.tag != Tag::PAIR) throw error(name + ": expected a pair, got " + type_name(x));
+    x = path[k] == 'a' ? heap_.pairs[x.id].car : heap_.pairs[x.id].cdr;
+  }
+  return x;
+}
+
 Value Interp::structural(int code, const Value* args, uint32_t n) {
   const Prim p = static_cast<Prim>(code);
-  if (const char* path = cxr_path(p)) {
-    const std::string name = std::string("c") + path + "r";
-    Value x = args[0];
-    for (size_t k = std::strlen(path); k-- > 0;) {
-      if (x.tag != Tag::PAIR) throw error(name + ": expected a pair, got " + type_name(x));
-      x = path[k] == 'a' ? heap_.pairs[x.id].car : heap_.pairs[x.id].cdr;
-    }
-    return x;
-  }
   switch (p) {
     case Prim::CONS: alloc(); return make_value(Tag::PAIR, heap_.pair(args[0], args[1]));
     case Prim::LIST: alloc(n); return list_from(args, n, make_value(Tag::NIL));
@@ -254,7 +247,7 @@ Value Interp::structural(int code, const Value* args, uint32_t n) {
     case Prim::IS_EQV: return eqv(args[0], args[1]);
     case Prim::IS_EQUAL: return equal(args[0], args[1]);
     case Prim::VOID: return make_value(Tag::VOID);
-    default: return vectors(code, args, n);
+    default: throw no_row(code);
   }
 }
 
@@ -279,8 +272,8 @@ Value Interp::logical_not(Value x) {
   if (x.tag != Tag::BOOLS) return make_value(Tag::BOOL, x.tag == Tag::BOOL && x.id == 0);
   const uint32_t pid = pay_.alloc(W_, 0, 1, 1, false);
   const Payload& src = pay_[x.id];
-  const double* in = pay_.ptr(x.id);
-  double* out = pay_.ptr(pid);
+  const Real* in = pay_.ptr(x.id);
+  Real* out = pay_.ptr(pid);
   for (uint32_t l = 0; l < W_; ++l) out[l] = in[src.width > 1 ? l : 0] != 0.0 ? 0.0 : 1.0;
   return make_value(Tag::BOOLS, pid);
 }
@@ -293,7 +286,7 @@ double Interp::lane_bool(Value v, uint32_t l) const {
 
 Value Interp::bools_from(Value a, Value b, bool conj) {
   const uint32_t pid = pay_.alloc(W_, 0, 1, 1, false);
-  double* out = pay_.ptr(pid);
+  Real* out = pay_.ptr(pid);
   for (uint32_t l = 0; l < W_; ++l) {
     const bool x = lane_bool(a, l) != 0.0;
     const bool y = lane_bool(b, l) != 0.0;
@@ -364,18 +357,18 @@ Value Interp::equal(Value a, Value b) {
 Value Interp::array_equal(Value x, Value y) {
   const Payload px = pay_[x.id];
   const Payload py = pay_[y.id];
-  const double* a = pay_.ptr(x.id);
-  const double* b = pay_.ptr(y.id);
+  const Real* a = pay_.ptr(x.id);
+  const Real* b = pay_.ptr(y.id);
   const uint32_t width = std::max(px.width, py.width);
   const uint32_t pid = pay_.alloc(W_, 0, 1, 1, false);
   a = pay_.ptr(x.id);
   b = pay_.ptr(y.id);
-  double* out = pay_.ptr(pid);
+  Real* out = pay_.ptr(pid);
   for (uint32_t l = 0; l < W_; ++l) {
     bool eq = true;
     for (size_t e = 0; e < px.size() && eq; ++e) {
-      const double u = a[e * px.width + (px.width > 1 ? l : 0)];
-      const double v = b[e * py.width + (py.width > 1 ? l : 0)];
+      const Real u = a[e * px.width + (px.width > 1 ? l : 0)];
+      const Real v = b[e * py.width + (py.width > 1 ? l : 0)];
       eq = u == v;
     }
     out[l] = eq ? 1.0 : 0.0;

@@ -40,13 +40,13 @@ Value Interp::stack(const Value* items, uint32_t n, const char* who, int axis_ra
   alloc();
   const uint32_t out = axis_rank == 0 ? pay_.alloc(width, 1, n, 1, taped)
                                       : pay_.alloc(width, 2, n, m, taped);
-  double* o = pay_.ptr(out);
+  Real* o = pay_.ptr(out);
   for (uint32_t i = 0; i < n; ++i) {
     const Payload& p = pay_[items[i].id];
-    const double* src = pay_.ptr(items[i].id);
+    const Real* src = pay_.ptr(items[i].id);
     for (uint32_t e = 0; e < m; ++e) {
-      double* oe = o + (static_cast<size_t>(i) * m + e) * width;
-      const double* se = src + static_cast<size_t>(e) * p.width;
+      Real* oe = o + (static_cast<size_t>(i) * m + e) * width;
+      const Real* se = src + static_cast<size_t>(e) * p.width;
       for (uint32_t l = 0; l < width; ++l) oe[l] = se[p.width > 1 ? l : 0];
     }
   }
@@ -62,8 +62,8 @@ Value Interp::stack(const Value* items, uint32_t n, const char* who, int axis_ra
 Value Interp::gather(Value v, uint32_t first, uint32_t count, uint8_t rank) {
   const Payload src = pay_[v.id];
   const uint32_t out = pay_.alloc(src.width, rank, count, 1, src.taped);
-  const double* s = pay_.ptr(v.id) + static_cast<size_t>(first) * src.width;
-  double* o = pay_.ptr(out);
+  const Real* s = pay_.ptr(v.id) + static_cast<size_t>(first) * src.width;
+  Real* o = pay_.ptr(out);
   for (size_t k = 0; k < static_cast<size_t>(count) * src.width; ++k) o[k] = s[k];
   if (src.taped) tape_op(TapeOp::GATHER, &v.id, 1, out, first, count);
   return make_value(Tag::NUM, out, rank);
@@ -75,7 +75,7 @@ Value filled_payload(Interp& in, double value, uint32_t rows, uint32_t cols, uin
                      bool eye) {
   in.alloc();
   const uint32_t pid = in.pay_.alloc(1, rank, rows, cols, false);
-  double* p = in.pay_.ptr(pid);
+  Real* p = in.pay_.ptr(pid);
   for (size_t e = 0; e < static_cast<size_t>(rows) * cols; ++e) {
     p[e] = eye ? (e / cols == e % cols ? 1.0 : 0.0) : value;
   }
@@ -84,7 +84,7 @@ Value filled_payload(Interp& in, double value, uint32_t rows, uint32_t cols, uin
 
 }  // namespace
 
-Value Interp::vectors(int code, const Value* args, uint32_t n) {
+Value Interp::make_vectors(int code, const Value* args, uint32_t n) {
   const Prim p = static_cast<Prim>(code);
   switch (p) {
     case Prim::VEC: return stack(args, n, "vec", 0);
@@ -135,6 +135,13 @@ Value Interp::vectors(int code, const Value* args, uint32_t n) {
       if (static_cast<uint64_t>(size) * size > 100000000ull) throw error("eye: too large");
       return filled_payload(*this, 0.0, size, size, 2, true);
     }
+    default: throw no_row(code);
+  }
+}
+
+Value Interp::read_vectors(int code, const Value* args, uint32_t n) {
+  const Prim p = static_cast<Prim>(code);
+  switch (p) {
     case Prim::REF: {
       const Value v = args[0];
       if (v.tag != Tag::NUM || v.rank == 0) {
@@ -183,10 +190,8 @@ Value Interp::vectors(int code, const Value* args, uint32_t n) {
       list_items(args[0], items, "list->vector", true);
       return stack(items.data(), static_cast<uint32_t>(items.size()), "vec", 0);
     }
-    default: break;
+    default: throw no_row(code);
   }
-  throw error(std::string("primitive ") + (prim_info(code).name ? prim_info(code).name : "?") +
-              " cannot be applied here");
 }
 
 }  // namespace ndvm

@@ -4,6 +4,8 @@ from typing import Any
 
 import numpy as np
 
+dtype: str  # "float64" (_core) or "float32" (_core32): the payload element type
+
 def core_version() -> str: ...
 def missing_kernels() -> list[int]: ...
 

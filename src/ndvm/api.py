@@ -142,6 +142,7 @@ class Program:
             cotangent=ct,
             limits=self.limits,
             dialect=self.dialect,
+            dtype=self.dtype,
         )
         self._raise_if_strict(result)
         return result
@@ -157,6 +158,7 @@ class Program:
             cotangent=None,
             limits=self.limits,
             dialect=self.dialect,
+            dtype=self.dtype,
         )
         self._raise_if_strict(result)
         return self._shape(result, single)
@@ -177,6 +179,7 @@ class Program:
             cotangent=None if ct is None else self._cotangent_grid(ct, single, inputs),
             limits=self.limits,
             dialect=self.dialect,
+            dtype=self.dtype,
         )
         self._raise_if_strict(result)
         grad = result.grad
@@ -184,6 +187,43 @@ class Program:
         if self.dtype == "float32":
             grad = grad.astype(np.float32)
         return self._shape(result, single), (grad[0] if single else grad)
+
+    def jacobian(self, theta: Any = None, **inputs: Any) -> np.ndarray:
+        """d value / d theta per lane, in the unconstrained space of ``value_and_grad``.
+
+        Shape ``[B, N, *struct, P]`` for ``[B, P]`` theta with N data lanes; the N axis is
+        absent without data lanes and the B axis for a ``[P]`` theta (a scalar program over N
+        data points at one theta gives ``[N, P]``). Summed over the data lanes (and
+        elements), it is ``value_and_grad``'s gradient. For d value / d(the value a
+        constrained parameter sees), divide by ``constrain_jacobian(theta)``. A parameter
+        lane where some data lane fails is NaN. Cost: one reverse pass per output element
+        (N * elements), batched as parameter lanes.
+        """
+        th, single = self._theta(theta)
+        run = _backend(self.backend).run
+        opts = {"limits": self.limits, "dialect": self.dialect}
+        first = run(self.compiled, th, inputs, grad=False, cotangent=None, **opts)
+        self._raise_if_strict(first)
+        if not first.numeric:
+            raise NdvmError("jacobian needs a numeric result (a number, vector or matrix)")
+        B, P = th.shape
+        out_shape = first.value.shape[1:]  # (Ng, *struct)
+        K = int(np.prod(out_shape))
+        jac = np.empty((B, K, P))
+        chunk = max(1, min(K, (1 << 22) // max(1, B * K)))
+        for start in range(0, K, chunk):
+            ks = np.arange(start, min(start + chunk, K))
+            c = ks.size
+            ct = np.zeros((B * c, K))
+            ct[np.arange(B * c), np.tile(ks, B)] = 1.0
+            result = run(self.compiled, np.repeat(th, c, axis=0), inputs, grad=True,
+                         cotangent=ct.reshape((B * c, *out_shape)), **opts)  # fmt: skip
+            assert result.grad is not None
+            jac[:, ks, :] = result.grad.reshape(B, c, P)
+        jac = jac.reshape((B, *out_shape, P))
+        if not first.data_lanes:
+            jac = jac[:, 0]
+        return jac[0] if single else jac
 
     # -- helpers ------------------------------------------------------------------------
     def _theta(self, theta: Any) -> tuple[np.ndarray, bool]:
@@ -254,7 +294,7 @@ def compile(  # noqa: A001 - the public name is part of the contract
     """Compile ``source`` once; evaluate it many times over lanes.
 
     Args:
-        source: program text (LANGUAGE.md).
+        source: program text (docs/language.md).
         params: parameter names (or ``(name, init[, constraint])`` specs / a mapping); None
             means the ``params`` header if present, else every free variable that is not an
             input, in order of first appearance.

@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -90,3 +94,20 @@ def test_dmci_unsupported_by_export() -> None:
     prog = ndvm.compile("(params a) (* a a)", dialect="dmci")
     with pytest.raises(ExportUnsupported, match="dmci"):
         to_sympy(prog)
+
+
+def test_cli_dialect_flag() -> None:
+    src = "(let ((x 1.0) (y (+ x 1.0))) (list y (modulo -7.5 2) (remainder -7.5 2)))"
+    outs = []
+    for extra in ([], ["--dialect", "dmci"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "ndvm", "eval", "-", "--input", "x=5", *extra],
+            input=src,
+            capture_output=True,
+            text=True,
+            env=dict(os.environ),
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr
+        outs.append(proc.stdout.strip())
+    assert outs == ["value: (6 0.5 -1.5)", "value: (2 -1.5 0.5)"]

@@ -17,7 +17,7 @@ sp = need("sympy")
 # Beyond the torch/jax subset: vectors and matrices, and round (no closed form here).
 SCALAR_ONLY = {"004-piecewise", "037-vectors", "038-matrices", "039-linalg-spd", "043-kalman80",
                "059-reader-syntax", "060-vector-results", "061-matrix-result",
-               "062-scalar-input"}  # fmt: skip
+               "062-scalar-input", "063-scale-orders"}  # fmt: skip
 # A 16-fold nested map: exact, but its tree (shared subexpressions unshared) is too big to print.
 HUGE = {"044-logistic-map"}
 

@@ -184,7 +184,8 @@ CASES: list[Case] = [
     Case("car-number", "covered", "(car a)", "ProgramError", positioned=True),
     Case("arity", "covered", "((lambda (x) x) a a)", "ProgramError", positioned=True),
     Case("prim-arity", "covered", "(cons a)", "CompileError", positioned=True),
-    Case("call-number", "covered", "(a 1)", "ProgramError", positioned=True),
+    Case("call-number", "covered", "(a 1)", "CompileError", positioned=True),  # never a param
+    Case("call-local-number", "covered", "(let ((f 2)) (f 1))", "ProgramError", positioned=True),
     Case("apply-improper", "covered", "(apply + (cons 1 a))", "ProgramError", positioned=True),
     Case("assert-lanes", "covered", "(begin (assert (> a 0)) a)", theta=[[1.0], [-1.0]],
          status=(0, 2), lane_errors=("ProgramError",)),

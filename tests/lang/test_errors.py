@@ -1,4 +1,4 @@
-"""Every error class of LANGUAGE.md with its exact position; malformed input never crashes or
+"""Every error class of docs/language.md with its exact position; malformed input never crashes or
 hangs; limits raise promptly and leave the program reusable."""
 
 from __future__ import annotations

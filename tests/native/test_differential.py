@@ -205,10 +205,14 @@ def test_native_cotangent_matches_reference() -> None:
     np.testing.assert_allclose(out[1], out[0], rtol=1e-10)
 
 
-def test_native_has_every_numeric_kernel() -> None:
-    from ndvm import _core
+@pytest.mark.parametrize("core", ["_core", "_core32"])
+def test_native_has_every_row(core: str) -> None:
+    """Every NUMERIC, PREDICATE, STRUCTURAL and CONTROL primitive has its row in both cores."""
+    import importlib
 
-    assert _core.missing_kernels() == []
+    module = importlib.import_module(f"ndvm.{core}")
+    assert module.dtype == ("float32" if core == "_core32" else "float64")
+    assert module.missing_kernels() == []
 
 
 def test_native_singular_and_nan_lanes_match_reference() -> None:

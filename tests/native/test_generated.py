@@ -14,7 +14,10 @@ pytestmark = pytest.mark.native
 
 LIMITS = ndvm.Limits(max_steps=200_000, deadline=5.0)
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-coord = st.floats(-3, 3, allow_nan=False, width=64)
+# coordinates of moderate magnitude: a tiny x makes (/ a a x) ~ 1e171, whose gradient terms
+# cancel to a value that depends on the accumulation order (both backends are then right)
+magnitude = st.floats(1e-3, 3, allow_nan=False, width=64)
+coord = st.one_of(st.just(0.0), magnitude, magnitude.map(lambda v: -v))
 thetas = st.lists(st.lists(coord, min_size=3, max_size=3), min_size=1, max_size=4)
 
 

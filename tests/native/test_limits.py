@@ -46,6 +46,23 @@ def test_native_malformed_table_is_typed_error() -> None:
         _core.Program(nodes, empty, empty, np.zeros((0, 3), np.int32), np.zeros(0), [], 0, 0, 0)
 
 
+@pytest.mark.parametrize("transform", [9999, -1, 150, 201])  # unknown, negative, dot, car
+def test_native_constraint_that_is_not_a_unary_opcode_is_refused(transform: int) -> None:
+    """A parameter's constraint reaches the core as the opcode of a unary NUMERIC elementwise
+    primitive (softplus, ...); anything else is refused before the run starts."""
+    from ndvm.backends import registry
+
+    prog = ndvm.compile("(* 2 a)", backend="native")
+    backend = registry.get("native")
+    low = backend.lowered(prog.compiled)
+    args = ([], [], 1, False, 10**6, 10**6, 10**4, 0.0, False)
+    bad = np.array([transform], dtype=np.int32)
+    with pytest.raises(errors.NativeError, match="not a unary opcode"):
+        backend._context().run(low.core, np.ones((1, 1)), bad, *args)
+    ok = low.constraints  # free: 0
+    assert backend._context().run(low.core, np.ones((1, 1)), ok, *args)["value"].tolist() == [[2.0]]
+
+
 LANE_CASES = [
     ("(if (> a 0) (let loop ((k 0)) (loop (+ k 1))) (* 2 a))", Limits(max_steps=20_000)),
     ("(define (f n) (if (> n 0) (+ 1 (f n)) 0)) (+ (f a) a)", Limits(max_depth=2_000)),

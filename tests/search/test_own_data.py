@@ -20,8 +20,9 @@ import ndvm
 from ndvm.lang.datum import to_source
 from ndvm.lang.reader import read
 from ndvm.search import Budget, Task, frontier, make_proposer, run_search
-from ndvm.search.simplify import simplify, uses_loop_state
-from ndvm.tasks import user
+from ndvm.search.evolve import uses_loop_state
+from ndvm.search.simplify import simplify
+from ndvm.tasks import base, columns
 
 
 def _mm(n: int = 120, noise: float = 0.01, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -83,18 +84,18 @@ def test_non_finite_data_is_named_by_row():
 
 def test_read_csv_names_file_line_and_column(tmp_path):
     good = _csv(tmp_path / "g.csv", {"S": np.array([1.0, 2.0]), "v": np.array([3.0, 4.0])})
-    assert user.read_csv(good, ["v"])["v"].tolist() == [3.0, 4.0]
+    assert columns.read_csv(good, ["v"])["v"].tolist() == [3.0, 4.0]
     semi = _csv(tmp_path / "s.csv", {"S": np.array([1.0, 2.0]), "v": np.array([3.0, 4.0])}, ";")
-    assert user.read_csv(semi, ["S", "v"])["S"].tolist() == [1.0, 2.0]
+    assert columns.read_csv(semi, ["S", "v"])["S"].tolist() == [1.0, 2.0]
     bad = tmp_path / "b.csv"
     bad.write_text("S,v\n1,2\n3,NA\n")
     with pytest.raises(ndvm.NdvmError, match=r"b.csv:3: error: column 'v': not a number"):
-        user.read_csv(bad, ["S", "v"])
+        columns.read_csv(bad, ["S", "v"])
     (tmp_path / "h.csv").write_text("S,v\n")
     with pytest.raises(ndvm.NdvmError, match="no data rows"):
-        user.read_csv(tmp_path / "h.csv", ["S"])
+        columns.read_csv(tmp_path / "h.csv", ["S"])
     with pytest.raises(ndvm.NdvmError, match="no column 'w'"):
-        user.read_csv(good, ["w"])
+        columns.read_csv(good, ["w"])
 
 
 def test_simplify_removes_identities_and_folds_literals():
@@ -129,7 +130,7 @@ def _poisoned(task: Task) -> Task:
     d = task.data()
     junk = np.random.default_rng(9).normal(1e6, 1e5, d.test_target.shape)
     bad = dataclasses.replace(d, test_target=junk)
-    return dataclasses.replace(task, build_data=functools.partial(user._fixed, bad))
+    return dataclasses.replace(task, build_data=functools.partial(base.constant_data, bad))
 
 
 def test_selection_never_reads_the_test_split(tmp_path):

@@ -54,7 +54,7 @@ def _run(src, seed=0, task="sr-damped", **kw):
 
 
 def test_one_start_is_the_tasks_protocol():
-    """--starts 1: the TASKS.md single-start protocol, i.e. Task.evaluate with that seed."""
+    """--starts 1: the docs/tasks.md single-start protocol, i.e. Task.evaluate with that seed."""
     for seed in (0, 2):
         ev = _run(TRUE_SR, seed, starts=1).evaluation
         ref = tasks.get("sr-damped").evaluate(TRUE_SR, seed=seed)

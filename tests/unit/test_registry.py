@@ -15,7 +15,7 @@ from ndvm.prims.registry import opcode_identifier
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT = Path(__file__).with_name("prims_snapshot.json")
 
-# Every primitive name (and alias) of /work/shared/docs/LANGUAGE.md, section "Primitives".
+# Every primitive name (and alias) that docs/language.md, section "Primitives", requires.
 LANGUAGE_PRIMITIVES = """
 + - * / abs min max exp log log1p expm1 sqrt cbrt square expt pow
 sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh sigmoid softplus erf hypot clamp
@@ -132,4 +132,4 @@ def test_registry_gen_prims_check_detects_staleness(
 
 @pytest.mark.parametrize("name", LANGUAGE_PRIMITIVES)
 def test_registry_language_primitive_is_registered(name: str) -> None:
-    assert name in PRIMS, f"LANGUAGE.md primitive {name!r} is not registered"
+    assert name in PRIMS, f"docs/language.md primitive {name!r} is not registered"

@@ -12,6 +12,7 @@
 
 #include "ndvm/heap.hpp"
 #include "ndvm/payload.hpp"
+#include "ndvm/prims.hpp"
 #include "ndvm/program.hpp"
 #include "ndvm/tape.hpp"
 #include "ndvm/value.hpp"
@@ -66,7 +67,9 @@ struct RunRequest {
   uint32_t B = 1;
   uint32_t Ng = 1;
   const double* theta = nullptr;        // [B, P] row-major
-  const int32_t* constraints = nullptr;  // [P]: 0 free, 1 positive, 2 unit, 3 signed-unit
+  // [P]: opcode of the unary NUMERIC primitive a parameter's constraint applies to its raw
+  // value (the host's table: softplus for positive, ...), or 0 for a free parameter
+  const int32_t* transforms = nullptr;
   std::vector<InputSpec> inputs;
   bool grad = false;
   const double* cotangent = nullptr;  // [B, Ng, *struct] or nullptr (ones)
@@ -168,7 +171,15 @@ class Interp {
   std::string type_name(Value v) const;
   Value number(double x);  // a lane-uniform constant
   Value numeric(int code, const Value* args, uint32_t n);
+  // STRUCTURAL rows (Interp::rows): c[ad]+r, lists/tests/equality, vector construction and
+  // vector indexing; each throws no_row for an opcode that is not its own.
+  Value cxr(int code, const Value* args, uint32_t n);
   Value structural(int code, const Value* args, uint32_t n);
+  Value make_vectors(int code, const Value* args, uint32_t n);
+  Value read_vectors(int code, const Value* args, uint32_t n);
+  LaneError no_row(int code) const;
+  // Whether STRUCTURAL or CONTROL opcode `code` has its row.
+  static bool has_row(int code);
   double uniform(Value x, const char* what);
   int64_t index(Value x, const char* what);
   Value list_from(const Value* items, size_t n, Value tail);
@@ -186,7 +197,6 @@ class Interp {
   Value bool_and(Value a, Value b);
   Value equal(Value a, Value b);
   Value array_equal(Value x, Value y);
-  Value vectors(int code, const Value* args, uint32_t n);
   Value stack(const Value* items, uint32_t n, const char* who, int axis_rank);
   Value gather(Value v, uint32_t first, uint32_t count, uint8_t rank);
   uint32_t size_arg(Value x, const char* who);
@@ -235,16 +245,24 @@ class Interp {
   LaneError step_error() const;
   Step call(Value fn, const Value* args, uint32_t n, uint32_t node);
   Step apply_prim(int code, const Value* args, uint32_t n, uint32_t node);
-  Step apply_control(int code, const Value* args, uint32_t n, uint32_t node);
+  Step apply_error(int code, const Value* args, uint32_t n, uint32_t node);
+  Step apply_list(int code, const Value* args, uint32_t n, uint32_t node);
+  using StructuralRow = Value (Interp::*)(int, const Value*, uint32_t);
+  using ControlRow = Step (Interp::*)(int, const Value*, uint32_t, uint32_t);
+  struct Rows {
+    StructuralRow structural[kPrimCodeLimit];
+    ControlRow control[kPrimCodeLimit];
+  };
+  static const Rows& rows();
   uint32_t new_join(uint32_t mask);
   uint32_t count_true(uint32_t active, uint32_t pid) const;
   uint32_t lane_split(uint32_t active, uint32_t pid, bool want, uint32_t& n_yes);
   int truth(Value v) const;  // 0 false, 1 true, 2 per lane
   Value custom(int code, const Value* args, uint32_t n);
   void backward(const double* cotangent, std::vector<double>& grad);
-  void vjp_record(const TapeRecord& rec, std::vector<double>& adj);
-  void accumulate(uint32_t pid, const double* ct, size_t ct_elems, uint32_t mask,
-                  std::vector<double>& adj);
+  void vjp_record(const TapeRecord& rec, std::vector<Real>& adj);
+  void accumulate(uint32_t pid, const Real* ct, size_t ct_elems, uint32_t mask,
+                  std::vector<Real>& adj);
   void assemble(RunOutput& out);
 
   Limits lim_;
@@ -283,8 +301,8 @@ class Interp {
   std::vector<Operand> ops_;
   LinalgScratch scratch_;
   std::vector<uint32_t> ids_;
-  std::vector<double> ct_;
-  std::vector<double> adj_;
+  std::vector<Real> ct_;
+  std::vector<Real> adj_;
   std::vector<uint8_t> touched_;
   std::vector<uint32_t> leaves_;
   std::vector<int8_t> status_;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,16 @@
 
 namespace ndvm {
 
+// The payload element type: float64, or float32 in the `_core32` build (NDVM_FLOAT32), which
+// compiles the same sources with Real = float (docs/native.md, "float32").
+#if defined(NDVM_FLOAT32)
+using Real = float;
+#else
+using Real = double;
+#endif
+
 struct Operand {
-  const double* p = nullptr;
+  const Real* p = nullptr;
   uint32_t width = 1;
   uint32_t rows = 1;
   uint32_t cols = 1;
@@ -45,11 +54,11 @@ struct OutShape {
 };
 
 // Forward of an ELEMENTWISE/SCALAR numeric primitive: out has width W_out, S elements.
-void elementwise_forward(int code, bool dmci, const Operand* args, int n, double* out,
+void elementwise_forward(int code, bool dmci, const Operand* args, int n, Real* out,
                          uint32_t W_out, size_t S);
 
 // Predicate (= < > <= >= zero? ...) on rank-0 operands: out[l] = 0.0 or 1.0.
-void predicate_forward(int code, const Operand* args, int n, double* out, uint32_t W_out);
+void predicate_forward(int code, const Operand* args, int n, Real* out, uint32_t W_out);
 
 // What a VJP kernel produced: nothing (no gradient flows: piecewise-constant), a cotangent
 // in ct, or a cotangent equal to g itself (ct untouched; the caller reads g).
@@ -57,13 +66,13 @@ enum class Grad : uint8_t { NONE, WRITTEN, IDENTITY };
 
 // VJP of an elementwise primitive w.r.t. argument `which`: ct gets S x W values (the
 // output's shape).
-Grad elementwise_vjp(int code, bool dmci, const double* g, const double* ans,
-                     const Operand* args, int n, int which, double* ct, uint32_t W, size_t S);
+Grad elementwise_vjp(int code, bool dmci, const Real* g, const Real* ans,
+                     const Operand* args, int n, int which, Real* ct, uint32_t W, size_t S);
 
 // adj (S elements x W lanes) += ct (ct_elems x W; ct_elems == S, or S == 1 and the ct
 // elements are summed first, in index order, as the reference's unbroadcast). `first`: adj
 // holds garbage and is stored, not added to (no zero-then-add). bits: lane mask or nullptr.
-void accumulate_lanes(double* adj, const double* ct, uint32_t W, size_t S, size_t ct_elems,
+void accumulate_lanes(Real* adj, const Real* ct, uint32_t W, size_t S, size_t ct_elems,
                       const uint8_t* bits, bool first);
 
 // The deadline inside long kernels: big linear algebra counts its element work and looks at
@@ -96,11 +105,13 @@ struct WorkClock {
 // product (left to right) when it is a normal number, else NumPy's sum 0.0 + log d_0 + ...
 // (also the singular case, log 0 = -inf). Differs from NumPy's sum of logs by rounding only.
 template <class D>
-inline double log_abs_product(int n, D d) {
-  double p = 1.0;
+inline Real log_abs_product(int n, D d) {
+  Real p = 1.0;
   for (int i = 0; i < n; ++i) p *= d(i);
-  if (p >= 2.2250738585072014e-308 && p <= 1.7976931348623157e308) return std::log(p);
-  double s = 0.0;
+  if (p >= std::numeric_limits<Real>::min() && p <= std::numeric_limits<Real>::max()) {
+    return std::log(p);
+  }
+  Real s = 0.0;
   for (int i = 0; i < n; ++i) s += std::log(d(i));
   return s;
 }
@@ -109,21 +120,21 @@ inline double log_abs_product(int n, D d) {
 // allocation per operation once warm, no thread-local state).
 struct LinalgScratch {
   WorkClock clock;
-  std::vector<double> buf;
-  std::vector<double> g;
-  std::vector<double> ans;
-  std::vector<double> ct;
+  std::vector<Real> buf;
+  std::vector<Real> g;
+  std::vector<Real> ans;
+  std::vector<Real> ct;
   std::vector<int> piv;
 };
 
 // Lane-vectorized forms of CUSTOM primitives: the sums of products (dot, vsum, vmean,
 // outer, matvec, matmul, transpose, trace) and, over many lanes, inv/det/logdet (lane-parallel
 // LU with the per-lane pivoting of the scalar form). Return false for other opcodes.
-bool lanes_forward(int code, const Operand* args, double* out, uint32_t W, LinalgScratch& s);
-bool lanes_forward_products(int code, const Operand* args, double* out, uint32_t W,
+bool lanes_forward(int code, const Operand* args, Real* out, uint32_t W, LinalgScratch& s);
+bool lanes_forward_products(int code, const Operand* args, Real* out, uint32_t W,
                             WorkClock& clock);
-bool lanes_vjp(int code, const double* g, const double* ans, const Operand* args, int which,
-               double* ct, uint32_t W, LinalgScratch& s);
+bool lanes_vjp(int code, const Real* g, const Real* ans, const Operand* args, int which,
+               Real* ct, uint32_t W, LinalgScratch& s);
 
 // Whether PREDICATE opcode `code` has its row.
 bool has_predicate_row(int code);
@@ -138,12 +149,12 @@ int custom_in_rank(int code, int i);
 std::string custom_shape(int code, const Operand* args, int n, OutShape& out);
 
 // Forward of a CUSTOM primitive (out: W_out lanes of the shape custom_shape gave).
-void custom_forward(int code, const Operand* args, int n, double* out, uint32_t W_out,
+void custom_forward(int code, const Operand* args, int n, Real* out, uint32_t W_out,
                     LinalgScratch& scratch);
 
 // VJP of a CUSTOM primitive w.r.t. argument `which`: ct gets the argument's size x W values.
-void custom_vjp(int code, const double* g, const double* ans, const OutShape& out_shape,
-                const Operand* args, int n, int which, double* ct, uint32_t W,
+void custom_vjp(int code, const Real* g, const Real* ans, const OutShape& out_shape,
+                const Operand* args, int n, int which, Real* ct, uint32_t W,
                 LinalgScratch& scratch);
 
 }  // namespace ndvm

@@ -21,29 +21,30 @@ struct LimitError : std::runtime_error {
   LimitError(LimitKind k, const std::string& msg) : std::runtime_error(msg), kind(k) {}
 };
 
-// Numeric payload memory of one evaluation is capped (2 GiB of float64); beyond it the
-// evaluation stops with a heap LimitError instead of exhausting the host.
-constexpr size_t kMaxPayloadDoubles = size_t{1} << 28;
+// Numeric payload memory of one evaluation is capped at 2^28 elements (2 GiB of float64, 1 GiB
+// of float32); beyond it the evaluation stops with a heap LimitError instead of exhausting
+// the host.
+constexpr size_t kMaxPayloadElems = size_t{1} << 28;
 
-// Growable array of doubles that never zero-fills and keeps its capacity on reset.
-class DoubleArena {
+// Growable array of payload elements that never zero-fills and keeps its capacity on reset.
+class RealArena {
  public:
   size_t size() const { return size_; }
-  double* data() { return buf_.get(); }
-  const double* data() const { return buf_.get(); }
+  Real* data() { return buf_.get(); }
+  const Real* data() const { return buf_.get(); }
   void reset() { size_ = 0; }
-  // Appends n uninitialised doubles; returns the offset of the first one.
+  // Appends n uninitialised elements; returns the offset of the first one.
   size_t grow(size_t n) {
-    if (size_ + n > kMaxPayloadDoubles) {
+    if (size_ + n > kMaxPayloadElems) {
       throw LimitError(LimitKind::HEAP, "payload memory limit of " +
-                                            std::to_string(kMaxPayloadDoubles * 8 >> 20) +
+                                            std::to_string(kMaxPayloadElems * sizeof(Real) >> 20) +
                                             " MiB exceeded");
     }
     if (size_ + n > cap_) {
       size_t cap = cap_ ? cap_ : 4096;
       while (cap < size_ + n) cap *= 2;
-      std::unique_ptr<double[]> next(new double[cap]);
-      if (size_) std::memcpy(next.get(), buf_.get(), size_ * sizeof(double));
+      std::unique_ptr<Real[]> next(new Real[cap]);
+      if (size_) std::memcpy(next.get(), buf_.get(), size_ * sizeof(Real));
       buf_ = std::move(next);
       cap_ = cap;
     }
@@ -53,7 +54,7 @@ class DoubleArena {
   }
 
  private:
-  std::unique_ptr<double[]> buf_;
+  std::unique_ptr<Real[]> buf_;
   size_t size_ = 0;
   size_t cap_ = 0;
 };
@@ -87,8 +88,8 @@ class PayloadTable {
     return static_cast<uint32_t>(items_.size() - 1);
   }
   const Payload& operator[](uint32_t pid) const { return items_[pid]; }
-  double* ptr(uint32_t pid) { return data_.data() + items_[pid].off; }
-  const double* ptr(uint32_t pid) const { return data_.data() + items_[pid].off; }
+  Real* ptr(uint32_t pid) { return data_.data() + items_[pid].off; }
+  const Real* ptr(uint32_t pid) const { return data_.data() + items_[pid].off; }
   Operand operand(uint32_t pid) const {
     const Payload& p = items_[pid];
     Operand o;
@@ -100,10 +101,10 @@ class PayloadTable {
     return o;
   }
   size_t count() const { return items_.size(); }
-  size_t doubles() const { return data_.size(); }
+  size_t elems() const { return data_.size(); }
 
  private:
-  DoubleArena data_;
+  RealArena data_;
   std::vector<Payload> items_;
 };
 

@@ -49,4 +49,5 @@ class Backend(Protocol):
         cotangent: np.ndarray | None,
         limits: Limits,
         dialect: str | None,
+        dtype: str = "float64",
     ) -> RunResult: ...

@@ -18,8 +18,8 @@ import numpy as np
 
 from ndvm.backends.base import RunResult
 from ndvm.backends.inputs import classify_inputs
+from ndvm.backends.native_lower import NativeUnsupported, lower_tables
 from ndvm.errors import (
-    BackendUnsupported,
     DeadlineExceeded,
     DepthLimitExceeded,
     NdvmError,
@@ -29,172 +29,62 @@ from ndvm.errors import (
 )
 from ndvm.eval.export import Budget, error_message, object_grid
 from ndvm.eval.limits import Limits
-from ndvm.lang import ir
 from ndvm.lang.ir import CompiledProgram
 from ndvm.payload import Arr, BoolArr
 from ndvm.prims import PRIMS
-from ndvm.prims.constraints import constraint
 from ndvm.values import NIL, VOID, Pair, String, Symbol
 
 try:
     from ndvm import _core
 except ImportError:  # pragma: no cover - exercised only without the extension
     _core = None
+try:
+    from ndvm import _core32
+except ImportError:  # pragma: no cover - a build without the float32 core
+    _core32 = None
 
 AVAILABLE = _core is not None
 
 
-class NativeUnsupported(BackendUnsupported):
-    """A program the native runtime cannot run (explicit ``backend="native"`` raises it)."""
+def _module(dtype: str) -> Any:
+    """The core computing in ``dtype``: ``_core`` (float64) or ``_core32`` (float32)."""
+    if dtype == "float32":
+        if _core32 is None:
+            raise NdvmError("the native float32 core is not built (ndvm._core32 is missing)")
+        return _core32
+    return _core
 
 
-# Node kinds (cpp/include/ndvm/program.hpp NodeKind) and constant kinds (ConstKind).
-_CONST, _LOCAL, _PARAM, _INPUT, _PRIMREF, _IF, _SEQ, _OR = range(8)
-_LAMBDA, _LET, _LETREC, _CALL, _PRIMCALL, _ASSERT = range(8, 14)
-_C_NUM, _C_BOOL, _C_NIL, _C_VOID, _C_SYM, _C_STR, _C_PAIR = range(7)
 _KINDS = {"scalar": 0, "data": 1, "const": 2}
 
 
 class _Lowered:
-    """Flat tables of one program plus the core's Program built from them."""
+    """Flat tables of one program plus the core's Program built from them (per dtype)."""
 
-    __slots__ = ("core", "strings", "constraints", "__weakref__")
+    __slots__ = ("args", "strings", "constraints", "_cores", "__weakref__")
 
-    def __init__(self, core: Any, strings: list[str], constraints: np.ndarray) -> None:
-        self.core = core
+    def __init__(self, args: tuple[Any, ...], strings: list[str], constraints: Any) -> None:
+        self.args = args
         self.strings = strings
         self.constraints = constraints
+        self._cores: dict[str, Any] = {}
 
+    @property
+    def core(self) -> Any:
+        """The float64 core's Program."""
+        return self.program("float64")
 
-class _Tables:
-    def __init__(self) -> None:
-        self.nodes: list[list[int]] = []
-        self.kids: list[int] = []
-        self.aux: list[int] = []
-        self.consts: list[list[int]] = []
-        self.nums: list[float] = []
-        self.strings: list[str] = []
-        self._interned: dict[str, int] = {}
-        self._const_ids: dict[Any, int] = {}
-
-    def string(self, text: str) -> int:
-        sid = self._interned.get(text)
-        if sid is None:
-            sid = self._interned[text] = len(self.strings)
-            self.strings.append(text)
-        return sid
-
-    def fresh_string(self, text: str) -> int:
-        self.strings.append(text)
-        return len(self.strings) - 1
-
-    def const(self, value: Any) -> int:
-        """Constant-pool index of ``value`` (pairs lowered children first, iteratively)."""
-        order: list[Any] = []
-        stack = [value]
-        while stack:
-            v = stack.pop()
-            order.append(v)
-            if type(v) is Pair:
-                stack.append(v.car)
-                stack.append(v.cdr)
-        index: dict[int, int] = {}
-        for v in reversed(order):
-            index[id(v)] = self._const_one(v, index)
-        return index[id(value)]
-
-    def _const_one(self, v: Any, index: dict[int, int]) -> int:
-        t = type(v)
-        if t is Pair:
-            row = [_C_PAIR, index[id(v.car)], index[id(v.cdr)]]
-            num = 0.0
-        elif t is bool:
-            row, num = [_C_BOOL, int(v), 0], 0.0
-        elif t in (float, int):
-            row, num = [_C_NUM, 0, 0], float(v)
-        elif t is Symbol:
-            row, num = [_C_SYM, self.string(v.name), 0], 0.0
-        elif t is String:
-            row, num = [_C_STR, self.fresh_string(v.text), 0], 0.0
-        elif v is NIL:
-            row, num = [_C_NIL, 0, 0], 0.0
-        elif v is VOID:
-            row, num = [_C_VOID, 0, 0], 0.0
-        else:
-            raise NativeUnsupported(f"native backend: unsupported constant {v!r}")
-        self.consts.append(row)
-        self.nums.append(num)
-        return len(self.consts) - 1
-
-
-def _node_row(t: _Tables, n: Any) -> tuple[list[int], tuple[Any, ...]]:
-    """``[kind, op, a, b, c]`` and the children of IR node ``n``."""
-    k = type(n)
-    if k is ir.Const:
-        return [_CONST, 0, t.const(n.value), 0, 0], ()
-    if k is ir.Local:
-        return [_LOCAL, 0, n.depth, n.index, t.string(n.name)], ()
-    if k is ir.Param:
-        return [_PARAM, 0, n.index, 0, 0], ()
-    if k is ir.Input:
-        return [_INPUT, 0, n.index, 0, 0], ()
-    if k is ir.PrimRef:
-        return [_PRIMREF, n.code, 0, 0, 0], ()
-    if k is ir.If:
-        return [_IF, 0, 0, 0, 0], (n.test, n.then, n.orelse)
-    if k is ir.Seq:
-        return [_SEQ, 0, 0, 0, 0], tuple(n.exprs)
-    if k is ir.Or:
-        return [_OR, 0, 0, 0, 0], tuple(n.exprs)
-    if k is ir.Lambda:
-        return [_LAMBDA, 0, n.nreq, int(n.rest), t.string(n.name)], (n.body,)
-    if k is ir.Let:
-        return [_LET, 0, 0, 0, 0], (*n.inits, n.body)
-    if k is ir.Letrec:
-        names = list(n.names) or ["?"] * len(n.inits)
-        off = len(t.aux)
-        t.aux.extend(t.string(s) for s in names)
-        return [_LETREC, 0, 0, off, 0], (*n.inits, n.body)
-    if k is ir.Call:
-        return [_CALL, 0, 0, 0, 0], (n.fn, *n.args)
-    if k is ir.PrimCall:
-        return [_PRIMCALL, n.code, 0, 0, 0], tuple(n.args)
-    if k is ir.Assert:
-        return [_ASSERT, 0, 0, 0, t.string(n.text)], (n.expr,)
-    raise NativeUnsupported(f"native backend: unsupported IR node {k.__name__}")
+    def program(self, dtype: str) -> Any:
+        """The Program of the core computing in ``dtype`` (built on first use)."""
+        prog = self._cores.get(dtype)
+        if prog is None:
+            prog = self._cores[dtype] = _module(dtype).Program(*self.args)
+        return prog
 
 
 def lower(program: CompiledProgram) -> _Lowered:
-    """Lower the resolved IR into the core's flat tables (preorder ids, iteratively)."""
-    t = _Tables()
-    stack: list[tuple[Any, int]] = [(program.body, -1)]
-    while stack:
-        node, slot = stack.pop()
-        nid = len(t.nodes)
-        if slot >= 0:
-            t.kids[slot] = nid
-        row, children = _node_row(t, node)
-        off = len(t.kids)
-        t.kids.extend([0] * len(children))
-        t.nodes.append(
-            row + [off, len(children), getattr(node, "line", 0), getattr(node, "column", 0)]
-        )
-        for i in range(len(children) - 1, -1, -1):
-            stack.append((children[i], off + i))
-    core = _core.Program(
-        np.asarray(t.nodes, dtype=np.int32).reshape(-1, 9),
-        np.asarray(t.kids, dtype=np.int32),
-        np.asarray(t.aux, dtype=np.int32),
-        np.asarray(t.consts, dtype=np.int32).reshape(-1, 3),
-        np.asarray(t.nums, dtype=np.float64),
-        t.strings,
-        0,
-        len(program.params),
-        len(program.inputs),
-    )
-    codes = [constraint(s.constraint).code for s in program.params]
-    constraints = np.asarray(codes, dtype=np.int32)
-    return _Lowered(core, t.strings, constraints)
+    """Lower the resolved IR into the core's flat tables (``native_lower``)."""
+    return _Lowered(*lower_tables(program))
 
 
 # -- exported values -> reference-style Python values ----------------------------------------
@@ -337,6 +227,37 @@ def _reason_text(code: int, errors: list[tuple[np.ndarray, NdvmError]]) -> str |
     return {-2: "non-finite loss", -3: "non-finite gradient"}.get(code)
 
 
+def _adam_args(
+    options: Mapping[str, Any],
+    lower: np.ndarray | None,
+    upper: np.ndarray | None,
+    early_stop: tuple[float, float, int] | None,
+) -> tuple[Any, ...]:
+    """``Context.optimize``'s lr, betas, eps, box and early-stop arguments."""
+    b1, b2 = options.get("betas", (0.9, 0.999))
+    lo, hi = (
+        None if x is None else np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
+        for x in (lower, upper)
+    )
+    rtol, atol, patience = early_stop if early_stop is not None else (0.0, 0.0, 0)
+    lr, eps = float(options.get("lr", 0.05)), float(options.get("eps", 1e-8))
+    stop = early_stop is not None
+    return lr, float(b1), float(b2), eps, lo, hi, stop, float(rtol), float(atol), int(patience)
+
+
+def _target_args(lr_schedule: np.ndarray | None, target: np.ndarray | None) -> tuple[Any, ...]:
+    """``Context.optimize``'s learning-rate schedule and target arguments."""
+    sched = None if lr_schedule is None else np.ascontiguousarray(lr_schedule, dtype=np.float64)
+    if target is None:
+        return sched, None, False
+    shape = (-1,) if np.ndim(target) < 2 else np.shape(target)
+    return (
+        sched,
+        np.ascontiguousarray(target, dtype=np.float64).reshape(shape),
+        np.ndim(target) == 2,
+    )
+
+
 class NativeBackend:
     name = "native"
     # in-runtime optimizer methods (ndvm.calibrate.native.supports consults this)
@@ -350,10 +271,13 @@ class NativeBackend:
         self._by_id: dict[int, tuple[Any, _Lowered]] = {}
         self._lock = threading.Lock()
 
-    def _context(self) -> Any:
-        ctx = getattr(self._local, "ctx", None)
+    def _context(self, dtype: str = "float64") -> Any:
+        """This thread's context of the core computing in ``dtype``."""
+        name = "ctx32" if dtype == "float32" else "ctx"
+        ctx = getattr(self._local, name, None)
         if ctx is None:
-            ctx = self._local.ctx = _core.Context()
+            ctx = _module(dtype).Context()
+            setattr(self._local, name, ctx)
         return ctx
 
     def lowered(self, program: CompiledProgram) -> _Lowered:
@@ -382,16 +306,18 @@ class NativeBackend:
         cotangent: np.ndarray | None,
         limits: Limits,
         dialect: str | None,
+        dtype: str = "float64",
     ) -> RunResult:
+        """One evaluation; ``dtype="float32"`` computes in the float32 core (``_core32``)."""
         low = self.lowered(program)
         theta = np.ascontiguousarray(theta, dtype=np.float64)
         B = theta.shape[0]
         kinds, arrays, n_data = _input_arrays(program, inputs)
         Ng = n_data or 1
-        ctx = self._context()
+        ctx = self._context(dtype)
         t0 = time.monotonic()
         raw = ctx.run(
-            low.core,
+            low.program(dtype),
             theta,
             low.constraints,
             kinds,
@@ -456,12 +382,6 @@ class NativeBackend:
         low = self.lowered(program)
         theta0 = np.ascontiguousarray(theta0, dtype=np.float64)
         kinds, arrays, n_data = _input_arrays(program, inputs)
-        b1, b2 = options.get("betas", (0.9, 0.999))
-        box = [
-            None if x is None else np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
-            for x in (lower, upper)
-        ]
-        rtol, atol, patience = early_stop if early_stop is not None else (0.0, 0.0, 0)
         raw = self._context().optimize(
             low.core,
             theta0,
@@ -472,21 +392,8 @@ class NativeBackend:
             *_limit_args(limits, dialect),
             float(weight),
             int(steps),
-            float(options.get("lr", 0.05)),
-            float(b1),
-            float(b2),
-            float(options.get("eps", 1e-8)),
-            box[0],
-            box[1],
-            early_stop is not None,
-            float(rtol),
-            float(atol),
-            int(patience),
-            None if lr_schedule is None else np.ascontiguousarray(lr_schedule, dtype=np.float64),
-            None if target is None else np.ascontiguousarray(target, dtype=np.float64).reshape(
-                (-1,) if np.ndim(target) < 2 else np.shape(target)
-            ),
-            target is not None and np.ndim(target) == 2,
+            *_adam_args(options, lower, upper, early_stop),
+            *_target_args(lr_schedule, target),
             float(time_limit or 0.0),
         )
         if raw["target_mismatch"]:

@@ -32,7 +32,9 @@ class ReferenceBackend:
         cotangent: np.ndarray | None,
         limits: Limits,
         dialect: str | None,
+        dtype: str = "float64",
     ) -> RunResult:
+        """One evaluation in float64 (``dtype`` is accepted; the API casts float32 results)."""
         kinds, n_data = classify_inputs(program.inputs, inputs, program.input_positions)
         B = theta.shape[0]
         Ng = n_data or 1

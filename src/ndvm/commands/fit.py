@@ -79,9 +79,9 @@ def register(sub: Any) -> None:
 
 
 def read_columns(path: str, names: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """Named float columns of a CSV file with a header row (``ndvm.tasks.user.read_csv``:
+    """Named float columns of a CSV file with a header row (``ndvm.tasks.columns.read_csv``:
     errors name the file, line and column)."""
-    from ndvm.tasks.user import read_csv
+    from ndvm.tasks.columns import read_csv
 
     return read_csv(path, names)
 

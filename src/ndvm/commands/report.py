@@ -153,7 +153,7 @@ def _task_of(info: dict[str, Any]) -> Any:
     """The run's task with the split the search used (None when it cannot be rebuilt)."""
     from ndvm import tasks
     from ndvm.errors import NdvmError
-    from ndvm.tasks.user import rebuild
+    from ndvm.tasks.base import rebuild
 
     try:
         origin = info["config"].get("origin")

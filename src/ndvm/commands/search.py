@@ -47,7 +47,7 @@ def register(sub: Any) -> None:
                      help="proposals per batch (default 64; 8 with --proposer llm)")  # fmt: skip
     how.add_argument("--starts", type=int, default=None, help="starts per candidate, run as "
                      "parameter lanes of one walk (default 16; 1 per series for multi-series "
-                     "tasks; 1 = the TASKS.md protocol)")  # fmt: skip
+                     "tasks; 1 = the docs/tasks.md protocol)")  # fmt: skip
     how.add_argument("--cycles", type=int, default=1, help="replay: passes over the corpus "
                      "with fresh seeds (0: until the budget is spent)")  # fmt: skip
     how.add_argument("--dialect", default=None, choices=("dmci",), help="language dialect")
@@ -99,7 +99,7 @@ def recorded_task(db: str) -> Any:
     from ndvm import tasks
     from ndvm.errors import NdvmError
     from ndvm.search.store import Store
-    from ndvm.tasks.user import rebuild
+    from ndvm.tasks.base import rebuild
 
     if not Path(db).exists():
         raise NdvmError(f"no such database {db}")

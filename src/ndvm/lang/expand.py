@@ -13,36 +13,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from ndvm.errors import CompileError, UnsupportedForm
-from ndvm.lang.datum import Bool, Datum, SList, Sym, to_source
-
-RESERVED = frozenset(("define", "else", "=>", ".", "params", "quote", "lambda"))
-SPECIAL_FORMS = frozenset(
-    "quote if cond case and or when unless begin let let* letrec letrec* define lambda do "
-    "loop recur assert params else => . quasiquote unquote".split()
-)
-MUTATION_FORMS = frozenset(
-    "set! set-car! set-cdr! vector-set! vector-fill! string-set! string-fill! list-set! "
-    "matrix-set! hash-table-set!".split()
-)
-UNSUPPORTED_FORMS = {
-    "call/cc": "first-class continuations are not part of the language",
-    "call-with-current-continuation": "first-class continuations are not part of the language",
-    "dynamic-wind": "dynamic-wind is not part of the language",
-    "define-syntax": "macros are not part of the language",
-    "let-syntax": "macros are not part of the language",
-    "letrec-syntax": "macros are not part of the language",
-    "syntax-rules": "macros are not part of the language",
-    "guard": "exception handling is not part of the language",
-    "raise": "exception handling is not part of the language",
-    "with-exception-handler": "exception handling is not part of the language",
-    "delay": "promises are not part of the language",
-    "force": "promises are not part of the language",
-    "define-record-type": "records are not part of the language",
-    "let-values": "multiple values are not part of the language",
-    "call-with-values": "multiple values are not part of the language",
-    "values": "multiple values are not part of the language",
-    "eval": "eval is not part of the language",
-}
+from ndvm.lang.datum import Bool, Datum, SList, Str, Sym, to_source
+from ndvm.lang.forms import MUTATION_FORMS, RESERVED, SPECIAL_FORMS, UNSUPPORTED_FORMS
 
 
 def err(msg: str, at: Datum) -> CompileError:
@@ -464,8 +436,6 @@ class Expander:
 
     def f_assert(self, d: SList) -> Datum:
         args = self._args(d, 1, 1, "(assert expr)")
-        from ndvm.lang.datum import Str
-
         return lst([sym("#assert", d), self.expand(args[0]), Str(to_source(args[0]))], d)
 
     def f_quasi(self, d: SList) -> Datum:

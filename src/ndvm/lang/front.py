@@ -19,6 +19,7 @@ from ndvm.lang.datum import Datum, Num, SList, Sym, to_source
 from ndvm.lang.expand import Expander, head_name
 from ndvm.lang.reader import read
 from ndvm.lang.resolve import Resolver
+from ndvm.lang.suggest import did_you_mean
 from ndvm.prims import PRIMS, Kind
 
 ParamsArg = Sequence[Any] | Mapping[str, Any] | None
@@ -138,8 +139,11 @@ def parse_header(form: SList) -> tuple[ir.ParamSpec, ...]:
             rest = rest[1:]
         if rest:
             if not isinstance(rest[0], Sym) or rest[0].name not in ir.CONSTRAINTS:
+                got = rest[0].name if isinstance(rest[0], Sym) else ""
+                hint = did_you_mean(got, ir.CONSTRAINTS) if got else ""
                 raise CompileError(
-                    f"params: constraint must be one of {', '.join(ir.CONSTRAINTS)}",
+                    f"params: constraint must be one of {', '.join(ir.CONSTRAINTS)}"
+                    + (f" ({hint})" if hint else ""),
                     rest[0].line,
                     rest[0].column,
                 )
@@ -180,9 +184,11 @@ def _param_specs(
         else:
             raise CompileError(f"bad parameter spec {item!r}")
         if spec.constraint not in ir.CONSTRAINTS:
+            hint = did_you_mean(spec.constraint, ir.CONSTRAINTS)
             raise CompileError(
                 f"parameter {spec.name!r}: unknown constraint "
-                f"{spec.constraint!r} (one of {', '.join(ir.CONSTRAINTS)})"
+                f"{spec.constraint!r} ({hint + ' ' if hint else ''}one of "
+                f"{', '.join(ir.CONSTRAINTS)})"
             )
         if any(s.name == spec.name for s in out):
             raise CompileError(f"parameter {spec.name!r} given twice")

@@ -162,30 +162,7 @@ class _Reader:
                     pos = self.pos
                     if datum is None:
                         continue
-            # deliver the datum through prefix frames (quote wraps it, #; swallows it)
-            while stack and stack[-1].prefix is not None:
-                frame = stack.pop()
-                if frame.prefix != "quote":
-                    datum = None
-                    break
-                datum = SList(
-                    (Sym("quote", frame.line, frame.column), datum),  # type: ignore[arg-type]
-                    None,
-                    frame.line,
-                    frame.column,
-                )
-            if datum is None:
-                continue
-            if not stack:
-                top.append(datum)
-                continue
-            frame = stack[-1]
-            if frame.dot_at is None:
-                frame.items.append(datum)
-            elif frame.tail is not None:
-                raise ReadError("more than one datum after '.'", datum.line, datum.column)
-            else:
-                frame.tail = datum
+            _deliver(stack, top, datum)
         if stack:
             _unclosed(stack[-1])
         return tuple(top)
@@ -289,6 +266,31 @@ class _Reader:
             frame.dot_at = (line, col)
             return None
         return parse_atom(token, line, col)
+
+
+def _deliver(stack: list[_Frame], top: list[Datum], datum: Datum) -> None:
+    """Hand a read datum to its container, through pending prefix frames (a quote wraps it,
+    a ``#;`` swallows it)."""
+    while stack and stack[-1].prefix is not None:
+        frame = stack.pop()
+        if frame.prefix != "quote":
+            return
+        datum = SList(
+            (Sym("quote", frame.line, frame.column), datum),
+            None,
+            frame.line,
+            frame.column,
+        )
+    if not stack:
+        top.append(datum)
+        return
+    frame = stack[-1]
+    if frame.dot_at is None:
+        frame.items.append(datum)
+    elif frame.tail is not None:
+        raise ReadError("more than one datum after '.'", datum.line, datum.column)
+    else:
+        frame.tail = datum
 
 
 def _unclosed(frame: _Frame) -> None:

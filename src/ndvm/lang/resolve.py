@@ -2,8 +2,11 @@
 
 Free names resolve, in order, to: a lexical variable, a primitive (opcode), a declared
 parameter, a data input, or (when parameters are inferred) a new parameter; anything else is
-an unbound-variable ``CompileError`` with its position. Calls to known primitives are checked
-for arity here, once.
+an unbound-variable ``CompileError`` with its position. A name in operator position must be a
+lexical variable or a primitive: parameters and inputs are numbers, so calling one (or a
+free name, which would become a parameter) is a ``CompileError``. Every unknown name comes
+with the closest known names ("did you mean"). Calls to known primitives are checked for
+arity here, once.
 """
 
 from __future__ import annotations
@@ -11,7 +14,10 @@ from __future__ import annotations
 from ndvm.errors import CompileError
 from ndvm.lang import ir
 from ndvm.lang.datum import Bool, Datum, Num, SList, Str, Sym, to_source
+from ndvm.lang.forms import SPECIAL_FORMS
+from ndvm.lang.suggest import did_you_mean
 from ndvm.prims import PRIMS, Kind
+from ndvm.prims.registry import Prim
 from ndvm.values import NIL, VOID, Pair, String, Symbol
 
 
@@ -70,11 +76,34 @@ class Resolver:
         if self.infer_params and not name.startswith("#"):
             self.params.append(name)
             return ir.Param(len(self.params) - 1, name, s.line, s.column)
+        hint = did_you_mean(name, self._known(operator=False))
+        why = "not a parameter, input, primitive or local binding"
         raise CompileError(
-            f"unbound variable {name!r} (not a parameter, input, primitive or local binding)",
-            s.line,
-            s.column,
+            f"unbound variable {name!r} ({why}{'; ' + hint if hint else ''})", s.line, s.column
         )
+
+    def _known(self, operator: bool) -> list[str]:
+        """Names a typo may have meant: primitives, names in scope, and special forms (in
+        operator position) or parameters and inputs (as values)."""
+        names = list(PRIMS.names())
+        for scope in self.scopes:
+            names.extend(scope)
+        names.extend(SPECIAL_FORMS if operator else (*self.params, *self.inputs))
+        return names
+
+    def _check_operator(self, head: Sym) -> None:
+        """A free name called as a procedure: never a parameter or an input."""
+        name = head.name
+        if self._is_local(name) or name in PRIMS or name.startswith("#"):
+            return
+        if name in self.params:
+            msg = f"cannot call parameter {name!r}: parameters are numbers, not procedures"
+        elif name in self.inputs:
+            msg = f"cannot call input {name!r}: inputs are data, not procedures"
+        else:
+            hint = did_you_mean(name, self._known(operator=True))
+            msg = f"unknown procedure {name!r} ({hint or 'not a primitive or a local binding'})"
+        raise err(msg, head)
 
     def resolve(self, d: Datum, tail: bool = False) -> ir.Node:
         if isinstance(d, Sym):
@@ -90,7 +119,21 @@ class Resolver:
             form = _CORE.get(head.name)
             if form is not None:
                 return form(self, d, tail)
+            prim = PRIMS.get(head.name)
+            if prim is not None and head.name not in _PROCEDURE_FIRST:
+                return self._prim_call(prim, d)
         return self._call(d, tail)
+
+    def _prim_call(self, prim: Prim, d: SList) -> ir.Node:
+        """A call whose operator is a (not rebound) primitive: checked for arity, once."""
+        args = tuple(self.resolve(a) for a in d.items[1:])
+        if not prim.arity.accepts(len(args)):
+            raise err(
+                f"{prim.name} expects {prim.arity.describe()} argument(s), got {len(args)}", d
+            )
+        if prim.kind is Kind.PRELUDE:  # the front end binds every prelude name it needs
+            raise err(f"internal: prelude procedure {prim.name!r} not bound", d)
+        return ir.PrimCall(prim.code, args, prim.name, d.line, d.column)
 
     def _is_local(self, name: str) -> bool:
         for scope in self.scopes:
@@ -99,18 +142,18 @@ class Resolver:
         return False
 
     def _call(self, d: SList, tail: bool) -> ir.Node:
+        head = d.items[0]
+        if isinstance(head, Sym):
+            self._check_operator(head)
+            # (map sqr xs): the procedure argument of a higher-order primitive is called too
+            if head.name in _PROCEDURE_FIRST and len(d.items) > 1 and isinstance(d.items[1], Sym):
+                if not any(head.name in scope for scope in self.scopes[1:]):  # not rebound
+                    self._check_operator(d.items[1])
         fn = self.resolve(d.items[0])
-        args = tuple(self.resolve(a) for a in d.items[1:])
         if isinstance(fn, ir.PrimRef):
-            prim = PRIMS.by_code(fn.code)
-            if not prim.arity.accepts(len(args)):
-                raise err(
-                    f"{prim.name} expects {prim.arity.describe()} argument(s), got {len(args)}", d
-                )
-            if prim.kind is Kind.PRELUDE:  # the front end binds every prelude name it needs
-                raise err(f"internal: prelude procedure {prim.name!r} not bound", d)
-            return ir.PrimCall(prim.code, args, prim.name, d.line, d.column)
-        elif isinstance(fn, ir.Const):
+            return self._prim_call(PRIMS.by_code(fn.code), d)
+        args = tuple(self.resolve(a) for a in d.items[1:])
+        if isinstance(fn, ir.Const):
             raise err(f"cannot call a constant: {to_source(d.items[0])} is not a procedure", d)
         return ir.Call(fn, args, tail, d.line, d.column)
 
@@ -203,6 +246,12 @@ class Resolver:
         assert isinstance(text, Str)
         return ir.Assert(self.resolve(d.items[1]), text.value, d.line, d.column)
 
+
+# Primitives (and prelude procedures, bound in the outermost scope) whose first argument is a
+# procedure they call.
+_PROCEDURE_FIRST = frozenset(
+    "map for-each filter reduce fold-left fold-right apply vector-map".split()
+)
 
 _CORE = {
     "quote": Resolver.f_quote,

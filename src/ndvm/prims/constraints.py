@@ -33,12 +33,17 @@ def _logit(v: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True, slots=True)
 class Constraint:
-    """One constraint kind: its native wire code, forward primitive, open range and inverse."""
+    """One constraint kind: its forward primitive, open range and inverse."""
 
     name: str
-    code: int  # the native core's constraint code (index of RunRequest.constraints)
     prim_name: str | None  # the primitive applied to theta; None: the identity
     inverse_fn: Callable[[np.ndarray], np.ndarray]
+
+    @property
+    def code(self) -> int:
+        """What the native core is sent: the forward primitive's opcode (0: the identity)."""
+        prim = self.prim
+        return 0 if prim is None else prim.code
 
     @property
     def prim(self) -> Prim | None:
@@ -78,10 +83,10 @@ class Constraint:
 
 
 _TABLE = (
-    Constraint("free", 0, None, lambda v: v),
-    Constraint("positive", 1, "softplus", _inv_softplus),
-    Constraint("unit", 2, "sigmoid", _logit),
-    Constraint("signed-unit", 3, "tanh", np.arctanh),
+    Constraint("free", None, lambda v: v),
+    Constraint("positive", "softplus", _inv_softplus),
+    Constraint("unit", "sigmoid", _logit),
+    Constraint("signed-unit", "tanh", np.arctanh),
 )
 BY_NAME: dict[str, Constraint] = {c.name: c for c in _TABLE}
 assert tuple(BY_NAME) == CONSTRAINTS, "one Constraint per constraint kind of the language"

@@ -1,4 +1,4 @@
-"""Candidates and evaluation records; the candidate JSON Lines format of TASKS.md.
+"""Candidates and evaluation records; the candidate JSON Lines format of docs/tasks.md.
 
 A candidate line is ``{"src": ..., "params": [...], "skeleton": ...}``; ``params`` and
 ``skeleton`` are optional on input (missing ``params``: every free variable other than the

@@ -20,7 +20,7 @@ from typing import Any
 
 from ndvm.search.candidate import Evaluation, Record, skeleton_hash
 from ndvm.search.evaluate import CalibLimits, Job, Result
-from ndvm.search.scheduler import make_executor
+from ndvm.search.scheduler import ProcessExecutor, SerialExecutor
 from ndvm.search.state import Budget, Proposer, SearchState, derive_seed
 from ndvm.search.store import Store
 from ndvm.tasks.base import Task
@@ -253,3 +253,16 @@ class _Book:
         self.seen.add(key)
         self.hashes.add(h)
         return res
+
+
+def make_executor(
+    task: Task, workers: int, limits: CalibLimits, kind: str = "auto"
+) -> SerialExecutor | ProcessExecutor | Any:
+    """``auto``: serial for one worker, else processes; ``ray`` needs ``ndvm[ray]``."""
+    if kind == "ray":  # Ray actors run the same dispatch loop (scheduler.Pool)
+        from ndvm.search.ray_executor import RayExecutor
+
+        return RayExecutor(task, max(workers, 1), limits)
+    if kind == "serial" or (kind == "auto" and workers <= 1):
+        return SerialExecutor(task, limits)
+    return ProcessExecutor(task, max(workers, 1), limits)

@@ -22,7 +22,7 @@ from ndvm.lang.front import skeleton
 from ndvm.lang.reader import read
 from ndvm.search.candidate import Candidate, skeleton_hash
 from ndvm.search.funnel import complexity, symbols
-from ndvm.search.simplify import simplify, uses_loop_state
+from ndvm.search.simplify import simplify
 from ndvm.search.state import SearchState
 from ndvm.tasks.grammar import Grammar
 
@@ -81,6 +81,20 @@ def loop_parts(d: Datum) -> tuple[str, Datum, Datum, int] | None:
         return s.name, init, rec.items[1], int(n.value)
     except (AssertionError, AttributeError, ValueError, IndexError, TypeError):
         return None
+
+
+def uses_loop_state(d: Datum) -> bool:
+    """True if ``d`` holds a bounded iterated map whose new state reads the state variable
+    (a real iterated map, not a loop whose state never feeds back)."""
+    stack = [d]
+    while stack:
+        x = stack.pop()
+        parts = loop_parts(x)
+        if parts is not None and parts[0] in symbols([parts[2]]):
+            return True
+        if isinstance(x, SList):
+            stack.extend(x.items)
+    return False
 
 
 def make_loop(init: Datum, new: Datum, n: int, var: str = "s") -> SList:

@@ -19,15 +19,22 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from ndvm.errors import RequestFailed
 
-if TYPE_CHECKING:
-    from ndvm.search.llm import LLMConfig
-
 RETRY_STATUS = frozenset({408, 409, 429})
 FIRST_DELAY, MAX_DELAY, MAX_RETRY_AFTER = 0.5, 8.0, 120.0
+
+
+class TransportConfig(Protocol):
+    """What a transport reads of its configuration (``ndvm.search.llm.LLMConfig`` has it)."""
+
+    transport: str
+    base_url: str
+    api_key: str | None
+    timeout: float
+    max_retries: int
 
 
 class Transport(Protocol):
@@ -42,7 +49,7 @@ def openai_available() -> bool:
     return importlib.util.find_spec("openai") is not None
 
 
-def make_transport(config: LLMConfig) -> Transport:
+def make_transport(config: TransportConfig) -> Transport:
     """The transport ``config.transport`` names (``auto``: openai when importable)."""
     kind = config.transport
     if kind == "auto":
@@ -100,7 +107,9 @@ class UrllibTransport:
 
     name = "urllib"
 
-    def __init__(self, config: LLMConfig, *, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self, config: TransportConfig, *, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
         self.config = config
         self.sleep = sleep
         self.url = f"{config.base_url}/chat/completions"
@@ -146,7 +155,7 @@ class OpenAITransport:
 
     name = "openai"
 
-    def __init__(self, config: LLMConfig) -> None:
+    def __init__(self, config: TransportConfig) -> None:
         import openai
 
         self.openai = openai

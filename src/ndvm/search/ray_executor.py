@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ndvm.search.evaluate import CalibLimits, Job, Result
-from ndvm.search.scheduler import Worker, _Pool, _WorkerDied, resolve, task_ref
+from ndvm.search.scheduler import Pool, Worker, WorkerDied, resolve, task_ref
 from ndvm.tasks.base import Task
 
 
@@ -31,7 +31,7 @@ class _Actor:
         return os.getpid()
 
 
-class RayExecutor(_Pool):
+class RayExecutor(Pool):
     def __init__(
         self,
         task: Task,
@@ -84,7 +84,7 @@ class RayExecutor(_Pool):
         try:
             return self.ray.get(handle)
         except (RayActorError, WorkerCrashedError):
-            raise _WorkerDied from None
+            raise WorkerDied from None
 
     def kill(self) -> None:
         for actor in self.actors:

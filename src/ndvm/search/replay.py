@@ -1,4 +1,4 @@
-"""Replay proposer: candidates from JSON Lines files (TASKS.md format), in file order.
+"""Replay proposer: candidates from JSON Lines files (docs/tasks.md format), in file order.
 
 The position in the file is the number of records already in the state, so a resumed
 search continues where it stopped. Malformed lines become rejected candidates. With

@@ -110,7 +110,7 @@ class SerialExecutor:
         pass
 
 
-class _Pool:
+class Pool:
     """The dispatch loop shared by the process and Ray executors (``submit``/``wait``/``kill``)."""
 
     workers: int
@@ -144,7 +144,7 @@ class _Pool:
                 chunk, _ = inflight.pop(handle)
                 try:
                     on_results(self.result(handle))
-                except _WorkerDied:
+                except WorkerDied:
                     retry += self._died(chunk, alone, died, on_results)
             now = time.monotonic()
             late = [h for h, (c, t) in inflight.items() if now - t > self._budget(c)]
@@ -181,11 +181,11 @@ class _Pool:
         return []
 
 
-class _WorkerDied(Exception):
+class WorkerDied(Exception):
     pass
 
 
-class ProcessExecutor(_Pool):
+class ProcessExecutor(Pool):
     """A pool of ``workers`` processes (forkserver where available), each with the task."""
 
     def __init__(self, task: Task, workers: int, limits: CalibLimits, grace: float = 5.0) -> None:
@@ -223,7 +223,7 @@ class ProcessExecutor(_Pool):
         try:
             return handle.result()
         except BrokenProcessPool:
-            raise _WorkerDied from None
+            raise WorkerDied from None
 
     def kill(self) -> None:
         pool, self.pool = self.pool, None
@@ -237,16 +237,3 @@ class ProcessExecutor(_Pool):
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
-
-
-def make_executor(
-    task: Task, workers: int, limits: CalibLimits, kind: str = "auto"
-) -> SerialExecutor | ProcessExecutor | Any:
-    """``auto``: serial for one worker, else processes; ``ray`` needs ``ndvm[ray]``."""
-    if kind == "ray":
-        from ndvm.search.ray_executor import RayExecutor
-
-        return RayExecutor(task, max(workers, 1), limits)
-    if kind == "serial" or (kind == "auto" and workers <= 1):
-        return SerialExecutor(task, limits)
-    return ProcessExecutor(task, max(workers, 1), limits)

@@ -5,7 +5,6 @@ pure, so structurally equal operands are equal values), ``(* 1 e)``, ``(* e 1)``
 ``(+ e 0)``, ``(- e 0)``, ``(/ e 1)``, ``(log (exp e))`` -> e, ``(* 0 e)`` -> 0, and
 arithmetic on literals is folded. ``(sin (/ x x))`` thus becomes ``(sin 1)``, which the
 funnel then rejects for having no parameter, instead of a bloated winner.
-``uses_loop_state`` tells a real iterated map from a loop whose state never feeds back.
 """
 
 from __future__ import annotations
@@ -76,19 +75,3 @@ def simplify(d: Datum) -> Datum:
 
 def _sym(d: Datum, name: str) -> bool:
     return isinstance(d, Sym) and d.name == name
-
-
-def uses_loop_state(d: Datum) -> bool:
-    """True if ``d`` holds a bounded iterated map whose new state reads the state variable."""
-    from ndvm.search.evolve import loop_parts
-    from ndvm.search.funnel import symbols
-
-    stack = [d]
-    while stack:
-        x = stack.pop()
-        parts = loop_parts(x)
-        if parts is not None and parts[0] in symbols([parts[2]]):
-            return True
-        if isinstance(x, SList):
-            stack.extend(x.items)
-    return False

@@ -1,4 +1,4 @@
-"""Named workloads from TASKS.md: ``ndvm.tasks.get("sr-damped")`` -> a ``Task`` record."""
+"""Named workloads (docs/tasks.md): ``ndvm.tasks.get("sr-damped")`` -> a ``Task`` record."""
 
 from __future__ import annotations
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache, partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,8 @@ import numpy as np
 from ndvm.api import Program
 from ndvm.calibrate import Calibration, ConvergenceWarning, calibrate
 from ndvm.errors import NdvmError
+from ndvm.tasks.columns import DEFAULT_BINARY, DEFAULT_UNARY, check_operators, read_csv, split_rows
+from ndvm.tasks.grammar import Grammar
 
 
 @dataclass(frozen=True)
@@ -186,16 +189,12 @@ class Task:
 
     @staticmethod
     def from_arrays(X: Any, y: Any, **kw: Any) -> Task:
-        """A regression task on your own data (``ndvm.tasks.user.from_arrays``)."""
-        from ndvm.tasks.user import from_arrays
-
+        """A regression task on your own data (``ndvm.tasks.base.from_arrays``)."""
         return from_arrays(X, y, **kw)
 
     @staticmethod
     def from_csv(path: Any, x: Any, y: str, **kw: Any) -> Task:
-        """A regression task on columns of a CSV file (``ndvm.tasks.user.from_csv``)."""
-        from ndvm.tasks.user import from_csv
-
+        """A regression task on columns of a CSV file (``ndvm.tasks.base.from_csv``)."""
         return from_csv(path, x, y, **kw)
 
     def with_calib(self, **changes: Any) -> Task:
@@ -231,7 +230,7 @@ def _cached(builder: Callable[[], TaskData]) -> TaskData:
 
 
 def regression_data(target: Callable[[np.ndarray], np.ndarray]) -> TaskData:
-    """The TASKS.md regression protocol: 64 points on [0.1, 6], N(0, 0.02^2) noise from a
+    """The regression protocol of docs/tasks.md: 64 points on [0.1, 6], N(0, 0.02^2) noise from a
     generator seeded 0, and a random 44/20 train/held-out split."""
     rng = np.random.default_rng(0)
     x = np.linspace(0.1, 6.0, 64)
@@ -319,3 +318,112 @@ def r2(y: np.ndarray, pred: np.ndarray) -> float:
     if not ss_tot > 0:
         return float("nan")  # a constant target: R² is undefined
     return 1.0 - ss_res / ss_tot
+
+
+# -- a task from the user's own data ----------------------------------------------------------
+SUCCESS_R2 = 0.99  # validation R² above which a program counts as a success
+
+
+def constant_data(data: TaskData) -> TaskData:
+    """``build_data`` of a task whose data are given (picklable as a ``partial``)."""
+    return data
+
+
+def validation_success(metrics: Any, threshold: float = SUCCESS_R2) -> bool:
+    return bool(metrics.get("validation_r2", float("-inf")) > threshold)
+
+
+def from_arrays(
+    X: Any,
+    y: Any,
+    *,
+    names: Sequence[str] | None = None,
+    binary_operators: Sequence[str] = DEFAULT_BINARY,
+    unary_operators: Sequence[str] = DEFAULT_UNARY,
+    split: Sequence[float] = (0.6, 0.2, 0.2),
+    seed: int = 0,
+    name: str = "data",
+    description: str = "",
+    steps: int = 100,
+    lr: float = 0.05,
+    max_size: int = 30,
+    loops: bool = False,
+) -> Task:
+    """A regression task on ``y ~ f(X)``: X ``[N]`` or ``[N, d]``, y ``[N]``."""
+    Xa = np.asarray(X, dtype=np.float64)
+    ya = np.asarray(y, dtype=np.float64).reshape(-1)
+    if Xa.ndim == 1:
+        Xa = Xa[:, None]
+    if Xa.ndim != 2 or Xa.shape[0] != ya.shape[0]:
+        raise NdvmError(f"X must be [N] or [N, d] with N = len(y) = {ya.shape[0]}, got {Xa.shape}")
+    d = Xa.shape[1]
+    cols = list(names) if names is not None else (["x"] if d == 1 else [f"x{i}" for i in range(d)])
+    if len(cols) != d or len(set(cols)) != d:
+        raise NdvmError(f"names must be {d} distinct input names, got {cols}")
+    for i, col in enumerate(cols):
+        bad = np.flatnonzero(~np.isfinite(Xa[:, i]))
+        if bad.size:
+            raise NdvmError(f"input {col!r}: non-finite value in row {int(bad[0])}")
+    bad = np.flatnonzero(~np.isfinite(ya))
+    if bad.size:
+        raise NdvmError(f"target: non-finite value in row {int(bad[0])}")
+    check_operators(binary_operators, unary_operators)
+    tr, va, te = split_rows(len(ya), split, seed)
+
+    def part(rows: np.ndarray) -> dict[str, np.ndarray]:
+        return {c: Xa[rows, i].copy() for i, c in enumerate(cols)}
+
+    data = TaskData(
+        part(tr), ya[tr], part(te), ya[te],
+        {"n": int(len(ya)), "split": tuple(float(f) for f in split), "seed": seed},
+        part(va), ya[va],
+    )  # fmt: skip
+    grammar = Grammar(
+        inputs=tuple(cols), binary=tuple(binary_operators), unary=tuple(unary_operators),
+        loop=loops, allow_let=False, max_size=max_size,
+    )  # fmt: skip
+    prompt = description or (
+        f"Regression of a target on {', '.join(cols)} ({len(tr)} training rows); find a "
+        "closed-form model."
+    )
+    return Task(
+        name=name,
+        description=prompt,
+        inputs=tuple(cols),
+        build_data=partial(constant_data, data),
+        calib=CalibSpec(loss="mse", steps=steps, lr=lr, optimizer="adam", init_scale=1.0),
+        score=regression_score,
+        success=validation_success,
+        search=SearchSpec(grammar, tuple(f"(* a {c})" for c in cols), prompt),
+    )
+
+
+def from_csv(
+    path: str | Path,
+    x: Sequence[str],
+    y: str,
+    **kw: Any,
+) -> Task:
+    """``from_arrays`` on columns ``x`` (inputs, named as the columns) and ``y`` of a CSV
+    file; the task remembers how it was built (``data().meta["origin"]``) so that a search
+    database can rebuild it for ``--resume`` and ``ndvm report``."""
+    xs = [c.strip() for c in x if c.strip()]
+    if not xs:
+        raise NdvmError("--x needs at least one column")
+    if y in xs:
+        raise NdvmError(f"column {y!r} is both an input (--x) and the target (--y)")
+    cols = read_csv(path, [*xs, y])
+    X = np.stack([cols[c] for c in xs], axis=1)
+    kw.setdefault("name", f"data:{Path(path).name}")
+    task = from_arrays(X, cols[y], names=xs, **kw)
+    origin = {"csv": str(Path(path).resolve()), "x": xs, "y": y}
+    origin.update({k: (list(v) if isinstance(v, tuple) else v) for k, v in kw.items()})
+    data = task.data()
+    meta = {**dict(data.meta), "origin": origin}
+    return replace(task, build_data=partial(constant_data, replace(data, meta=meta)))
+
+
+def rebuild(origin: dict[str, Any]) -> Task:
+    """The task ``from_csv`` built, from its recorded origin."""
+    kw = dict(origin)
+    return from_csv(kw.pop("csv"), kw.pop("x"), kw.pop("y"), **kw)

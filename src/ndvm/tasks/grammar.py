@@ -1,4 +1,4 @@
-"""The proposal grammar of a search task (TASKS.md): what `evolve` may build and `llm` is told."""
+"""The proposal grammar of a search task (docs/tasks.md): what `evolve` builds, `llm` is told."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ score = regression_score
 
 
 def r2_success(metrics: Any) -> bool:
-    """TASKS.md: held-out R² > 0.9."""
+    """docs/tasks.md: held-out R² > 0.9."""
     return bool(metrics["test_r2"] > 0.9)
 
 

@@ -1,0 +1,376 @@
+// Lane-parallel LU kernels: inv, det and logdet over W lanes (per-lane partial pivoting, as
+// linalg.cpp's lu()), with a register-resident branch-free form for 2 x 2, and the VJPs of
+// inv, det and logdet. Same operations per lane as the scalar forms in linalg.cpp.
+#include <cmath>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "lanes.hpp"
+
+namespace ndvm {
+namespace lanes {
+
+namespace {
+
+// Lane-parallel LU with partial pivoting: the same operations, per lane, as linalg.cpp's lu()
+// (pivot = first largest |a_ij|; a zero pivot marks the lane singular and skips its swap and
+// scaling). Rows of b (n x k) are swapped along. a: n*n*W, b: n*k*W element-major.
+struct SoaLU {
+  std::vector<Real>& buf;
+  std::vector<int>& piv;
+  Real* a;
+  Real* b;
+  Real* sign;
+  Real* best;
+  Real* singular;
+  size_t n;
+  size_t k;
+  uint32_t W;
+  SoaLU(LinalgScratch& s, size_t n_, size_t k_, uint32_t W_)
+      : buf(s.buf), piv(s.piv), n(n_), k(k_), W(W_) {
+    buf.resize((n * n + n * k + 3) * W);
+    piv.resize(W);
+    a = buf.data();
+    b = a + n * n * W;
+    sign = b + n * k * W;
+    best = sign + W;
+    singular = best + W;
+  }
+  Real* A(size_t i, size_t j) { return a + (i * n + j) * W; }
+  Real* Bm(size_t i, size_t c) { return b + (i * k + c) * W; }
+  void load(const Operand& m) {
+    const Lanes src = lanes_of(m);
+    for (size_t e = 0; e < n * n; ++e) {
+      const Real* x = src.row(e);
+      for (uint32_t l = 0; l < W; ++l) a[e * W + l] = x[l * src.ls];
+    }
+  }
+  void identity() {
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t c = 0; c < k; ++c) fill(Bm(i, c), W, i == c ? 1.0 : 0.0);
+    }
+  }
+  void factor(WorkClock& clock) {
+    fill(sign, W, 1.0);
+    fill(singular, W, 0.0);
+    for (size_t j = 0; j < n; ++j) {
+      clock.tick((n - j) * n * W);
+      for (uint32_t l = 0; l < W; ++l) {
+        piv[l] = static_cast<int>(j);
+        best[l] = std::fabs(A(j, j)[l]);
+      }
+      for (size_t i = j + 1; i < n; ++i) {
+        const Real* x = A(i, j);
+        for (uint32_t l = 0; l < W; ++l) {
+          const Real v = std::fabs(x[l]);
+          if (v > best[l]) {
+            best[l] = v;
+            piv[l] = static_cast<int>(i);
+          }
+        }
+      }
+      for (uint32_t l = 0; l < W; ++l) {
+        const size_t p = static_cast<size_t>(piv[l]);
+        if (A(p, j)[l] == 0.0) {
+          singular[l] = 1.0;
+          piv[l] = -1;
+          continue;
+        }
+        if (p == j) continue;
+        sign[l] = -sign[l];
+        for (size_t c = 0; c < n; ++c) std::swap(A(j, c)[l], A(p, c)[l]);
+        for (size_t c = 0; c < k; ++c) std::swap(Bm(j, c)[l], Bm(p, c)[l]);
+      }
+      const Real* d = A(j, j);
+      for (size_t i = j + 1; i < n; ++i) {
+        Real* x = A(i, j);
+        for (uint32_t l = 0; l < W; ++l) {
+          if (piv[l] >= 0) x[l] /= d[l];
+        }
+      }
+      for (size_t i = j + 1; i < n; ++i) {
+        const Real* f = A(i, j);
+        for (size_t c = j + 1; c < n; ++c) {
+          Real* x = A(i, c);
+          const Real* y = A(j, c);
+          for (uint32_t l = 0; l < W; ++l) x[l] -= f[l] * y[l];
+        }
+      }
+    }
+  }
+  // b <- U^-1 L^-1 b (rows already permuted); singular lanes become NaN.
+  void solve(WorkClock& clock) {
+    for (size_t i = 0; i < n; ++i) {
+      clock.tick(2 * i * k * W);
+      for (size_t j = 0; j < i; ++j) {
+        const Real* f = A(i, j);
+        for (size_t c = 0; c < k; ++c) {
+          Real* x = Bm(i, c);
+          const Real* y = Bm(j, c);
+          for (uint32_t l = 0; l < W; ++l) x[l] -= f[l] * y[l];
+        }
+      }
+    }
+    for (size_t i = n; i-- > 0;) {
+      for (size_t j = i + 1; j < n; ++j) {
+        const Real* f = A(i, j);
+        for (size_t c = 0; c < k; ++c) {
+          Real* x = Bm(i, c);
+          const Real* y = Bm(j, c);
+          for (uint32_t l = 0; l < W; ++l) x[l] -= f[l] * y[l];
+        }
+      }
+      const Real* d = A(i, i);
+      for (size_t c = 0; c < k; ++c) {
+        Real* x = Bm(i, c);
+        for (uint32_t l = 0; l < W; ++l) x[l] /= d[l];
+      }
+    }
+    for (uint32_t l = 0; l < W; ++l) {
+      bool bad = singular[l] != 0.0;
+      for (size_t e = 0; e < n * k && !bad; ++e) bad = !std::isfinite(b[e * W + l]);
+      if (!bad) continue;
+      for (size_t e = 0; e < n * k; ++e) b[e * W + l] = std::numeric_limits<Real>::quiet_NaN();
+    }
+  }
+};
+
+// 2 x 2: SoaLU's factor + solve for n = 2, operation for operation (partial pivoting with the
+// first maximal row, l10 = a10 / a00, u11 = a11 - l10 a01, forward then back substitution),
+// with each lane in registers and the pivoting as selects, so the lane loop vectorizes.
+struct Lu2 {
+  Real u00, u01, l10, u11;  // after the row swap: U = [u00 u01; 0 u11], L's multiplier l10
+  bool swapped;
+  bool singular;
+};
+
+NDVM_INLINE Lu2 lu2(Real a00, Real a01, Real a10, Real a11) {
+  Lu2 f;
+  f.swapped = std::fabs(a10) > std::fabs(a00);
+  f.u00 = f.swapped ? a10 : a00;
+  f.u01 = f.swapped ? a11 : a01;
+  const Real r10 = f.swapped ? a00 : a10;
+  const Real r11 = f.swapped ? a01 : a11;
+  const bool zero = f.u00 == 0.0;  // singular column: the multiplier is not scaled
+  const Real scaled = r10 / f.u00;  // computed on every lane (a select, not a branch)
+  f.l10 = zero ? r10 : scaled;
+  f.u11 = r11 - f.l10 * f.u01;
+  f.singular = zero | (f.u11 == 0.0);
+  return f;
+}
+
+// The four entries of lane l of a 2x2 operand (stride 0 or 1 over lanes).
+struct Quad {
+  const Real* p[4];
+  size_t ls;
+  Real at(int e, uint32_t l) const { return p[e][l * ls]; }
+};
+
+Quad quad_of(const Operand& m) {
+  const Lanes src = lanes_of(m);
+  return {{src.row(0), src.row(1), src.row(2), src.row(3)}, src.ls};
+}
+
+struct Inv2 {
+  Real b00, b01, b10, b11;
+};
+
+NDVM_INLINE Inv2 inverse2(Real a00, Real a01, Real a10, Real a11) {
+  const Lu2 f = lu2(a00, a01, a10, a11);
+  // B = P I; forward: B1 -= l10 B0; back: B1 /= u11; B0 -= u01 B1; B0 /= u00
+  Real b00 = f.swapped ? 0.0 : 1.0, b01 = f.swapped ? 1.0 : 0.0;
+  Real b10 = f.swapped ? 1.0 : 0.0, b11 = f.swapped ? 0.0 : 1.0;
+  b10 -= f.l10 * b00;
+  b11 -= f.l10 * b01;
+  b10 /= f.u11;
+  b11 /= f.u11;
+  b00 -= f.u01 * b10;
+  b01 -= f.u01 * b11;
+  b00 /= f.u00;
+  b01 /= f.u00;
+  // singular, a non-finite entry, or an overflowing inverse: NaN (as linalg.py's _inv)
+  const Real z = (a00 * 0.0 + a01 * 0.0) + (a10 * 0.0 + a11 * 0.0) +
+                   ((b00 * 0.0 + b01 * 0.0) + (b10 * 0.0 + b11 * 0.0));  // NaN iff non-finite
+  const bool bad = f.singular | (z != 0.0);
+  const Real nan = std::numeric_limits<Real>::quiet_NaN();
+  return {bad ? nan : b00, bad ? nan : b01, bad ? nan : b10, bad ? nan : b11};
+}
+
+NDVM_SIMD void soa_inverse2(const Operand& m, Real* out, uint32_t W, bool transpose) {
+  const Quad q = quad_of(m);
+  Real* __restrict o00 = out;
+  Real* __restrict o01 = out + (transpose ? 2 : 1) * size_t{W};
+  Real* __restrict o10 = out + (transpose ? 1 : 2) * size_t{W};
+  Real* __restrict o11 = out + 3 * size_t{W};
+  const Real* __restrict p0 = q.p[0];
+  const Real* __restrict p1 = q.p[1];
+  const Real* __restrict p2 = q.p[2];
+  const Real* __restrict p3 = q.p[3];
+  const size_t ls = q.ls;
+  if (ls) {
+#pragma GCC ivdep
+    for (uint32_t l = 0; l < W; ++l) {
+      const Inv2 v = inverse2(p0[l], p1[l], p2[l], p3[l]);
+      o00[l] = v.b00;
+      o01[l] = v.b01;
+      o10[l] = v.b10;
+      o11[l] = v.b11;
+    }
+    return;
+  }
+  const Inv2 v = inverse2(p0[0], p1[0], p2[0], p3[0]);
+  for (uint32_t l = 0; l < W; ++l) {
+    o00[l] = v.b00;
+    o01[l] = v.b01;
+    o10[l] = v.b10;
+    o11[l] = v.b11;
+  }
+}
+
+}  // namespace
+
+// out (n x n, W lanes) = inverse of m, lane-parallel.
+void soa_inverse(const Operand& m, Real* out, uint32_t W, LinalgScratch& s, bool transpose) {
+  const size_t n = m.rows;
+  if (n == 2) return soa_inverse2(m, out, W, transpose);
+  SoaLU lu(s, n, n, W);
+  lu.load(m);
+  std::vector<uint8_t> nonfinite(W, 0);  // such lanes are NaN, as linalg.py's _inv
+  for (size_t e = 0; e < n * n; ++e) {
+    for (uint32_t l = 0; l < W; ++l) nonfinite[l] |= !std::isfinite(lu.a[e * W + l]);
+  }
+  lu.identity();
+  lu.factor(s.clock);
+  for (uint32_t l = 0; l < W; ++l) {
+    if (nonfinite[l]) lu.singular[l] = 1.0;
+  }
+  lu.solve(s.clock);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      const Real* x = lu.Bm(i, j);
+      Real* o = out + (transpose ? j * n + i : i * n + j) * W;
+      for (uint32_t l = 0; l < W; ++l) o[l] = x[l];
+    }
+  }
+}
+
+namespace {
+
+// sign (NaN for a lane with a NaN entry, 0 if singular) and |u00|, |u11| (0 and 1 if singular,
+// so that log|det| is -inf) of every lane; LS: lane stride of the operand (0 or 1).
+template <size_t LS>
+NDVM_INLINE void slogdet2_factor(const Real* __restrict p0, const Real* __restrict p1,
+                                 const Real* __restrict p2, const Real* __restrict p3,
+                                 Real* __restrict d0, Real* __restrict d1,
+                                 Real* __restrict sg, uint32_t W) {
+#pragma GCC ivdep
+  for (uint32_t l = 0; l < W; ++l) {
+    const Real a00 = p0[l * LS], a01 = p1[l * LS], a10 = p2[l * LS], a11 = p3[l * LS];
+    const Lu2 f = lu2(a00, a01, a10, a11);
+    // f.swapped, restated from the pivot itself (|a10| > |a00| <=> the pivot is a10 and not
+    // a00): GCC 12 does not vectorize this loop when the select reads the flag
+    Real sign = (f.u00 == a10 && f.u00 != a00) ? -1.0 : 1.0;
+    sign = f.u00 < 0 ? -sign : sign;
+    sign = f.u11 < 0 ? -sign : sign;
+    const bool nan = (a00 != a00) | (a01 != a01) | (a10 != a10) | (a11 != a11);
+    sg[l] = nan ? std::numeric_limits<Real>::quiet_NaN() : (f.singular ? 0.0 : sign);
+    d0[l] = f.singular ? 0.0 : std::fabs(f.u00);
+    d1[l] = f.singular ? 1.0 : std::fabs(f.u11);
+  }
+}
+
+// 2 x 2 slogdet: the factorization, sign and |u_ii| for every lane first (vectorized), then
+// log|det| = log_abs_product (libm calls, one lane at a time).
+NDVM_SIMD void soa_slogdet2(const Operand& m, Real* out, uint32_t W, LinalgScratch& s,
+                            bool det) {
+  const Quad q = quad_of(m);
+  s.buf.resize(3 * size_t{W});
+  Real* __restrict d0 = s.buf.data();
+  Real* __restrict d1 = d0 + W;
+  Real* __restrict sg = d1 + W;
+  if (q.ls) {  // constant stride: the loop vectorizes
+    slogdet2_factor<1>(q.p[0], q.p[1], q.p[2], q.p[3], d0, d1, sg, W);
+  } else {
+    slogdet2_factor<0>(q.p[0], q.p[1], q.p[2], q.p[3], d0, d1, sg, W);
+  }
+  for (uint32_t l = 0; l < W; ++l) {
+    const Real logdet = log_abs_product(2, [&](int i) { return i == 0 ? d0[l] : d1[l]; });
+    const Real v = det ? sg[l] * std::exp(logdet) : logdet;
+    out[l] = sg[l] != sg[l] ? sg[l] : v;
+  }
+}
+
+}  // namespace
+
+void soa_slogdet(const Operand& m, Real* out, uint32_t W, LinalgScratch& s, bool det) {
+  const size_t n = m.rows;
+  if (n == 2) return soa_slogdet2(m, out, W, s, det);
+  SoaLU lu(s, n, 0, W);
+  lu.load(m);
+  std::vector<uint8_t> nan_lane(W, 0);
+  for (size_t e = 0; e < n * n; ++e) {
+    for (uint32_t l = 0; l < W; ++l) nan_lane[l] |= std::isnan(lu.a[e * W + l]);
+  }
+  lu.factor(s.clock);
+  for (uint32_t l = 0; l < W; ++l) {
+    Real sign = lu.sign[l];
+    Real logdet = 0.0;
+    if (lu.singular[l] != 0.0) {
+      sign = 0.0;
+      logdet = -std::numeric_limits<Real>::infinity();
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        if (lu.A(i, i)[l] < 0) sign = -sign;
+      }
+      logdet = log_abs_product(static_cast<int>(n), [&](int i) {
+        return std::fabs(lu.A(static_cast<size_t>(i), static_cast<size_t>(i))[l]);
+      });
+    }
+    out[l] = det ? sign * std::exp(logdet) : logdet;
+    if (nan_lane[l]) out[l] = std::numeric_limits<Real>::quiet_NaN();
+  }
+}
+
+// det/logdet: ct = f * inv(A)^T with f = g * ans (det) or g (logdet)
+NDVM_SIMD void vjp_slogdet(bool det, const Real* g, const Real* ans, const Operand& A, Real* ct,
+                 uint32_t W, LinalgScratch& s) {
+  const size_t n = A.rows;
+  std::vector<Real>& inv = s.g;
+  inv.resize(n * n * W);
+  soa_inverse(A, inv.data(), W, s, true);
+  for (size_t e = 0; e < n * n; ++e) {
+    const Real* x = inv.data() + e * W;
+    Real* o = ct + e * W;
+    if (det) {
+      for (uint32_t l = 0; l < W; ++l) o[l] = (g[l] * ans[l]) * x[l];
+    } else {
+      for (uint32_t l = 0; l < W; ++l) o[l] = g[l] * x[l];
+    }
+  }
+}
+
+// inv: -ans^T G ans^T, as t2 = (-ans^T) G, then t2 ans^T
+NDVM_SIMD void vjp_inverse(const Real* g, const Real* ans, size_t n, Real* ct, uint32_t W,
+                 LinalgScratch& s) {
+  std::vector<Real>& t2 = s.ans;
+  t2.resize(n * n * W);
+  for (size_t i = 0; i < n; ++i) {
+    if (s.clock.poll(n * n * W)) return;
+    for (size_t j = 0; j < n; ++j) {
+      sop<true>(t2.data() + (i * n + j) * W, W, n, [&](size_t k) { return ans + (k * n + i) * W; },
+                [&](size_t k) { return g + (k * n + j) * W; });
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (s.clock.poll(n * n * W)) return;
+    for (size_t j = 0; j < n; ++j) {
+      sop(ct + (i * n + j) * W, W, n, [&](size_t k) { return t2.data() + (i * n + k) * W; },
+          [&](size_t k) { return ans + (j * n + k) * W; });
+    }
+  }
+}
+
+
+}  // namespace lanes
+}  // namespace ndvm

@@ -1,0 +1,98 @@
+"""Columns of a user's data: the CSV reader, seeded row splits and the operator check that
+``Task.from_arrays`` / ``Task.from_csv`` (``ndvm.tasks.base``) build a task from.
+
+The rows are split at random (seeded) into train / validation / test (60 / 20 / 20 by
+default): candidates are calibrated on train, every selection uses validation, and the test
+split is only scored. Operators follow PySR's convention (``binary_operators``,
+``unary_operators``) and must be numeric primitives of the language with that arity.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ndvm.errors import NdvmError
+from ndvm.prims import PRIMS
+from ndvm.prims.registry import Kind
+
+DEFAULT_BINARY = ("+", "-", "*", "/")
+DEFAULT_UNARY = ("exp", "log", "sqrt", "sin", "cos")
+
+
+def check_operators(binary: Sequence[str], unary: Sequence[str]) -> None:
+    """Every operator is a numeric primitive (or prelude procedure) taking that many args."""
+    for names, arity in ((binary, 2), (unary, 1)):
+        for name in names:
+            prim = PRIMS.get(name)
+            if prim is None or prim.kind not in (Kind.NUMERIC, Kind.PRELUDE):
+                raise NdvmError(f"unknown operator {name!r}: not a numeric primitive")
+            if not prim.arity.accepts(arity):
+                raise NdvmError(
+                    f"operator {name!r} takes {prim.arity.describe()} argument(s), not {arity}"
+                )
+
+
+def split_rows(n: int, fractions: Sequence[float], seed: int) -> tuple[np.ndarray, ...]:
+    """Seeded train / validation / test row indices (each sorted, none empty)."""
+    if len(fractions) != 3 or any(f < 0 for f in fractions) or not 0.99 < sum(fractions) < 1.01:
+        raise NdvmError(f"split must be three fractions summing to 1, got {tuple(fractions)}")
+    if n < 6:
+        raise NdvmError(f"need at least 6 rows to split into train/validation/test, got {n}")
+    perm = np.random.default_rng(seed).permutation(n)
+    n_va = max(1, int(round(fractions[1] * n)))
+    n_te = max(1, int(round(fractions[2] * n)))
+    n_tr = n - n_va - n_te
+    if n_tr < 2:
+        raise NdvmError(f"split {tuple(fractions)} leaves {n_tr} training rows of {n}")
+    parts = (perm[:n_tr], perm[n_tr : n_tr + n_va], perm[n_tr + n_va :])
+    return tuple(np.sort(p) for p in parts)
+
+
+def read_csv(path: str | Path, columns: Sequence[str]) -> dict[str, np.ndarray]:
+    """Named float columns of a CSV file with a header row (delimiter sniffed: , ; tab).
+
+    Errors name the file, the column and the 1-based line of a missing, non-numeric or
+    non-finite cell."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        raise NdvmError(f"{p}: error: cannot read data file ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise NdvmError(f"{p}: error: not a UTF-8 text file ({exc.reason})") from None
+    if "\x00" in text:
+        raise NdvmError(f"{p}: error: not a CSV file (NUL byte)")
+    lines = text.splitlines()
+    if not lines or not lines[0].strip():
+        raise NdvmError(f"{p}: error: empty CSV file (expected a header row)")
+    try:
+        dialect: Any = csv.Sniffer().sniff(lines[0], delimiters=",;\t")
+    except csv.Error:
+        dialect = csv.excel
+    rows = list(csv.reader(lines, dialect))
+    header = [h.strip() for h in rows[0]]
+    body = [(i + 2, r) for i, r in enumerate(rows[1:]) if any(c.strip() for c in r)]
+    if not body:
+        raise NdvmError(f"{p}: error: no data rows after the header")
+    out = {}
+    for col in columns:
+        if col not in header:
+            raise NdvmError(f"{p}: error: no column {col!r} (columns: {', '.join(header)})")
+        j = header.index(col)
+        vals = np.empty(len(body))
+        for k, (line, r) in enumerate(body):
+            cell = r[j].strip() if j < len(r) else ""
+            try:
+                vals[k] = float(cell)
+            except ValueError:
+                what = "missing" if not cell else f"not a number ({cell[:20]!r})"
+                raise NdvmError(f"{p}:{line}: error: column {col!r}: {what}") from None
+            if not np.isfinite(vals[k]):
+                raise NdvmError(f"{p}:{line}: error: column {col!r}: non-finite value {cell!r}")
+        out[col] = vals
+    return out
