@@ -13,9 +13,10 @@ from tests.helpers.prim_programs import Case
 from tests.helpers.prim_programs import cases as prim_cases
 
 import ndvm
+from ndvm.prims import PRIMS, Kind
 
 torch = need("torch")
-from ndvm.baselines.tagged import TORCH_IMPLS, TaggedBackend  # noqa: E402
+from ndvm.baselines.tagged import TORCH_IMPLS, TORCH_PREDICATES, TaggedBackend  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -54,6 +55,26 @@ def test_torch_formula_matches_the_reference_rule(case: Case) -> None:
     """Each NUMERIC primitive of the table: the torch formula's value and autograd against the
     NumPy rule and its VJP (a primitive without a formula fails with KeyError)."""
     check_formula(case, TORCH_IMPLS[case.prim.code], _torch_value_and_vjp)
+
+
+# Lanes with ties, signs, zeros, infinities and NaNs in every operand position.
+_PRED_LANES = np.array(
+    [
+        [0.0, 1.0, -1.0, np.nan, 2.0, 2.0, np.inf, -0.0],
+        [0.0, 2.0, -1.0, 1.0, np.nan, 2.0, 1.0, 0.0],
+        [1.0, 3.0, -1.0, 0.0, 1.0, 2.0, np.inf, 5.0],
+    ]
+)
+
+
+@pytest.mark.parametrize("prim", PRIMS.of_kind(Kind.PREDICATE), ids=lambda p: p.name)
+def test_torch_predicate_formula_matches_the_reference_rule(prim: Any) -> None:
+    hi = prim.arity.max_args if prim.arity.max_args is not None else 3
+    for n in range(prim.arity.min_args, hi + 1):
+        xs = list(_PRED_LANES[:n])
+        want = np.broadcast_to(prim.ref(*xs), xs[0].shape)
+        got = TORCH_PREDICATES[prim.code](*(torch.tensor(x) for x in xs))
+        np.testing.assert_array_equal(got.numpy(), want)
 
 
 def test_tagged_values_are_14_float_tensors() -> None:

@@ -20,7 +20,7 @@ import torch
 from ndvm.backends.base import STATUS_NONFINITE, RunResult
 from ndvm.backends.inputs import classify_inputs
 from ndvm.baselines import tagged_structural as _st
-from ndvm.baselines.kernels import numeric_impls
+from ndvm.baselines.kernels import numeric_impls, predicate_impls
 from ndvm.baselines.tagged_structural import (
     BOOL,
     CLOSURE,
@@ -60,6 +60,7 @@ _PY_RECURSION = 50_000
 
 _TorchOps = torch_namespace()
 TORCH_IMPLS = numeric_impls(_TorchOps)
+TORCH_PREDICATES = predicate_impls(_TorchOps)
 _UNSUPPORTED_STRUCTURAL = {"%any-null"}
 
 
@@ -318,7 +319,7 @@ class Interpreter:
         if p.kind is Kind.NUMERIC:
             return self.numeric(code, args)
         if p.kind is Kind.PREDICATE:
-            return _st.predicate(self, p.name, args)
+            return _st.predicate(self, TORCH_PREDICATES[p.code], p.name, args)
         if p.kind is Kind.CONTROL:
             if p.name == "apply":
                 return self.apply(args[0], args[1:-1] + _st.elements(self, args[-1], "apply"))

@@ -58,28 +58,9 @@ def _num_col(it: Any, v: Tensor, who: str) -> Tensor:
     return v[:, PAY]
 
 
-def predicate(it: Any, name: str, args: list[Tensor]) -> Tensor:
-    cols = [_num_col(it, a, name) for a in args]
-    tests: dict[str, Callable[[Any], Any]] = {
-        "zero?": lambda x: x == 0,
-        "positive?": lambda x: x > 0,
-        "negative?": lambda x: x < 0,
-        "finite?": lambda x: x.isfinite(),
-        "nan?": lambda x: x.isnan(),
-    }
-    if name in tests:
-        return it.boolean(tests[name](cols[0]))
-    cmp: dict[str, Callable[[Any, Any], Any]] = {
-        "=": lambda a, b: a == b,
-        "<": lambda a, b: a < b,
-        ">": lambda a, b: a > b,
-        "<=": lambda a, b: a <= b,
-        ">=": lambda a, b: a >= b,
-    }
-    mask: Any = True
-    for a, b in zip(cols, cols[1:]):
-        mask = cmp[name](a, b) & mask
-    return it.boolean(mask)
+def predicate(it: Any, impl: Callable[..., Tensor], name: str, args: list[Tensor]) -> Tensor:
+    """A PREDICATE primitive (its formula ``impl``) on the numbers of ``args``."""
+    return it.boolean(impl(*(_num_col(it, a, name) for a in args)))
 
 
 def _same(it: Any, a: Tensor, b: Tensor, deep: bool) -> Any:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ndvm.baselines.kernels import numeric_impls
+from ndvm.baselines.kernels import numeric_impls, predicate_impls
 from ndvm.errors import ExportUnsupported, NdvmError
 from ndvm.export.structural import EXPORT
 from ndvm.export.values import Arr, Bool, Closure, Prim
@@ -84,6 +84,7 @@ class Tracer:
     ) -> None:
         self.ns = ns
         self.impls = _impls(ns)
+        self.predicates = predicate_impls(ns)
         self.params = params
         self.inputs = inputs
         self.steps = 0
@@ -282,7 +283,7 @@ class Tracer:
                 return bool(out)
             raise NdvmError("a predicate on constant vectors")
         vals = [self._framework(self.lanes(a)) for a in args]
-        return Bool(_PREDICATES[p.name](self.ns, vals))
+        return Bool(self.predicates[p.code](*vals))
 
     # -- joins -----------------------------------------------------------------------------
     def select(self, test: Bool, a: Any, b: Any, node: Any) -> Any:
@@ -310,30 +311,6 @@ class Tracer:
         if type(a) is type(b) and type(a) in (Symbol, String) and a == b:
             return a
         raise unsupported("branch arms of different structure where lanes can differ", node)
-
-
-def _chain(op: Any) -> Any:
-    def pred(ns: Any, xs: list[Any]) -> Any:
-        out = op(ns, xs[0], xs[1]) if len(xs) > 1 else ns.eq(xs[0], xs[0])
-        for a, b in zip(xs[1:], xs[2:]):
-            out = out & op(ns, a, b)
-        return out
-
-    return pred
-
-
-_PREDICATES = {
-    "=": _chain(lambda ns, a, b: ns.eq(a, b)),
-    "<": _chain(lambda ns, a, b: a < b),
-    ">": _chain(lambda ns, a, b: a > b),
-    "<=": _chain(lambda ns, a, b: a <= b),
-    ">=": _chain(lambda ns, a, b: a >= b),
-    "zero?": lambda ns, xs: ns.eq(xs[0], ns.asarray(0.0)),
-    "positive?": lambda ns, xs: xs[0] > 0,
-    "negative?": lambda ns, xs: xs[0] < 0,
-    "finite?": lambda ns, xs: ns.isfinite(xs[0]),
-    "nan?": lambda ns, xs: ns.isnan(xs[0]),
-}
 
 
 def _impls(ns: Any) -> dict[int, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 # Each family module registers its primitives into PRIMS on import.
 from ndvm.prims import linalg as _linalg  # noqa: F401
 from ndvm.prims import numeric as _numeric  # noqa: F401
+from ndvm.prims import predicates as _predicates  # noqa: F401
 from ndvm.prims import prelude as _prelude  # noqa: F401
 from ndvm.prims import structural as _structural  # noqa: F401
 from ndvm.prims import vectors as _vectors  # noqa: F401

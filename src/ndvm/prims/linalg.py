@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from ndvm.errors import ShapeError
-from ndvm.prims.registry import Kind, Prim, Shape, fixed
+from ndvm.prims import formulas as fm
+from ndvm.prims.registry import Formula, Kind, Prim, Shape, fixed
 from ndvm.prims.table import PRIMS
 
 Arr = np.ndarray[Any, np.dtype[np.float64]]
@@ -237,29 +238,36 @@ def _add(
     ref: Callable[..., Any],
     vjp: Callable[..., tuple[Any, ...]],
     doc: str,
+    formula: Formula | None = None,
 ) -> None:
     PRIMS.add(Prim(name, code, fixed(len(ranks)), Kind.NUMERIC, ref, vjp, "linalg", doc,
                    shape=Shape.CUSTOM, shape_rule=_rule(name, ranks, body),
-                   in_ranks=ranks))  # fmt: skip
+                   in_ranks=ranks, formula=formula))  # fmt: skip
 
 
 _add("dot", 150, (1, 1), _same_len("dot"), _dot,
      lambda g, ans, v, w: (g[..., None] * w, g[..., None] * v),
-     "Inner product v.w. d/dv = w, d/dw = v.")  # fmt: skip
+     "Inner product v.w. d/dv = w, d/dw = v.",
+     formula=fm.dot)  # fmt: skip
 _add("vsum", 151, (1,), lambda a: (), lambda v: np.sum(v, axis=-1),
      lambda g, ans, v: (_spread(g, v.shape[-1]),),
-     "Sum of a vector's elements. d/dv_i = 1.")  # fmt: skip
+     "Sum of a vector's elements. d/dv_i = 1.",
+     formula=lambda o: lambda v: o.sum(v, -1))  # fmt: skip
 _add("vmean", 152, (1,), lambda a: (), _vmean,
      lambda g, ans, v: (_spread(g, v.shape[-1], 1.0 / v.shape[-1]),),
-     "Mean of a vector's elements (NaN if empty). d/dv_i = 1/n.")  # fmt: skip
+     "Mean of a vector's elements (NaN if empty). d/dv_i = 1/n.",
+     formula=lambda o: lambda v: o.sum(v, -1) / v.shape[-1])  # fmt: skip
 _add("norm", 153, (1,), lambda a: (), _norm, _norm_vjp,
-     "Euclidean norm |v|. d/dv = v/|v| (0 at v = 0).")  # fmt: skip
+     "Euclidean norm |v|. d/dv = v/|v| (0 at v = 0).",
+     formula=fm.norm)  # fmt: skip
 _add("normalize", 154, (1,), lambda a: a, lambda v: v / _norm(v)[..., None], _normalize_vjp,
      "v/|v| (NaN at v = 0). d/dv = (I - u u^T)/|v| with u = v/|v|. "
-     "dmci: the norm floored at 1e-8 (%dmci-normalize).")  # fmt: skip
+     "dmci: the norm floored at 1e-8 (%dmci-normalize).",
+     formula=fm.normalize(None))  # fmt: skip
 _add("cross", 155, (1, 1), _cross_shape, lambda v, w: np.cross(v, w),
      lambda g, ans, v, w: (np.cross(w, g), np.cross(g, v)),
-     "Cross product of two 3-vectors. d/dv: w x g, d/dw: g x v.")  # fmt: skip
+     "Cross product of two 3-vectors. d/dv: w x g, d/dw: g x v.",
+     formula=lambda o: o.cross)  # fmt: skip
 # scale is the one ELEMENTWISE primitive of the family: a scalar broadcasts against a vector
 # or matrix in either operand position, exactly as in ``*`` (every backend's broadcasting
 # path does the work, so there is no rank-specific kernel).
@@ -267,41 +275,53 @@ PRIMS.add(Prim("scale", 156, fixed(2), Kind.NUMERIC, np.multiply,
                lambda g, ans, a, b: (g * b, g * a), "linalg",
                "(scale a b) = a b with a scalar broadcast against a vector or matrix, in either "
                "order: (scale v s), (scale s v), (scale s M), (scale M s); two operands of one "
-               "shape multiply elementwise, like *. d/da = b, d/db = a."))  # fmt: skip
+               "shape multiply elementwise, like *. d/da = b, d/db = a.",
+               formula=lambda o: lambda a, b: a * b))  # fmt: skip
 _add("outer", 157, (1, 1), lambda a, b: (a[0], b[0]),
      lambda v, w: v[..., :, None] * w[..., None, :],
      lambda g, ans, v, w: (np.einsum("...ij,...j->...i", g, w),
                            np.einsum("...ij,...i->...j", g, v)),
-     "Outer product v w^T. d/dv = G w, d/dw = G^T v.")  # fmt: skip
+     "Outer product v w^T. d/dv = G w, d/dw = G^T v.",
+     formula=lambda o: lambda v, w: v[..., :, None] * w[..., None, :])  # fmt: skip
 _add("matvec", 158, (2, 1), _matvec_shape, lambda a, v: np.einsum("...ij,...j->...i", a, v),
      lambda g, ans, a, v: (g[..., :, None] * v[..., None, :],
                            np.einsum("...ij,...i->...j", a, g)),
-     "Matrix-vector product A v. d/dA = g v^T, d/dv = A^T g.")  # fmt: skip
+     "Matrix-vector product A v. d/dA = g v^T, d/dv = A^T g.",
+     formula=lambda o: lambda a, v: o.matmul(a, v[..., None])[..., 0])  # fmt: skip
 _add("matmul", 159, (2, 2), _matmul_shape, np.matmul,
      lambda g, ans, a, b: (g @ _mT(b), _mT(a) @ g),
-     "Matrix product A B. d/dA = G B^T, d/dB = A^T G.")  # fmt: skip
+     "Matrix product A B. d/dA = G B^T, d/dB = A^T G.",
+     formula=lambda o: o.matmul)  # fmt: skip
 _add("transpose", 160, (2,), lambda a: (a[1], a[0]), _mT, lambda g, ans, a: (_mT(g),),
-     "Matrix transpose. d/dA = G^T.")  # fmt: skip
+     "Matrix transpose. d/dA = G^T.",
+     formula=lambda o: lambda a: o.swapaxes(a, -1, -2))  # fmt: skip
 _add("trace", 161, (2,), _to_scalar("trace"),
      lambda a: np.trace(a, axis1=-2, axis2=-1),
      lambda g, ans, a: (g[..., None, None] * np.eye(a.shape[-1]),),
-     "Trace of a square matrix. d/dA = I.")  # fmt: skip
+     "Trace of a square matrix. d/dA = I.",
+     formula=lambda o: o.trace)  # fmt: skip
 _add("det", 162, (2,), _to_scalar("det"), _det, _det_vjp,
-     "Determinant. d/dA = adj(A)^T (finite at singular A).")  # fmt: skip
+     "Determinant. d/dA = adj(A)^T (finite at singular A).",
+     formula=lambda o: o.det)  # fmt: skip
 _add("logdet", 163, (2,), _to_scalar("logdet"), _logdet,
      lambda g, ans, a: (g[..., None, None] * _mT(_inv(a)),),
-     "log|det A| (via slogdet; -inf if singular). d/dA = A^-T.")  # fmt: skip
+     "log|det A| (via slogdet; -inf if singular). d/dA = A^-T.",
+     formula=lambda o: o.logdet)  # fmt: skip
 _add("inv", 164, (2,), lambda a: (_square("inv", a),) * 2, _inv,
      lambda g, ans, a: (-_mT(ans) @ g @ _mT(ans),),
      "Matrix inverse (NaN lanes where singular, non-finite or overflowing). "
-     "d/dA = -A^-T G A^-T.")  # fmt: skip
+     "d/dA = -A^-T G A^-T.",
+     formula=lambda o: o.inv)  # fmt: skip
 _add("solve", 165, (2, 1), _solve_shape, _solve_vec, _solve_vjp,
      "(solve A b) = x with A x = b (NaN where singular). "
-     "d/db = A^-T g, d/dA = -(A^-T g) x^T.")  # fmt: skip
+     "d/db = A^-T g, d/dA = -(A^-T g) x^T.",
+     formula=lambda o: lambda a, b: o.solve(a, b[..., None])[..., 0])  # fmt: skip
 _add("cholesky", 166, (2,), lambda a: (_square("cholesky", a),) * 2, _cholesky, _cholesky_vjp,
      "Lower L with L L^T = A (NaN lanes where not positive definite). Only the lower "
      "triangle of A is read (NumPy's convention): a non-symmetric A is factored as the "
-     "symmetric matrix with that lower triangle. VJP: Murray 2016, symmetrized.")  # fmt: skip
+     "symmetric matrix with that lower triangle. VJP: Murray 2016, symmetrized.",
+     formula=lambda o: o.cholesky)  # fmt: skip
 _add("%dmci-normalize", 167, (1,), lambda a: a, _dmci_normalize, _dmci_normalize_vjp,
      "normalize under the dmci dialect: v/max(|v|, 1e-8), so (normalize 0) = 0 with gradient "
-     "1e8 I. d/dv = (I - u u^T)/|v| above the floor, I/1e-8 below.")  # fmt: skip
+     "1e8 I. d/dv = (I - u u^T)/|v| above the floor, I/1e-8 below.",
+     formula=fm.normalize(DMCI_NORM_EPS))  # fmt: skip

@@ -1,4 +1,4 @@
-"""Lane-wise numeric (opcodes 1-99) and predicate (100-149) primitives, with their VJP rules.
+"""Lane-wise numeric primitives (opcodes 1-99) with their VJP rules and namespace formulas.
 
 Every ``ref`` is float64 NumPy on payloads (floats or ``(R, D, *struct)`` arrays) and never
 raises on a bad domain: IEEE results flow through. Every ``vjp`` returns one cotangent per
@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ndvm.prims.registry import Arity, Domain, Kind, Prim, Shape, between, fixed, variadic
+from ndvm.prims import formulas as fm
+from ndvm.prims.registry import Arity, Domain, Formula, Kind, Prim, between, fixed, variadic
 from ndvm.prims.table import PRIMS
 
 Payload = Any  # float | np.ndarray; kept loose because refs also see np.float64 scalars
@@ -40,18 +41,38 @@ def _num(
     doc: str,
     aliases: tuple[str, ...] = (),
     domain: Domain = Domain.ALL,
+    formula: Formula | None = None,
 ) -> Prim:
     ref, vjp = _ieee(ref), _ieee(vjp)
     return PRIMS.add(
-        Prim(name, code, arity, Kind.NUMERIC, ref, vjp, family, doc, aliases, domain=domain)
+        Prim(
+            name,
+            code,
+            arity,
+            Kind.NUMERIC,
+            ref,
+            vjp,
+            family,
+            doc,
+            aliases,
+            domain=domain,
+            formula=formula,
+        )
     )
 
 
 def _unary(
-    name: str, code: int, f: Callable[..., Any], d: Callable[..., Any], family: str, doc: str
+    name: str,
+    code: int,
+    f: Callable[..., Any],
+    d: Callable[..., Any],
+    family: str,
+    doc: str,
+    formula: Formula | None = None,
 ) -> Prim:
     """Register ``f`` with VJP ``g * d(ans, x)``."""
-    return _num(name, code, fixed(1), f, lambda g, ans, x: (g * d(ans, x),), family, doc)
+    vjp = lambda g, ans, x: (g * d(ans, x),)  # noqa: E731
+    return _num(name, code, fixed(1), f, vjp, family, doc, formula=formula)
 
 
 def _safe_div(num: Payload, den: Payload) -> Payload:
@@ -226,126 +247,178 @@ def _modulo_vjp(g: Payload, ans: Payload, a: Payload, b: Payload) -> tuple[Any, 
 
 _A, _T, _P = "arithmetic", "transcendental", "piecewise"
 _num("+", 1, variadic(0), _add, lambda g, ans, *xs: tuple(g for _ in xs), _A,
-     "Sum (0 args: 0). d/dx_i = 1.")  # fmt: skip
+     "Sum (0 args: 0). d/dx_i = 1.",
+     formula=fm.add)  # fmt: skip
 _num("-", 2, variadic(1), _sub, _sub_vjp, _A,
-     "Difference; unary negates. d/dx_1 = 1, d/dx_i = -1 (unary: -1).")  # fmt: skip
+     "Difference; unary negates. d/dx_1 = 1, d/dx_i = -1 (unary: -1).",
+     formula=fm.sub)  # fmt: skip
 _num("*", 3, variadic(0), _mul, _mul_vjp, _A,
-     "Product (0 args: 1). d/dx_i = product of the other operands.")  # fmt: skip
+     "Product (0 args: 1). d/dx_i = product of the other operands.",
+     formula=fm.mul)  # fmt: skip
 _num("/", 4, variadic(1), _div, _div_vjp, _A,
      "Quotient left to right; unary reciprocates; IEEE (/ 1 0) = +inf. "
-     "d/dx_1 = 1/(x_2...x_n), d/dx_i = -ans/x_i.")  # fmt: skip
-_unary("abs", 5, np.abs, lambda ans, x: np.sign(x), _A, "|x|. d/dx = sign(x); abs'(0) = 0.")
+     "d/dx_1 = 1/(x_2...x_n), d/dx_i = -ans/x_i.",
+     formula=fm.div)  # fmt: skip
+_unary(
+    "abs",
+    5,
+    np.abs,
+    lambda ans, x: np.sign(x),
+    _A,
+    "|x|. d/dx = sign(x); abs'(0) = 0.",
+    formula=lambda o: o.abs,
+)
 _num("min", 6, variadic(1), _fold(np.minimum), _extremal_vjp, _A,
-     "Smallest operand (NaN propagates). Gradient 1 to the FIRST minimal operand.")  # fmt: skip
+     "Smallest operand (NaN propagates). Gradient 1 to the FIRST minimal operand.",
+     formula=fm.first_extremal(lambda y, x: y < x))  # fmt: skip
 _num("max", 7, variadic(1), _fold(np.maximum), _extremal_vjp, _A,
-     "Largest operand (NaN propagates). Gradient 1 to the FIRST maximal operand.")  # fmt: skip
-_unary("exp", 8, np.exp, lambda ans, x: ans, _T, "e^x. d/dx = e^x.")
+     "Largest operand (NaN propagates). Gradient 1 to the FIRST maximal operand.",
+     formula=fm.first_extremal(lambda y, x: y > x))  # fmt: skip
+_unary("exp", 8, np.exp, lambda ans, x: ans, _T, "e^x. d/dx = e^x.", formula=lambda o: o.exp)
 _num("log", 9, between(1, 2), _log_ref, _log_vjp, _T,
      "Natural log; (log x b) = ln x / ln b. d/dx = 1/(x ln b), d/db = -ans/(b ln b). "
-     "dmci: x clamped at 1e-8 (zero gradient below).", domain=Domain.POSITIVE)  # fmt: skip
-_unary("log1p", 10, np.log1p, lambda ans, x: 1.0 / (1.0 + x), _T, "ln(1+x). d/dx = 1/(1+x).")
-_unary("expm1", 11, np.expm1, lambda ans, x: ans + 1.0, _T, "e^x - 1. d/dx = e^x.")
+     "dmci: x clamped at 1e-8 (zero gradient below).", domain=Domain.POSITIVE,
+     formula=fm.log)  # fmt: skip
+_unary(
+    "log1p",
+    10,
+    np.log1p,
+    lambda ans, x: 1.0 / (1.0 + x),
+    _T,
+    "ln(1+x). d/dx = 1/(1+x).",
+    formula=lambda o: o.log1p,
+)
+_unary(
+    "expm1",
+    11,
+    np.expm1,
+    lambda ans, x: ans + 1.0,
+    _T,
+    "e^x - 1. d/dx = e^x.",
+    formula=lambda o: o.expm1,
+)
 _num("sqrt", 12, fixed(1), np.sqrt, lambda g, ans, x: (0.5 * g / ans,), _T,
      "Square root (NaN below 0). d/dx = 1/(2 sqrt x). "
-     "dmci: x clamped at 1e-8 (zero gradient below).", domain=Domain.POSITIVE)  # fmt: skip
+     "dmci: x clamped at 1e-8 (zero gradient below).", domain=Domain.POSITIVE,
+     formula=lambda o: o.sqrt)  # fmt: skip
 _unary("cbrt", 13, np.cbrt, lambda ans, x: 1.0 / (3.0 * ans * ans), _T,
-       "Real cube root. d/dx = 1/(3 cbrt(x)^2) (inf at 0).")  # fmt: skip
-_unary("square", 14, np.square, lambda ans, x: 2.0 * x, _A, "x^2. d/dx = 2x.")
+       "Real cube root. d/dx = 1/(3 cbrt(x)^2) (inf at 0).",
+     formula=lambda o: o.cbrt)  # fmt: skip
+_unary(
+    "square",
+    14,
+    np.square,
+    lambda ans, x: 2.0 * x,
+    _A,
+    "x^2. d/dx = 2x.",
+    formula=lambda o: lambda x: x * x,
+)
 _num("expt", 15, fixed(2), np.power, _expt_vjp, _T,
      "a^b (NaN for a < 0 and non-integer b). d/da = b a^(b-1) (0 if b = 0); "
-     "d/db = a^b ln a for a > 0, 0 for a <= 0.", aliases=("pow",))  # fmt: skip
-_unary("sin", 16, np.sin, lambda ans, x: np.cos(x), _T, "sin x. d/dx = cos x.")
-_unary("cos", 17, np.cos, lambda ans, x: -np.sin(x), _T, "cos x. d/dx = -sin x.")
-_unary("tan", 18, np.tan, lambda ans, x: 1.0 + ans * ans, _T, "tan x. d/dx = 1 + tan^2 x.")
+     "d/db = a^b ln a for a > 0, 0 for a <= 0.", aliases=("pow",),
+     formula=lambda o: o.pow)  # fmt: skip
+_unary(
+    "sin", 16, np.sin, lambda ans, x: np.cos(x), _T, "sin x. d/dx = cos x.", formula=lambda o: o.sin
+)
+_unary(
+    "cos",
+    17,
+    np.cos,
+    lambda ans, x: -np.sin(x),
+    _T,
+    "cos x. d/dx = -sin x.",
+    formula=lambda o: o.cos,
+)
+_unary(
+    "tan",
+    18,
+    np.tan,
+    lambda ans, x: 1.0 + ans * ans,
+    _T,
+    "tan x. d/dx = 1 + tan^2 x.",
+    formula=lambda o: o.tan,
+)
 _unary("asin", 19, np.arcsin, lambda ans, x: 1.0 / np.sqrt(1.0 - x * x), _T,
-       "arcsin x (NaN outside [-1, 1]). d/dx = 1/sqrt(1-x^2).")  # fmt: skip
+       "arcsin x (NaN outside [-1, 1]). d/dx = 1/sqrt(1-x^2).",
+     formula=lambda o: o.asin)  # fmt: skip
 _unary("acos", 20, np.arccos, lambda ans, x: -1.0 / np.sqrt(1.0 - x * x), _T,
-       "arccos x (NaN outside [-1, 1]). d/dx = -1/sqrt(1-x^2).")  # fmt: skip
+       "arccos x (NaN outside [-1, 1]). d/dx = -1/sqrt(1-x^2).",
+     formula=lambda o: o.acos)  # fmt: skip
 _num("atan", 21, between(1, 2), _atan_ref, _atan_vjp, _T,
-     "arctan y; (atan y x) = atan2(y, x). d/dy = x/(x^2+y^2), d/dx = -y/(x^2+y^2).")  # fmt: skip
-_unary("sinh", 22, np.sinh, lambda ans, x: np.cosh(x), _T, "sinh x. d/dx = cosh x.")
-_unary("cosh", 23, np.cosh, lambda ans, x: np.sinh(x), _T, "cosh x. d/dx = sinh x.")
-_unary("tanh", 24, np.tanh, lambda ans, x: 1.0 - ans * ans, _T, "tanh x. d/dx = 1 - tanh^2 x.")
+     "arctan y; (atan y x) = atan2(y, x). d/dy = x/(x^2+y^2), d/dx = -y/(x^2+y^2).",
+     formula=fm.atan)  # fmt: skip
+_unary(
+    "sinh",
+    22,
+    np.sinh,
+    lambda ans, x: np.cosh(x),
+    _T,
+    "sinh x. d/dx = cosh x.",
+    formula=lambda o: o.sinh,
+)
+_unary(
+    "cosh",
+    23,
+    np.cosh,
+    lambda ans, x: np.sinh(x),
+    _T,
+    "cosh x. d/dx = sinh x.",
+    formula=lambda o: o.cosh,
+)
+_unary(
+    "tanh",
+    24,
+    np.tanh,
+    lambda ans, x: 1.0 - ans * ans,
+    _T,
+    "tanh x. d/dx = 1 - tanh^2 x.",
+    formula=lambda o: o.tanh,
+)
 _unary("asinh", 25, np.arcsinh, lambda ans, x: 1.0 / np.sqrt(x * x + 1.0), _T,
-       "arsinh x. d/dx = 1/sqrt(x^2+1).")  # fmt: skip
+       "arsinh x. d/dx = 1/sqrt(x^2+1).",
+     formula=lambda o: o.asinh)  # fmt: skip
 _unary("acosh", 26, np.arccosh, lambda ans, x: 1.0 / np.sqrt(x * x - 1.0), _T,
-       "arcosh x (NaN below 1). d/dx = 1/sqrt(x^2-1).")  # fmt: skip
+       "arcosh x (NaN below 1). d/dx = 1/sqrt(x^2-1).",
+     formula=lambda o: o.acosh)  # fmt: skip
 _unary("atanh", 27, np.arctanh, lambda ans, x: 1.0 / (1.0 - x * x), _T,
-       "artanh x (NaN outside [-1, 1]). d/dx = 1/(1-x^2).")  # fmt: skip
+       "artanh x (NaN outside [-1, 1]). d/dx = 1/(1-x^2).",
+     formula=lambda o: o.atanh)  # fmt: skip
 _unary("sigmoid", 28, _sigmoid, lambda ans, x: ans * (1.0 - ans), _T,
-       "1/(1+e^-x), overflow-free. d/dx = s(1-s).")  # fmt: skip
+       "1/(1+e^-x), overflow-free. d/dx = s(1-s).",
+     formula=lambda o: o.sigmoid)  # fmt: skip
 _unary("softplus", 29, _softplus, lambda ans, x: _sigmoid(x), _T,
-       "ln(1+e^x), overflow-free. d/dx = sigmoid(x).")  # fmt: skip
+       "ln(1+e^x), overflow-free. d/dx = sigmoid(x).",
+     formula=lambda o: o.softplus)  # fmt: skip
 _unary("erf", 30, _erf, lambda ans, x: _TWO_OVER_SQRT_PI * np.exp(-x * x), _T,
-       "Error function. d/dx = 2/sqrt(pi) e^(-x^2).")  # fmt: skip
+       "Error function. d/dx = 2/sqrt(pi) e^(-x^2).",
+     formula=lambda o: o.erf)  # fmt: skip
 _num("hypot", 31, fixed(2), np.hypot,
      lambda g, ans, a, b: (g * _safe_div(a, ans), g * _safe_div(b, ans)), _A,
-     "sqrt(a^2+b^2) without overflow. d/da = a/ans, d/db = b/ans (0 at the origin).")  # fmt: skip
+     "sqrt(a^2+b^2) without overflow. d/da = a/ans, d/db = b/ans (0 at the origin).",
+     formula=lambda o: o.hypot)  # fmt: skip
 _num("clamp", 32, fixed(3), _clamp_ref, _clamp_vjp, _A,
      "(clamp x lo hi) = (min (max x lo) hi). Gradient 1 to the operand selected "
-     "(x when lo <= x <= hi).")  # fmt: skip
-for _name, _code, _f, _doc in (
-    ("floor", 33, np.floor, "Largest integer <= x"),
-    ("ceiling", 34, np.ceil, "Smallest integer >= x"),
-    ("round", 35, np.round, "Nearest integer, ties to even (R7RS)"),
-    ("truncate", 36, np.trunc, "Integer part, toward 0"),
-    ("sign", 37, np.sign, "Sign -1, 0 or 1 (NaN stays NaN)"),
+     "(x when lo <= x <= hi).",
+     formula=fm.clamp)  # fmt: skip
+for _name, _code, _f, _doc, _formula in (
+    ("floor", 33, np.floor, "Largest integer <= x", lambda o: o.floor),
+    ("ceiling", 34, np.ceil, "Smallest integer >= x", lambda o: o.ceil),
+    ("round", 35, np.round, "Nearest integer, ties to even (R7RS)", lambda o: o.round),
+    ("truncate", 36, np.trunc, "Integer part, toward 0", lambda o: o.trunc),
+    ("sign", 37, np.sign, "Sign -1, 0 or 1 (NaN stays NaN)", lambda o: o.sign),
 ):
-    _num(_name, _code, fixed(1), _f, _none_vjp, _P, f"{_doc}. Zero gradient.")
+    _num(_name, _code, fixed(1), _f, _none_vjp, _P, f"{_doc}. Zero gradient.", formula=_formula)
 _num("quotient", 38, fixed(2), lambda a, b: np.trunc(a / b), _none_vjp, _P,
-     "trunc(a/b). Zero gradient.")  # fmt: skip
+     "trunc(a/b). Zero gradient.",
+     formula=lambda o: lambda a, b: o.trunc(a / b))  # fmt: skip
 _num("remainder", 39, fixed(2), np.fmod, _remainder_vjp, _P,
      "a - b trunc(a/b) (sign of a). d/da = 1, d/db = -trunc(a/b). "
-     "dmci: floor-mod, the rule of modulo.")  # fmt: skip
+     "dmci: floor-mod, the rule of modulo.",
+     formula=lambda o: o.fmod)  # fmt: skip
 _num("modulo", 40, fixed(2), np.mod, _modulo_vjp, _P,
      "a - b floor(a/b) (sign of b). d/da = 1, d/db = -floor(a/b). "
-     "dmci: C fmod, the rule of remainder.")  # fmt: skip
-
-
-# ---- predicates -------------------------------------------------------------------------------
-
-
-def _as_bool(x: Any) -> Any:
-    """Lane masks stay bool arrays; a lane-uniform result becomes a Python bool."""
-    if isinstance(x, np.ndarray) and x.ndim > 0:
-        return x
-    return bool(x)
-
-
-def _chain(op: Callable[[Any, Any], Any]) -> Callable[..., Any]:
-    def ref(*xs: Payload) -> Any:
-        out: Any = True
-        for a, b in zip(xs, xs[1:]):
-            out = np.logical_and(out, op(a, b))
-        return _as_bool(out)
-
-    return ref
-
-
-def _test(op: Callable[[Any], Any]) -> Callable[..., Any]:
-    return lambda x: _as_bool(op(x))
-
-
-for _name, _code, _op, _what in (
-    ("=", 100, np.equal, "equal"),
-    ("<", 101, np.less, "strictly increasing"),
-    (">", 102, np.greater, "strictly decreasing"),
-    ("<=", 103, np.less_equal, "non-decreasing"),
-    (">=", 104, np.greater_equal, "non-increasing"),
-):
-    _doc = f"#t per lane when the operands are {_what} (NaN: #f). No gradient."
-    PRIMS.add(Prim(_name, _code, variadic(1), Kind.PREDICATE, _chain(_op), None,
-                   "comparison", _doc, shape=Shape.SCALAR))  # fmt: skip
-for _name, _code, _op, _what in (
-    ("zero?", 105, lambda x: x == 0, "x = 0"),
-    ("positive?", 106, lambda x: x > 0, "x > 0"),
-    ("negative?", 107, lambda x: x < 0, "x < 0"),
-    ("finite?", 108, np.isfinite, "x is neither infinite nor NaN"),
-    ("nan?", 109, np.isnan, "x is NaN"),
-):
-    PRIMS.add(Prim(_name, _code, fixed(1), Kind.PREDICATE, _test(_op), None,
-                   "comparison", f"#t per lane when {_what}. No gradient.",
-                   shape=Shape.SCALAR))  # fmt: skip
+     "dmci: C fmod, the rule of remainder.",
+     formula=lambda o: lambda a, b: a - b * o.floor(a / b))  # fmt: skip
 
 
 # ---- dmci dialect -----------------------------------------------------------------------------

@@ -9,7 +9,7 @@ are all derived from the ``Prim`` records registered here. Opcodes are stable an
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +77,8 @@ def variadic(lo: int = 0) -> Arity:
 Ref = Callable[..., Any]
 Vjp = Callable[..., tuple[Any, ...]]
 ShapeRule = Callable[..., tuple[int, ...]]
+# formula for NUMERIC: (array namespace) -> fn over framework payloads (torch, JAX, sympy)
+Formula = Callable[[Any], Callable[..., Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +98,7 @@ class Prim:
     domain: Domain = Domain.ALL
     prelude: str | None = None  # PRELUDE: ndvm source defining ``name``
     deps: tuple[str, ...] = field(default=())  # PRELUDE: other prelude/prim names it uses
+    formula: Formula | None = None  # NUMERIC/PREDICATE: the rule over an array namespace
 
     @property
     def upper(self) -> str:
@@ -143,8 +146,10 @@ class Registry:
         for name in prim.names:
             if name in self._by_name:
                 raise ValueError(f"primitive name {name!r} registered twice")
-        if prim.kind is Kind.NUMERIC and (prim.ref is None or prim.vjp is None):
-            raise ValueError(f"numeric primitive {prim.name!r} needs ref and vjp")
+        if prim.kind is Kind.NUMERIC and None in (prim.ref, prim.vjp, prim.formula):
+            raise ValueError(f"numeric primitive {prim.name!r} needs ref, vjp and formula")
+        if prim.kind is Kind.PREDICATE and None in (prim.ref, prim.formula):
+            raise ValueError(f"predicate {prim.name!r} needs ref and formula")
         if prim.kind is Kind.PRELUDE and not prim.prelude:
             raise ValueError(f"prelude primitive {prim.name!r} needs source")
         self._by_code[prim.code] = prim
@@ -191,25 +196,14 @@ class ImplTable:
     """One evaluator's own implementations of primitives, keyed by opcode (JAX ``def_impl``).
 
     The declarations live in the registry; an evaluator (the reference machine, the export
-    tracer) registers its implementation of each primitive it runs here, and ``missing``
-    compares the table against the registry, so a declared primitive without an
-    implementation is found by looking at the declarations, not at this table.
+    tracer) registers here its implementation of each primitive it runs itself. Coverage is
+    checked from the declarations (tests/eval/test_impls.py), not from this table.
     """
 
     def __init__(self, registry: Registry, evaluator: str) -> None:
         self.registry = registry
         self.evaluator = evaluator
         self._impls: dict[int, F] = {}
-
-    def def_impl(self, *names: str) -> Callable[[F], F]:
-        """Decorator: ``fn`` implements each of the primitives ``names`` (declared already)."""
-
-        def register(fn: F) -> F:
-            for name in names:
-                self.register(name, fn)
-            return fn
-
-        return register
 
     def register(self, name: str, fn: F) -> None:
         prim = self.registry.by_name(name)
@@ -222,8 +216,3 @@ class ImplTable:
 
     def __contains__(self, code: object) -> bool:
         return code in self._impls
-
-    def missing(self, kinds: Iterable[Kind]) -> list[str]:
-        """Declared primitives of ``kinds`` this evaluator has no implementation for."""
-        want = set(kinds)
-        return [p.name for p in self.registry if p.kind in want and p.code not in self._impls]
