@@ -369,6 +369,20 @@ NDVM_SIMD Grad vjp_HYPOT(const Bw& k) {
   return Grad::WRITTEN;
 }
 
+// logaddexp: max(a, b) + log1p(e^-|a-b|), so neither exponential overflows
+void fwd_LOGADDEXP(const Fw& k) {
+  map2(k.out, k.W, k.S, k.a(0), k.a(1), [](Real x, Real y) {
+    if (x == y) return x + static_cast<Real>(0.69314718055994530942);  // also +-inf
+    const Real m = x > y ? x : y;
+    return m + std::log1p(std::exp(-std::fabs(x - y)));
+  });
+}
+NDVM_SIMD Grad vjp_LOGADDEXP(const Bw& k) {
+  map3(k.ct, k.W, k.S, k.g(), k.ans(), k.a(k.which),
+       [](Real g, Real ans, Real v) { return g * std::exp(v - ans); });
+  return Grad::WRITTEN;
+}
+
 void fwd_ATAN(const Fw& k) {
   if (k.n == 1) return map1(k.out, k.W, k.S, k.a(0), [](Real x) { return std::atan(x); });
   map2(k.out, k.W, k.S, k.a(0), k.a(1), [](Real y, Real x) { return std::atan2(y, x); });

@@ -77,6 +77,7 @@ ORACLES: dict[str, tuple[Callable[..., float], list[list[Range]]]] = {
     "softplus": (lambda x: math.log1p(math.exp(x)), [[(-6.0, 6.0)]]),
     "erf": (math.erf, [[G]]),
     "hypot": (math.hypot, [[G, G]]),
+    "logaddexp": (lambda a, b: math.log(math.exp(a) + math.exp(b)), [[G, G]]),
     "clamp": (lambda x, lo, hi: min(max(x, lo), hi), [[G, (-2.0, -0.5), (0.5, 2.0)]]),
     "floor": (lambda x: float(math.floor(x)), [[G]]),
     "ceiling": (lambda x: float(math.ceil(x)), [[G]]),

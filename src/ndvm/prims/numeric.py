@@ -396,6 +396,10 @@ _num("hypot", 31, fixed(2), np.hypot,
      lambda g, ans, a, b: (g * _safe_div(a, ans), g * _safe_div(b, ans)), _A,
      "sqrt(a^2+b^2) without overflow. d/da = a/ans, d/db = b/ans (0 at the origin).",
      formula=lambda o: o.hypot)  # fmt: skip
+_num("logaddexp", 41, fixed(2), np.logaddexp,
+     lambda g, ans, a, b: (g * np.exp(a - ans), g * np.exp(b - ans)), _T,
+     "ln(e^a + e^b) without overflow. d/da = e^(a-ans), d/db = e^(b-ans).",
+     formula=lambda o: lambda a, b: (a + b + o.abs(a - b)) / 2 + o.log1p(o.exp(-o.abs(a - b))))  # fmt: skip
 _num("clamp", 32, fixed(3), _clamp_ref, _clamp_vjp, _A,
      "(clamp x lo hi) = (min (max x lo) hi). Gradient 1 to the operand selected "
      "(x when lo <= x <= hi).",
