@@ -252,8 +252,9 @@ def first_gradient(quick: bool) -> None:
         totals["total"].append(t2 - t0)
     fg = {k: float(np.median(v)) for k, v in totals.items()}
     print(
-        f"first gradient of a new 10-node program: {fg['total'] * 1e6:.0f} us (compile_source "
-        f"{fg['compile'] * 1e6:.0f} us + lower/run/grad {fg['first_run'] * 1e6:.0f} us)"
+        f"first gradient of a new 10-node program: {fg['total'] * 1e6:.0f} us (ndvm.compile: read, "
+        f"expand, resolve, lower {fg['compile'] * 1e6:.0f} us + first value_and_grad "
+        f"{fg['first_run'] * 1e6:.0f} us)"
     )
 
 
