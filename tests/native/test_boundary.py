@@ -158,3 +158,28 @@ def test_adam_options_refuse_an_array_of_the_wrong_type() -> None:
             low.core, np.ones((1, 1)), low.constraints, [], [], 1,
             native._run_options(Limits(), None), adam,
         )  # fmt: skip
+
+
+def test_inputs_are_read_afresh_on_every_call_and_validated() -> None:
+    """No input array is kept between calls: in-place changes and new arrays are seen."""
+    src = "(params (a 1.0)) (+ (* a x) (ref m 1) y)"
+    prog = ndvm.compile(src, inputs=("x", "m", "y"), backend="native")
+    x, m = X.copy(), ndvm.const(np.array([1.0, 2.0]))
+    given = {"x": x, "m": m, "y": np.array(0.5)}
+    theta = np.array([[2.0]])
+    first = prog.evaluate(theta, given).value.copy()
+    x *= 3.0  # in place: same layout, new contents
+    m.array[1] = -1.0
+    again = prog.evaluate(theta, given).value
+    np.testing.assert_array_equal(again, 2.0 * x[None, :] - 1.0 + 0.5)
+    assert not np.array_equal(first, again)
+    other = prog.evaluate(theta, {**given, "x": x + 1.0}).value  # another array, same layout
+    np.testing.assert_array_equal(other, again + 2.0)
+    with pytest.raises(errors.NdvmError, match="is empty"):
+        prog.evaluate(theta, {**given, "x": np.zeros(0)})
+    with pytest.raises(errors.NdvmError, match="unknown input"):
+        prog.evaluate(theta, {**given, "z": x})
+    with pytest.raises(errors.NdvmError, match="data lanes"):
+        prog.evaluate(theta, {**given, "y": np.ones(3)})
+    lists = prog.evaluate(theta, {**given, "x": x.tolist(), "y": 0.5}).value  # not cached
+    np.testing.assert_array_equal(lists, again)
