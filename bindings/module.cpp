@@ -161,7 +161,8 @@ Cotangent broadcast_cotangent(const F64In& ct, const std::vector<int64_t>& shape
     const size_t s = sd - 1 - k;
     const size_t n = ct.shape(s);
     if (k >= nd || (n != 1 && static_cast<int64_t>(n) != shape[nd - 1 - k])) {
-      throw std::invalid_argument("run: the cotangent does not broadcast to the value's shape");
+      // ValueError, as NumPy's broadcast_to raises in the reference backend
+      throw nb::value_error("run: the cotangent does not broadcast to the value's shape");
     }
     same = same && static_cast<int64_t>(n) == shape[nd - 1 - k];
     if (n != 1) stride[nd - 1 - k] = step;
