@@ -24,6 +24,7 @@ count instructions instead, e.g. ``valgrind --tool=callgrind --toggle-collect='n
 from __future__ import annotations
 
 import argparse
+import importlib
 import shutil
 import subprocess
 import tempfile
@@ -80,12 +81,11 @@ def core_runner(
             n_data = max(n_data, arr.size if np.ndim(v) == 1 else 1)
             arrays.append(arr)
     theta = np.ascontiguousarray(theta)
-    P = theta.shape[1]
+    core_module = importlib.import_module(type(ctx).__module__)  # _core or _core32
+    options = core_module.RunOptions(max_steps=10**9, max_heap=10**9, max_depth=10**6)
 
-    def run() -> Any:
-        ctx.run(core, theta, low.constraints, kinds, arrays, n_data, False,
-                10**9, 10**9, 10**6, 0.0, False)  # fmt: skip
-        return ctx.gradient(None, P)
+    def run() -> Any:  # value and gradient in one call
+        return ctx.run(core, theta, low.constraints, kinds, arrays, n_data, options, True)["grad"]
 
     return run
 

@@ -18,8 +18,40 @@
 
 namespace nb = nanobind;
 
+// Option structs bound as Python classes. They live in namespace ndvm (ndvm32 in the float32
+// build) so that the two modules register distinct C++ types with nanobind.
+namespace ndvm {
+
+// The scalar options of one evaluation (Python: _core.RunOptions, built once per Limits).
+struct RunOptions {
+  uint64_t max_steps = Limits{}.max_steps;
+  uint64_t max_heap = Limits{}.max_heap;
+  uint64_t max_depth = Limits{}.max_depth;
+  double deadline = 0.0;  // seconds; <= 0: none
+  bool dmci = false;
+};
+
+// The options of the in-runtime Adam fit (Python: _core.AdamOptions); the arrays are checked
+// and taken (float64, C-contiguous) when the fit starts.
+struct AdamArgs {
+  double weight = 1.0;
+  uint32_t steps = 0;
+  double lr = 0.05, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  nb::object lower = nb::none(), upper = nb::none();  // [P] each, or None
+  bool early_stop = false;
+  double rtol = 0.0, atol = 0.0;
+  int64_t patience = 0;
+  nb::object lr_schedule = nb::none();  // [steps] or None
+  nb::object target = nb::none();       // [N] shared, [B, N] per lane, or None
+  double time_limit = 0.0;              // seconds; <= 0: none
+};
+
+}  // namespace ndvm
+
 namespace {
 
+using ndvm::AdamArgs;
+using ndvm::RunOptions;
 using F64In = nb::ndarray<const double, nb::c_contig, nb::device::cpu>;
 using I32In = nb::ndarray<const int32_t, nb::c_contig, nb::device::cpu>;
 
@@ -57,10 +89,15 @@ ndvm::Program make_program(I32In nodes, I32In kids, I32In aux, I32In consts, F64
                              consts.shape(0), std::move(strings), root, n_params, n_inputs);
 }
 
+void check_options(const RunOptions& o) {
+  if (o.max_steps == 0 || o.max_heap == 0 || o.max_depth == 0) {
+    throw std::invalid_argument("RunOptions: max_steps, max_heap and max_depth must be positive");
+  }
+}
+
 ndvm::RunRequest make_request(const ndvm::Program& prog, F64In theta, I32In constraints,
                               const std::vector<int>& kinds, const std::vector<F64In>& arrays,
-                              uint32_t Ng, uint64_t max_steps, uint64_t max_heap,
-                              uint64_t max_depth, double deadline, bool dmci) {
+                              uint32_t Ng, const RunOptions& opt) {
   ndvm::RunRequest req;
   req.program = &prog;
   if (theta.ndim() != 2 || theta.shape(1) != prog.n_params || theta.shape(0) == 0 ||
@@ -93,11 +130,12 @@ ndvm::RunRequest make_request(const ndvm::Program& prog, F64In theta, I32In cons
     }
     req.inputs.push_back(in);
   }
-  req.limits.max_steps = max_steps;
-  req.limits.max_heap = max_heap;
-  req.limits.max_depth = max_depth;
-  req.limits.deadline = deadline;
-  req.dmci = dmci;
+  check_options(opt);
+  req.limits.max_steps = opt.max_steps;
+  req.limits.max_heap = opt.max_heap;
+  req.limits.max_depth = opt.max_depth;
+  req.limits.deadline = opt.deadline;
+  req.dmci = opt.dmci;
   return req;
 }
 
@@ -107,26 +145,58 @@ nb::object error_tuple(ndvm::ErrorOut& e, size_t B, size_t Ng) {
                         export_obj(std::move(e.irritants)));
 }
 
-nb::dict run(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta, I32In constraints,
-             std::vector<int> kinds, std::vector<F64In> arrays, uint32_t Ng, bool grad,
-             uint64_t max_steps, uint64_t max_heap, uint64_t max_depth,
-             double deadline, bool dmci) {
-  ndvm::RunRequest req = make_request(prog, theta, constraints, kinds, arrays, Ng, max_steps,
-                                      max_heap, max_depth, deadline, dmci);
-  req.grad = grad;
-  ndvm::RunOutput out;
-  {
-    nb::gil_scoped_release release;
-    out = interp.run(req);
+// A cotangent broadcast (NumPy rules) to the value's shape; nullptr data: ones.
+struct Cotangent {
+  const double* data = nullptr;
+  std::vector<double> owned;
+};
+
+Cotangent broadcast_cotangent(const F64In& ct, const std::vector<int64_t>& shape) {
+  Cotangent out;
+  const size_t nd = shape.size(), sd = ct.ndim();
+  bool same = sd == nd;
+  std::vector<size_t> stride(nd, 0);  // element stride of the source along each value axis
+  size_t step = 1;
+  for (size_t k = 0; k < sd; ++k) {
+    const size_t s = sd - 1 - k;
+    const size_t n = ct.shape(s);
+    if (k >= nd || (n != 1 && static_cast<int64_t>(n) != shape[nd - 1 - k])) {
+      // ValueError, as NumPy's broadcast_to raises in the reference backend
+      throw nb::value_error("run: the cotangent does not broadcast to the value's shape");
+    }
+    same = same && static_cast<int64_t>(n) == shape[nd - 1 - k];
+    if (n != 1) stride[nd - 1 - k] = step;
+    step *= n;
   }
-  const size_t B = req.B;
+  if (same) {
+    out.data = ct.data();
+    return out;
+  }
+  size_t total = 1;
+  for (int64_t n : shape) total *= static_cast<size_t>(n);
+  out.owned.resize(total);
+  std::vector<int64_t> idx(nd, 0);
+  size_t src = 0;
+  for (size_t i = 0; i < total; ++i) {
+    out.owned[i] = ct.data()[src];
+    for (size_t k = nd; k-- > 0;) {  // odometer over the value's index
+      src += stride[k];
+      if (++idx[k] < shape[k]) break;
+      src -= stride[k] * static_cast<size_t>(shape[k]);
+      idx[k] = 0;
+    }
+  }
+  out.data = out.owned.data();
+  return out;
+}
+
+nb::dict run_dict(ndvm::RunOutput& out, size_t B, size_t Ng, size_t P) {
   nb::dict d;
   d["numeric"] = out.numeric;
   std::vector<size_t> vshape(out.value_shape.begin(), out.value_shape.end());
   d["value"] = out.numeric ? to_numpy<double>(std::move(out.value), vshape) : nb::none();
   d["status"] = to_numpy<int8_t>(std::move(out.status), {B, Ng});
-  d["grad"] = out.has_grad ? to_numpy<double>(std::move(out.grad), {B, prog.n_params})
-                           : nb::none();
+  d["grad"] = out.has_grad ? to_numpy<double>(std::move(out.grad), {B, P}) : nb::none();
   d["grad_needs_numeric"] = out.grad_needs_numeric;
   nb::list errors;
   for (ndvm::ErrorOut& e : out.errors) errors.append(error_tuple(e, B, Ng));
@@ -141,6 +211,26 @@ nb::dict run(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta, I32In
   d["tape"] = out.tape;
   d["heap"] = out.heap;
   return d;
+}
+
+// One evaluation and, with grad, its gradient of sum(cotangent * value) in the same call.
+nb::dict run(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta, I32In constraints,
+             std::vector<int> kinds, std::vector<F64In> arrays, uint32_t Ng,
+             const RunOptions& options, bool grad, std::optional<F64In> cotangent) {
+  ndvm::RunRequest req = make_request(prog, theta, constraints, kinds, arrays, Ng, options);
+  ndvm::RunOutput out;
+  {
+    nb::gil_scoped_release release;
+    out = interp.run(req);
+    if (grad && out.numeric) {
+      const Cotangent ct = cotangent ? broadcast_cotangent(*cotangent, out.value_shape)
+                                     : Cotangent{};
+      out.grad = interp.gradient(ct.data);
+      out.has_grad = true;
+    }
+    out.grad_needs_numeric = grad && !out.numeric;
+  }
+  return run_dict(out, req.B, Ng, prog.n_params);
 }
 
 nb::object gradient(ndvm::Interp& interp, nb::object cotangent, size_t n_params) {
@@ -167,52 +257,68 @@ nb::object gradient(ndvm::Interp& interp, nb::object cotangent, size_t n_params)
 
 using F64Opt = nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
-nb::dict optimize(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta0,
-                  I32In constraints, std::vector<int> kinds, std::vector<F64In> arrays,
-                  uint32_t Ng, uint64_t max_steps, uint64_t max_heap, uint64_t max_depth,
-                  double deadline, bool dmci, double weight, uint32_t steps, double lr,
-                  double beta1, double beta2, double eps, std::optional<F64Opt> lower,
-                  std::optional<F64Opt> upper, bool early_stop, double rtol, double atol,
-                  int64_t patience, std::optional<F64Opt> lr_schedule,
-                  std::optional<F64In> target, bool target_per_lane, double time_limit) {
-  ndvm::OptimizeRequest req;
-  req.run = make_request(prog, theta0, constraints, kinds, arrays, Ng, max_steps, max_heap,
-                         max_depth, deadline, dmci);
-  req.theta0 = theta0.data();
-  req.weight = weight;
-  req.steps = steps;
-  req.adam = ndvm::AdamOptions{lr, beta1, beta2, eps};
-  for (const auto* box : {&lower, &upper}) {
-    if (*box && (*box)->shape(0) != prog.n_params) {
+template <class A>
+std::optional<A> take_array(const nb::object& obj, const char* what) {
+  if (obj.is_none()) return std::nullopt;
+  A arr;
+  if (!nb::try_cast<A>(obj, arr, false)) {
+    throw std::invalid_argument(std::string("AdamOptions.") + what +
+                                ": expected a C-contiguous float64 array or None");
+  }
+  return arr;
+}
+
+// AdamArgs' arrays, taken with the GIL held; they keep the arrays alive during the fit.
+struct AdamArrays {
+  std::optional<F64Opt> lower, upper, lr_schedule;
+  std::optional<F64In> target;
+};
+
+void fill_adam(ndvm::OptimizeRequest& req, const AdamArgs& o, const AdamArrays& arr,
+               size_t n_params) {
+  req.weight = o.weight;
+  req.steps = o.steps;
+  req.adam = ndvm::AdamOptions{o.lr, o.beta1, o.beta2, o.eps};
+  for (const auto* box : {&arr.lower, &arr.upper}) {
+    if (*box && (*box)->shape(0) != n_params) {
       throw std::invalid_argument("optimize: bounds must have one entry per parameter");
     }
   }
-  req.lower = lower ? lower->data() : nullptr;
-  req.upper = upper ? upper->data() : nullptr;
-  req.early_stop = early_stop;
-  req.rtol = rtol;
-  req.atol = atol;
-  req.patience = patience;
-  if (lr_schedule) {
-    if (lr_schedule->shape(0) < steps) {
+  req.lower = arr.lower ? arr.lower->data() : nullptr;
+  req.upper = arr.upper ? arr.upper->data() : nullptr;
+  req.early_stop = o.early_stop;
+  req.rtol = o.rtol;
+  req.atol = o.atol;
+  req.patience = o.patience;
+  if (arr.lr_schedule) {
+    if (arr.lr_schedule->shape(0) < o.steps) {
       throw std::invalid_argument("optimize: lr_schedule needs one entry per step");
     }
-    req.lr_schedule = lr_schedule->data();
+    req.lr_schedule = arr.lr_schedule->data();
   }
-  if (target) {
+  if (const auto& t = arr.target) {  // [B, N]: one target per lane; any other shape: shared
     const size_t B0 = req.run.B;
-    const size_t n = target_per_lane ? (target->ndim() == 2 && target->shape(0) == B0
-                                            ? target->shape(1)
-                                            : 0)
-                                     : target->size();
-    if (n == 0 || (target_per_lane && target->size() != B0 * n)) {
-      throw std::invalid_argument("optimize: target must be [N] or [B, N] (per lane)");
-    }
-    req.target = target->data();
+    const bool per_lane = t->ndim() == 2;
+    const size_t n = per_lane ? (t->shape(0) == B0 ? t->shape(1) : 0) : t->size();
+    if (n == 0) throw std::invalid_argument("optimize: target must be [N] or [B, N] (per lane)");
+    req.target = t->data();
     req.target_len = n;
-    req.target_per_lane = target_per_lane;
+    req.target_per_lane = per_lane;
   }
-  req.time_limit = time_limit;
+  req.time_limit = o.time_limit;
+}
+
+nb::dict optimize(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta0,
+                  I32In constraints, std::vector<int> kinds, std::vector<F64In> arrays,
+                  uint32_t Ng, const RunOptions& options, const AdamArgs& adam) {
+  ndvm::OptimizeRequest req;
+  req.run = make_request(prog, theta0, constraints, kinds, arrays, Ng, options);
+  req.theta0 = theta0.data();
+  const AdamArrays arr{take_array<F64Opt>(adam.lower, "lower"),
+                       take_array<F64Opt>(adam.upper, "upper"),
+                       take_array<F64Opt>(adam.lr_schedule, "lr_schedule"),
+                       take_array<F64In>(adam.target, "target")};
+  fill_adam(req, adam, arr, prog.n_params);
   ndvm::OptimizeOutput out;
   {
     nb::gil_scoped_release release;
@@ -268,6 +374,43 @@ void raise_native(const char* msg) {
   PyErr_SetObject(cls.ptr(), cls(msg).ptr());
 }
 
+void bind_options(nb::module_& m) {
+  nb::class_<RunOptions>(m, "RunOptions", "Limits and dialect of one evaluation.")
+      .def(
+          "__init__",
+          [](RunOptions* self, uint64_t max_steps, uint64_t max_heap, uint64_t max_depth,
+             double deadline, bool dmci) {
+            new (self) RunOptions{max_steps, max_heap, max_depth, deadline, dmci};
+            check_options(*self);
+          },
+          nb::kw_only(), nb::arg("max_steps") = RunOptions{}.max_steps,
+          nb::arg("max_heap") = RunOptions{}.max_heap,
+          nb::arg("max_depth") = RunOptions{}.max_depth, nb::arg("deadline") = 0.0,
+          nb::arg("dmci") = false)
+      .def_rw("max_steps", &RunOptions::max_steps)
+      .def_rw("max_heap", &RunOptions::max_heap)
+      .def_rw("max_depth", &RunOptions::max_depth)
+      .def_rw("deadline", &RunOptions::deadline)
+      .def_rw("dmci", &RunOptions::dmci);
+  nb::class_<AdamArgs>(m, "AdamOptions", "Options of the in-runtime Adam fit.")
+      .def(nb::init<>())
+      .def_rw("weight", &AdamArgs::weight)
+      .def_rw("steps", &AdamArgs::steps)
+      .def_rw("lr", &AdamArgs::lr)
+      .def_rw("beta1", &AdamArgs::beta1)
+      .def_rw("beta2", &AdamArgs::beta2)
+      .def_rw("eps", &AdamArgs::eps)
+      .def_rw("lower", &AdamArgs::lower, nb::arg("value").none())
+      .def_rw("upper", &AdamArgs::upper, nb::arg("value").none())
+      .def_rw("early_stop", &AdamArgs::early_stop)
+      .def_rw("rtol", &AdamArgs::rtol)
+      .def_rw("atol", &AdamArgs::atol)
+      .def_rw("patience", &AdamArgs::patience)
+      .def_rw("lr_schedule", &AdamArgs::lr_schedule, nb::arg("value").none())
+      .def_rw("target", &AdamArgs::target, nb::arg("value").none())
+      .def_rw("time_limit", &AdamArgs::time_limit);
+}
+
 }  // namespace
 
 #ifndef NDVM_MODULE
@@ -292,22 +435,32 @@ NB_MODULE(NDVM_MODULE, m) {
                                                    n_inputs));
            })
       .def_prop_ro("n_nodes", [](const ndvm::Program& p) { return p.nodes.size(); });
+  nb::enum_<ndvm::ExportTag>(m, "ExportTag", "Tags of the exported value records.")
+      .value("NUM", ndvm::ExportTag::NUM)
+      .value("BOOL", ndvm::ExportTag::BOOL)
+      .value("BOOLS", ndvm::ExportTag::BOOLS)
+      .value("NIL", ndvm::ExportTag::NIL)
+      .value("VOID", ndvm::ExportTag::VOID)
+      .value("PAIR", ndvm::ExportTag::PAIR)
+      .value("SYMBOL", ndvm::ExportTag::SYMBOL)
+      .value("STRING", ndvm::ExportTag::STRING)
+      .value("CLOSURE", ndvm::ExportTag::CLOSURE)
+      .value("PRIMPROC", ndvm::ExportTag::PRIMPROC)
+      .value("OTHER", ndvm::ExportTag::OTHER)
+      .value("SHARED", ndvm::ExportTag::SHARED);
+  bind_options(m);
   nb::class_<ndvm::Interp>(m, "Context")
       .def(nb::init<>())
       .def("run", &run, nb::arg("program"), nb::arg("theta"), nb::arg("constraints"),
-           nb::arg("input_kinds"), nb::arg("inputs"), nb::arg("n_data"), nb::arg("grad"),
-           nb::arg("max_steps"), nb::arg("max_heap"), nb::arg("max_depth"),
-           nb::arg("deadline"), nb::arg("dmci"))
+           nb::arg("input_kinds"), nb::arg("inputs"), nb::arg("n_data"), nb::arg("options"),
+           nb::arg("grad") = false, nb::arg("cotangent").none() = nb::none(),
+           "One evaluation; with grad, also the gradient [B, P] of sum(cotangent * value) "
+           "(cotangent broadcast to the value's shape; None: ones).")
       .def("gradient", &gradient, nb::arg("cotangent").none(), nb::arg("n_params"),
            "Gradient [B, P] of sum(cotangent * value) for the last run on this context.")
       .def("optimize", &optimize, nb::arg("program"), nb::arg("theta0"), nb::arg("constraints"),
-           nb::arg("input_kinds"), nb::arg("inputs"), nb::arg("n_data"), nb::arg("max_steps"),
-           nb::arg("max_heap"), nb::arg("max_depth"), nb::arg("deadline"), nb::arg("dmci"),
-           nb::arg("weight"), nb::arg("steps"), nb::arg("lr"), nb::arg("beta1"),
-           nb::arg("beta2"), nb::arg("eps"), nb::arg("lower").none(), nb::arg("upper").none(),
-           nb::arg("early_stop"), nb::arg("rtol"), nb::arg("atol"), nb::arg("patience"),
-           nb::arg("lr_schedule").none() = nb::none(), nb::arg("target").none() = nb::none(),
-           nb::arg("target_per_lane") = false, nb::arg("time_limit") = 0.0,
+           nb::arg("input_kinds"), nb::arg("inputs"), nb::arg("n_data"), nb::arg("options"),
+           nb::arg("adam"),
            "Adam over the lanes of theta0 (optim.Adam semantics), all steps in the runtime.");
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {

@@ -214,8 +214,8 @@ Export Interp::export_values(const Value* vals, size_t n) {
   std::unordered_map<uint32_t, int64_t> seen;
   std::vector<Value> todo(vals, vals + n);
   std::reverse(todo.begin(), todo.end());
-  auto rec = [&](int64_t tag, int64_t a, int64_t b, int64_t c) {
-    ex.enc.insert(ex.enc.end(), {tag, a, b, c});
+  auto rec = [&](ExportTag tag, int64_t a, int64_t b, int64_t c) {
+    ex.enc.insert(ex.enc.end(), {static_cast<int64_t>(tag), a, b, c});
   };
   while (!todo.empty()) {
     const Value v = todo.back();
@@ -233,34 +233,34 @@ Export Interp::export_values(const Value* vals, size_t n) {
         std::vector<int64_t> shape = {p.width > 1 ? B_ : 1, p.width > 1 ? Ng_ : 1};
         if (p.rank >= 1) shape.push_back(p.rows);
         if (p.rank == 2) shape.push_back(p.cols);
-        rec(v.tag == Tag::NUM ? 0 : 2, static_cast<int64_t>(ex.arrays.size()), p.rank,
-            p.taped ? 1 : 0);
+        rec(v.tag == Tag::NUM ? ExportTag::NUM : ExportTag::BOOLS,
+            static_cast<int64_t>(ex.arrays.size()), p.rank, p.taped ? 1 : 0);
         ex.arrays.push_back(std::move(arr));
         ex.shapes.push_back(std::move(shape));
         break;
       }
-      case Tag::BOOL: rec(1, v.id, 0, 0); break;
-      case Tag::NIL: rec(3, 0, 0, 0); break;
-      case Tag::VOID: rec(4, 0, 0, 0); break;
+      case Tag::BOOL: rec(ExportTag::BOOL, v.id, 0, 0); break;
+      case Tag::NIL: rec(ExportTag::NIL, 0, 0, 0); break;
+      case Tag::VOID: rec(ExportTag::VOID, 0, 0, 0); break;
       case Tag::PAIR: {
         auto it = seen.find(v.id);
         if (it != seen.end()) {
-          rec(11, it->second, 0, 0);
+          rec(ExportTag::SHARED, it->second, 0, 0);
           break;
         }
         seen[v.id] = static_cast<int64_t>(ex.enc.size() / 4);
-        rec(5, 0, 0, 0);
+        rec(ExportTag::PAIR, 0, 0, 0);
         todo.push_back(heap_.pairs[v.id].cdr);
         todo.push_back(heap_.pairs[v.id].car);
         break;
       }
-      case Tag::SYMBOL: rec(6, v.id, 0, 0); break;
-      case Tag::STRING: rec(7, v.id, 0, 0); break;
+      case Tag::SYMBOL: rec(ExportTag::SYMBOL, v.id, 0, 0); break;
+      case Tag::STRING: rec(ExportTag::STRING, v.id, 0, 0); break;
       case Tag::CLOSURE:
-        rec(8, prog_->nodes[heap_.closures[v.id].lambda].c, 0, 0);
+        rec(ExportTag::CLOSURE, prog_->nodes[heap_.closures[v.id].lambda].c, 0, 0);
         break;
-      case Tag::PRIMPROC: rec(9, v.id, 0, 0); break;
-      default: rec(10, 0, 0, 0); break;
+      case Tag::PRIMPROC: rec(ExportTag::PRIMPROC, v.id, 0, 0); break;
+      default: rec(ExportTag::OTHER, 0, 0, 0); break;
     }
   }
   return ex;

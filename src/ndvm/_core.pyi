@@ -1,5 +1,6 @@
 """Stubs for the native core extension (built from cpp/ and bindings/module.cpp)."""
 
+import enum
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,60 @@ class Program:
     @property
     def n_nodes(self) -> int: ...
 
+class ExportTag(enum.Enum):
+    """Tag of one exported record (tag, a, b, c): a value in preorder, pairs car first."""
+
+    NUM = 0  # a: array index, b: rank, c: 1 when lane-varying
+    BOOL = 1  # a: 0 or 1
+    BOOLS = 2  # a: array index of 0/1 per lane
+    NIL = 3
+    VOID = 4
+    PAIR = 5  # followed by the car's records, then the cdr's
+    SYMBOL = 6  # a: string id
+    STRING = 7  # a: string id
+    CLOSURE = 8  # a: string id of the procedure's name
+    PRIMPROC = 9  # a: opcode
+    OTHER = 10  # a value without an export form
+    SHARED = 11  # a: record index of a pair exported earlier
+
+class RunOptions:
+    """Limits and dialect of one evaluation (zero limits raise NativeError)."""
+
+    def __init__(
+        self,
+        *,
+        max_steps: int = ...,
+        max_heap: int = ...,
+        max_depth: int = ...,
+        deadline: float = 0.0,  # seconds; <= 0 for none
+        dmci: bool = False,
+    ) -> None: ...
+    max_steps: int
+    max_heap: int
+    max_depth: int
+    deadline: float
+    dmci: bool
+
+class AdamOptions:
+    """Options of the in-runtime Adam fit; arrays are float64, C-contiguous, or None."""
+
+    def __init__(self) -> None: ...
+    weight: float  # loss_b = weight * sum(value[b, ...]) (or of squared residuals to target)
+    steps: int
+    lr: float
+    beta1: float
+    beta2: float
+    eps: float
+    lower: np.ndarray | None  # [P]: theta box, projected after each step
+    upper: np.ndarray | None
+    early_stop: bool
+    rtol: float
+    atol: float
+    patience: int
+    lr_schedule: np.ndarray | None  # [steps]: a lane's lr at its t-th step
+    target: np.ndarray | None  # [B, N] per lane; any other shape: shared [N]
+    time_limit: float  # seconds for the whole fit; <= 0 for none
+
 class Context:
     """Per-thread evaluator state (arenas reused across runs). Not shareable across threads."""
 
@@ -35,18 +90,24 @@ class Context:
         self,
         program: Program,
         theta: np.ndarray,  # float64 [B, P], C-contiguous
-        constraints: np.ndarray,  # int32 [P]: 0 free, 1 positive, 2 unit, 3 signed-unit
+        constraints: np.ndarray,  # int32 [P]: opcode of the constraint's transform, 0 free
         input_kinds: list[int],  # 0 scalar, 1 data lanes, 2 constant vector/matrix
         inputs: list[np.ndarray],
         n_data: int,
-        grad: bool,
-        max_steps: int,
-        max_heap: int,
-        max_depth: int,
-        deadline: float,  # seconds; <= 0 for none
-        dmci: bool,
-    ) -> dict[str, Any]: ...
-    def gradient(self, cotangent: np.ndarray | None, n_params: int) -> np.ndarray: ...
+        options: RunOptions,
+        grad: bool = False,
+        cotangent: np.ndarray | None = None,  # broadcast to the value's shape; None: ones
+    ) -> dict[str, Any]:
+        """One evaluation; with ``grad`` also ``grad`` [B, P] of sum(cotangent * value).
+
+        Returns numeric, value, status, grad (None without grad or for a non-numeric
+        result), grad_needs_numeric, errors, groups (non-numeric results: mask and export
+        records), steps, tape, heap.
+        """
+        ...
+    def gradient(self, cotangent: np.ndarray | None, n_params: int) -> np.ndarray:
+        """Gradient [B, P] of sum(cotangent * value) for the last run on this context."""
+        ...
     def optimize(
         self,
         program: Program,
@@ -55,28 +116,14 @@ class Context:
         input_kinds: list[int],
         inputs: list[np.ndarray],
         n_data: int,
-        max_steps: int,
-        max_heap: int,
-        max_depth: int,
-        deadline: float,
-        dmci: bool,
-        weight: float,  # loss_b = weight * sum(value[b, ...])
-        steps: int,
-        lr: float,
-        beta1: float,
-        beta2: float,
-        eps: float,
-        lower: np.ndarray | None,  # float64 [P]
-        upper: np.ndarray | None,
-        early_stop: bool,
-        rtol: float,
-        atol: float,
-        patience: int,
+        options: RunOptions,
+        adam: AdamOptions,
     ) -> dict[str, Any]:
         """Adam (ndvm.calibrate.optim.Adam semantics) over theta0's lanes, all steps in C++.
 
         Returns theta, best_theta, best_loss, history [k, B], state int8 [B], reason int32 [B]
-        (>= 0: index into errors; -2 non-finite loss; -3 non-finite gradient; -1 none),
-        errors (as in ``run``), evaluations, non_numeric.
+        (>= 0: index into errors; -2 non-finite loss; -3 non-finite gradient; -4 time limit;
+        -1 none), errors (as in ``run``), evaluations, non_numeric, target_mismatch,
+        timed_out, stopped_at.
         """
         ...

@@ -55,7 +55,9 @@ def test_native_constraint_that_is_not_a_unary_opcode_is_refused(transform: int)
     prog = ndvm.compile("(* 2 a)", backend="native")
     backend = registry.get("native")
     low = backend.lowered(prog.compiled)
-    args = ([], [], 1, False, 10**6, 10**6, 10**4, 0.0, False)
+    from ndvm import _core
+
+    args = ([], [], 1, _core.RunOptions(max_steps=10**6, max_heap=10**6, max_depth=10**4))
     bad = np.array([transform], dtype=np.int32)
     with pytest.raises(errors.NativeError, match="not a unary opcode"):
         backend._context().run(low.core, np.ones((1, 1)), bad, *args)

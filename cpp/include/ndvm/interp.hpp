@@ -23,6 +23,22 @@ namespace ndvm {
 // running when they are hit (StepLimitExceeded, DepthLimitExceeded, DeadlineExceeded).
 enum class ErrClass : uint8_t { PROGRAM = 0, SHAPE = 1, STEPS = 2, DEPTH = 3, DEADLINE = 4 };
 
+// The tag of one exported record (tag, a, b, c); bound as _core.ExportTag for the decoder.
+enum class ExportTag : int64_t {
+  NUM = 0,        // a: array index, b: rank, c: 1 when taped (lane-varying)
+  BOOL = 1,       // a: 0 or 1
+  BOOLS = 2,      // a: array index of 0.0/1.0 per lane
+  NIL = 3,
+  VOID = 4,
+  PAIR = 5,       // followed by the car's records, then the cdr's
+  SYMBOL = 6,     // a: string id
+  STRING = 7,     // a: string id
+  CLOSURE = 8,    // a: string id of the procedure's name
+  PRIMPROC = 9,   // a: opcode
+  OTHER = 10,     // a value without an export form
+  SHARED = 11,    // a: record index of a pair exported earlier
+};
+
 // Exported value: preorder records of 4 int64 (tag, a, b, c) plus numeric arrays.
 struct Export {
   std::vector<int64_t> enc;

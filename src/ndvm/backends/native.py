@@ -107,6 +107,7 @@ def _decode(export: tuple[np.ndarray, list[np.ndarray]], strings: list[str]) -> 
     built: dict[int, Any] = {}
     out: list[Any] = []
     pos = 0
+    leaves = _LEAF_BY_CODE
 
     def one() -> Any:
         # Iterative preorder decoding; pairs are filled once both children are known.
@@ -118,12 +119,13 @@ def _decode(export: tuple[np.ndarray, list[np.ndarray]], strings: list[str]) -> 
             tag, a, b, c = rows[pos]
             idx = pos
             pos += 1
-            value = _leaf(tag, a, b, c, arrays, strings, built)
-            if tag == 5:
+            if tag == _PAIR:
                 value = Pair(None, None)
                 built[idx] = value
                 work.append((value, 2))
                 work.append((value, 1))
+            else:
+                value = leaves[tag](a, b, c, arrays, strings, built)
             _place(holder, slot, value)
         return root[0]
 
@@ -141,33 +143,32 @@ def _place(holder: Any, slot: int, value: Any) -> None:
         holder.cdr = value
 
 
-def _leaf(
-    tag: int, a: int, b: int, c: int, arrays: list[np.ndarray], strings: list[str], built: dict
-) -> Any:
-    if tag == 0:
-        arr = np.asarray(arrays[a])
-        if b == 0 and arr.shape == (1, 1) and not c:
-            return float(arr[0, 0])
-        return Arr(arr, 0 if c else -1, b)
-    if tag == 1:
-        return bool(a)
-    if tag == 2:
-        return BoolArr(np.asarray(arrays[a]) != 0)
-    if tag == 3:
-        return NIL
-    if tag == 4:
-        return VOID
-    if tag == 6:
-        return Symbol(strings[a])
-    if tag == 7:
-        return String(strings[a])
-    if tag == 8:
-        return _ProcedureView(f"#<procedure {strings[a]}>")
-    if tag == 9:
-        return _ProcedureView(f"#<primitive {PRIMS.by_code(a).name}>")
-    if tag == 11:
-        return built[a]
-    return None
+def _num(a: int, b: int, c: int, arrays: list[np.ndarray], *_: Any) -> Any:
+    arr = np.asarray(arrays[a])
+    if b == 0 and arr.shape == (1, 1) and not c:
+        return float(arr[0, 0])
+    return Arr(arr, 0 if c else -1, b)
+
+
+# ExportTag name -> (a, b, c, arrays, strings, built) -> value; PAIR is built by _decode
+_LEAVES: dict[str, Any] = {
+    "NUM": _num,
+    "BOOL": lambda a, *_: bool(a),
+    "BOOLS": lambda a, b, c, arrays, *_: BoolArr(np.asarray(arrays[a]) != 0),
+    "NIL": lambda *_: NIL,
+    "VOID": lambda *_: VOID,
+    "SYMBOL": lambda a, b, c, arrays, strings, built: Symbol(strings[a]),
+    "STRING": lambda a, b, c, arrays, strings, built: String(strings[a]),
+    "CLOSURE": lambda a, b, c, arrays, strings, built: _ProcedureView(f"#<procedure {strings[a]}>"),
+    "PRIMPROC": lambda a, *_: _ProcedureView(f"#<primitive {PRIMS.by_code(a).name}>"),
+    "OTHER": lambda *_: None,
+    "SHARED": lambda a, b, c, arrays, strings, built: built[a],
+}
+if _core is not None:
+    _PAIR = _core.ExportTag.PAIR.value
+    _LEAF_BY_CODE = {_core.ExportTag[name].value: fn for name, fn in _LEAVES.items()}
+else:  # pragma: no cover - without the extension nothing is exported
+    _PAIR, _LEAF_BY_CODE = -1, {}
 
 
 # ErrClass (cpp/include/ndvm/interp.hpp) -> the error class of a lane error
@@ -209,14 +210,27 @@ def _input_arrays(
     return [_KINDS[k] for k, _ in kinds], arrays, n_data
 
 
-def _limit_args(limits: Limits, dialect: str | None) -> tuple[int, int, int, float, bool]:
-    return (
-        int(limits.max_steps),
-        int(limits.max_heap),
-        int(limits.max_depth),
-        float(limits.deadline or 0.0),
-        dialect == "dmci",
-    )
+# (Limits, dialect, dtype) -> the core's RunOptions; Limits is frozen, and the cached objects
+# are never mutated, so one RunOptions serves every evaluation under the same limits
+_RUN_OPTIONS: dict[tuple[Limits, str | None, str], Any] = {}
+
+
+def _run_options(limits: Limits, dialect: str | None, dtype: str = "float64") -> Any:
+    """The core's ``RunOptions`` for ``limits`` and ``dialect`` (built once, then cached)."""
+    key = (limits, dialect, dtype)
+    opts = _RUN_OPTIONS.get(key)
+    if opts is None:
+        opts = _module(dtype).RunOptions(
+            max_steps=int(limits.max_steps),
+            max_heap=int(limits.max_heap),
+            max_depth=int(limits.max_depth),
+            deadline=float(limits.deadline or 0.0),
+            dmci=dialect == "dmci",
+        )
+        if len(_RUN_OPTIONS) > 256:
+            _RUN_OPTIONS.clear()
+        _RUN_OPTIONS[key] = opts
+    return opts
 
 
 def _reason_text(code: int, errors: list[tuple[np.ndarray, NdvmError]]) -> str | None:
@@ -227,35 +241,39 @@ def _reason_text(code: int, errors: list[tuple[np.ndarray, NdvmError]]) -> str |
     return {-2: "non-finite loss", -3: "non-finite gradient"}.get(code)
 
 
-def _adam_args(
+def _f64(x: Any, shape: Any = -1) -> np.ndarray | None:
+    return None if x is None else np.ascontiguousarray(x, dtype=np.float64).reshape(shape)
+
+
+def _adam_options(
+    weight: float,
+    steps: int,
     options: Mapping[str, Any],
-    lower: np.ndarray | None,
-    upper: np.ndarray | None,
+    box: tuple[np.ndarray | None, np.ndarray | None],
     early_stop: tuple[float, float, int] | None,
-) -> tuple[Any, ...]:
-    """``Context.optimize``'s lr, betas, eps, box and early-stop arguments."""
+    lr_schedule: np.ndarray | None,
+    target: np.ndarray | None,
+    time_limit: float | None,
+) -> Any:
+    """The core's ``AdamOptions`` (a target [B, N] is per lane, any other shape shared)."""
+    opt = _core.AdamOptions()
+    opt.weight, opt.steps = float(weight), int(steps)
+    opt.lr, opt.eps = float(options.get("lr", 0.05)), float(options.get("eps", 1e-8))
     b1, b2 = options.get("betas", (0.9, 0.999))
-    lo, hi = (
-        None if x is None else np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
-        for x in (lower, upper)
-    )
-    rtol, atol, patience = early_stop if early_stop is not None else (0.0, 0.0, 0)
-    lr, eps = float(options.get("lr", 0.05)), float(options.get("eps", 1e-8))
-    stop = early_stop is not None
-    return lr, float(b1), float(b2), eps, lo, hi, stop, float(rtol), float(atol), int(patience)
-
-
-def _target_args(lr_schedule: np.ndarray | None, target: np.ndarray | None) -> tuple[Any, ...]:
-    """``Context.optimize``'s learning-rate schedule and target arguments."""
-    sched = None if lr_schedule is None else np.ascontiguousarray(lr_schedule, dtype=np.float64)
-    if target is None:
-        return sched, None, False
-    shape = (-1,) if np.ndim(target) < 2 else np.shape(target)
-    return (
-        sched,
-        np.ascontiguousarray(target, dtype=np.float64).reshape(shape),
-        np.ndim(target) == 2,
-    )
+    opt.beta1, opt.beta2 = float(b1), float(b2)
+    opt.lower, opt.upper = _f64(box[0]), _f64(box[1])
+    if early_stop is not None:
+        opt.early_stop = True
+        opt.rtol, opt.atol, opt.patience = (
+            float(early_stop[0]),
+            float(early_stop[1]),
+            int(early_stop[2]),
+        )
+    opt.lr_schedule = _f64(lr_schedule)
+    if target is not None:
+        opt.target = _f64(target, np.shape(target) if np.ndim(target) == 2 else -1)
+    opt.time_limit = float(time_limit or 0.0)
+    return opt
 
 
 class NativeBackend:
@@ -316,6 +334,9 @@ class NativeBackend:
         Ng = n_data or 1
         ctx = self._context(dtype)
         t0 = time.monotonic()
+        ct = None
+        if grad and cotangent is not None:
+            ct = np.ascontiguousarray(cotangent, dtype=np.float64)
         raw = ctx.run(
             low.program(dtype),
             theta,
@@ -323,8 +344,9 @@ class NativeBackend:
             kinds,
             arrays,
             Ng,
-            False,
-            *_limit_args(limits, dialect),
+            _run_options(limits, dialect, dtype),
+            grad,
+            ct,
         )
         errors = _errors(raw["errors"], low.strings)
         status = raw["status"]
@@ -336,17 +358,9 @@ class NativeBackend:
             result = RunResult(value, status, errors, numeric=False)
         result.data_lanes = n_data is not None
         result.stats = {"steps": raw["steps"], "tape": raw["tape"], "heap": raw["heap"]}
-        if grad:
-            if not result.numeric:
-                raise NdvmError(
-                    "value_and_grad needs a numeric result (a number, vector or matrix)"
-                )
-            ct = None
-            if cotangent is not None:
-                ct = np.ascontiguousarray(
-                    np.broadcast_to(np.asarray(cotangent, dtype=np.float64), result.value.shape)
-                )
-            result.grad = ctx.gradient(ct, len(program.params))
+        if raw["grad_needs_numeric"]:
+            raise NdvmError("value_and_grad needs a numeric result (a number, vector or matrix)")
+        result.grad = raw["grad"]
         return result
 
     def optimize(
@@ -389,12 +403,10 @@ class NativeBackend:
             kinds,
             arrays,
             n_data or 1,
-            *_limit_args(limits, dialect),
-            float(weight),
-            int(steps),
-            *_adam_args(options, lower, upper, early_stop),
-            *_target_args(lr_schedule, target),
-            float(time_limit or 0.0),
+            _run_options(limits, dialect),
+            _adam_options(
+                weight, steps, options, (lower, upper), early_stop, lr_schedule, target, time_limit
+            ),
         )
         if raw["target_mismatch"]:
             raise NativeUnsupported("native optimizer: value grid does not match the target")

@@ -1,0 +1,186 @@
+"""The typed native boundary: option structs, named export tags, one-crossing gradients."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ndvm
+from ndvm import errors
+from ndvm.backends import native, registry
+from ndvm.eval.limits import Limits
+
+pytestmark = pytest.mark.native
+RNG = np.random.default_rng(7)
+X = np.linspace(0.1, 2.0, 5)
+
+# every tag but OTHER (a value without an export form: an unassigned letrec slot)
+EXPORTS_EVERY_TAG = """\
+(define (sq x) (* x x))
+(define shared (list 1 2))
+(list a (* a (vec 1 2)) #t (> a 0) '() (if #f #f) 'sym "str" sq car shared shared)
+"""
+
+
+def _cores() -> list[Any]:
+    return [m for m in (native._core, native._core32) if m is not None]
+
+
+@pytest.mark.parametrize("core", _cores(), ids=lambda m: m.__name__)
+def test_every_export_tag_of_the_core_has_a_decoder(core: Any) -> None:
+    names = {tag.name for tag in core.ExportTag}
+    assert names == set(native._LEAVES) | {"PAIR"}
+    assert {t.name: t.value for t in core.ExportTag} == {
+        t.name: t.value for t in native._core.ExportTag
+    }
+
+
+def test_a_value_with_every_export_tag_decodes_like_the_reference() -> None:
+    theta = np.array([[0.5], [-1.0]])
+    ref, nat = (
+        ndvm.compile(EXPORTS_EVERY_TAG, backend=b).evaluate(theta) for b in ("reference", "native")
+    )
+    assert repr(nat.value.tolist()) == repr(ref.value.tolist())
+    backend = registry.get("native")
+    low = backend.lowered(ndvm.compile(EXPORTS_EVERY_TAG, backend="native").compiled)
+    raw = backend._context().run(
+        low.core, theta, low.constraints, [], [], 1, native._run_options(Limits(), None)
+    )
+    seen = {int(t) for _, (enc, _arrays) in raw["groups"] for t in enc[:, 0]}
+    tags = native._core.ExportTag
+    assert seen == {t.value for t in tags} - {tags.OTHER.value}
+    value = native._decode(raw["groups"][0][1], low.strings)[0]
+    tail = value
+    for _ in range(10):
+        tail = tail.cdr
+    assert tail.car is tail.cdr.car  # SHARED: the same pair object, not a copy
+
+
+# (source, inputs, cotangent maker from the value's shape)
+ONE_CROSSING = [
+    (
+        "(params (a 1.0) (k 0.3 positive)) (* a (exp (- (* k x))))",
+        {"x": X},
+        lambda shape: RNG.normal(size=shape),
+    ),
+    (
+        "(params (a 1.0) (k 0.3 positive)) (* a (exp (- (* k x))))",
+        {"x": X},
+        lambda shape: RNG.normal(size=shape[1:]),  # [Ng]: broadcast over lanes
+    ),
+    ("(params (a 1.0) (b 2.0)) (* (vec a b) (vec 3 (sin a)))", {}, lambda shape: None),
+    (
+        "(params (a 1.0) (b 2.0)) (* (vec a b) (vec 3 (sin a)))",
+        {},
+        lambda shape: RNG.normal(size=shape[-1:]),  # [2]: one weight per element
+    ),
+    (
+        "(params (a 0.5) (b 1.0)) (matmul (mat (list a b) (list b 1)) (mat (list 1 a) (list 2 b)))",
+        {},
+        lambda shape: RNG.normal(size=shape),
+    ),
+    (
+        "(params (a 0.5) (b 1.0)) (if (> a 0) (* a a b) (sin (* a b)))",
+        {},
+        lambda shape: RNG.normal(size=(shape[0], 1)),
+    ),
+    (
+        "(params (a 0.9) (b 0.1)) (define (f n acc) (if (= n 0) acc (f (- n 1) (+ b (* acc a)))))"
+        " (f 6 1)",
+        {},
+        lambda shape: np.float64(2.5),
+    ),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("case", range(len(ONE_CROSSING)))
+def test_one_crossing_gradient_equals_run_then_gradient_bitwise(case: int, dtype: str) -> None:
+    src, inputs, make_ct = ONE_CROSSING[case]
+    if dtype == "float32" and native._core32 is None:
+        pytest.skip("the float32 core is not built")
+    program = ndvm.compile(src, inputs=tuple(inputs), backend="native").compiled
+    backend = registry.get("native")
+    low = backend.lowered(program)
+    P = len(program.params)
+    theta = np.ascontiguousarray(RNG.normal(size=(4, P)))
+    kinds, arrays, n_data = native._input_arrays(program, inputs)
+    ctx, core = backend._context(dtype), low.program(dtype)
+    opts = native._run_options(Limits(), None, dtype)
+    first = ctx.run(core, theta, low.constraints, kinds, arrays, n_data or 1, opts)
+    ct = make_ct(first["value"].shape)
+    full = None if ct is None else np.ascontiguousarray(np.broadcast_to(ct, first["value"].shape))
+    two = ctx.gradient(full, P)
+    one = backend.run(
+        program, theta, inputs, grad=True, cotangent=ct, limits=Limits(), dialect=None, dtype=dtype
+    )
+    np.testing.assert_array_equal(one.value, first["value"])
+    assert one.grad.tobytes() == two.tobytes()
+    assert np.isfinite(two).all()
+
+
+@pytest.mark.parametrize("backend", ["reference", "native"])
+def test_a_cotangent_that_does_not_broadcast_is_a_value_error(backend: str) -> None:
+    program = ndvm.compile("(params (a 1.0)) (* a x)", inputs=("x",), backend=backend).compiled
+    with pytest.raises(ValueError, match="broadcast"):
+        registry.get(backend).run(
+            program,
+            np.ones((2, 1)),
+            {"x": X},
+            grad=True,
+            cotangent=np.ones(3),
+            limits=Limits(),
+            dialect=None,
+        )
+
+
+def test_run_options_are_validated_and_named() -> None:
+    core = native._core
+    opts = core.RunOptions(max_steps=7, deadline=1.5, dmci=True)
+    assert (opts.max_steps, opts.deadline, opts.dmci) == (7, 1.5, True)
+    with pytest.raises(errors.NativeError, match="must be positive"):
+        core.RunOptions(max_depth=0)
+    with pytest.raises(TypeError):
+        core.RunOptions(max_steps=-1)
+    assert native._run_options(Limits(), "dmci") is native._run_options(Limits(), "dmci")
+
+
+def test_adam_options_refuse_an_array_of_the_wrong_type() -> None:
+    program = ndvm.compile("(params (a 1.0)) (* a a)", backend="native").compiled
+    backend = registry.get("native")
+    low = backend.lowered(program)
+    adam = native._core.AdamOptions()
+    adam.steps = 2
+    adam.lower = np.zeros(1, dtype=np.int64)
+    with pytest.raises(errors.NativeError, match="AdamOptions.lower"):
+        backend._context().optimize(
+            low.core, np.ones((1, 1)), low.constraints, [], [], 1,
+            native._run_options(Limits(), None), adam,
+        )  # fmt: skip
+
+
+def test_inputs_are_read_afresh_on_every_call_and_validated() -> None:
+    """No input array is kept between calls: in-place changes and new arrays are seen."""
+    src = "(params (a 1.0)) (+ (* a x) (ref m 1) y)"
+    prog = ndvm.compile(src, inputs=("x", "m", "y"), backend="native")
+    x, m = X.copy(), ndvm.const(np.array([1.0, 2.0]))
+    given = {"x": x, "m": m, "y": np.array(0.5)}
+    theta = np.array([[2.0]])
+    first = prog.evaluate(theta, given).value.copy()
+    x *= 3.0  # in place: same layout, new contents
+    m.array[1] = -1.0
+    again = prog.evaluate(theta, given).value
+    np.testing.assert_array_equal(again, 2.0 * x[None, :] - 1.0 + 0.5)
+    assert not np.array_equal(first, again)
+    other = prog.evaluate(theta, {**given, "x": x + 1.0}).value  # another array, same layout
+    np.testing.assert_array_equal(other, again + 2.0)
+    with pytest.raises(errors.NdvmError, match="is empty"):
+        prog.evaluate(theta, {**given, "x": np.zeros(0)})
+    with pytest.raises(errors.NdvmError, match="unknown input"):
+        prog.evaluate(theta, {**given, "z": x})
+    with pytest.raises(errors.NdvmError, match="data lanes"):
+        prog.evaluate(theta, {**given, "y": np.ones(3)})
+    lists = prog.evaluate(theta, {**given, "x": x.tolist(), "y": 0.5}).value  # not cached
+    np.testing.assert_array_equal(lists, again)
