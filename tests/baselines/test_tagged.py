@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import assert_same, cases, reference_run
+from tests.helpers.baseline_cases import assert_same, cases, reference_run
 from tests.helpers.extras import need
 from tests.helpers.formulas import check_formula
 from tests.helpers.prim_programs import Case

@@ -3,7 +3,7 @@
 The reader's global environment, the resolver (name -> opcode), every evaluator's dispatch
 table, the reference tape (VJP rules), the generated C++ opcode header and docs/primitives.md
 are all derived from the ``Prim`` records registered here. Opcodes are stable and never reused
-(``tests/unit/test_registry.py`` checks them against a committed snapshot).
+(``tests/prims/test_registry.py`` checks them against a committed snapshot).
 """
 
 from __future__ import annotations

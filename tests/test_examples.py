@@ -10,7 +10,7 @@ import ndvm
 from ndvm.tasks.kalman80 import PROGRAM as KALMAN80
 from ndvm.tasks.nile import PROGRAM as NILE
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def test_examples_kalman80_matches_task_program() -> None:
