@@ -85,6 +85,22 @@ def test_box_bounds_beside_a_positive_parameter() -> None:
         ndvm.calibrate(p, {"t": T}, _logistic_data(), constraints={"q": (0.4, None)})
 
 
+@pytest.mark.parametrize("kw", [{"starts": 16}, {"optimizer": "lbfgs"}])
+def test_fit_on_an_active_bound_converges_to_the_conditional_optimum(kw: dict) -> None:
+    """r held at its upper bound: the other parameters reach the optimum of the program with
+    r fixed there (L-BFGS keeps the held coordinate out of its direction: an active set)."""
+    p = ndvm.compile(LOGISTIC, inputs=("t",))
+    y = _logistic_data()
+    cal = ndvm.calibrate(p, {"t": T}, y, constraints={"r": (0.1, 0.25)}, **kw)
+    fixed_src = LOGISTIC.replace("(r 0.5 positive) ", "").replace("(* r t)", "(* 0.25 t)")
+    fixed = ndvm.calibrate(ndvm.compile(fixed_src, inputs=("t",)), {"t": T}, y, starts=16)
+    assert cal.success and fixed.success, (cal.message, fixed.message)
+    assert cal.params["r"] == pytest.approx(0.25, rel=1e-12)
+    assert cal.loss == pytest.approx(fixed.loss, rel=1e-9)
+    for name in ("K", "N0"):
+        assert cal.params[name] == pytest.approx(fixed.params[name], rel=1e-5)
+
+
 @pytest.mark.data  # scipy comes with the data extra (statsmodels)
 def test_stderr_and_cov_match_curve_fit() -> None:
     from scipy import optimize

@@ -103,12 +103,7 @@ def _projector(program: Program, constraints: Any) -> optim.Project | None:
         lo[i] = _theta_bound(program, i, a, -np.inf)
         hi[i] = _theta_bound(program, i, b, np.inf)
 
-    def project(theta: np.ndarray) -> np.ndarray:
-        out = theta.copy()
-        out[:, :P] = np.clip(theta[:, :P], lo, hi)
-        return out
-
-    return project
+    return optim.Box(lo, hi)
 
 
 def calibrate(

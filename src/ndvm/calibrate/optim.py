@@ -26,6 +26,35 @@ Project = Callable[[np.ndarray], np.ndarray]
 
 
 @dataclass(frozen=True)
+class Box:
+    """Box bounds on the first ``len(lo)`` columns of theta: a ``Project`` (clip) that also
+    tells which coordinates a bound blocks (at the bound, the descent direction leaving it)."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+
+    def __call__(self, theta: np.ndarray) -> np.ndarray:
+        out = np.array(theta, dtype=np.float64)
+        P = len(self.lo)
+        out[:, :P] = np.clip(out[:, :P], self.lo, self.hi)
+        return out
+
+    def blocked(self, theta: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """[B, D] mask: at a lower bound with g > 0 or at an upper bound with g < 0."""
+        out = np.zeros(theta.shape, dtype=bool)
+        P = len(self.lo)
+        t, gp = theta[:, :P], g[:, :P]
+        out[:, :P] = ((t <= self.lo) & (gp > 0)) | ((t >= self.hi) & (gp < 0))
+        return out
+
+
+def blocked_by_bounds(control: Control, theta: np.ndarray, g: np.ndarray) -> np.ndarray | None:
+    """The coordinates a box bound holds (the active set), or None without bounds."""
+    blocked = getattr(control.project, "blocked", None)
+    return None if blocked is None else blocked(theta, g)
+
+
+@dataclass(frozen=True)
 class EarlyStop:
     """Freeze a lane once its loss improved by < rtol·|loss| + atol for ``patience`` steps."""
 
@@ -279,16 +308,20 @@ class LBFGS:
             act = book.active
             if not act.any():
                 break
-            d = -self._direction(g, S, Y, rho, gamma, it)
-            slope = (g * d).sum(axis=1)
+            held = blocked_by_bounds(control, theta, g)  # coordinates a bound holds stay put
+            gf = g if held is None else np.where(held, 0.0, g)
+            d = -self._direction(gf, S, Y, rho, gamma, it)
+            if held is not None:
+                d[held] = 0.0
+            slope = (gf * d).sum(axis=1)
             steep = slope >= 0
-            d[steep] = -g[steep]
-            slope = np.where(steep, -(g * g).sum(axis=1), slope)
+            d[steep] = -gf[steep]
+            slope = np.where(steep, -(gf * gf).sum(axis=1), slope)
             if it == 0:
-                scale = np.minimum(1.0, 1.0 / np.maximum(np.abs(g).max(axis=1), 1e-300))
+                scale = np.minimum(1.0, 1.0 / np.maximum(np.abs(gf).max(axis=1), 1e-300))
                 d, slope = d * scale[:, None], slope * scale
             step = np.where(act, 1.0, 0.0)
-            pending = act & (np.abs(g).max(axis=1) > self.gtol)
+            pending = act & (np.abs(gf).max(axis=1) > self.gtol)
             book.state[act & ~pending] = CONVERGED
             new_t, new_f, new_g, new_failed = theta.copy(), f.copy(), g.copy(), ~pending
             reasons: list[str | None] = [None] * B
