@@ -121,9 +121,7 @@ void Interp::tape_values(int op, const Value* args, uint32_t n, uint32_t out) {
   r.mask = mask_;
   r.out = out;
   r.args = static_cast<uint32_t>(tape_.operands.size());
-  tape_.operands.resize(r.args + n);
-  uint32_t* ids = tape_.operands.data() + r.args;
-  for (uint32_t i = 0; i < n; ++i) ids[i] = args[i].id;
+  for (uint32_t i = 0; i < n; ++i) tape_.operands.push_back(args[i].id);
   tape_.records.push_back(r);
 }
 
