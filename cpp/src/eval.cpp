@@ -133,8 +133,8 @@ void Interp::run_thread(Step s) {
   for (;;) {
     ++steps_;
     uint32_t bad = 0;
-    if (!err_pending_ && !diverge_pending_ &&
-        (steps_ >= check_at_ || kont_.size() > lim_.max_depth)) {
+    if ((steps_ >= check_at_ || kont_.size() > lim_.max_depth) && !err_pending_ &&
+        !diverge_pending_) {
       if (limit_error(pending_err_)) {
         // past the deadline, lanes that hold their value and only return it through pending
         // frames go on; the first expression left to evaluate fails them
@@ -147,15 +147,8 @@ void Interp::run_thread(Step s) {
       check_at_ = steps_ + (expired_ ? 1 : kCheckEvery);
     }
     try {
-      if (err_pending_) {
-        err_pending_ = false;
-        LaneError e = std::move(pending_err_);
-        s = fail(e);
-      } else if (bad != 0) {
-        s = split_overrun(s, bad);
-      } else if (diverge_pending_) {
-        diverge_pending_ = false;
-        s = split_retry();
+      if (err_pending_ || bad != 0 || diverge_pending_) {
+        s = recover(s, bad);
       } else if (s.expr >= 0) {
         s = eval(static_cast<uint32_t>(s.expr), s.env);
         continue;
@@ -164,7 +157,7 @@ void Interp::run_thread(Step s) {
         kont_.pop_back();
         s = f.kind == K_JOIN ? deliver(f.i, s.val) : resume(f, s.val);
       }
-      if (s.done) return;
+      if (s.done()) return;
     } catch (Diverge& d) {
       diverge_groups_ = std::move(d.groups);
       diverge_pending_ = true;
@@ -175,14 +168,28 @@ void Interp::run_thread(Step s) {
   }
 }
 
-Value Interp::local(const Node& n, uint32_t env) {
-  for (int32_t d = 0; d < n.a; ++d) env = heap_.envs[env].parent;
-  const EnvFrame& f = heap_.envs[env];
-  const Value v = heap_.slots[f.off + static_cast<uint32_t>(n.b)];
-  if (v.tag == Tag::UNASSIGNED) {
-    node_ = static_cast<int32_t>(&n - prog_->nodes.data());
-    throw error("variable '" + prog_->strings[v.id] + "' used before its definition");
+// The step after a lane error, a limit or a divergence of the running lanes.
+Step Interp::recover(const Step& s, uint32_t bad) {
+  if (err_pending_) {
+    err_pending_ = false;
+    LaneError e = std::move(pending_err_);
+    return fail(e);
   }
+  if (bad != 0) return split_overrun(s, bad);
+  diverge_pending_ = false;
+  return split_retry();
+}
+
+void Interp::unassigned(const Node& n, Value v) {
+  node_ = static_cast<int32_t>(&n - prog_->nodes.data());
+  throw error("variable '" + prog_->strings[v.id] + "' used before its definition");
+}
+
+inline Value Interp::local(const Node& n, uint32_t env) {
+  const EnvFrame* envs = heap_.envs.data();
+  for (int32_t d = 0; d < n.a; ++d) env = envs[env].parent;
+  const Value v = heap_.slots[envs[env].off + static_cast<uint32_t>(n.b)];
+  if (v.tag == Tag::UNASSIGNED) unassigned(n, v);
   return v;
 }
 
@@ -568,7 +575,7 @@ Step Interp::service(uint32_t js) {
       return start_arm(arm);
     }
     if (j.outstanding > 0) {
-      s.done = true;
+      s.expr = Step::kDone;
       return s;
     }
     if (!j.results.empty()) {
@@ -578,7 +585,7 @@ Step Interp::service(uint32_t js) {
       std::vector<std::pair<uint32_t, Value>> groups = merge_groups(results);
       if (kont_.empty()) {
         groups_.insert(groups_.end(), groups.begin(), groups.end());
-        s.done = true;
+        s.expr = Step::kDone;
         return s;
       }
       for (size_t k = 1; k < groups.size(); ++k) {
@@ -590,7 +597,7 @@ Step Interp::service(uint32_t js) {
     }
     while (!kont_.empty() && kont_.back().kind != K_JOIN) kont_.pop_back();
     if (kont_.empty()) {
-      s.done = true;
+      s.expr = Step::kDone;
       return s;
     }
     js = kont_.back().i;
@@ -608,7 +615,7 @@ Step Interp::fail(LaneError& err) {
   while (!kont_.empty() && kont_.back().kind != K_JOIN) kont_.pop_back();
   Step s;
   if (kont_.empty()) {
-    s.done = true;
+    s.expr = Step::kDone;
     return s;
   }
   const uint32_t js = kont_.back().i;

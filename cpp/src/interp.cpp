@@ -10,20 +10,6 @@ namespace ndvm {
 
 namespace {
 
-struct PrimTable {
-  PrimInfo info[kPrimCodeLimit];
-  PrimTable() {
-#define NDVM_PRIM(upper, code, name, lo, hi, kind, shape, domain)                            \
-  info[code] = PrimInfo{name, lo, hi, PrimKind::kind, PrimShape::shape, PrimDomain::domain};
-#include "ndvm/prims.inc"
-#undef NDVM_PRIM
-  }
-};
-
-const PrimTable kTable;
-
-const PrimTable& table() { return kTable; }
-
 std::string shape_str(const Payload& p) {
   char buf[64];
   if (p.rank == 1) {
@@ -57,12 +43,6 @@ int dmci_code(int code) {
 }
 
 }  // namespace
-
-const PrimInfo& prim_info(int code) {
-  static const PrimInfo none{};
-  if (code < 0 || code >= kPrimCodeLimit) return none;
-  return table().info[code];
-}
 
 LaneError Interp::error(const std::string& msg, ErrClass cls) const {
   LaneError e;
@@ -132,6 +112,19 @@ uint32_t Interp::tape_op(TapeOp op, const uint32_t* ins, uint32_t n, uint32_t ou
   return static_cast<uint32_t>(tape_.records.size() - 1);
 }
 
+// The record of a primitive applied to numbers: its operands are the arguments' payloads.
+void Interp::tape_values(int op, const Value* args, uint32_t n, uint32_t out) {
+  TapeRecord r;
+  r.op = static_cast<uint16_t>(op);
+  r.flags = dmci_ ? 1 : 0;
+  r.nargs = n;
+  r.mask = mask_;
+  r.out = out;
+  r.args = static_cast<uint32_t>(tape_.operands.size());
+  for (uint32_t i = 0; i < n; ++i) tape_.operands.push_back(args[i].id);
+  tape_.records.push_back(r);
+}
+
 Value Interp::numeric(int code, const Value* args, uint32_t n) {
   const PrimInfo& info = prim_info(code);
   for (uint32_t i = 0; i < n; ++i) {
@@ -185,12 +178,7 @@ Value Interp::numeric(int code, const Value* args, uint32_t n) {
   const int run = dmci_ ? dmci_code(code) : code;
   elementwise_forward(run, dmci, ops_.data(), static_cast<int>(n), pay_.ptr(out), width,
                       pay_[out].size());
-  if (taped) {
-    std::vector<uint32_t>& ids = ids_;
-    ids.clear();
-    for (uint32_t i = 0; i < n; ++i) ids.push_back(args[i].id);
-    tape_op(static_cast<TapeOp>(run), ids.data(), n, out, 0, 0);
-  }
+  if (taped) tape_values(run, args, n, out);
   return make_value(Tag::NUM, out, shape.rank);
 }
 
@@ -216,13 +204,11 @@ Value Interp::custom(int code, const Value* args, uint32_t n) {
   if (!bad.empty()) throw error(bad, ErrClass::SHAPE);
   const uint32_t out = pay_.alloc(width, shape.rank, shape.rows, shape.cols, taped);
   mind_clock();
-  for (uint32_t i = 0; i < n; ++i) ops_[i] = pay_.operand(args[i].id);
+  // the allocation may have moved the arena: only the data pointers change
+  for (uint32_t i = 0; i < n; ++i) ops_[i].p = pay_.ptr(args[i].id);
   const int run = dmci_ ? dmci_code(code) : code;
   custom_forward(run, ops_.data(), static_cast<int>(n), pay_.ptr(out), width, scratch_);
-  if (taped) {
-    uint32_t ids[2] = {args[0].id, n > 1 ? args[1].id : 0};
-    tape_op(static_cast<TapeOp>(run), ids, n, out, 0, 0);
-  }
+  if (taped) tape_values(run, args, n, out);
   return make_value(Tag::NUM, out, shape.rank);
 }
 

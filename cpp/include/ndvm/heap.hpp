@@ -44,7 +44,7 @@ struct Heap {
   }
   uint32_t env(uint32_t parent, const Value* vals, uint32_t n) {
     const uint32_t off = static_cast<uint32_t>(slots.size());
-    slots.insert(slots.end(), vals, vals + n);
+    for (uint32_t i = 0; i < n; ++i) slots.push_back(vals[i]);  // (inline, unlike insert)
     envs.push_back(EnvFrame{parent, off, n});
     return static_cast<uint32_t>(envs.size() - 1);
   }

@@ -164,12 +164,15 @@ struct Thread {
   Value value;
 };
 
+// 16 bytes, so that the machine's step functions return it in registers.
 struct Step {
-  int32_t expr = -1;  // >= 0: evaluate this node in env
+  static constexpr int32_t kDone = -2;
+  int32_t expr = -1;  // >= 0: evaluate this node in env; -1: return val; kDone: finished
   uint32_t env = 0;
   Value val;
-  bool done = false;  // this thread has finished
+  bool done() const { return expr == kDone; }  // this thread has finished
 };
+static_assert(sizeof(Step) == 16, "Step is returned in two registers");
 
 class Interp {
  public:
@@ -202,6 +205,7 @@ class Interp {
   bool list_items(Value lst, std::vector<Value>& out, const char* who, bool raise);
   uint32_t tape_op(TapeOp op, const uint32_t* ins, uint32_t n, uint32_t out, uint32_t extra,
                    uint32_t aux);
+  void tape_values(int op, const Value* args, uint32_t n, uint32_t out);
   std::vector<std::pair<uint32_t, Value>> merge_groups(
       const std::vector<std::pair<uint32_t, Value>>& results);
   Export export_values(const Value* vals, size_t n);
@@ -237,6 +241,7 @@ class Interp {
   void bind(const RunRequest& req, std::vector<uint32_t>& leaves);
   void materialize_constants();
   void run_thread(Step s);
+  Step recover(const Step& s, uint32_t bad);
   Step eval(uint32_t node, uint32_t env);
   Step resume(const Frame& f, Value val);
   Step collect(FrameKind k, uint32_t node, uint32_t from, uint32_t env, uint32_t base);
@@ -244,6 +249,7 @@ class Interp {
   bool simple(uint32_t node, uint32_t env, Value& out);
   bool is_simple(uint32_t node) const;
   Value local(const Node& n, uint32_t env);
+  [[noreturn]] void unassigned(const Node& n, Value v);
   Step branch(uint32_t node, uint32_t env, Value test);
   Step or_step(uint32_t node, uint32_t i, uint32_t env, Value val);
   Step assert_step(uint32_t node, Value val);

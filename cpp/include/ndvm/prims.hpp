@@ -26,8 +26,24 @@ struct PrimInfo {
   PrimDomain domain = PrimDomain::ALL;
 };
 
+// The facts of every opcode, built at compile time from prims.inc.
+struct PrimTable {
+  PrimInfo info[kPrimCodeLimit + 1] = {};  // [kPrimCodeLimit]: codes out of range
+  constexpr PrimTable() {
+#define NDVM_PRIM(upper, code, name, lo, hi, kind, shape, domain)                            \
+  info[code] = PrimInfo{name, lo, hi, PrimKind::kind, PrimShape::shape, PrimDomain::domain};
+#include "ndvm/prims.inc"
+#undef NDVM_PRIM
+  }
+};
+
+inline constexpr PrimTable kPrimTable{};
+
 // Facts of opcode `code`; `name` is nullptr for codes no primitive uses.
-const PrimInfo& prim_info(int code);
+inline const PrimInfo& prim_info(int code) {
+  const unsigned c = static_cast<unsigned>(code);
+  return kPrimTable.info[c < static_cast<unsigned>(kPrimCodeLimit) ? c : kPrimCodeLimit];
+}
 
 // Whether opcode `code` is a NUMERIC primitive with both a forward and a VJP kernel.
 bool has_numeric_kernels(int code);
