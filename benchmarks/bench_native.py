@@ -16,9 +16,11 @@ Run: ``python benchmarks/bench_native.py [--quick]``. Prints, measured in this o
 
 Every time is the best of several repetitions (the machine is shared; best-of is the least
 noisy estimate of the cost itself). Wall time on a shared machine is noisy: for stable figures
-count instructions instead, e.g. ``valgrind --tool=callgrind --toggle-collect='ndvm::Interp::run*'
---toggle-collect='ndvm::Interp::gradient*' python benchmarks/bench_native.py --profile 256``
-(``--profile B`` runs only the core Kalman evaluation, ``--reps`` times after one warm-up).
+count instructions instead: ``valgrind --tool=callgrind python benchmarks/bench_native.py
+--profile 256 --reps R`` for two values of R, and take the difference of the inclusive costs of
+``Interp::run`` and ``Interp::gradient`` over the difference of R (``--profile B`` runs only the
+core Kalman evaluation, ``--reps`` times after one warm-up). A ``--toggle-collect`` pattern
+``Interp::run*`` would also match ``Interp::run_thread`` and switch collection off inside it.
 """
 
 from __future__ import annotations
