@@ -29,6 +29,7 @@ struct RunOptions {
   uint64_t max_depth = Limits{}.max_depth;
   double deadline = 0.0;  // seconds; <= 0: none
   bool dmci = false;
+  bool replay = true;  // trace replay (cpp/include/ndvm/trace.hpp)
 };
 
 // The options of the in-runtime Adam fit (Python: _core.AdamOptions); the arrays are checked
@@ -136,6 +137,7 @@ ndvm::RunRequest make_request(const ndvm::Program& prog, F64In theta, I32In cons
   req.limits.max_depth = opt.max_depth;
   req.limits.deadline = opt.deadline;
   req.dmci = opt.dmci;
+  req.replay = opt.replay;
   return req;
 }
 
@@ -210,6 +212,7 @@ nb::dict run_dict(ndvm::RunOutput& out, size_t B, size_t Ng, size_t P) {
   d["steps"] = out.steps;
   d["tape"] = out.tape;
   d["heap"] = out.heap;
+  d["replayed"] = out.replayed;
   return d;
 }
 
@@ -379,19 +382,20 @@ void bind_options(nb::module_& m) {
       .def(
           "__init__",
           [](RunOptions* self, uint64_t max_steps, uint64_t max_heap, uint64_t max_depth,
-             double deadline, bool dmci) {
-            new (self) RunOptions{max_steps, max_heap, max_depth, deadline, dmci};
+             double deadline, bool dmci, bool replay) {
+            new (self) RunOptions{max_steps, max_heap, max_depth, deadline, dmci, replay};
             check_options(*self);
           },
           nb::kw_only(), nb::arg("max_steps") = RunOptions{}.max_steps,
           nb::arg("max_heap") = RunOptions{}.max_heap,
           nb::arg("max_depth") = RunOptions{}.max_depth, nb::arg("deadline") = 0.0,
-          nb::arg("dmci") = false)
+          nb::arg("dmci") = false, nb::arg("replay") = true)
       .def_rw("max_steps", &RunOptions::max_steps)
       .def_rw("max_heap", &RunOptions::max_heap)
       .def_rw("max_depth", &RunOptions::max_depth)
       .def_rw("deadline", &RunOptions::deadline)
-      .def_rw("dmci", &RunOptions::dmci);
+      .def_rw("dmci", &RunOptions::dmci)
+      .def_rw("replay", &RunOptions::replay);
   nb::class_<AdamArgs>(m, "AdamOptions", "Options of the in-runtime Adam fit.")
       .def(nb::init<>())
       .def_rw("weight", &AdamArgs::weight)
@@ -461,7 +465,20 @@ NB_MODULE(NDVM_MODULE, m) {
       .def("optimize", &optimize, nb::arg("program"), nb::arg("theta0"), nb::arg("constraints"),
            nb::arg("input_kinds"), nb::arg("inputs"), nb::arg("n_data"), nb::arg("options"),
            nb::arg("adam"),
-           "Adam over the lanes of theta0 (optim.Adam semantics), all steps in the runtime.");
+           "Adam over the lanes of theta0 (optim.Adam semantics), all steps in the runtime.")
+      .def_prop_ro(
+          "trace",
+          [](const ndvm::Interp& in) {
+            const ndvm::Trace& t = in.trace();
+            nb::dict d;
+            d["valid"] = t.valid;
+            d["guards"] = t.guards.size();
+            d["replays"] = t.replays;
+            d["failures"] = t.failures;
+            return d;
+          },
+          "The recorded trace of this context: whether it is valid, its guard count, its "
+          "successful replays and the failed ones since the last success.");
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);

@@ -59,6 +59,7 @@ struct Program {
   uint32_t root = 0;
   uint32_t n_params = 0;
   uint32_t n_inputs = 0;
+  uint64_t serial = 0;  // distinct per built program (a trace's key: addresses are reused)
 
   const uint32_t* kids_of(const Node& n) const { return kids.data() + n.kids; }
 };

@@ -224,6 +224,7 @@ class NativeOptimizer:
             early_stop=None if es is None else (es.rtol, es.atol, es.patience),
             limits=program.limits,
             dialect=program.dialect,
+            replay=program.replay,
             lr_schedule=schedule,
             target=target,
             time_limit=time_limit,
