@@ -29,6 +29,7 @@ struct RunOptions {
   uint64_t max_depth = Limits{}.max_depth;
   double deadline = 0.0;  // seconds; <= 0: none
   bool dmci = false;
+  int client = 0;  // 0: the tree walker, 1: the bytecode VM
 };
 
 // The options of the in-runtime Adam fit (Python: _core.AdamOptions); the arrays are checked
@@ -93,6 +94,9 @@ void check_options(const RunOptions& o) {
   if (o.max_steps == 0 || o.max_heap == 0 || o.max_depth == 0) {
     throw std::invalid_argument("RunOptions: max_steps, max_heap and max_depth must be positive");
   }
+  if (o.client != 0 && o.client != 1) {
+    throw std::invalid_argument("RunOptions: client must be 0 (walker) or 1 (vm)");
+  }
 }
 
 ndvm::RunRequest make_request(const ndvm::Program& prog, F64In theta, I32In constraints,
@@ -136,6 +140,7 @@ ndvm::RunRequest make_request(const ndvm::Program& prog, F64In theta, I32In cons
   req.limits.max_depth = opt.max_depth;
   req.limits.deadline = opt.deadline;
   req.dmci = opt.dmci;
+  req.client = static_cast<uint8_t>(opt.client);
   return req;
 }
 
@@ -379,19 +384,20 @@ void bind_options(nb::module_& m) {
       .def(
           "__init__",
           [](RunOptions* self, uint64_t max_steps, uint64_t max_heap, uint64_t max_depth,
-             double deadline, bool dmci) {
-            new (self) RunOptions{max_steps, max_heap, max_depth, deadline, dmci};
+             double deadline, bool dmci, int client) {
+            new (self) RunOptions{max_steps, max_heap, max_depth, deadline, dmci, client};
             check_options(*self);
           },
           nb::kw_only(), nb::arg("max_steps") = RunOptions{}.max_steps,
           nb::arg("max_heap") = RunOptions{}.max_heap,
           nb::arg("max_depth") = RunOptions{}.max_depth, nb::arg("deadline") = 0.0,
-          nb::arg("dmci") = false)
+          nb::arg("dmci") = false, nb::arg("client") = 0)
       .def_rw("max_steps", &RunOptions::max_steps)
       .def_rw("max_heap", &RunOptions::max_heap)
       .def_rw("max_depth", &RunOptions::max_depth)
       .def_rw("deadline", &RunOptions::deadline)
-      .def_rw("dmci", &RunOptions::dmci);
+      .def_rw("dmci", &RunOptions::dmci)
+      .def_ro("client", &RunOptions::client);
   nb::class_<AdamArgs>(m, "AdamOptions", "Options of the in-runtime Adam fit.")
       .def(nb::init<>())
       .def_rw("weight", &AdamArgs::weight)

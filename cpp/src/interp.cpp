@@ -5,6 +5,7 @@
 
 #include "ndvm/interp.hpp"
 #include "ndvm/prims.hpp"
+#include "ndvm/vm.hpp"
 
 namespace ndvm {
 
@@ -436,6 +437,7 @@ void Interp::bind(const RunRequest& req, std::vector<uint32_t>& leaves) {
 }
 
 RunOutput Interp::run(const RunRequest& req) {
+  if (req.client == 1) return vm_run(*this, req);  // the bytecode client (vm_run.cpp)
   ready_ = false;
   reset(req);
   leaves_.clear();

@@ -91,6 +91,7 @@ struct RunRequest {
   const double* cotangent = nullptr;  // [B, Ng, *struct] or nullptr (ones)
   Limits limits;
   bool dmci = false;
+  uint8_t client = 0;  // 0: the tree walker (CEK), 1: the bytecode VM (vm.hpp)
 };
 
 struct ErrorOut {
@@ -124,7 +125,10 @@ struct RunOutput {
   uint64_t heap = 0;
 };
 
-enum FrameKind : uint8_t { K_IF, K_SEQ, K_OR, K_LET, K_LETREC, K_CALL, K_PRIM, K_ASSERT, K_JOIN };
+// K_VM: a return point of the bytecode VM (i: pc, env; node: kVmArm for a lane split's)
+enum FrameKind : uint8_t {
+  K_IF, K_SEQ, K_OR, K_LET, K_LETREC, K_CALL, K_PRIM, K_ASSERT, K_JOIN, K_VM
+};
 
 struct Frame {
   FrameKind kind = K_IF;
@@ -174,7 +178,11 @@ struct Step {
 };
 static_assert(sizeof(Step) == 16, "Step is returned in two registers");
 
+class VM;
+
 class Interp {
+  friend class VM;  // the bytecode client (vm_run.cpp) runs on this machine's state
+
  public:
   RunOutput run(const RunRequest& req);
   // Reverse mode over the tape of the last run (which must have had a numeric result):
