@@ -15,6 +15,7 @@
 #include "ndvm/prims.hpp"
 #include "ndvm/program.hpp"
 #include "ndvm/version.hpp"
+#include "ndvm/vm.hpp"
 
 namespace nb = nanobind;
 
@@ -440,7 +441,15 @@ NB_MODULE(NDVM_MODULE, m) {
                                                    std::move(strings), root, n_params,
                                                    n_inputs));
            })
-      .def_prop_ro("n_nodes", [](const ndvm::Program& p) { return p.nodes.size(); });
+      .def_prop_ro("n_nodes", [](const ndvm::Program& p) { return p.nodes.size(); })
+      .def_prop_ro(
+          "vm_ops",
+          [](const ndvm::Program& p) {
+            std::vector<std::string> ops;
+            for (const ndvm::VmIns& in : ndvm::vm_code(p).code) ops.push_back(ndvm::vm_op_name(in.op));
+            return ops;
+          },
+          "The opcodes of this program's bytecode for the VM client (compiled on first use).");
   nb::enum_<ndvm::ExportTag>(m, "ExportTag", "Tags of the exported value records.")
       .value("NUM", ndvm::ExportTag::NUM)
       .value("BOOL", ndvm::ExportTag::BOOL)

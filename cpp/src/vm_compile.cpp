@@ -12,6 +12,8 @@ namespace ndvm {
 namespace {
 
 constexpr uint32_t kMaxLeafArgs = 8;  // PRIMK reads at most this many operands in place
+// The compiler recurses on the tree; the reader bounds source nesting far below this (2000)
+constexpr uint32_t kMaxNesting = 20000;
 
 bool is_leaf(NodeKind k) {
   return k == NodeKind::CONST || k == NodeKind::LOCAL || k == NodeKind::PARAM ||
@@ -60,6 +62,12 @@ class Compiler {
   }
 
   void expr(uint32_t id, bool tail) {
+    if (++depth_ > kMaxNesting) throw std::invalid_argument("vm: program nested too deeply");
+    expr_at(id, tail);
+    --depth_;
+  }
+
+  void expr_at(uint32_t id, bool tail) {
     const Node& n = node(id);
     const int32_t nk = static_cast<int32_t>(n.nkids);
     switch (n.kind) {
@@ -178,9 +186,19 @@ class Compiler {
   const Program& p_;
   VmCode& c_;
   std::vector<uint32_t> lambdas_;
+  uint32_t depth_ = 0;
 };
 
 }  // namespace
+
+const char* vm_op_name(VmOp op) {
+  static const char* const names[] = {
+      "CONST", "PARAM", "INPUT", "LOCAL", "PRIMREF", "LAMBDA", "PRIM",   "PRIMK", "CALL", "TAILCALL",
+      "RET",   "JMP",   "IF",    "ARMEND", "ORT",    "ASSERT", "LET",    "LETREC", "SETREC",
+      "POPENV", "POP"};
+  const size_t k = static_cast<size_t>(op);
+  return k < sizeof names / sizeof names[0] ? names[k] : "?";
+}
 
 std::shared_ptr<const VmCode> compile_vm(const Program& prog) {
   auto out = std::make_shared<VmCode>();

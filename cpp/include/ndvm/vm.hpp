@@ -68,6 +68,9 @@ struct VmCode {
 const VmCode& vm_code(const Program& prog);
 std::shared_ptr<const VmCode> compile_vm(const Program& prog);
 
+// The opcode's name (the core's Program.vm_ops lists a program's bytecode by these).
+const char* vm_op_name(VmOp op);
+
 // One evaluation of req by the VM client (Interp::run dispatches here for Client::VM).
 RunOutput vm_run(Interp& interp, const RunRequest& req);
 

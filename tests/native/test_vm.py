@@ -1,0 +1,176 @@
+"""The bytecode VM client (backend="vm"): the walker's values and gradients bit for bit, proper
+tail calls, lane-divergent control in every position, superinstructions, errors with their
+positions and per-lane failure, against the reference backend and the tree walker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from tests.helpers.fd import directional_fd
+from tests.native.test_differential import PROGRAMS, _evaluate
+
+import ndvm
+from ndvm import errors
+from ndvm.backends import registry
+from ndvm.eval.limits import Limits
+
+pytestmark = pytest.mark.native
+
+
+def _ops(prog: ndvm.Program) -> list[str]:
+    return list(registry.get("vm").lowered(prog.compiled).core.vm_ops)
+
+
+def _errs(res: Any) -> list[tuple[str, Any, Any, str, Any]]:
+    return sorted((type(e).__name__, e.line, e.column, e.message, e.lanes) for _, e in res.errors)
+
+
+DEFAULT = Limits()
+
+
+def _three(source: str, theta: np.ndarray, limits: Limits = DEFAULT, **inputs: Any) -> dict:
+    out = {}
+    for backend in ("reference", "native", "vm"):
+        prog = ndvm.compile(source, inputs=tuple(inputs), backend=backend, limits=limits,
+                            strict=False)  # fmt: skip
+        out[backend] = prog.evaluate(theta, inputs, grad=True)
+    return out
+
+
+@pytest.mark.parametrize("name,source,inputs", PROGRAMS, ids=[p[0] for p in PROGRAMS])
+def test_vm_equals_walker_bit_for_bit(name: str, source: str, inputs: dict[str, Any]) -> None:
+    """The same kernels run in the same order on the same tape: identical values, gradients,
+    statuses and errors (NaN where the walker has NaN)."""
+    theta = np.random.default_rng(len(name) + 11).normal(size=(7, 4))
+    prog = ndvm.compile(source, inputs=tuple(inputs), backend="reference", strict=False)
+    theta = theta[:, : len(prog.params)]
+    walk = _evaluate(source, inputs, theta, "native")
+    vm = _evaluate(source, inputs, theta, "vm")
+    np.testing.assert_array_equal(vm.status, walk.status)
+    assert _errs(vm) == _errs(walk)
+    if walk.numeric:
+        np.testing.assert_array_equal(vm.value, walk.value)
+        np.testing.assert_array_equal(vm.grad, walk.grad)
+    else:
+        assert repr(vm.value.tolist()) == repr(walk.value.tolist())
+
+
+def test_vm_tail_calls_run_in_constant_stack() -> None:
+    """Named-let loops, mutual recursion and apply in tail position: 300 000 iterations under
+    a depth limit of 100 frames."""
+    limits = Limits(max_depth=100, max_steps=10**8)
+    cases = [
+        ("(let loop ((k 0) (s 0)) (if (= k 300000) s (loop (+ k 1) (+ s a))))", 150000.0),
+        (
+            "(define (ev? n) (if (= n 0) 1 (od? (- n 1)))) (define (od? n) (if (= n 0) 0 "
+            "(ev? (- n 1)))) (* a (ev? 300000))",
+            0.5,
+        ),
+        ("(define (f k s) (if (= k 0) s (apply f (list (- k 1) (+ s a))))) (f 300000 0)", 150000.0),
+        ("(let loop ((k 0)) (cond ((= k 300000) (* a k)) (else (loop (+ k 1)))))", 150000.0),
+    ]
+    for source, want in cases:
+        prog = ndvm.compile(source, backend="vm", limits=limits)
+        value, grad = prog.value_and_grad(np.array([0.5]))
+        assert float(value) == want
+        assert float(grad[0]) == pytest.approx(want / 0.5, rel=1e-12)
+    with pytest.raises(errors.DepthLimitExceeded):  # non-tail recursion does use the stack
+        ndvm.compile("(define (f n) (if (= n 0) a (+ 1 (f (- n 1))))) (f 1000)", backend="vm",
+                     limits=limits).eval(np.array([0.5]))  # fmt: skip
+
+
+DIVERGENT = [
+    # loops whose trip count differs per lane, in tail and non-tail position
+    "(let loop ((k 0) (s a)) (if (> s 3) (+ s k) (loop (+ k 1) (+ (* (abs s) 1.5) 0.7))))",
+    "(* 2 (let loop ((k 0) (s a)) (if (> s 3) (+ s k) (loop (+ k 1) (+ (abs s) 0.5)))))",
+    # a non-tail if whose arms call functions that branch again
+    "(define (g x) (if (> x 0.5) (* x x) (- x))) (+ 1 (if (> a 0) (g a) (g (* 2 a))) (g a))",
+    # non-tail or / and with per-lane values, and an or in tail position
+    "(* 2 (or (and (> a 0.5) a) (and (> a -0.5) (* 3 a)) 7))",
+    "(define (f x) (or (and (> x 0) x) (* x x))) (+ (f a) (f (- a)))",
+    # a structural argument that differs across lanes (retry), non-tail, inside a function
+    "(define (pick v) (+ 1 (ref v (if (> a 0) 0 2)))) (* a (pick (vec a 2 3)))",
+    # arms whose values differ in structure: the join continues each group as a thread
+    "(let ((r (if (> a 0) (list a 2) (* a 3)))) (+ 1 (if (pair? r) (car r) r)))",
+    # an assertion that fails some lanes, in non-tail position
+    "(+ 1 (begin (assert (> a -0.5)) (* a a)))",
+]
+
+
+@pytest.mark.parametrize("source", DIVERGENT)
+def test_vm_divergent_control_matches_reference_and_walker(source: str) -> None:
+    theta = np.array([[0.7], [-1.2], [2.5], [-0.25], [0.1], [0.0]])
+    out = _three(source, theta)
+    ref, walk, vm = out["reference"], out["native"], out["vm"]
+    np.testing.assert_array_equal(vm.status, ref.status)
+    np.testing.assert_allclose(vm.value, ref.value, rtol=1e-13, equal_nan=True)
+    np.testing.assert_allclose(vm.grad, ref.grad, rtol=1e-12, atol=1e-14, equal_nan=True)
+    assert _errs(vm) == _errs(ref)
+    np.testing.assert_array_equal(vm.value, walk.value)
+    np.testing.assert_array_equal(vm.grad, walk.grad)
+
+
+def test_vm_superinstructions_match_reference_and_finite_differences() -> None:
+    """A scientific expression of numeric primitives on leaves compiles to PRIMK (operands read
+    in place, no stack traffic) and computes the reference's values and gradients."""
+    source = (
+        "(define (f t) (let ((u (* a t)) (w (exp (- (* b t))))) (+ (* u w) (sin (* c t)) "
+        "(/ a (+ 2 (square b)))))) (+ (f x) (* 0.5 (f (+ x 1))))"
+    )
+    x = np.linspace(-1.0, 2.0, 9)
+    prog = ndvm.compile(source, inputs=("x",), backend="vm")
+    ops = _ops(prog)
+    assert ops.count("PRIMK") >= 6, ops
+    theta = np.array([[0.3, 0.8, -1.1], [1.5, -0.2, 0.4]])
+    out = _three(source, theta, x=x)
+    np.testing.assert_allclose(out["vm"].value, out["reference"].value, rtol=1e-13)
+    np.testing.assert_allclose(out["vm"].grad, out["reference"].grad, rtol=1e-12)
+    np.testing.assert_array_equal(out["vm"].grad, out["native"].grad)
+
+    def total(th: np.ndarray) -> float:
+        return float(np.sum(prog.evaluate(th[None, :], {"x": x}).value))
+
+    for b in range(2):
+        fd = [float(directional_fd(total, [theta[b]], [e])) for e in np.eye(3)]
+        np.testing.assert_allclose(out["vm"].grad[b], fd, rtol=1e-6, atol=1e-8)
+
+
+def test_vm_errors_carry_positions_and_fail_their_lanes_alone() -> None:
+    source = "(define (f x)\n  (if (> x 0)\n      (car x)\n      (* x 2)))\n(+ 1 (f a))"
+    theta = np.array([[1.0], [-1.0], [2.0], [-3.0]])
+    out = _three(source, theta)
+    vm = out["vm"]
+    assert vm.status.reshape(-1).tolist() == out["reference"].status.reshape(-1).tolist()
+    assert vm.status.reshape(-1).tolist()[1::2] == [0, 0]
+    assert vm.value.reshape(-1)[1::2].tolist() == [-1.0, -5.0]
+    assert _errs(vm) == _errs(out["reference"]) == _errs(out["native"])
+    (_, err), = vm.errors  # fmt: skip
+    assert isinstance(err, errors.ProgramError) and (err.line, err.column) == (3, 7)
+    assert err.lanes == (0, 2)
+    with pytest.raises(errors.ProgramError) as info:  # strict: every lane fails
+        ndvm.compile("(let ((v (vec a 2)))\n  (ref v 5))", backend="vm").eval(np.array([1.0]))
+    assert (info.value.line, info.value.column) == (2, 3)
+
+
+def test_vm_runaway_lane_fails_alone_past_the_step_limit() -> None:
+    source = "(+ 1 (let loop ((k 0)) (if (> k (if (> a 1) 1e12 (* 100 a))) k (loop (+ k 1)))))"
+    theta = np.array([[0.5], [2.0], [0.25], [3.0]])
+    out = _three(source, theta, Limits(max_steps=50_000))
+    vm = out["vm"]
+    np.testing.assert_array_equal(vm.status, out["reference"].status)
+    assert vm.status.reshape(-1).tolist()[::2] == [0, 0]
+    assert vm.value.reshape(-1)[::2].tolist() == [52.0, 27.0]
+    assert [(type(e).__name__, e.lanes) for _, e in vm.errors] == [("StepLimitExceeded", (1, 3))]
+
+
+def test_vm_float32_core_runs_the_same_bytecode() -> None:
+    source = "(let loop ((k 0) (s 0)) (if (= k 50) s (loop (+ k 1) (+ s (* a (sin k))))))"
+    theta = np.array([[0.5], [-1.5]])
+    got = {}
+    for backend in ("native", "vm"):
+        prog = ndvm.compile(source, backend=backend, dtype="float32")
+        got[backend] = prog.value_and_grad(theta.astype(np.float32))
+    np.testing.assert_array_equal(got["vm"][0], got["native"][0])
+    np.testing.assert_array_equal(got["vm"][1], got["native"][1])
