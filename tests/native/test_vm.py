@@ -4,6 +4,7 @@ positions and per-lane failure, against the reference backend and the tree walke
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -174,3 +175,27 @@ def test_vm_float32_core_runs_the_same_bytecode() -> None:
         got[backend] = prog.value_and_grad(theta.astype(np.float32))
     np.testing.assert_array_equal(got["vm"][0], got["native"][0])
     np.testing.assert_array_equal(got["vm"][1], got["native"][1])
+
+
+def test_vm_bytecode_compiled_once_and_shared_by_threads() -> None:
+    """Threads evaluating one program race to compile its bytecode on first use; one copy is
+    kept and every thread's results equal the serial run's, bit for bit."""
+    source = "(let loop ((k 0) (s a)) (if (> (abs s) 3) (+ s k) (loop (+ k 1) (+ (* s 1.7) b))))"
+    theta = np.random.default_rng(2).normal(size=(16, 2))
+    serial = ndvm.compile(source, backend="vm").evaluate(theta, {}, grad=True)
+    for _ in range(3):
+        prog = ndvm.compile(source, backend="vm")  # a new program: bytecode not built yet
+        got: list[Any] = []
+
+        def work(p: ndvm.Program = prog, out: list[Any] = got) -> None:
+            out.append(p.evaluate(theta, {}, grad=True))
+
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert len(got) == 4
+        for res in got:
+            np.testing.assert_array_equal(res.value, serial.value)
+            np.testing.assert_array_equal(res.grad, serial.grad)
