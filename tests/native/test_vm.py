@@ -199,3 +199,31 @@ def test_vm_bytecode_compiled_once_and_shared_by_threads() -> None:
         for res in got:
             np.testing.assert_array_equal(res.value, serial.value)
             np.testing.assert_array_equal(res.grad, serial.grad)
+
+
+def test_vm_runs_the_in_runtime_optimizer_like_the_walker() -> None:
+    """Context.optimize evaluates through the client of its options: the VM's Adam path
+    (loss, gradient, iterates) is the walker's, bit for bit, and lowers the loss."""
+    source = "(params (a 1.0) (k 0.3 positive)) (square (- (* a (exp (- (* k x)))) 0.5))"
+    prog = ndvm.compile(source, inputs=("x",), backend="native")
+    theta0 = np.array([[1.0, 0.3], [2.0, -1.0], [0.5, 0.1]])
+    got = {}
+    for client in ("native", "vm"):
+        got[client] = registry.get(client).optimize(
+            prog.compiled,
+            theta0,
+            {"x": np.linspace(0.1, 3.0, 12)},
+            weight=1.0,
+            method="adam",
+            steps=25,
+            options={"lr": 0.05},
+            lower=None,
+            upper=None,
+            early_stop=None,
+            limits=prog.limits,
+            dialect=None,
+        )
+    for name in ("theta", "best_theta", "best_loss", "history", "state"):
+        np.testing.assert_array_equal(got["vm"][name], got["native"][name], err_msg=name)
+    history = got["vm"]["history"]
+    assert np.all(history[-1] < history[0])
