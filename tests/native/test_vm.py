@@ -9,7 +9,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tests.helpers.fd import directional_fd
+from tests.helpers.genprog import programs
 from tests.native.test_differential import PROGRAMS, _evaluate
 
 import ndvm
@@ -29,6 +32,8 @@ def _errs(res: Any) -> list[tuple[str, Any, Any, str, Any]]:
 
 
 DEFAULT = Limits()
+# runaway generated loops stop here; no generated program comes near it otherwise
+HOSTILE = Limits(max_steps=20_000, deadline=5.0)
 
 
 def _three(source: str, theta: np.ndarray, limits: Limits = DEFAULT, **inputs: Any) -> dict:
@@ -227,3 +232,35 @@ def test_vm_runs_the_in_runtime_optimizer_like_the_walker() -> None:
         np.testing.assert_array_equal(got["vm"][name], got["native"][name], err_msg=name)
     history = got["vm"]["history"]
     assert np.all(history[-1] < history[0])
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    programs(hostile=True),
+    st.lists(
+        st.lists(st.sampled_from([0.0, 0.4, -1.3, 2.2, -0.05]), min_size=3, max_size=3),
+        min_size=1,
+        max_size=5,
+    ),  # fmt: skip
+)
+def test_vm_equals_walker_on_generated_hostile_programs(src: str, theta: list) -> None:
+    """Generated programs with lane-divergent control, lanes failing by type errors, bad
+    indices, failed asserts, error calls and runaway loops: the VM's statuses, errors (class,
+    message, position, lanes), values and gradients are the walker's, bit for bit."""
+    th = np.asarray(theta)
+    x = np.array([0.3, -0.7, 1.9])
+    got = []
+    for backend in ("native", "vm"):
+        prog = ndvm.compile(src, inputs=("x",), backend=backend, limits=HOSTILE, strict=False)
+        try:
+            got.append(prog.evaluate(th, {"x": x}, grad=True))
+        except ndvm.NdvmError as exc:  # the whole run failed (a non-numeric result, ...)
+            got.append((type(exc).__name__, exc.message))
+    walk, vm = got
+    if isinstance(walk, tuple) or isinstance(vm, tuple):
+        assert vm == walk
+        return
+    np.testing.assert_array_equal(vm.status, walk.status)
+    assert _errs(vm) == _errs(walk)
+    np.testing.assert_array_equal(vm.value, walk.value)
+    np.testing.assert_array_equal(vm.grad, walk.grad)
