@@ -3,6 +3,7 @@
 // with RET (or TAILCALL + RET). Lambda bodies are compiled after the root, each at its entry.
 #include <atomic>
 #include <stdexcept>
+#include <utility>
 
 #include "ndvm/prims.hpp"
 #include "ndvm/vm.hpp"
@@ -31,9 +32,11 @@ class Compiler {
     mark(p_.root);
     expr(p_.root, true);
     while (!lambdas_.empty()) {
-      const uint32_t lam = lambdas_.back();
+      const uint32_t lam = lambdas_.back().first;
+      scope_ = std::move(lambdas_.back().second);
       lambdas_.pop_back();
       const uint32_t body = kids(lam)[0];
+      scope_.push_back(0);  // the parameters' frame
       mark(body);
       expr(body, true);
     }
@@ -78,7 +81,7 @@ class Compiler {
       case NodeKind::PRIMREF: emit(VmOp::PRIMREF, id, 0, 0, n.op); return ret(tail, id);
       case NodeKind::LAMBDA:
         if (n.nkids != 1) break;
-        lambdas_.push_back(id);
+        lambdas_.emplace_back(id, scope_);
         emit(VmOp::LAMBDA, id);
         return ret(tail, id);
       case NodeKind::IF:
@@ -98,17 +101,21 @@ class Compiler {
         if (n.nkids == 0) break;
         for (int32_t i = 0; i < nk - 1; ++i) expr(kids(id)[i], false);
         emit(VmOp::LET, id, nk - 1);
+        scope_.push_back(0);
         expr(kids(id)[nk - 1], tail);
+        scope_.pop_back();
         if (!tail) emit(VmOp::POPENV, id);
         return;
       case NodeKind::LETREC:
         if (n.nkids == 0) break;
         emit(VmOp::LETREC, id, nk - 1);
+        scope_.push_back(1);
         for (int32_t i = 0; i < nk - 1; ++i) {
           expr(kids(id)[i], false);
           emit(VmOp::SETREC, id, i);
         }
         expr(kids(id)[nk - 1], tail);
+        scope_.pop_back();
         if (!tail) emit(VmOp::POPENV, id);
         return;
       case NodeKind::CALL:
@@ -164,28 +171,47 @@ class Compiler {
     for (uint32_t t : tests) c_.code[t].a = static_cast<int32_t>(end);
   }
 
+  // A leaf read after the arguments that follow it are evaluated reads what the walker reads
+  // in order, unless it can fail: a letrec slot may still be unassigned (the walker would
+  // report that error before any later argument's).
+  bool read_late_ok(uint32_t kid) const {
+    const Node& k = node(kid);
+    if (k.kind != NodeKind::LOCAL) return is_leaf(k.kind);
+    const int64_t at = static_cast<int64_t>(scope_.size()) - 1 - k.a;
+    return at >= 0 && scope_[static_cast<size_t>(at)] == 0;
+  }
+
+  // A NUMERIC/PREDICATE call is PRIMK: the leaf operands are read in place; the others (and a
+  // leaf before them that could fail) are pushed first and read from the stack.
   void prim_call(uint32_t id) {
     const Node& n = node(id);
     const PrimKind kind = prim_info(n.op).kind;
-    bool leaves = (kind == PrimKind::NUMERIC || kind == PrimKind::PREDICATE) &&
-                  n.nkids <= kMaxLeafArgs;
-    for (uint32_t i = 0; leaves && i < n.nkids; ++i) leaves = is_leaf(node(kids(id)[i]).kind);
-    if (leaves) {
-      const int32_t off = static_cast<int32_t>(c_.operands.size());
-      for (uint32_t i = 0; i < n.nkids; ++i) {
-        const uint32_t kid = kids(id)[i];
-        c_.operands.push_back(VmOperand{node(kid).kind, node(kid).a, node(kid).b, kid});
-      }
-      emit(VmOp::PRIMK, id, off, static_cast<int32_t>(n.nkids), n.op);
+    if ((kind != PrimKind::NUMERIC && kind != PrimKind::PREDICATE) || n.nkids > kMaxLeafArgs) {
+      for (uint32_t i = 0; i < n.nkids; ++i) expr(kids(id)[i], false);
+      emit(VmOp::PRIM, id, static_cast<int32_t>(n.nkids), 0, n.op);
       return;
     }
-    for (uint32_t i = 0; i < n.nkids; ++i) expr(kids(id)[i], false);
-    emit(VmOp::PRIM, id, static_cast<int32_t>(n.nkids), 0, n.op);
+    uint32_t last = 0;  // one past the last argument that is not a leaf
+    for (uint32_t i = 0; i < n.nkids; ++i) last = is_leaf(node(kids(id)[i]).kind) ? last : i + 1;
+    VmOperand ops[kMaxLeafArgs];
+    uint8_t pushed = 0;
+    for (uint32_t i = 0; i < n.nkids; ++i) {
+      const uint32_t kid = kids(id)[i];
+      const bool in_place = is_leaf(node(kid).kind) && (i >= last || read_late_ok(kid));
+      ops[i] = VmOperand{in_place ? node(kid).kind : NodeKind::CALL, node(kid).a, node(kid).b, kid};
+      if (in_place) continue;
+      expr(kid, false);
+      ++pushed;
+    }
+    const int32_t off = static_cast<int32_t>(c_.operands.size());
+    c_.operands.insert(c_.operands.end(), ops, ops + n.nkids);
+    emit(VmOp::PRIMK, id, off, static_cast<int32_t>(n.nkids), n.op, pushed);
   }
 
   const Program& p_;
   VmCode& c_;
-  std::vector<uint32_t> lambdas_;
+  std::vector<std::pair<uint32_t, std::vector<uint8_t>>> lambdas_;  // with their scopes
+  std::vector<uint8_t> scope_;  // the frames in scope, innermost last: 1 for a letrec's
   uint32_t depth_ = 0;
 };
 

@@ -230,9 +230,16 @@ void VM::primk(const VmIns& in) {
   Value args[kMaxLeafArgs];
   const VmOperand* ops = c_.operands.data() + in.a;
   const uint32_t n = static_cast<uint32_t>(in.b);
-  for (uint32_t i = 0; i < n; ++i) args[i] = operand(ops[i]);
+  std::vector<Value>& vs = I_.vstack_;
+  const size_t base = vs.size() - in.c;  // in.c operands were pushed, in order
+  size_t next = base;
+  for (uint32_t i = 0; i < n; ++i) {
+    args[i] = ops[i].kind == NodeKind::CALL ? vs[next++] : operand(ops[i]);
+  }
   I_.node_ = static_cast<int32_t>(in.node);
-  I_.vstack_.push_back(I_.numeric(in.prim, args, n));
+  const Value v = I_.numeric(in.prim, args, n);
+  vs.resize(base);
+  vs.push_back(v);
   ++pc_;
 }
 

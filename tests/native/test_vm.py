@@ -143,6 +143,28 @@ def test_vm_superinstructions_match_reference_and_finite_differences() -> None:
         np.testing.assert_allclose(out["vm"].grad[b], fd, rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.parametrize(
+    "source,pushed",
+    [
+        ("(letrec ((f (+ g (car a))) (g 2)) f)", True),  # g is read before (car a) fails
+        ("(define (h) (* 2 (+ u (car a)))) (define v (h)) (define u 3) v", True),
+        ("(let ((u 1)) (+ u (car a)))", False),  # a let's variable cannot fail: read late
+        ("(+ (* a 2) (sin a) a 1)", False),
+    ],
+)
+def test_vm_superinstructions_read_operands_in_the_walkers_order(source: str, pushed: bool) -> None:
+    """A numeric primitive on some leaves and some nested calls is one PRIMK: leaves are read
+    in place after the calls, except a letrec variable before a call (it may still be
+    unassigned, and the walker reports that first), which is pushed in its turn."""
+    ops = _ops(ndvm.compile(source, backend="vm", strict=False))
+    assert "PRIMK" in ops and ops.count("PRIM") == source.count("(car")
+    assert ("LOCAL" in ops) == pushed, ops
+    out = _three(source, np.array([[1.0], [-2.0]]))
+    assert _errs(out["vm"]) == _errs(out["reference"]) == _errs(out["native"])
+    np.testing.assert_array_equal(out["vm"].status, out["reference"].status)
+    np.testing.assert_array_equal(out["vm"].value, out["native"].value)
+
+
 def test_vm_errors_carry_positions_and_fail_their_lanes_alone() -> None:
     source = "(define (f x)\n  (if (> x 0)\n      (car x)\n      (* x 2)))\n(+ 1 (f a))"
     theta = np.array([[1.0], [-1.0], [2.0], [-3.0]])

@@ -22,7 +22,8 @@ enum class VmOp : uint8_t {
   PRIMREF,   // prim: opcode
   LAMBDA,    // node: the lambda
   PRIM,      // prim: opcode, a: argument count (the top a values)
-  PRIMK,     // a NUMERIC/PREDICATE primitive on leaf operands: a: offset in operands, b: count
+  PRIMK,     // a NUMERIC/PREDICATE primitive: a: offset in operands, b: count, c: how many of
+             // them are on the stack (the operands of kind CALL, pushed in order)
   CALL,      // a: argument count (function below the arguments)
   TAILCALL,  // a: argument count; always followed by RET (a lane-divergence retry returns there)
   RET,
@@ -38,7 +39,7 @@ enum class VmOp : uint8_t {
   POP,
 };
 
-// One leaf operand read in place by PRIMK.
+// One operand of PRIMK: a leaf read in place, or (kind CALL) the next pushed value.
 struct VmOperand {
   NodeKind kind = NodeKind::CONST;
   int32_t a = 0;
