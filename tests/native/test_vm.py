@@ -286,3 +286,16 @@ def test_vm_equals_walker_on_generated_hostile_programs(src: str, theta: list) -
     assert _errs(vm) == _errs(walk)
     np.testing.assert_array_equal(vm.value, walk.value)
     np.testing.assert_array_equal(vm.grad, walk.grad)
+
+
+def test_vm_client_option_is_validated() -> None:
+    from ndvm import _core, _core32
+
+    for core in (_core, _core32):
+        assert core.RunOptions().client == 0 and core.RunOptions(client=1).client == 1
+        with pytest.raises(errors.NativeError, match="client"):
+            core.RunOptions(client=2)
+    with pytest.raises(errors.NdvmError, match="unknown native client"):
+        from ndvm.backends.native import NativeBackend
+
+        NativeBackend(client="jit")
