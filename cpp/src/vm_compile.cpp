@@ -21,6 +21,15 @@ bool is_leaf(NodeKind k) {
          k == NodeKind::INPUT;
 }
 
+// A frame of the source's scopes: `level` is its environment frame's depth in the chain
+// (a chain of lets, each the body of the one before, shares one frame: a let* is one frame),
+// `offset` its first slot there; letrec: its slots may be read before they are assigned.
+struct Scope {
+  uint32_t level = 0;
+  uint32_t offset = 0;
+  uint8_t letrec = 0;
+};
+
 class Compiler {
  public:
   Compiler(const Program& p, VmCode& out) : p_(p), c_(out) {
@@ -36,7 +45,7 @@ class Compiler {
       scope_ = std::move(lambdas_.back().second);
       lambdas_.pop_back();
       const uint32_t body = kids(lam)[0];
-      scope_.push_back(0);  // the parameters' frame
+      scope_.push_back(Scope{level() + 1, 0, 0});  // the parameters' frame
       mark(body);
       expr(body, true);
     }
@@ -75,7 +84,11 @@ class Compiler {
     const int32_t nk = static_cast<int32_t>(n.nkids);
     switch (n.kind) {
       case NodeKind::CONST: emit(VmOp::CONST, id, n.a); return ret(tail, id);
-      case NodeKind::LOCAL: emit(VmOp::LOCAL, id, n.a, n.b); return ret(tail, id);
+      case NodeKind::LOCAL: {
+        const VmOperand o = leaf(id);
+        emit(VmOp::LOCAL, id, o.a, o.b);
+        return ret(tail, id);
+      }
       case NodeKind::PARAM: emit(VmOp::PARAM, id, n.a); return ret(tail, id);
       case NodeKind::INPUT: emit(VmOp::INPUT, id, n.a); return ret(tail, id);
       case NodeKind::PRIMREF: emit(VmOp::PRIMREF, id, 0, 0, n.op); return ret(tail, id);
@@ -99,17 +112,11 @@ class Compiler {
         return or_expr(id, tail);
       case NodeKind::LET:
         if (n.nkids == 0) break;
-        for (int32_t i = 0; i < nk - 1; ++i) expr(kids(id)[i], false);
-        emit(VmOp::LET, id, nk - 1);
-        scope_.push_back(0);
-        expr(kids(id)[nk - 1], tail);
-        scope_.pop_back();
-        if (!tail) emit(VmOp::POPENV, id);
-        return;
+        return let_chain(id, tail);
       case NodeKind::LETREC:
         if (n.nkids == 0) break;
         emit(VmOp::LETREC, id, nk - 1);
-        scope_.push_back(1);
+        scope_.push_back(Scope{level() + 1, 0, 1});
         for (int32_t i = 0; i < nk - 1; ++i) {
           expr(kids(id)[i], false);
           emit(VmOp::SETREC, id, i);
@@ -171,14 +178,64 @@ class Compiler {
     for (uint32_t t : tests) c_.code[t].a = static_cast<int32_t>(end);
   }
 
+  uint32_t level() const { return scope_.empty() ? 0 : scope_.back().level; }
+
+  // A leaf operand; a variable's (depth, slot) in the source's frames become its environment
+  // frame's depth and the slot there.
+  VmOperand leaf(uint32_t id) const {
+    const Node& k = node(id);
+    VmOperand o{k.kind, k.a, k.b, id};
+    if (k.kind != NodeKind::LOCAL) return o;
+    if (k.a < 0 || static_cast<size_t>(k.a) >= scope_.size()) {
+      throw std::invalid_argument("vm: variable out of scope at node " + std::to_string(id));
+    }
+    const Scope& f = scope_[scope_.size() - 1 - static_cast<size_t>(k.a)];
+    o.a = static_cast<int32_t>(level() - f.level);
+    o.b = k.b + static_cast<int32_t>(f.offset);
+    return o;
+  }
+
+  // let, and each let that is the body of the one before: one environment frame of all their
+  // slots (LET creates it with the first let's values, LETX stores each later let's); every
+  // let still counts its heap cell.
+  void let_chain(uint32_t id, bool tail) {
+    uint32_t total = 0;
+    for (uint32_t l = id; node(l).kind == NodeKind::LET && node(l).nkids > 0;
+         l = kids(l)[node(l).nkids - 1]) {
+      total += node(l).nkids - 1;
+    }
+    const size_t outer = scope_.size();
+    uint32_t off = 0;
+    uint32_t l = id;
+    for (;;) {
+      const uint32_t n = node(l).nkids - 1;
+      for (uint32_t i = 0; i < n; ++i) expr(kids(l)[i], false);
+      if (l == id) {
+        emit(VmOp::LET, l, static_cast<int32_t>(n), static_cast<int32_t>(total));
+        scope_.push_back(Scope{level() + 1, 0, 0});
+      } else {
+        emit(VmOp::LETX, l, static_cast<int32_t>(n), static_cast<int32_t>(off));
+        scope_.push_back(Scope{level(), off, 0});
+      }
+      off += n;
+      const uint32_t body = kids(l)[n];
+      if (node(body).kind != NodeKind::LET || node(body).nkids == 0) {
+        expr(body, tail);
+        break;
+      }
+      l = body;
+    }
+    scope_.resize(outer);
+    if (!tail) emit(VmOp::POPENV, id);
+  }
+
   // A leaf read after the arguments that follow it are evaluated reads what the walker reads
   // in order, unless it can fail: a letrec slot may still be unassigned (the walker would
   // report that error before any later argument's).
   bool read_late_ok(uint32_t kid) const {
     const Node& k = node(kid);
     if (k.kind != NodeKind::LOCAL) return is_leaf(k.kind);
-    const int64_t at = static_cast<int64_t>(scope_.size()) - 1 - k.a;
-    return at >= 0 && scope_[static_cast<size_t>(at)] == 0;
+    return scope_[scope_.size() - 1 - static_cast<size_t>(k.a)].letrec == 0;
   }
 
   // A NUMERIC/PREDICATE call is PRIMK: the leaf operands are read in place; the others (and a
@@ -198,7 +255,8 @@ class Compiler {
     for (uint32_t i = 0; i < n.nkids; ++i) {
       const uint32_t kid = kids(id)[i];
       const bool in_place = is_leaf(node(kid).kind) && (i >= last || read_late_ok(kid));
-      ops[i] = VmOperand{in_place ? node(kid).kind : NodeKind::CALL, node(kid).a, node(kid).b, kid};
+      ops[i] = leaf(kid);
+      if (!in_place) ops[i].kind = NodeKind::CALL;
       if (in_place) continue;
       expr(kid, false);
       ++pushed;
@@ -210,8 +268,8 @@ class Compiler {
 
   const Program& p_;
   VmCode& c_;
-  std::vector<std::pair<uint32_t, std::vector<uint8_t>>> lambdas_;  // with their scopes
-  std::vector<uint8_t> scope_;  // the frames in scope, innermost last: 1 for a letrec's
+  std::vector<std::pair<uint32_t, std::vector<Scope>>> lambdas_;  // with their scopes
+  std::vector<Scope> scope_;  // the frames in scope, innermost last
   uint32_t depth_ = 0;
 };
 
@@ -220,8 +278,8 @@ class Compiler {
 const char* vm_op_name(VmOp op) {
   static const char* const names[] = {
       "CONST", "PARAM", "INPUT", "LOCAL", "PRIMREF", "LAMBDA", "PRIM",   "PRIMK", "CALL", "TAILCALL",
-      "RET",   "JMP",   "IF",    "ARMEND", "ORT",    "ASSERT", "LET",    "LETREC", "SETREC",
-      "POPENV", "POP"};
+      "RET",   "JMP",   "IF",    "ARMEND", "ORT",    "ASSERT", "LET",    "LETX",   "LETREC",
+      "SETREC", "POPENV", "POP"};
   const size_t k = static_cast<size_t>(op);
   return k < sizeof names / sizeof names[0] ? names[k] : "?";
 }

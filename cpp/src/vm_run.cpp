@@ -40,7 +40,15 @@ class VM {
   bool or_test(const VmIns& in);
   bool assertion(const VmIns& in);
   void let(const VmIns& in);
+  void let_more(const VmIns& in);
   void letrec(const VmIns& in);
+  // One heap cell (Interp::alloc, whose out-of-line call only runs to raise the limit)
+  void cell() {
+    if (++I_.heap_count_ > I_.lim_.max_heap) {
+      --I_.heap_count_;
+      I_.alloc();
+    }
+  }
   Value pop() {
     const Value v = I_.vstack_.back();
     I_.vstack_.pop_back();
@@ -336,11 +344,26 @@ bool VM::assertion(const VmIns& in) {
   return true;
 }
 
+// LET: a frame for a chain of lets (the later ones fill it with LETX); each let is a cell.
 void VM::let(const VmIns& in) {
   std::vector<Value>& vs = I_.vstack_;
+  Heap& heap = I_.heap_;
   const uint32_t n = static_cast<uint32_t>(in.a);
-  I_.alloc();
-  env_ = I_.heap_.env(env_, vs.data() + vs.size() - n, n);
+  cell();
+  env_ = heap.env(env_, vs.data() + vs.size() - n, n);
+  vs.resize(vs.size() - n);
+  const uint32_t total = static_cast<uint32_t>(in.b);
+  for (uint32_t k = n; k < total; ++k) heap.slots.push_back(make_value(Tag::VOID));
+  heap.envs[env_].size = total;
+}
+
+void VM::let_more(const VmIns& in) {
+  std::vector<Value>& vs = I_.vstack_;
+  const uint32_t n = static_cast<uint32_t>(in.a);
+  cell();
+  Value* slots = I_.heap_.slots.data() + I_.heap_.envs[env_].off + in.b;
+  const Value* top = vs.data() + vs.size() - n;
+  for (uint32_t k = 0; k < n; ++k) slots[k] = top[k];
   vs.resize(vs.size() - n);
 }
 
@@ -348,7 +371,7 @@ void VM::letrec(const VmIns& in) {
   Heap& heap = I_.heap_;
   const Node& n = I_.prog_->nodes[in.node];
   const uint32_t ninit = static_cast<uint32_t>(in.a);
-  I_.alloc();
+  cell();
   const uint32_t e = heap.env(env_, nullptr, 0);
   heap.envs[e].off = static_cast<uint32_t>(heap.slots.size());
   heap.envs[e].size = ninit;
@@ -372,7 +395,7 @@ bool VM::loop() {
       case VmOp::LOCAL: I.vstack_.push_back(local(in.a, in.b, in.node)); break;
       case VmOp::PRIMREF: I.vstack_.push_back(make_value(Tag::PRIMPROC, in.prim)); break;
       case VmOp::LAMBDA:
-        I.alloc();
+        cell();
         I.heap_.closures.push_back(ClosureCell{in.node, env_});
         I.vstack_.push_back(make_value(Tag::CLOSURE,
                                        static_cast<uint32_t>(I.heap_.closures.size() - 1)));
@@ -405,6 +428,7 @@ bool VM::loop() {
         if (!assertion(in)) return false;
         continue;
       case VmOp::LET: let(in); break;
+      case VmOp::LETX: let_more(in); break;
       case VmOp::LETREC: letrec(in); break;
       case VmOp::SETREC: {
         const Value v = pop();

@@ -165,6 +165,33 @@ def test_vm_superinstructions_read_operands_in_the_walkers_order(source: str, pu
     np.testing.assert_array_equal(out["vm"].value, out["native"].value)
 
 
+LET_CHAINS = [
+    # closures capturing the shared frame half-filled, shadowing, a chain in non-tail position
+    "(let* ((u (* a 2)) (f (lambda (t) (+ t u))) (u (f 1)) (g (lambda () (* u a)))) "
+    "(+ (f u) (g) (let* ((w (g)) (u (- w))) (* u w))))",
+    # a lane-divergent if inside the chain and a loop whose body is a chain
+    "(let loop ((k 0) (s a)) (if (> k 4) s (let* ((d (if (> s 0) (* s 0.5) (- s))) (e (+ d k)) "
+    "(s2 (+ s e))) (loop (+ k 1) s2))))",
+    # an empty let in the chain, and a letrec (its own frame) in it
+    "(let* ((u a)) (let () (let ((v (* u u))) (letrec ((h (lambda (n) (if (< n 1) v "
+    "(* u (h (- n 1))))))) (h 3)))))",
+]
+
+
+@pytest.mark.parametrize("source", LET_CHAINS)
+def test_vm_let_chains_share_one_frame(source: str) -> None:
+    """A let whose body is a let (let*) adds its slots to the enclosing let's frame (LETX):
+    variables resolve to the shared frame, and each let still counts one heap cell."""
+    assert "LETX" in _ops(ndvm.compile(source, backend="vm", strict=False))
+    theta = np.array([[0.7], [-1.2], [2.5], [0.0]])
+    out = _three(source, theta)
+    np.testing.assert_allclose(out["vm"].value, out["reference"].value, rtol=1e-13)
+    np.testing.assert_allclose(out["vm"].grad, out["reference"].grad, rtol=1e-12)
+    np.testing.assert_array_equal(out["vm"].value, out["native"].value)
+    np.testing.assert_array_equal(out["vm"].grad, out["native"].grad)
+    assert out["vm"].stats["heap"] == out["native"].stats["heap"]
+
+
 def test_vm_errors_carry_positions_and_fail_their_lanes_alone() -> None:
     source = "(define (f x)\n  (if (> x 0)\n      (car x)\n      (* x 2)))\n(+ 1 (f a))"
     theta = np.array([[1.0], [-1.0], [2.0], [-3.0]])

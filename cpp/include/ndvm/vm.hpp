@@ -32,7 +32,8 @@ enum class VmOp : uint8_t {
   ARMEND,    // the end of a non-tail if/or: a lane group that split here delivers to its join
   ORT,       // or: top is true -> jump a (keep it), else pop; b: next kid, c: tail (0/1)
   ASSERT,    // pop the value; push void (node: the assertion)
-  LET,       // a: count of the top values that become a new environment frame
+  LET,       // a new environment frame of b slots, the first a of them the top a values
+  LETX,      // the top a values into the current frame's slots from b on
   LETREC,    // node: the letrec; a: slot count
   SETREC,    // a: slot of the current frame <- pop
   POPENV,    // back to the parent environment
