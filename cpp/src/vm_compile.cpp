@@ -34,6 +34,18 @@ class Compiler {
  public:
   Compiler(const Program& p, VmCode& out) : p_(p), c_(out) {
     c_.entry.assign(p.nodes.size(), -1);
+    // whether a node's subtree creates closures (children have larger ids than parents;
+    // a table that breaks that rule is read conservatively)
+    lambdas_in_.assign(p.nodes.size(), 0);
+    for (size_t id = p.nodes.size(); id-- > 0;) {
+      const Node& n = p.nodes[id];
+      uint8_t v = n.kind == NodeKind::LAMBDA;
+      for (uint32_t i = 0; i < n.nkids; ++i) {
+        const uint32_t kid = p.kids_of(n)[i];
+        v |= kid <= id || lambdas_in_[kid];
+      }
+      lambdas_in_[id] = v;
+    }
   }
 
   void run() {
@@ -195,13 +207,20 @@ class Compiler {
     return o;
   }
 
-  // let, and each let that is the body of the one before: one environment frame of all their
-  // slots (LET creates it with the first let's values, LETX stores each later let's); every
-  // let still counts its heap cell.
+  // The let that joins the frame of the let whose body it is: one without closures inside,
+  // since a frame written after it is created must not be seen by a closure of a lane group
+  // that forked off before the write (a later group's LETX would overwrite its slots).
+  bool joins_chain(uint32_t body) const {
+    return node(body).kind == NodeKind::LET && node(body).nkids > 0 && !lambdas_in_[body];
+  }
+
+  // let, and each let joining it: one environment frame of all their slots (LET creates it
+  // with the first let's values, LETX stores each later let's); every let still counts its
+  // heap cell.
   void let_chain(uint32_t id, bool tail) {
-    uint32_t total = 0;
-    for (uint32_t l = id; node(l).kind == NodeKind::LET && node(l).nkids > 0;
-         l = kids(l)[node(l).nkids - 1]) {
+    uint32_t total = node(id).nkids - 1;
+    for (uint32_t l = id; joins_chain(kids(l)[node(l).nkids - 1]);) {
+      l = kids(l)[node(l).nkids - 1];
       total += node(l).nkids - 1;
     }
     const size_t outer = scope_.size();
@@ -219,7 +238,7 @@ class Compiler {
       }
       off += n;
       const uint32_t body = kids(l)[n];
-      if (node(body).kind != NodeKind::LET || node(body).nkids == 0) {
+      if (!joins_chain(body)) {
         expr(body, tail);
         break;
       }
@@ -270,6 +289,7 @@ class Compiler {
   VmCode& c_;
   std::vector<std::pair<uint32_t, std::vector<Scope>>> lambdas_;  // with their scopes
   std::vector<Scope> scope_;  // the frames in scope, innermost last
+  std::vector<uint8_t> lambdas_in_;
   uint32_t depth_ = 0;
 };
 

@@ -166,24 +166,42 @@ def test_vm_superinstructions_read_operands_in_the_walkers_order(source: str, pu
 
 
 LET_CHAINS = [
-    # closures capturing the shared frame half-filled, shadowing, a chain in non-tail position
-    "(let* ((u (* a 2)) (f (lambda (t) (+ t u))) (u (f 1)) (g (lambda () (* u a)))) "
-    "(+ (f u) (g) (let* ((w (g)) (u (- w))) (* u w))))",
-    # a lane-divergent if inside the chain and a loop whose body is a chain
-    "(let loop ((k 0) (s a)) (if (> k 4) s (let* ((d (if (> s 0) (* s 0.5) (- s))) (e (+ d k)) "
-    "(s2 (+ s e))) (loop (+ k 1) s2))))",
-    # an empty let in the chain, and a letrec (its own frame) in it
-    "(let* ((u a)) (let () (let ((v (* u u))) (letrec ((h (lambda (n) (if (< n 1) v "
-    "(* u (h (- n 1))))))) (h 3)))))",
+    # shadowing, a lane-divergent if inside the chain, a chain in non-tail position
+    (
+        "(let* ((u (* a 2)) (v (if (> u 0) (* u u) (- u))) (u (+ u v))) (* 2 (let* ((w u) "
+        "(u (- w))) (* u w v))))",
+        3,
+    ),
+    # a loop whose body is a chain
+    (
+        "(let loop ((k 0) (s a)) (if (> k 4) s (let* ((d (if (> s 0) (* s 0.5) (- s))) "
+        "(e (+ d k)) (s2 (+ s e))) (loop (+ k 1) s2))))",
+        2,
+    ),
+    # a closure inside: the lets keep their own frames
+    (
+        "(let* ((u a)) (let () (let ((v (* u u))) (letrec ((h (lambda (n) (if (< n 1) v "
+        "(* u (h (- n 1))))))) (h 3)))))",
+        0,
+    ),
+    # closures over a chain's frame: lanes fork in an init (list or number), an outer join
+    # merges the groups' closures, and each calls its own later: mk's lets keep their frames
+    # (the let of h and r, without closures, is one)
+    (
+        "(define (mk x) (let* ((u x) (v (if (> x 1) (list x) (* 2 x))) (g (lambda () v))) g)) "
+        "(let ((h (if (> a 0.5) (mk a) (mk (- a 1))))) (let ((r (h))) (if (pair? r) (car r) r)))",
+        1,
+    ),
 ]
 
 
-@pytest.mark.parametrize("source", LET_CHAINS)
-def test_vm_let_chains_share_one_frame(source: str) -> None:
-    """A let whose body is a let (let*) adds its slots to the enclosing let's frame (LETX):
-    variables resolve to the shared frame, and each let still counts one heap cell."""
-    assert "LETX" in _ops(ndvm.compile(source, backend="vm", strict=False))
-    theta = np.array([[0.7], [-1.2], [2.5], [0.0]])
+@pytest.mark.parametrize("source,joined", LET_CHAINS)
+def test_vm_let_chains_share_one_frame(source: str, joined: int) -> None:
+    """A let whose body is a let (let*) without closures inside adds its slots to the
+    enclosing let's frame (LETX): variables resolve to the shared frame, and each let still
+    counts one heap cell."""
+    assert _ops(ndvm.compile(source, backend="vm", strict=False)).count("LETX") == joined
+    theta = np.array([[0.7], [-1.2], [2.5], [0.0], [0.3]])
     out = _three(source, theta)
     np.testing.assert_allclose(out["vm"].value, out["reference"].value, rtol=1e-13)
     np.testing.assert_allclose(out["vm"].grad, out["reference"].grad, rtol=1e-12)
