@@ -12,7 +12,6 @@ namespace ndvm {
 
 namespace {
 
-constexpr uint32_t kMaxLeafArgs = 8;  // PRIMK reads at most this many operands in place
 // The compiler recurses on the tree; the reader bounds source nesting far below this (2000)
 constexpr uint32_t kMaxNesting = 20000;
 
@@ -262,14 +261,14 @@ class Compiler {
   void prim_call(uint32_t id) {
     const Node& n = node(id);
     const PrimKind kind = prim_info(n.op).kind;
-    if ((kind != PrimKind::NUMERIC && kind != PrimKind::PREDICATE) || n.nkids > kMaxLeafArgs) {
+    if ((kind != PrimKind::NUMERIC && kind != PrimKind::PREDICATE) || n.nkids > kPrimkMaxArgs) {
       for (uint32_t i = 0; i < n.nkids; ++i) expr(kids(id)[i], false);
       emit(VmOp::PRIM, id, static_cast<int32_t>(n.nkids), 0, n.op);
       return;
     }
     uint32_t last = 0;  // one past the last argument that is not a leaf
     for (uint32_t i = 0; i < n.nkids; ++i) last = is_leaf(node(kids(id)[i]).kind) ? last : i + 1;
-    VmOperand ops[kMaxLeafArgs];
+    VmOperand ops[kPrimkMaxArgs];
     uint8_t pushed = 0;
     for (uint32_t i = 0; i < n.nkids; ++i) {
       const uint32_t kid = kids(id)[i];

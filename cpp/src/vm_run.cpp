@@ -13,7 +13,6 @@ namespace ndvm {
 namespace {
 constexpr uint32_t kVmArm = 1;  // Frame::node of a K_VM frame pushed for a lane split
 constexpr uint64_t kCheckEvery = 4096;
-constexpr uint32_t kMaxLeafArgs = 8;
 }  // namespace
 
 class VM {
@@ -235,7 +234,7 @@ bool VM::prim(const VmIns& in) {
 }
 
 void VM::primk(const VmIns& in) {
-  Value args[kMaxLeafArgs];
+  Value args[kPrimkMaxArgs];
   const VmOperand* ops = c_.operands.data() + in.a;
   const uint32_t n = static_cast<uint32_t>(in.b);
   std::vector<Value>& vs = I_.vstack_;

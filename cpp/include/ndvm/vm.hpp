@@ -40,6 +40,8 @@ enum class VmOp : uint8_t {
   POP,
 };
 
+constexpr uint32_t kPrimkMaxArgs = 8;  // a call with more arguments is PRIM
+
 // One operand of PRIMK: a leaf read in place, or (kind CALL) the next pushed value.
 struct VmOperand {
   NodeKind kind = NodeKind::CONST;
