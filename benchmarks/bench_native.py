@@ -3,7 +3,9 @@
 Run: ``python benchmarks/bench_native.py [--quick]``. Prints, measured in this one run:
 
 * Kalman-80 (examples/kalman80.scm) forward + gradient, microseconds per parameter lane, at
-  B = 1, 8, 64, 256, 1024: ndvm float64 and ``dtype="float32"`` (public API and core alone),
+  B = 1, 8, 64, 256, 1024: ndvm float64 and ``dtype="float32"`` (public API and core alone;
+  repeated evaluations replay the recorded trace, as the API does by default), the core's tree
+  walker and bytecode VM with ``replay=False`` (walking every evaluation),
   the hand-written scalar C++ (benchmarks/kalman_ceiling.cpp, forward-mode duals, built here
   with the system C++ compiler) and, when jax is installed, ``jit(vmap(value_and_grad))`` of
   the same filter written with ``lax.scan`` (float64; compile time excluded), once with
@@ -19,8 +21,10 @@ noisy estimate of the cost itself). Wall time on a shared machine is noisy: for 
 count instructions instead: ``valgrind --tool=callgrind python benchmarks/bench_native.py
 --profile 256 --reps R`` for two values of R, and take the difference of the inclusive costs of
 ``Interp::run`` and ``Interp::gradient`` over the difference of R (``--profile B`` runs only the
-core Kalman evaluation, ``--reps`` times after one warm-up). A ``--toggle-collect`` pattern
-``Interp::run*`` would also match ``Interp::run_thread`` and switch collection off inside it.
+core Kalman evaluation, ``--reps`` times after one warm-up; ``--client vm``: by the bytecode
+VM, whose run is ``Interp::run`` too; ``--no-replay``: walk every evaluation). A
+``--toggle-collect`` pattern ``Interp::run*`` would also match ``Interp::run_thread`` and switch
+collection off inside it.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import numpy as np
 import ndvm
 from ndvm.backends import registry
 from ndvm.backends.inputs import Const
+from ndvm.backends.native import CLIENTS
 
 ROOT = Path(__file__).resolve().parents[1]
 KALMAN = (ROOT / "examples" / "kalman80.scm").read_text()
@@ -62,10 +67,17 @@ def best_of(fn: Callable[[], Any], reps: int, budget: float = 2.0) -> float:
 
 
 def core_runner(
-    prog: ndvm.Program, theta: np.ndarray, inputs: dict[str, Any], dtype: str = "float64"
+    prog: ndvm.Program,
+    theta: np.ndarray,
+    inputs: dict[str, Any],
+    dtype: str = "float64",
+    client: str = "native",
+    replay: bool = True,
 ) -> Callable[[], Any]:
-    """Forward + gradient through the core only (no API/result assembly in Python)."""
-    backend = registry.get("native")
+    """Forward + gradient through the core only (no API/result assembly in Python); client:
+    "native" (the tree walker) or "vm" (the bytecode VM); replay: repeated evaluations replay
+    the recorded trace (the default of the API) or walk every time."""
+    backend = registry.get(client)
     low = backend.lowered(prog.compiled)
     ctx = backend._context(dtype)
     core = low.program(dtype)
@@ -84,7 +96,9 @@ def core_runner(
             arrays.append(arr)
     theta = np.ascontiguousarray(theta)
     core_module = importlib.import_module(type(ctx).__module__)  # _core or _core32
-    options = core_module.RunOptions(max_steps=10**9, max_heap=10**9, max_depth=10**6)
+    options = core_module.RunOptions(
+        max_steps=10**9, max_heap=10**9, max_depth=10**6, client=CLIENTS[client], replay=replay
+    )
 
     def run() -> Any:  # value and gradient in one call
         return ctx.run(core, theta, low.constraints, kinds, arrays, n_data, options, True)["grad"]
@@ -159,7 +173,8 @@ def jax_kalman(Y: np.ndarray, closed_form: bool) -> Callable[[np.ndarray], Any] 
     return run
 
 
-COLUMNS = ("f64 api", "f64 core", "f32 api", "f32 core", "jax", "jax 2x2", "hand C")
+COLUMNS = ("f64 api", "f64 core", "walk core", "vm core", "f32 api", "f32 core", "jax", "jax 2x2",
+           "hand C")  # fmt: skip
 
 
 def kalman_rows(reps: int, rng: np.random.Generator) -> tuple[dict[int, dict[str, float]], str]:
@@ -179,6 +194,9 @@ def kalman_rows(reps: int, rng: np.random.Generator) -> tuple[dict[int, dict[str
         t = rows[B] = dict.fromkeys(COLUMNS, float("nan"))
         t["f64 api"] = best_of(partial(f64.value_and_grad, theta, **inputs), reps) / B
         t["f64 core"] = best_of(core_runner(f64, theta, inputs), reps) / B
+        walk = core_runner(f64, theta, inputs, replay=False)
+        t["walk core"] = best_of(walk, reps) / B
+        t["vm core"] = best_of(core_runner(f64, theta, inputs, client="vm", replay=False), reps) / B
         t["f32 api"] = best_of(partial(f32.value_and_grad, theta.astype(np.float32), **inputs),
                                reps) / B  # fmt: skip
         t["f32 core"] = best_of(core_runner(f32, theta, inputs, "float32"), reps) / B
@@ -192,12 +210,18 @@ def kalman_rows(reps: int, rng: np.random.Generator) -> tuple[dict[int, dict[str
 
 RATIOS = (
     ("core/C", "f64 core", "hand C"),
+    ("walk/C", "walk core", "hand C"),
+    ("vm/C", "vm core", "hand C"),
+    ("walk/core", "walk core", "f64 core"),
+    ("vm/walk", "vm core", "walk core"),
     ("api/C", "f64 api", "hand C"),
     ("api/jax", "f64 api", "jax"),
     ("api/jax2", "f64 api", "jax 2x2"),
     ("f64/f32", "f64 core", "f32 core"),
 )
-TARGETS = ("f64/f32: core float64 / core float32. Targets at B=256: core/C <= 1.5, api/jax < 1, "
+TARGETS = ("core: the core as the API runs it (float64; the walker, replaying its trace), walk: "
+           "the tree walker without replay, vm: the bytecode VM without replay; "
+           "f64/f32: core float64 / core float32. Targets at B=256: core/C <= 1.5, api/jax < 1, "
            "f64/f32 >= 1.6; no regression at B=1, 8")  # fmt: skip
 
 
@@ -260,12 +284,13 @@ def first_gradient(quick: bool) -> None:
     )
 
 
-def profile(B: int, reps: int, dtype: str) -> None:
+def profile(B: int, reps: int, dtype: str, client: str, replay: bool) -> None:
     """One warm-up and `reps` core Kalman evaluations at B lanes (for callgrind)."""
     rng = np.random.default_rng(0)
     Y = rng.normal(size=(80, 2)).cumsum(axis=0)
     prog = ndvm.compile(KALMAN, inputs=("Y",), backend="native", dtype=dtype)
-    run = core_runner(prog, rng.normal(scale=0.3, size=(B, 2)), {"Y": ndvm.const(Y)}, dtype)
+    theta = rng.normal(scale=0.3, size=(B, 2))
+    run = core_runner(prog, theta, {"Y": ndvm.const(Y)}, dtype, client, replay)
     for _ in range(reps + 1):
         run()
 
@@ -276,10 +301,12 @@ def main() -> None:
     ap.add_argument("--profile", type=int, metavar="B", help="only the core Kalman run at B")
     ap.add_argument("--reps", type=int, default=3, help="evaluations with --profile")
     ap.add_argument("--dtype", default="float64", choices=("float64", "float32"))
+    ap.add_argument("--client", default="native", choices=tuple(CLIENTS), help="with --profile")
+    ap.add_argument("--no-replay", action="store_true", help="with --profile: walk every time")
     ap.add_argument("--table", action="store_true", help="only the Kalman table, as Markdown")
     args = ap.parse_args()
     if args.profile:
-        return profile(args.profile, args.reps, args.dtype)
+        return profile(args.profile, args.reps, args.dtype, args.client, not args.no_replay)
     reps = 5 if args.quick else 30
     rng = np.random.default_rng(0)
     if args.table:

@@ -15,6 +15,7 @@
 #include "ndvm/prims.hpp"
 #include "ndvm/program.hpp"
 #include "ndvm/version.hpp"
+#include "ndvm/vm.hpp"
 
 namespace nb = nanobind;
 
@@ -30,6 +31,7 @@ struct RunOptions {
   double deadline = 0.0;  // seconds; <= 0: none
   bool dmci = false;
   bool replay = true;  // trace replay (cpp/include/ndvm/trace.hpp)
+  int client = 0;  // 0: the tree walker, 1: the bytecode VM
 };
 
 // The options of the in-runtime Adam fit (Python: _core.AdamOptions); the arrays are checked
@@ -94,6 +96,9 @@ void check_options(const RunOptions& o) {
   if (o.max_steps == 0 || o.max_heap == 0 || o.max_depth == 0) {
     throw std::invalid_argument("RunOptions: max_steps, max_heap and max_depth must be positive");
   }
+  if (o.client != 0 && o.client != 1) {
+    throw std::invalid_argument("RunOptions: client must be 0 (walker) or 1 (vm)");
+  }
 }
 
 ndvm::RunRequest make_request(const ndvm::Program& prog, F64In theta, I32In constraints,
@@ -138,6 +143,7 @@ ndvm::RunRequest make_request(const ndvm::Program& prog, F64In theta, I32In cons
   req.limits.deadline = opt.deadline;
   req.dmci = opt.dmci;
   req.replay = opt.replay;
+  req.client = static_cast<uint8_t>(opt.client);
   return req;
 }
 
@@ -382,20 +388,21 @@ void bind_options(nb::module_& m) {
       .def(
           "__init__",
           [](RunOptions* self, uint64_t max_steps, uint64_t max_heap, uint64_t max_depth,
-             double deadline, bool dmci, bool replay) {
-            new (self) RunOptions{max_steps, max_heap, max_depth, deadline, dmci, replay};
+             double deadline, bool dmci, bool replay, int client) {
+            new (self) RunOptions{max_steps, max_heap, max_depth, deadline, dmci, replay, client};
             check_options(*self);
           },
           nb::kw_only(), nb::arg("max_steps") = RunOptions{}.max_steps,
           nb::arg("max_heap") = RunOptions{}.max_heap,
           nb::arg("max_depth") = RunOptions{}.max_depth, nb::arg("deadline") = 0.0,
-          nb::arg("dmci") = false, nb::arg("replay") = true)
+          nb::arg("dmci") = false, nb::arg("replay") = true, nb::arg("client") = 0)
       .def_rw("max_steps", &RunOptions::max_steps)
       .def_rw("max_heap", &RunOptions::max_heap)
       .def_rw("max_depth", &RunOptions::max_depth)
       .def_rw("deadline", &RunOptions::deadline)
       .def_rw("dmci", &RunOptions::dmci)
-      .def_rw("replay", &RunOptions::replay);
+      .def_rw("replay", &RunOptions::replay)
+      .def_ro("client", &RunOptions::client);
   nb::class_<AdamArgs>(m, "AdamOptions", "Options of the in-runtime Adam fit.")
       .def(nb::init<>())
       .def_rw("weight", &AdamArgs::weight)
@@ -413,6 +420,16 @@ void bind_options(nb::module_& m) {
       .def_rw("lr_schedule", &AdamArgs::lr_schedule, nb::arg("value").none())
       .def_rw("target", &AdamArgs::target, nb::arg("value").none())
       .def_rw("time_limit", &AdamArgs::time_limit);
+}
+
+nb::dict trace_dict(const ndvm::Interp& in) {
+  const ndvm::Trace& t = in.trace();
+  nb::dict d;
+  d["valid"] = t.valid;
+  d["guards"] = t.guards.size();
+  d["replays"] = t.replays;
+  d["failures"] = t.failures;
+  return d;
 }
 
 }  // namespace
@@ -438,7 +455,15 @@ NB_MODULE(NDVM_MODULE, m) {
                                                    std::move(strings), root, n_params,
                                                    n_inputs));
            })
-      .def_prop_ro("n_nodes", [](const ndvm::Program& p) { return p.nodes.size(); });
+      .def_prop_ro("n_nodes", [](const ndvm::Program& p) { return p.nodes.size(); })
+      .def_prop_ro(
+          "vm_ops",
+          [](const ndvm::Program& p) {
+            std::vector<std::string> ops;
+            for (const ndvm::VmIns& in : ndvm::vm_code(p).code) ops.push_back(ndvm::vm_op_name(in.op));
+            return ops;
+          },
+          "The opcodes of this program's bytecode for the VM client (compiled on first use).");
   nb::enum_<ndvm::ExportTag>(m, "ExportTag", "Tags of the exported value records.")
       .value("NUM", ndvm::ExportTag::NUM)
       .value("BOOL", ndvm::ExportTag::BOOL)
@@ -466,19 +491,9 @@ NB_MODULE(NDVM_MODULE, m) {
            nb::arg("input_kinds"), nb::arg("inputs"), nb::arg("n_data"), nb::arg("options"),
            nb::arg("adam"),
            "Adam over the lanes of theta0 (optim.Adam semantics), all steps in the runtime.")
-      .def_prop_ro(
-          "trace",
-          [](const ndvm::Interp& in) {
-            const ndvm::Trace& t = in.trace();
-            nb::dict d;
-            d["valid"] = t.valid;
-            d["guards"] = t.guards.size();
-            d["replays"] = t.replays;
-            d["failures"] = t.failures;
-            return d;
-          },
-          "The recorded trace of this context: whether it is valid, its guard count, its "
-          "successful replays and the failed ones since the last success.");
+      .def_prop_ro("trace", &trace_dict,
+                   "The recorded trace of this context: whether it is valid, its guard count, "
+                   "its successful replays and the failed ones since the last success.");
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);

@@ -5,6 +5,7 @@
 
 #include "ndvm/interp.hpp"
 #include "ndvm/prims.hpp"
+#include "ndvm/vm.hpp"
 
 namespace ndvm {
 
@@ -455,6 +456,19 @@ RunOutput Interp::run(const RunRequest& req) {
   bind(req, leaves_);
   const uint32_t root = new_join(0);
   kont_.push_back(Frame{K_JOIN, 0, root, 0, 0});
+  if (req.client == 1) {
+    vm_run(*this, req);  // the bytecode client (vm_run.cpp)
+  } else {
+    walk();
+  }
+  finish_run(req, out);
+  finish_recording(out);
+  return out;
+}
+
+// The tree walker's part of an evaluation: the root expression, then the threads of joins
+// whose groups' values differ in structure.
+void Interp::walk() {
   Step s;
   s.expr = static_cast<int32_t>(prog_->root);
   run_thread(s);
@@ -468,9 +482,6 @@ RunOutput Interp::run(const RunRequest& req) {
     resume_step.val = t.value;
     run_thread(resume_step);
   }
-  finish_run(req, out);
-  finish_recording(out);
-  return out;
 }
 
 void Interp::finish_run(const RunRequest& req, RunOutput& out) {

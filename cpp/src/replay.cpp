@@ -118,7 +118,8 @@ bool Interp::replay_forward() {
 bool Interp::key_matches(const RunRequest& req) const {
   const TraceKey& k = trace_.key;
   if (k.program != req.program || k.serial != req.program->serial || k.B != req.B ||
-      k.Ng != req.Ng || k.dmci != req.dmci || k.max_steps != req.limits.max_steps ||
+      k.Ng != req.Ng || k.dmci != req.dmci || k.client != req.client ||
+      k.max_steps != req.limits.max_steps ||
       k.max_heap != req.limits.max_heap || k.max_depth != req.limits.max_depth ||
       req.inputs.size() * 4 != k.input_meta.size()) {
     return false;
@@ -160,6 +161,7 @@ void Interp::start_recording(const RunRequest& req) {
   k.B = req.B;
   k.Ng = req.Ng;
   k.dmci = req.dmci;
+  k.client = req.client;
   k.max_steps = req.limits.max_steps;
   k.max_heap = req.limits.max_heap;
   k.max_depth = req.limits.max_depth;

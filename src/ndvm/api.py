@@ -304,7 +304,8 @@ def compile(  # noqa: A001 - the public name is part of the contract
             means the ``params`` header if present, else every free variable that is not an
             input, in order of first appearance.
         inputs: names of data inputs bound at evaluation time.
-        backend: "reference" or "native" (None: the default backend).
+        backend: "reference", "native" (the native core's tree walker) or "vm" (its bytecode VM)
+            (None: the default backend).
         dtype: "float64" or "float32" (the native backend computes in float32, within the
             tolerances of docs/native.md; the reference backend computes in float64 and casts).
         dialect: None or "dmci": the published reference system's semantics (protected

@@ -144,10 +144,12 @@ def _same_values(a: np.ndarray, b: np.ndarray, numeric: bool, rtol: float) -> No
 
 
 @pytest.mark.parametrize("name,source,inputs", PROGRAMS, ids=[p[0] for p in PROGRAMS])
-def test_native_matches_reference(name: str, source: str, inputs: dict[str, Any]) -> None:
+def test_native_matches_reference(
+    name: str, source: str, inputs: dict[str, Any], client: str
+) -> None:
     _, theta = _theta(source, inputs, 6, seed=len(name))
     ref = _evaluate(source, inputs, theta, "reference")
-    nat = _evaluate(source, inputs, theta, "native")
+    nat = _evaluate(source, inputs, theta, client)
     assert ref.numeric == nat.numeric
     assert ref.data_lanes == nat.data_lanes
     np.testing.assert_array_equal(ref.status, nat.status)
@@ -158,11 +160,13 @@ def test_native_matches_reference(name: str, source: str, inputs: dict[str, Any]
 
 
 @pytest.mark.parametrize("name,source,inputs", PROGRAMS, ids=[p[0] for p in PROGRAMS])
-def test_native_lanes_equal_single_runs(name: str, source: str, inputs: dict[str, Any]) -> None:
+def test_native_lanes_equal_single_runs(
+    name: str, source: str, inputs: dict[str, Any], client: str
+) -> None:
     _, theta = _theta(source, inputs, 5, seed=len(name) + 1)
-    full = _evaluate(source, inputs, theta, "native")
+    full = _evaluate(source, inputs, theta, client)
     for b in range(theta.shape[0]):
-        one = _evaluate(source, inputs, theta[b : b + 1], "native")
+        one = _evaluate(source, inputs, theta[b : b + 1], client)
         np.testing.assert_array_equal(one.status[0], full.status[b])
         if full.numeric and one.numeric:
             np.testing.assert_array_equal(one.value[0], full.value[b])
@@ -170,36 +174,36 @@ def test_native_lanes_equal_single_runs(name: str, source: str, inputs: dict[str
                 np.testing.assert_array_equal(one.grad[0], full.grad[b])
 
 
-def test_native_dmci_dialect_matches_reference() -> None:
+def test_native_dmci_dialect_matches_reference(client: str) -> None:
     source = "(+ (sqrt a) (log b) (log b 3))"
     theta = np.array([[1.0, 2.0], [-1.0, 1e-12], [0.0, -3.0]])
     ref = _evaluate(source, {}, theta, "reference", dialect="dmci")
-    nat = _evaluate(source, {}, theta, "native", dialect="dmci")
+    nat = _evaluate(source, {}, theta, client, dialect="dmci")
     np.testing.assert_allclose(nat.value, ref.value, rtol=1e-12, equal_nan=True)
     np.testing.assert_allclose(nat.grad, ref.grad, rtol=1e-10, equal_nan=True)
 
 
-def test_native_dmci_substitutions_match_reference() -> None:
+def test_native_dmci_substitutions_match_reference(client: str) -> None:
     source = (
         "(+ (modulo a 0.7) (* 3 (remainder b 0.3)) (ref (normalize (vec a b)) 0) "
         "(let ((a 2) (c (* a b))) c))"
     )
     theta = np.array([[1.3, -2.1], [0.0, 0.0], [-2.6, 1e-9], [3e-9, 0.4]])
     ref = _evaluate(source, {}, theta, "reference", dialect="dmci")
-    nat = _evaluate(source, {}, theta, "native", dialect="dmci")
+    nat = _evaluate(source, {}, theta, client, dialect="dmci")
     np.testing.assert_allclose(nat.value, ref.value, rtol=1e-13)
     np.testing.assert_allclose(nat.grad, ref.grad, rtol=1e-13)
     plain = _evaluate(source, {}, theta[:1], "reference")
     assert not np.allclose(plain.value, ref.value[:1])
 
 
-def test_native_cotangent_matches_reference() -> None:
+def test_native_cotangent_matches_reference(client: str) -> None:
     source = "(vec (* a x) (sin (* b x)))"
     inputs = {"x": X}
     theta = np.random.default_rng(3).normal(size=(4, 2))
     ct = np.random.default_rng(4).normal(size=(4, X.size, 2))
     out = []
-    for backend in ("reference", "native"):
+    for backend in ("reference", client):
         prog = ndvm.compile(source, inputs=("x",), backend=backend)
         out.append(prog.evaluate(theta, inputs, grad=True, cotangent=ct).grad)
     np.testing.assert_allclose(out[1], out[0], rtol=1e-10)
@@ -215,20 +219,20 @@ def test_native_has_every_row(core: str) -> None:
     assert module.missing_kernels() == []
 
 
-def test_native_singular_and_nan_lanes_match_reference() -> None:
+def test_native_singular_and_nan_lanes_match_reference(client: str) -> None:
     source = (
         "(let ((m (mat (vec a 1 0) (vec 1 a b) (vec 0 b 2)))) "
         "(vec (det m) (logdet m) (vsum (matvec (inv m) (vec 1 2 3)))))"
     )
     theta = np.array([[1.0, 0.0], [2.0, 1.0], [np.nan, 0.5], [0.0, 0.0], [-3.0, 2.0]])
     ref = _evaluate(source, {}, theta, "reference")
-    nat = _evaluate(source, {}, theta, "native")
+    nat = _evaluate(source, {}, theta, client)
     np.testing.assert_array_equal(ref.status, nat.status)
     np.testing.assert_allclose(nat.value, ref.value, rtol=1e-12, equal_nan=True)
     np.testing.assert_allclose(nat.grad, ref.grad, rtol=1e-10, atol=1e-12, equal_nan=True)
 
 
-def test_native_2x2_lanes_match_reference_and_single_runs() -> None:
+def test_native_2x2_lanes_match_reference_and_single_runs(client: str) -> None:
     """The 2x2 lane-parallel inv/det/logdet (pivoting, singular, NaN, negative det)."""
     source = (
         "(let ((m (mat (vec a b) (vec c 1.5)))) "
@@ -246,11 +250,11 @@ def test_native_2x2_lanes_match_reference_and_single_runs() -> None:
         ]
     )
     ref = _evaluate(source, {}, theta, "reference")
-    nat = _evaluate(source, {}, theta, "native")
+    nat = _evaluate(source, {}, theta, client)
     np.testing.assert_array_equal(ref.status, nat.status)
     np.testing.assert_allclose(nat.value, ref.value, rtol=1e-12, equal_nan=True)
     np.testing.assert_allclose(nat.grad, ref.grad, rtol=1e-10, atol=1e-12, equal_nan=True)
     for b in range(theta.shape[0]):
-        one = _evaluate(source, {}, theta[b : b + 1], "native")
+        one = _evaluate(source, {}, theta[b : b + 1], client)
         np.testing.assert_array_equal(one.value[0], nat.value[b])
         np.testing.assert_array_equal(one.grad[0], nat.grad[b])

@@ -45,10 +45,12 @@ def _theta(source: str, inputs: dict[str, Any], B: int, seed: int) -> np.ndarray
 
 
 @pytest.mark.parametrize("name,source,inputs", PROGRAMS, ids=[p[0] for p in PROGRAMS])
-def test_float32_matches_float64_reference(name: str, source: str, inputs: dict[str, Any]) -> None:
+def test_float32_matches_float64_reference(
+    name: str, source: str, inputs: dict[str, Any], client: str
+) -> None:
     theta = _theta(source, inputs, 6, seed=len(name))
     ref = _evaluate(source, inputs, theta, "reference", "float64")
-    f32 = _evaluate(source, inputs, theta, "native", "float32")
+    f32 = _evaluate(source, inputs, theta, client, "float32")
     assert ref.numeric == f32.numeric
     np.testing.assert_array_equal(ref.status, f32.status)
     _same_errors(ref.errors, f32.errors)
@@ -61,12 +63,14 @@ def test_float32_matches_float64_reference(name: str, source: str, inputs: dict[
 
 
 @pytest.mark.parametrize("name,source,inputs", PROGRAMS, ids=[p[0] for p in PROGRAMS])
-def test_float32_lanes_equal_single_runs(name: str, source: str, inputs: dict[str, Any]) -> None:
+def test_float32_lanes_equal_single_runs(
+    name: str, source: str, inputs: dict[str, Any], client: str
+) -> None:
     """Vector bodies and scalar remainders of the float32 kernels give the same bits."""
     theta = _theta(source, inputs, 9, seed=len(name) + 1)
-    full = _evaluate(source, inputs, theta, "native", "float32")
+    full = _evaluate(source, inputs, theta, client, "float32")
     for b in range(theta.shape[0]):
-        one = _evaluate(source, inputs, theta[b : b + 1], "native", "float32")
+        one = _evaluate(source, inputs, theta[b : b + 1], client, "float32")
         np.testing.assert_array_equal(one.status[0], full.status[b])
         if full.numeric and one.numeric:
             np.testing.assert_array_equal(one.value[0], full.value[b])
@@ -74,13 +78,13 @@ def test_float32_lanes_equal_single_runs(name: str, source: str, inputs: dict[st
                 np.testing.assert_array_equal(one.grad[0], full.grad[b])
 
 
-def test_float32_arithmetic_is_float32() -> None:
+def test_float32_arithmetic_is_float32(client: str) -> None:
     """a + 2^-30 is a in float32 (a = 1, 2): the float32 core loses the difference that the
     float64 core keeps (computing in float64 and rounding would give 1.0)."""
     source = "(* (- (+ a 9.313225746154785e-10) a) 1073741824)"
     theta = np.array([[1.0], [2.0]])
-    v64, _ = ndvm.compile(source, backend="native").value_and_grad(theta)
-    v32, g32 = ndvm.compile(source, backend="native", dtype="float32").value_and_grad(theta)
+    v64, _ = ndvm.compile(source, backend=client).value_and_grad(theta)
+    v32, g32 = ndvm.compile(source, backend=client, dtype="float32").value_and_grad(theta)
     np.testing.assert_array_equal(np.asarray(v64), [1.0, 1.0])
     np.testing.assert_array_equal(np.asarray(v32), [0.0, 0.0])
     assert np.asarray(v32).dtype == np.float32 and g32.dtype == np.float32

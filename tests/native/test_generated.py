@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.helpers.clients import NATIVE_CLIENTS
 from tests.helpers.genprog import programs
 
 import ndvm
@@ -36,15 +37,16 @@ def _run(backend: str, src: str, theta: np.ndarray, x: object) -> object:
         return (type(exc).__name__, exc.message)
 
 
+@pytest.mark.parametrize("client", NATIVE_CLIENTS)
 @SETTINGS
 @given(programs(), thetas, st.lists(coord, min_size=1, max_size=3))
 def test_native_equals_reference_on_generated_programs(
-    src: str, theta: list[list[float]], xs: list[float]
+    client: str, src: str, theta: list[list[float]], xs: list[float]
 ) -> None:
     th = np.asarray(theta)
     for x in (xs[0], np.asarray(xs)):
         ref = _run("reference", src, th, x)
-        nat = _run("native", src, th, x)
+        nat = _run(client, src, th, x)
         if isinstance(ref, tuple) or isinstance(nat, tuple):
             assert ref == nat
             continue

@@ -27,13 +27,13 @@ def _run(case: Case, backend: str, th: np.ndarray, ct: np.ndarray | None) -> obj
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_native_matches_reference_per_primitive(case: Case) -> None:
+def test_native_matches_reference_per_primitive(case: Case, client: str) -> None:
     rng = np.random.default_rng(zlib.crc32(case.id.encode()))
     th = theta(case, LANES, rng)
     value = _run(case, "reference", th, None).value  # type: ignore[attr-defined]
     ct = rng.standard_normal(np.shape(value))
     ref = _run(case, "reference", th, ct)
-    nat = _run(case, "native", th, ct)
+    nat = _run(case, client, th, ct)
     np.testing.assert_array_equal(nat.status, ref.status)  # type: ignore[attr-defined]
     assert (np.asarray(ref.status) == 0).all()  # type: ignore[attr-defined]
     np.testing.assert_allclose(nat.value, ref.value, rtol=1e-12, atol=1e-14)  # type: ignore[attr-defined]

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.helpers.clients import NATIVE_CLIENTS
 from tests.helpers.genprog import programs
 from tests.native.test_differential import PROGRAMS
 
@@ -37,7 +38,8 @@ def _sequence(
     **options: Any,
 ) -> list[Any]:
     names = tuple(inputs[0])
-    prog = ndvm.compile(src, inputs=names, backend="native", strict=False, replay=replay, **options)
+    options.setdefault("backend", "native")
+    prog = ndvm.compile(src, inputs=names, strict=False, replay=replay, **options)
     out = []
     for th, inp in zip(thetas, inputs):
         try:
@@ -91,12 +93,31 @@ def _perturbed(theta: np.ndarray, seed: int) -> list[np.ndarray]:
 @pytest.mark.parametrize("name,source,inputs", PROGRAMS, ids=[p[0] for p in PROGRAMS])
 @pytest.mark.parametrize("B", [1, 5])
 def test_replay_equals_walk_on_the_differential_programs(
-    name: str, source: str, inputs: dict[str, Any], B: int
+    name: str, source: str, inputs: dict[str, Any], B: int, client: str
 ) -> None:
     n = len(ndvm.compile(source, inputs=tuple(inputs), backend="reference").params)
     theta = np.random.default_rng(B).normal(size=(B, n))
-    replayed = check(source, _perturbed(theta, B), inputs)
+    replayed = check(source, _perturbed(theta, B), inputs, backend=client)
     assert not replayed[0]
+
+
+def test_a_trace_replays_only_for_the_client_that_recorded_it() -> None:
+    # the walker and the VM count steps differently: one context does not share a trace
+    # between them (through the API each client has its own contexts)
+    from ndvm import _core
+
+    backend = registry.get("native")
+    prog = ndvm.compile("(let loop ((k 0) (s a)) (if (= k 3) s (loop (+ k 1) (* s a))))")
+    low = backend.lowered(prog.compiled)
+    ctx = _core.Context()
+    walker, vm = _core.RunOptions(client=0), _core.RunOptions(client=1)
+    out = []
+    for k, opts in enumerate([walker, walker, vm, vm, walker]):
+        theta = np.array([[1.0 + 0.1 * k]])
+        out.append(ctx.run(low.core, theta, low.constraints, [], [], 1, opts, True))
+    assert [r["replayed"] for r in out] == [False, True, False, True, False]
+    assert out[0]["steps"] == out[1]["steps"] == out[4]["steps"] != out[2]["steps"]
+    assert out[2]["steps"] == out[3]["steps"]
 
 
 def test_straight_line_programs_replay_after_the_first_walk() -> None:
@@ -226,7 +247,7 @@ def test_the_in_runtime_optimizer_replays() -> None:
 @pytest.mark.parametrize(
     "name", sorted(p.name[: -len(".expected.json")] for p in GOLDEN.glob("*.expected.json"))
 )
-def test_replay_equals_walk_on_the_goldens(name: str) -> None:
+def test_replay_equals_walk_on_the_goldens(name: str, client: str) -> None:
     spec = json.loads((GOLDEN / f"{name}.expected.json").read_text())
     src = (GOLDEN / spec["source"]).read_text()
     inputs: dict[str, Any] = {}
@@ -235,13 +256,15 @@ def test_replay_equals_walk_on_the_goldens(name: str) -> None:
         inputs[key] = ndvm.const(arr) if item["kind"] == "const" else arr
     theta = np.atleast_2d(np.asarray(spec["theta"], dtype=np.float64))
     options = {"dialect": spec["dialect"]} if spec.get("dialect") else {}
-    check(src, _perturbed(theta, 11), inputs, **options)
+    check(src, _perturbed(theta, 11), inputs, backend=client, **options)
 
 
+@pytest.mark.parametrize("backend", NATIVE_CLIENTS)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs(), st.integers(0, 2**31 - 1))
-def test_replay_equals_walk_on_generated_programs(src: str, seed: int) -> None:
+def test_replay_equals_walk_on_generated_programs(backend: str, src: str, seed: int) -> None:
     n = len(ndvm.compile(src, inputs=("x",), backend="reference").params)
     theta = np.random.default_rng(seed).normal(size=(3, n))
     x = np.linspace(-1, 1, 3)
-    check(src, _perturbed(theta, seed), {"x": x}, limits=ndvm.Limits(max_steps=200_000))
+    limits = ndvm.Limits(max_steps=200_000)
+    check(src, _perturbed(theta, seed), {"x": x}, backend=backend, limits=limits)

@@ -23,8 +23,8 @@ CASES = [
 ]
 
 
-def _run(source: str, inputs: dict, theta: np.ndarray) -> tuple:
-    prog = ndvm.compile(source, inputs=tuple(inputs), backend="native", strict=False)
+def _run(client: str, source: str, inputs: dict, theta: np.ndarray) -> tuple:
+    prog = ndvm.compile(source, inputs=tuple(inputs), backend=client, strict=False)
     try:
         r = prog.evaluate(theta, inputs, grad=True)
         return (r.value.tobytes(), r.grad.tobytes(), r.status.tobytes())
@@ -33,13 +33,13 @@ def _run(source: str, inputs: dict, theta: np.ndarray) -> tuple:
         return (repr(r.value.tolist()), r.status.tobytes())
 
 
-def test_native_threads_bitwise_equal_serial() -> None:
+def test_native_threads_bitwise_equal_serial(client: str) -> None:
     rng = np.random.default_rng(5)
     jobs = []
     for source, inputs in CASES:
         prog = ndvm.compile(source, inputs=tuple(inputs), backend="reference")
         for B in (1, 7, 32):
-            jobs.append((source, inputs, rng.normal(size=(B, len(prog.params)))))
+            jobs.append((client, source, inputs, rng.normal(size=(B, len(prog.params)))))
     serial = [_run(*job) for job in jobs]
     results: dict[tuple[int, int], tuple] = {}
     errors: list[BaseException] = []

@@ -93,6 +93,7 @@ struct RunRequest {
   Limits limits;
   bool dmci = false;
   bool replay = true;  // replay the last walk's trace when it applies (trace.hpp)
+  uint8_t client = 0;  // 0: the tree walker (CEK), 1: the bytecode VM (vm.hpp)
 };
 
 struct ErrorOut {
@@ -127,7 +128,10 @@ struct RunOutput {
   bool replayed = false;  // the result came from replaying the recorded trace
 };
 
-enum FrameKind : uint8_t { K_IF, K_SEQ, K_OR, K_LET, K_LETREC, K_CALL, K_PRIM, K_ASSERT, K_JOIN };
+// K_VM: a return point of the bytecode VM (i: pc, env; node: kVmArm for a lane split's)
+enum FrameKind : uint8_t {
+  K_IF, K_SEQ, K_OR, K_LET, K_LETREC, K_CALL, K_PRIM, K_ASSERT, K_JOIN, K_VM
+};
 
 struct Frame {
   FrameKind kind = K_IF;
@@ -177,7 +181,11 @@ struct Step {
 };
 static_assert(sizeof(Step) == 16, "Step is returned in two registers");
 
+class VM;
+
 class Interp {
+  friend class VM;  // the bytecode client (vm_run.cpp) runs on this machine's state
+
  public:
   RunOutput run(const RunRequest& req);
   // Reverse mode over the tape of the last run (which must have had a numeric result):
@@ -301,6 +309,7 @@ class Interp {
                   std::vector<Real>& adj);
   void assemble(RunOutput& out);
   void finish_run(const RunRequest& req, RunOutput& out);
+  void walk();
   // replay.cpp
   bool replay(const RunRequest& req, RunOutput& out);
   bool replay_forward();

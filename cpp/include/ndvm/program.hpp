@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,8 @@ struct Const {
 // Columns of the host's int32 node table, in order.
 constexpr int kNodeColumns = 9;  // kind op a b c kids nkids line column
 
+struct VmCode;  // vm.hpp
+
 struct Program {
   std::vector<Node> nodes;
   std::vector<uint32_t> kids;
@@ -60,6 +63,8 @@ struct Program {
   uint32_t n_params = 0;
   uint32_t n_inputs = 0;
   uint64_t serial = 0;  // distinct per built program (a trace's key: addresses are reused)
+  // the VM client's bytecode, compiled on first use (vm_code in vm.hpp)
+  mutable std::shared_ptr<const VmCode> vm_code;
 
   const uint32_t* kids_of(const Node& n) const { return kids.data() + n.kids; }
 };

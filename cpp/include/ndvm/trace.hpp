@@ -42,6 +42,7 @@ struct TraceKey {
   uint32_t B = 0;
   uint32_t Ng = 0;
   bool dmci = false;
+  uint8_t client = 0;  // the walker and the VM count steps differently
   uint64_t max_steps = 0;
   uint64_t max_heap = 0;
   uint64_t max_depth = 0;

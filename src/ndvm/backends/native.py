@@ -210,16 +210,24 @@ def _input_arrays(
     return [_KINDS[k] for k, _ in kinds], arrays, n_data
 
 
-# (Limits, dialect, dtype, replay) -> the core's RunOptions; Limits is frozen, and the cached
-# objects are never mutated, so one RunOptions serves every evaluation under the same limits
-_RUN_OPTIONS: dict[tuple[Limits, str | None, str, bool], Any] = {}
+# (Limits, dialect, dtype, client, replay) -> the core's RunOptions; Limits is frozen, and the
+# cached objects are never mutated, so one RunOptions serves every evaluation under the same
+# limits
+_RUN_OPTIONS: dict[tuple[Limits, str | None, str, int, bool], Any] = {}
+# the core's clients of one lowered program: the CEK tree walker and the bytecode VM
+CLIENTS = {"native": 0, "vm": 1}
 
 
 def _run_options(
-    limits: Limits, dialect: str | None, dtype: str = "float64", replay: bool = True
+    limits: Limits,
+    dialect: str | None,
+    dtype: str = "float64",
+    client: int = 0,
+    replay: bool = True,
 ) -> Any:
-    """The core's ``RunOptions`` for ``limits``, ``dialect`` and ``replay`` (cached)."""
-    key = (limits, dialect, dtype, replay)
+    """The core's ``RunOptions`` for ``limits``, ``dialect``, ``client`` and ``replay``
+    (built once, then cached)."""
+    key = (limits, dialect, dtype, client, replay)
     opts = _RUN_OPTIONS.get(key)
     if opts is None:
         opts = _module(dtype).RunOptions(
@@ -229,6 +237,7 @@ def _run_options(
             deadline=float(limits.deadline or 0.0),
             dmci=dialect == "dmci",
             replay=replay,
+            client=client,
         )
         if len(_RUN_OPTIONS) > 256:
             _RUN_OPTIONS.clear()
@@ -280,13 +289,19 @@ def _adam_options(
 
 
 class NativeBackend:
-    name = "native"
+    """The native runtime; ``client`` picks the core's evaluator: ``"native"`` the CEK tree
+    walker, ``"vm"`` the bytecode VM (both on the same payloads, tape and lane machinery)."""
+
     # in-runtime optimizer methods (ndvm.calibrate.native.supports consults this)
     optimize_methods = ("adam",)
 
-    def __init__(self) -> None:
+    def __init__(self, client: str = "native") -> None:
         if _core is None:
             raise NdvmError("the native backend is not built (ndvm._core is missing)")
+        if client not in CLIENTS:
+            raise NdvmError(f"unknown native client {client!r} (one of: {', '.join(CLIENTS)})")
+        self.name = client
+        self._client = CLIENTS[client]
         self._local = threading.local()
         self._cache: weakref.WeakKeyDictionary[Any, _Lowered] = weakref.WeakKeyDictionary()
         self._by_id: dict[int, tuple[Any, _Lowered]] = {}
@@ -351,7 +366,7 @@ class NativeBackend:
             kinds,
             arrays,
             Ng,
-            _run_options(limits, dialect, dtype, replay),
+            _run_options(limits, dialect, dtype, self._client, replay),
             grad,
             ct,
         )
@@ -416,7 +431,7 @@ class NativeBackend:
             kinds,
             arrays,
             n_data or 1,
-            _run_options(limits, dialect, replay=replay),
+            _run_options(limits, dialect, "float64", self._client, replay),
             _adam_options(
                 weight, steps, options, (lower, upper), early_stop, lr_schedule, target, time_limit
             ),

@@ -16,7 +16,7 @@ def available() -> tuple[str, ...]:
     except ImportError:
         return tuple(names)
     if native.AVAILABLE:
-        names.insert(0, "native")
+        names[:0] = ["native", "vm"]
     return tuple(names)
 
 
@@ -28,10 +28,11 @@ def get(name: str | None) -> Any:
             from ndvm.backends.reference import ReferenceBackend
 
             _INSTANCES[name] = ReferenceBackend()
-        elif name == "native" and name in available():
+        elif name in ("native", "vm") and name in available():
             from ndvm.backends.native import NativeBackend
 
-            _INSTANCES[name] = NativeBackend()
+            # "vm": the native core's bytecode client on the same runtime (docs/native.md)
+            _INSTANCES[name] = NativeBackend(client=name)
         else:
             raise NdvmError(
                 f"unknown or unavailable backend {name!r} (available: {', '.join(available())})"
