@@ -1,8 +1,9 @@
 """Timing and the per-tier callables: tagged (torch), reference, native, staged JAX.
 
 ``native`` is the native backend as it runs by default (an evaluation repeated with the same
-inputs replays its recorded trace); ``native-walk`` is the same backend with ``replay=False``,
-walking the program at every evaluation.
+inputs replays its recorded trace); ``native-walk`` and ``vm-walk`` are the core's two clients,
+the tree walker and the bytecode VM, with ``replay=False``: each walks the program at every
+evaluation.
 
 ``time_call`` warms up once, then repeats until ``min_time`` seconds or ``max_reps`` calls and
 reports the median seconds per call. Torch is pinned to one thread so tiers compare per core.
@@ -18,8 +19,8 @@ from typing import Any
 
 from ndvm.baselines.programs import BenchProgram
 
-TIERS = ("tagged", "reference", "native-walk", "native")
-NATIVE_TIERS = ("native-walk", "native")
+TIERS = ("tagged", "reference", "native-walk", "vm-walk", "native")
+NATIVE_TIERS = ("native-walk", "vm-walk", "native")
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def runner(tier: str, prog: BenchProgram, B: int, grad: bool) -> Callable[[], An
     if tier in ("reference", *NATIVE_TIERS):
         from ndvm.api import Program
 
-        program = Program(compiled, tier.split("-")[0], replay=tier != "native-walk")
+        program = Program(compiled, tier.split("-")[0], replay=not tier.endswith("-walk"))
         return lambda: program.evaluate(theta, inputs, grad=grad)
     raise ValueError(f"unknown tier {tier!r}")
 

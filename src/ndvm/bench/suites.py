@@ -58,6 +58,9 @@ def decompose(out: Path, quick: bool, log: Log, names: tuple[str, ...] | None = 
                 row[f"walk/replay_{mode}"] = _div(
                     row[f"native-walk_{mode}_s"], row[f"native_{mode}_s"]
                 )
+                row[f"vm/walk_{mode}"] = _div(
+                    row[f"vm-walk_{mode}_s"], row[f"native-walk_{mode}_s"]
+                )
         rows.append(row)
     cols: list[report.Column] = [("program", "program", str)]
     for tier in tiers:
@@ -69,9 +72,11 @@ def decompose(out: Path, quick: bool, log: Log, names: tuple[str, ...] | None = 
         cols += [("ref/native_fwd", "ref/native fwd", report.ratio)]
         cols += [("ref/native_fg", "ref/native f+g", report.ratio)]
         cols += [("walk/replay_fg", "walk/replay f+g", report.ratio)]
+        cols += [("vm/walk_fg", "vm/walk f+g", report.ratio)]
     log(
         "decompose: seconds per evaluation at B=1 (float64), ratios from this run; native "
-        "replays its trace, native-walk walks every evaluation"
+        "replays its trace; native-walk (the tree walker) and vm-walk (the bytecode VM) walk "
+        "every evaluation"
     )
     _not_built_note(log)
     log(report.table(rows, cols))
