@@ -30,6 +30,7 @@ struct RunOptions {
   uint64_t max_depth = Limits{}.max_depth;
   double deadline = 0.0;  // seconds; <= 0: none
   bool dmci = false;
+  bool replay = true;  // trace replay (cpp/include/ndvm/trace.hpp)
   int client = 0;  // 0: the tree walker, 1: the bytecode VM
 };
 
@@ -141,6 +142,7 @@ ndvm::RunRequest make_request(const ndvm::Program& prog, F64In theta, I32In cons
   req.limits.max_depth = opt.max_depth;
   req.limits.deadline = opt.deadline;
   req.dmci = opt.dmci;
+  req.replay = opt.replay;
   req.client = static_cast<uint8_t>(opt.client);
   return req;
 }
@@ -216,6 +218,7 @@ nb::dict run_dict(ndvm::RunOutput& out, size_t B, size_t Ng, size_t P) {
   d["steps"] = out.steps;
   d["tape"] = out.tape;
   d["heap"] = out.heap;
+  d["replayed"] = out.replayed;
   return d;
 }
 
@@ -385,19 +388,20 @@ void bind_options(nb::module_& m) {
       .def(
           "__init__",
           [](RunOptions* self, uint64_t max_steps, uint64_t max_heap, uint64_t max_depth,
-             double deadline, bool dmci, int client) {
-            new (self) RunOptions{max_steps, max_heap, max_depth, deadline, dmci, client};
+             double deadline, bool dmci, bool replay, int client) {
+            new (self) RunOptions{max_steps, max_heap, max_depth, deadline, dmci, replay, client};
             check_options(*self);
           },
           nb::kw_only(), nb::arg("max_steps") = RunOptions{}.max_steps,
           nb::arg("max_heap") = RunOptions{}.max_heap,
           nb::arg("max_depth") = RunOptions{}.max_depth, nb::arg("deadline") = 0.0,
-          nb::arg("dmci") = false, nb::arg("client") = 0)
+          nb::arg("dmci") = false, nb::arg("replay") = true, nb::arg("client") = 0)
       .def_rw("max_steps", &RunOptions::max_steps)
       .def_rw("max_heap", &RunOptions::max_heap)
       .def_rw("max_depth", &RunOptions::max_depth)
       .def_rw("deadline", &RunOptions::deadline)
       .def_rw("dmci", &RunOptions::dmci)
+      .def_rw("replay", &RunOptions::replay)
       .def_ro("client", &RunOptions::client);
   nb::class_<AdamArgs>(m, "AdamOptions", "Options of the in-runtime Adam fit.")
       .def(nb::init<>())
@@ -416,6 +420,13 @@ void bind_options(nb::module_& m) {
       .def_rw("lr_schedule", &AdamArgs::lr_schedule, nb::arg("value").none())
       .def_rw("target", &AdamArgs::target, nb::arg("value").none())
       .def_rw("time_limit", &AdamArgs::time_limit);
+}
+
+// The opcodes of a program's bytecode for the VM client (Program.vm_ops).
+std::vector<std::string> vm_ops(const ndvm::Program& p) {
+  std::vector<std::string> ops;
+  for (const ndvm::VmIns& in : ndvm::vm_code(p).code) ops.push_back(ndvm::vm_op_name(in.op));
+  return ops;
 }
 
 }  // namespace
@@ -442,14 +453,8 @@ NB_MODULE(NDVM_MODULE, m) {
                                                    n_inputs));
            })
       .def_prop_ro("n_nodes", [](const ndvm::Program& p) { return p.nodes.size(); })
-      .def_prop_ro(
-          "vm_ops",
-          [](const ndvm::Program& p) {
-            std::vector<std::string> ops;
-            for (const ndvm::VmIns& in : ndvm::vm_code(p).code) ops.push_back(ndvm::vm_op_name(in.op));
-            return ops;
-          },
-          "The opcodes of this program's bytecode for the VM client (compiled on first use).");
+      .def_prop_ro("vm_ops", &vm_ops,
+                   "The opcodes of this program's bytecode for the VM client (built on first use).");
   nb::enum_<ndvm::ExportTag>(m, "ExportTag", "Tags of the exported value records.")
       .value("NUM", ndvm::ExportTag::NUM)
       .value("BOOL", ndvm::ExportTag::BOOL)
@@ -476,7 +481,20 @@ NB_MODULE(NDVM_MODULE, m) {
       .def("optimize", &optimize, nb::arg("program"), nb::arg("theta0"), nb::arg("constraints"),
            nb::arg("input_kinds"), nb::arg("inputs"), nb::arg("n_data"), nb::arg("options"),
            nb::arg("adam"),
-           "Adam over the lanes of theta0 (optim.Adam semantics), all steps in the runtime.");
+           "Adam over the lanes of theta0 (optim.Adam semantics), all steps in the runtime.")
+      .def_prop_ro(
+          "trace",
+          [](const ndvm::Interp& in) {
+            const ndvm::Trace& t = in.trace();
+            nb::dict d;
+            d["valid"] = t.valid;
+            d["guards"] = t.guards.size();
+            d["replays"] = t.replays;
+            d["failures"] = t.failures;
+            return d;
+          },
+          "The recorded trace of this context: whether it is valid, its guard count, its "
+          "successful replays and the failed ones since the last success.");
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);

@@ -164,12 +164,16 @@ Value Interp::numeric(int code, const Value* args, uint32_t n) {
     if (width == 1) {
       Real out = 0.0;
       predicate_forward(code, ops_.data(), static_cast<int>(n), &out, 1);
-      return make_value(Tag::BOOL, out != 0.0 ? 1 : 0);
+      const Value r = make_value(Tag::BOOL, out != 0.0 ? 1 : 0);
+      if (taped) guard_predicate(code, args, n, r);
+      return r;
     }
     const uint32_t pid = pay_.alloc(W_, 0, 1, 1, false);
     for (uint32_t i = 0; i < n; ++i) ops_[i] = pay_.operand(args[i].id);
     predicate_forward(code, ops_.data(), static_cast<int>(n), pay_.ptr(pid), W_);
-    return make_value(Tag::BOOLS, pid);
+    const Value r = make_value(Tag::BOOLS, pid);
+    if (taped) guard_predicate(code, args, n, r);
+    return r;
   }
   const Payload shape = first >= 0 ? pay_[args[first].id] : Payload{};
   const uint32_t out = pay_.alloc(width, shape.rank, shape.rows, shape.cols, taped);
@@ -405,14 +409,20 @@ void Interp::reset(const RunRequest& req) {
   materialize_constants();
 }
 
+// Parameter i's raw value on every lane of its leaf payload (theta is [B, P]).
+void Interp::fill_leaf(const RunRequest& req, uint32_t i, uint32_t pid) {
+  const uint32_t P = prog_->n_params;
+  Real* p = pay_.ptr(pid);
+  for (uint32_t b = 0; b < B_; ++b) {
+    for (uint32_t k = 0; k < Ng_; ++k) p[b * Ng_ + k] = req.theta[b * P + i];
+  }
+}
+
 void Interp::bind(const RunRequest& req, std::vector<uint32_t>& leaves) {
   const uint32_t P = prog_->n_params;
   for (uint32_t i = 0; i < P; ++i) {
     const uint32_t pid = pay_.alloc(W_, 0, 1, 1, true);
-    Real* p = pay_.ptr(pid);
-    for (uint32_t b = 0; b < B_; ++b) {
-      for (uint32_t k = 0; k < Ng_; ++k) p[b * Ng_ + k] = req.theta[b * P + i];
-    }
+    fill_leaf(req, i, pid);
     leaves.push_back(pid);
     Value v = make_value(Tag::NUM, pid);
     const int32_t t = req.transforms ? req.transforms[i] : 0;
@@ -439,6 +449,9 @@ void Interp::bind(const RunRequest& req, std::vector<uint32_t>& leaves) {
 RunOutput Interp::run(const RunRequest& req) {
   if (req.client == 1) return vm_run(*this, req);  // the bytecode client (vm_run.cpp)
   ready_ = false;
+  RunOutput out;
+  if (replay(req, out)) return out;
+  start_recording(req);
   reset(req);
   leaves_.clear();
   bind(req, leaves_);
@@ -457,7 +470,12 @@ RunOutput Interp::run(const RunRequest& req) {
     resume_step.val = t.value;
     run_thread(resume_step);
   }
-  RunOutput out;
+  finish_run(req, out);
+  finish_recording(out);
+  return out;
+}
+
+void Interp::finish_run(const RunRequest& req, RunOutput& out) {
   assemble(out);
   status_ = out.status;
   value_elems_ = out.value.size();
@@ -471,7 +489,6 @@ RunOutput Interp::run(const RunRequest& req) {
   out.steps = steps_;
   out.tape = tape_.records.size();
   out.heap = heap_count_;
-  return out;
 }
 
 std::vector<double> Interp::gradient(const double* cotangent) {

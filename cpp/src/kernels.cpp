@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <new>
 
 #include "ndvm/kernels.hpp"
 #include "ndvm/prims.hpp"
@@ -508,10 +509,18 @@ const Tables& tables() {
 // this only skips the per-element lane-loop overhead (the B=1 hot path).
 constexpr int kMaxFlat = 8;
 
+// Storage for flattened operands that is not initialised (flatten constructs what it uses).
+struct FlatOperands {
+  union {
+    Operand ops[kMaxFlat];
+  };
+  FlatOperands() {}
+};
+
 bool flatten(const Operand* args, int n, uint32_t& W, size_t& S, Operand* flat) {
   if (W != 1 || S <= 1 || n > kMaxFlat || S > 0xffffffffu) return false;
   for (int i = 0; i < n; ++i) {
-    flat[i] = args[i];
+    new (&flat[i]) Operand(args[i]);
     if (args[i].size() > 1) {
       flat[i].width = static_cast<uint32_t>(S);
       flat[i].rows = flat[i].cols = 1;
@@ -541,15 +550,15 @@ bool has_predicate_row(int code) {
 
 void elementwise_forward(int code, bool dmci, const Operand* args, int n, Real* out,
                          uint32_t W, size_t S) {
-  Operand flat[kMaxFlat];
-  if (flatten(args, n, W, S, flat)) args = flat;
+  FlatOperands flat;
+  if (flatten(args, n, W, S, flat.ops)) args = flat.ops;
   tables().ew[static_cast<size_t>(code)].fwd(Fw{dmci, args, n, out, W, S});
 }
 
 Grad elementwise_vjp(int code, bool dmci, const Real* g, const Real* ans,
                      const Operand* args, int n, int which, Real* ct, uint32_t W, size_t S) {
-  Operand flat[kMaxFlat];
-  if (flatten(args, n, W, S, flat)) args = flat;
+  FlatOperands flat;
+  if (flatten(args, n, W, S, flat.ops)) args = flat.ops;
   return tables().ew[static_cast<size_t>(code)].vjp(Bw{dmci, g, ans, args, n, which, ct, W, S});
 }
 

@@ -115,14 +115,18 @@ bool products_vjp_one_lane(Prim p, const Real* g, const Operand* args, int which
 
 }  // namespace
 
+// The lane-parallel inverse and slogdet serve every W > 1, and one lane of a 2x2 (their 2x2
+// closed form is the LU of the one-lane kernels, operation for operation).
 bool lanes_forward(int code, const Operand* args, Real* out, uint32_t W, LinalgScratch& s) {
-  if (W > 1) {
-    switch (static_cast<Prim>(code)) {
-      case Prim::INV: soa_inverse(args[0], out, W, s, false); return true;
-      case Prim::DET: soa_slogdet(args[0], out, W, s, true); return true;
-      case Prim::LOGDET: soa_slogdet(args[0], out, W, s, false); return true;
-      default: break;
+  const Prim p = static_cast<Prim>(code);
+  const bool square = p == Prim::INV || p == Prim::DET || p == Prim::LOGDET;
+  if (square && (W > 1 || args[0].rows == 2)) {
+    if (p == Prim::INV) {
+      soa_inverse(args[0], out, W, s, false);
+    } else {
+      soa_slogdet(args[0], out, W, s, p == Prim::DET);
     }
+    return true;
   }
   const bool done = lanes_forward_products(code, args, out, W, s.clock);
   s.clock.raise_if_expired();
@@ -381,11 +385,13 @@ bool lanes_forward_products(int code, const Operand* args, Real* out, uint32_t W
 bool lanes_vjp(int code, const Real* g, const Real* ans, const Operand* args, int which,
                Real* ct, uint32_t W, LinalgScratch& s) {
   const Prim p = static_cast<Prim>(code);
-  if (W > 1 && (p == Prim::DET || p == Prim::LOGDET)) {
+  const bool square = p == Prim::INV || p == Prim::DET || p == Prim::LOGDET;
+  const bool soa = square && (W > 1 || args[0].rows == 2);
+  if (soa && (p == Prim::DET || p == Prim::LOGDET)) {
     vjp_slogdet(p == Prim::DET, g, ans, args[0], ct, W, s);
     return true;
   }
-  if (W > 1 && p == Prim::INV) {
+  if (soa && p == Prim::INV) {
     vjp_inverse(g, ans, args[0].rows, ct, W, s);
     return true;
   }

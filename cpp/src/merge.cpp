@@ -75,24 +75,19 @@ class Merger {
     const Payload shape = in_.pay_[items[0].second.id];
     bool taped = false;
     for (const auto& it : items) taped = taped || in_.pay_[it.second.id].taped;
-    const uint32_t W = in_.W_;
-    const uint32_t out = in_.pay_.alloc(W, shape.rank, shape.rows, shape.cols, taped);
-    Real* o = in_.pay_.ptr(out);
-    const size_t S = shape.size();
-    for (uint32_t l = 0; l < W; ++l) {
-      const Value v = items[owner(items, l)].second;
-      const Payload& p = in_.pay_[v.id];
-      const Real* src = in_.pay_.ptr(v.id);
-      for (size_t e = 0; e < S; ++e) o[e * W + l] = src[e * p.width + (p.width > 1 ? l : 0)];
+    const uint32_t out = in_.pay_.alloc(in_.W_, shape.rank, shape.rows, shape.cols, taped);
+    std::vector<uint32_t> ids;
+    std::vector<uint32_t> masks;
+    for (const auto& it : items) {
+      ids.push_back(it.second.id);
+      masks.push_back(it.first);
     }
+    const uint32_t n = static_cast<uint32_t>(ids.size());
+    in_.merge_into(out, ids.data(), masks.data(), n);
     if (taped) {
-      std::vector<uint32_t> ids;
       const uint32_t extra = static_cast<uint32_t>(in_.tape_.extras.size());
-      for (const auto& it : items) {
-        ids.push_back(it.second.id);
-        in_.tape_.extras.push_back(it.first);
-      }
-      in_.tape_op(TapeOp::MERGE, ids.data(), static_cast<uint32_t>(ids.size()), out, extra, 0);
+      in_.tape_.extras.insert(in_.tape_.extras.end(), masks.begin(), masks.end());
+      in_.tape_op(TapeOp::MERGE, ids.data(), n, out, extra, 0);
     }
     return make_value(Tag::NUM, out, shape.rank);
   }
@@ -108,6 +103,20 @@ class Merger {
   Interp& in_;
   uint64_t work_ = 0;
 };
+
+// Lane l of `out` is lane l of the first item whose mask has it (else of the last item).
+void Interp::merge_into(uint32_t out, const uint32_t* ids, const uint32_t* masks, uint32_t n) {
+  const uint32_t W = W_;
+  Real* o = pay_.ptr(out);
+  const size_t S = pay_[out].size();
+  for (uint32_t l = 0; l < W; ++l) {
+    uint32_t k = 0;
+    while (k + 1 < n && !masks_.bits(masks[k])[l]) ++k;
+    const Payload& p = pay_[ids[k]];
+    const Real* src = pay_.ptr(ids[k]);
+    for (size_t e = 0; e < S; ++e) o[e * W + l] = src[e * p.width + (p.width > 1 ? l : 0)];
+  }
+}
 
 std::vector<std::pair<uint32_t, Value>> Interp::merge_groups(
     const std::vector<std::pair<uint32_t, Value>>& results) {

@@ -1,5 +1,6 @@
 // Building a Program from host tables, with every index checked once (the evaluator then
 // trusts the tables).
+#include <atomic>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -108,7 +109,9 @@ Program build_program(const int32_t* node_table, size_t n_nodes, const int32_t* 
                       size_t n_kids, const int32_t* aux, size_t n_aux, const int32_t* const_table,
                       const double* const_nums, size_t n_consts, std::vector<std::string> strings,
                       uint32_t root, uint32_t n_params, uint32_t n_inputs) {
+  static std::atomic<uint64_t> next_serial{1};
   Program p;
+  p.serial = next_serial.fetch_add(1);
   p.strings = std::move(strings);
   p.n_params = n_params;
   p.n_inputs = n_inputs;

@@ -99,6 +99,7 @@ double Interp::uniform(Value x, const char* what) {
   if (x.tag != Tag::NUM || x.rank != 0) {
     throw error(std::string(what) + ": expected a number, got " + type_name(x));
   }
+  guard_read(x.id);
   const Payload& p = pay_[x.id];
   const Real* v = pay_.ptr(x.id);
   if (p.width == 1) return v[0];
@@ -355,6 +356,8 @@ Value Interp::equal(Value a, Value b) {
 }
 
 Value Interp::array_equal(Value x, Value y) {
+  guard_read(x.id);
+  guard_read(y.id);
   const Payload px = pay_[x.id];
   const Payload py = pay_[y.id];
   const Real* a = pay_.ptr(x.id);

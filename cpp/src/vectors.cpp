@@ -40,33 +40,42 @@ Value Interp::stack(const Value* items, uint32_t n, const char* who, int axis_ra
   alloc();
   const uint32_t out = axis_rank == 0 ? pay_.alloc(width, 1, n, 1, taped)
                                       : pay_.alloc(width, 2, n, m, taped);
+  std::vector<uint32_t>& ids = ids_;
+  ids.clear();
+  for (uint32_t i = 0; i < n; ++i) ids.push_back(items[i].id);
+  stack_into(out, ids.data(), n, m);
+  if (taped) tape_op(TapeOp::STACK, ids.data(), n, out, m, 0);
+  return make_value(Tag::NUM, out, static_cast<uint8_t>(axis_rank + 1));
+}
+
+// Item i's m elements become elements [i * m, (i + 1) * m) of `out`.
+void Interp::stack_into(uint32_t out, const uint32_t* ids, uint32_t n, uint32_t m) {
+  const uint32_t width = pay_[out].width;
   Real* o = pay_.ptr(out);
   for (uint32_t i = 0; i < n; ++i) {
-    const Payload& p = pay_[items[i].id];
-    const Real* src = pay_.ptr(items[i].id);
+    const Payload& p = pay_[ids[i]];
+    const Real* src = pay_.ptr(ids[i]);
     for (uint32_t e = 0; e < m; ++e) {
       Real* oe = o + (static_cast<size_t>(i) * m + e) * width;
       const Real* se = src + static_cast<size_t>(e) * p.width;
       for (uint32_t l = 0; l < width; ++l) oe[l] = se[p.width > 1 ? l : 0];
     }
   }
-  if (taped) {
-    std::vector<uint32_t>& ids = ids_;
-    ids.clear();
-    for (uint32_t i = 0; i < n; ++i) ids.push_back(items[i].id);
-    tape_op(TapeOp::STACK, ids.data(), n, out, m, 0);
-  }
-  return make_value(Tag::NUM, out, static_cast<uint8_t>(axis_rank + 1));
 }
 
 Value Interp::gather(Value v, uint32_t first, uint32_t count, uint8_t rank) {
   const Payload src = pay_[v.id];
   const uint32_t out = pay_.alloc(src.width, rank, count, 1, src.taped);
-  const Real* s = pay_.ptr(v.id) + static_cast<size_t>(first) * src.width;
-  Real* o = pay_.ptr(out);
-  for (size_t k = 0; k < static_cast<size_t>(count) * src.width; ++k) o[k] = s[k];
+  gather_into(out, v.id, first, count);
   if (src.taped) tape_op(TapeOp::GATHER, &v.id, 1, out, first, count);
   return make_value(Tag::NUM, out, rank);
+}
+
+void Interp::gather_into(uint32_t out, uint32_t src, uint32_t first, uint32_t count) {
+  const uint32_t width = pay_[src].width;
+  const Real* s = pay_.ptr(src) + static_cast<size_t>(first) * width;
+  Real* o = pay_.ptr(out);
+  for (size_t k = 0; k < static_cast<size_t>(count) * width; ++k) o[k] = s[k];
 }
 
 namespace {

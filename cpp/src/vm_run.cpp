@@ -441,9 +441,14 @@ bool VM::loop() {
   }
 }
 
+// The walker's run (Interp::run) with the VM in place of run_thread: the same trace replay
+// (the VM's tape and guards are the walker's), setup, result assembly and reverse mode.
 RunOutput VM::run(Interp& I, const RunRequest& req) {
   const VmCode& code = vm_code(*req.program);
   I.ready_ = false;
+  RunOutput out;
+  if (I.replay(req, out)) return out;
+  I.start_recording(req);
   I.reset(req);
   I.leaves_.clear();
   I.bind(req, I.leaves_);
@@ -463,20 +468,8 @@ RunOutput VM::run(Interp& I, const RunRequest& req) {
     r.val = t.value;
     vm.exec(r);
   }
-  RunOutput out;
-  I.assemble(out);
-  I.status_ = out.status;
-  I.value_elems_ = out.value.size();
-  I.last_numeric_ = out.numeric;
-  I.ready_ = true;
-  if (req.grad && out.numeric) {
-    I.backward(req.cotangent, out.grad);
-    out.has_grad = true;
-  }
-  out.grad_needs_numeric = req.grad && !out.numeric;
-  out.steps = I.steps_;
-  out.tape = I.tape_.records.size();
-  out.heap = I.heap_count_;
+  I.finish_run(req, out);
+  I.finish_recording(out);
   return out;
 }
 

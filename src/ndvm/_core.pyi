@@ -55,12 +55,14 @@ class RunOptions:
         max_depth: int = ...,
         deadline: float = 0.0,  # seconds; <= 0 for none
         dmci: bool = False,
+        replay: bool = True,  # replay the recorded trace when it applies
     ) -> None: ...
     max_steps: int
     max_heap: int
     max_depth: int
     deadline: float
     dmci: bool
+    replay: bool
 
 class AdamOptions:
     """Options of the in-runtime Adam fit; arrays are float64, C-contiguous, or None."""
@@ -102,7 +104,7 @@ class Context:
 
         Returns numeric, value, status, grad (None without grad or for a non-numeric
         result), grad_needs_numeric, errors, groups (non-numeric results: mask and export
-        records), steps, tape, heap.
+        records), steps, tape, heap, replayed (the result came from replaying the trace).
         """
         ...
     def gradient(self, cotangent: np.ndarray | None, n_params: int) -> np.ndarray:
@@ -126,4 +128,8 @@ class Context:
         -1 none), errors (as in ``run``), evaluations, non_numeric, target_mismatch,
         timed_out, stopped_at.
         """
+        ...
+    @property
+    def trace(self) -> dict[str, Any]:
+        """The recorded trace: valid, guards, replays, failures (since the last replay)."""
         ...

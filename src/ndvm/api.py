@@ -69,6 +69,7 @@ class Program:
     dialect: str | None = None
     limits: Limits = Limits()
     strict: bool | None = None
+    replay: bool = True
 
     # -- names -------------------------------------------------------------------------
     @property
@@ -92,8 +93,8 @@ class Program:
         return self.compiled.source
 
     def with_options(self, **changes: Any) -> Program:
-        """A copy with other ``backend``/``dtype``/``dialect``/``limits``/``strict``; a new
-        dialect recompiles the source (the dmci dialect's ``let`` is sequential)."""
+        """A copy with other ``backend``/``dtype``/``dialect``/``limits``/``strict``/``replay``;
+        a new dialect recompiles the source (the dmci dialect's ``let`` is sequential)."""
         dialect = changes.get("dialect", self.dialect)
         if dialect not in DIALECTS:
             raise NdvmError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
@@ -143,6 +144,7 @@ class Program:
             limits=self.limits,
             dialect=self.dialect,
             dtype=self.dtype,
+            replay=self.replay,
         )
         self._raise_if_strict(result)
         return result
@@ -159,6 +161,7 @@ class Program:
             limits=self.limits,
             dialect=self.dialect,
             dtype=self.dtype,
+            replay=self.replay,
         )
         self._raise_if_strict(result)
         return self._shape(result, single)
@@ -180,6 +183,7 @@ class Program:
             limits=self.limits,
             dialect=self.dialect,
             dtype=self.dtype,
+            replay=self.replay,
         )
         self._raise_if_strict(result)
         grad = result.grad
@@ -201,7 +205,7 @@ class Program:
         """
         th, single = self._theta(theta)
         run = _backend(self.backend).run
-        opts = {"limits": self.limits, "dialect": self.dialect}
+        opts = {"limits": self.limits, "dialect": self.dialect, "replay": self.replay}
         first = run(self.compiled, th, inputs, grad=False, cotangent=None, **opts)
         self._raise_if_strict(first)
         if not first.numeric:
@@ -290,6 +294,7 @@ def compile(  # noqa: A001 - the public name is part of the contract
     dialect: str | None = None,
     limits: Limits | None = None,
     strict: bool | None = None,
+    replay: bool = True,
 ) -> Program:
     """Compile ``source`` once; evaluate it many times over lanes.
 
@@ -310,6 +315,10 @@ def compile(  # noqa: A001 - the public name is part of the contract
             heap cells, depth, deadline).
         strict: True raises on any failing lane; False never raises for lane errors;
             None (default) raises only when every lane failed.
+        replay: the native backend replays the numeric trace of the last evaluation when the
+            next one has the same inputs and its guards (branch outcomes, indices read from
+            parameter-dependent values) hold; results are bitwise those of a full walk
+            (docs/native.md, "Trace replay"). False walks every evaluation.
     """
     if dtype not in DTYPES:
         raise NdvmError(f"dtype must be one of {DTYPES}, got {dtype!r}")
@@ -320,7 +329,7 @@ def compile(  # noqa: A001 - the public name is part of the contract
     limits = limits or Limits()
     compiled = compile_source(source, params, tuple(inputs), limits, dialect)
     name = _choose_backend(backend, compiled)
-    return Program(compiled, name, dtype, dialect, limits, strict)
+    return Program(compiled, name, dtype, dialect, limits, strict, replay)
 
 
 def _choose_backend(name: str | None, compiled: CompiledProgram) -> str:

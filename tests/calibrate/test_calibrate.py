@@ -181,9 +181,10 @@ def test_native_optimizer_dispatch_is_a_drop_in(monkeypatch: pytest.MonkeyPatch)
         lr_schedule,
         target,
         time_limit,
+        replay,
     ):  # type: ignore[no-untyped-def]
         calls.append((method, steps, options))
-        assert lr_schedule is None and time_limit is None
+        assert lr_schedule is None and time_limit is None and replay is True
         prog = ndvm.Program(compiled, "reference", limits=limits, dialect=dialect, strict=False)
         inner = optim.Adam(**options) if method == "adam" else optim.LBFGS(**options)
         tr = inner.minimize(

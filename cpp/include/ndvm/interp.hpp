@@ -15,6 +15,7 @@
 #include "ndvm/prims.hpp"
 #include "ndvm/program.hpp"
 #include "ndvm/tape.hpp"
+#include "ndvm/trace.hpp"
 #include "ndvm/value.hpp"
 
 namespace ndvm {
@@ -91,6 +92,7 @@ struct RunRequest {
   const double* cotangent = nullptr;  // [B, Ng, *struct] or nullptr (ones)
   Limits limits;
   bool dmci = false;
+  bool replay = true;  // replay the last walk's trace when it applies (trace.hpp)
   uint8_t client = 0;  // 0: the tree walker (CEK), 1: the bytecode VM (vm.hpp)
 };
 
@@ -123,6 +125,7 @@ struct RunOutput {
   uint64_t steps = 0;
   uint64_t tape = 0;
   uint64_t heap = 0;
+  bool replayed = false;  // the result came from replaying the recorded trace
 };
 
 // K_VM: a return point of the bytecode VM (i: pc, env; node: kVmArm for a lane split's)
@@ -190,6 +193,7 @@ class Interp {
   std::vector<double> gradient(const double* cotangent);
   bool can_differentiate() const { return ready_ && last_numeric_; }
   size_t value_size() const { return value_elems_; }
+  const Trace& trace() const { return trace_; }
   uint32_t lanes_b() const { return B_; }
 
   // -- used by the structural primitives and merge (structural.cpp, vectors.cpp, merge.cpp) --
@@ -214,6 +218,15 @@ class Interp {
   uint32_t tape_op(TapeOp op, const uint32_t* ins, uint32_t n, uint32_t out, uint32_t extra,
                    uint32_t aux);
   void tape_values(int op, const Value* args, uint32_t n, uint32_t out);
+  // Trace guards (replay.cpp): a predicate of parameter-dependent operands, and a read of a
+  // payload's values; both record nothing unless a walk is recording.
+  void guard_predicate(int code, const Value* args, uint32_t n, Value out);
+  void guard_read(uint32_t pid);
+  // The forward computations of the generic tape records (merge.cpp, vectors.cpp), shared by
+  // the walk and replay.
+  void merge_into(uint32_t out, const uint32_t* ids, const uint32_t* masks, uint32_t n);
+  void stack_into(uint32_t out, const uint32_t* ids, uint32_t n, uint32_t m);
+  void gather_into(uint32_t out, uint32_t src, uint32_t first, uint32_t count);
   std::vector<std::pair<uint32_t, Value>> merge_groups(
       const std::vector<std::pair<uint32_t, Value>>& results);
   Export export_values(const Value* vals, size_t n);
@@ -247,6 +260,7 @@ class Interp {
  private:
   void reset(const RunRequest& req);
   void bind(const RunRequest& req, std::vector<uint32_t>& leaves);
+  void fill_leaf(const RunRequest& req, uint32_t i, uint32_t pid);
   void materialize_constants();
   void run_thread(Step s);
   Step recover(const Step& s, uint32_t bad);
@@ -294,6 +308,15 @@ class Interp {
   void accumulate(uint32_t pid, const Real* ct, size_t ct_elems, uint32_t mask,
                   std::vector<Real>& adj);
   void assemble(RunOutput& out);
+  void finish_run(const RunRequest& req, RunOutput& out);
+  // replay.cpp
+  bool replay(const RunRequest& req, RunOutput& out);
+  bool replay_forward();
+  void forward_record(const TapeRecord& rec);
+  bool guard_holds(const Guard& g);
+  void start_recording(const RunRequest& req);
+  void finish_recording(const RunOutput& out);
+  bool key_matches(const RunRequest& req) const;
 
   Limits lim_;
   uint64_t steps_ = 0;
@@ -339,6 +362,9 @@ class Interp {
   size_t value_elems_ = 0;
   bool ready_ = false;
   bool last_numeric_ = false;
+  Trace trace_;
+  bool recording_ = false;
+  std::vector<Real> guard_buf_;
 };
 
 }  // namespace ndvm

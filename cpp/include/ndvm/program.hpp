@@ -62,6 +62,7 @@ struct Program {
   uint32_t root = 0;
   uint32_t n_params = 0;
   uint32_t n_inputs = 0;
+  uint64_t serial = 0;  // distinct per built program (a trace's key: addresses are reused)
   // the VM client's bytecode, compiled on first use (vm_code in vm.hpp)
   mutable std::shared_ptr<const VmCode> vm_code;
 

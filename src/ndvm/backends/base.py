@@ -50,4 +50,5 @@ class Backend(Protocol):
         limits: Limits,
         dialect: str | None,
         dtype: str = "float64",
+        replay: bool = True,  # trace replay, where the backend has it (native)
     ) -> RunResult: ...

@@ -210,19 +210,24 @@ def _input_arrays(
     return [_KINDS[k] for k, _ in kinds], arrays, n_data
 
 
-# (Limits, dialect, dtype) -> the core's RunOptions; Limits is frozen, and the cached objects
-# are never mutated, so one RunOptions serves every evaluation under the same limits
-_RUN_OPTIONS: dict[tuple[Limits, str | None, str, int], Any] = {}
+# (Limits, dialect, dtype, replay, client) -> the core's RunOptions; Limits is frozen, and the
+# cached objects are never mutated, so one RunOptions serves every evaluation under the same
+# limits
+_RUN_OPTIONS: dict[tuple[Limits, str | None, str, bool, int], Any] = {}
 # the core's clients of one lowered program: the CEK tree walker and the bytecode VM
 CLIENTS = {"native": 0, "vm": 1}
 
 
 def _run_options(
-    limits: Limits, dialect: str | None, dtype: str = "float64", client: int = 0
+    limits: Limits,
+    dialect: str | None,
+    dtype: str = "float64",
+    replay: bool = True,
+    client: int = 0,
 ) -> Any:
-    """The core's ``RunOptions`` for ``limits``, ``dialect`` and ``client`` (built once, then
-    cached)."""
-    key = (limits, dialect, dtype, client)
+    """The core's ``RunOptions`` for ``limits``, ``dialect``, ``replay`` and ``client``
+    (cached)."""
+    key = (limits, dialect, dtype, replay, client)
     opts = _RUN_OPTIONS.get(key)
     if opts is None:
         opts = _module(dtype).RunOptions(
@@ -231,6 +236,7 @@ def _run_options(
             max_depth=int(limits.max_depth),
             deadline=float(limits.deadline or 0.0),
             dmci=dialect == "dmci",
+            replay=replay,
             client=client,
         )
         if len(_RUN_OPTIONS) > 256:
@@ -337,8 +343,12 @@ class NativeBackend:
         limits: Limits,
         dialect: str | None,
         dtype: str = "float64",
+        replay: bool = True,
     ) -> RunResult:
-        """One evaluation; ``dtype="float32"`` computes in the float32 core (``_core32``)."""
+        """One evaluation; ``dtype="float32"`` computes in the float32 core (``_core32``).
+
+        With ``replay`` the context replays its recorded trace when it applies (same program,
+        inputs and limits; every guard holds): the same result bitwise, without the walk."""
         low = self.lowered(program)
         theta = np.ascontiguousarray(theta, dtype=np.float64)
         B = theta.shape[0]
@@ -356,7 +366,7 @@ class NativeBackend:
             kinds,
             arrays,
             Ng,
-            _run_options(limits, dialect, dtype, self._client),
+            _run_options(limits, dialect, dtype, replay, self._client),
             grad,
             ct,
         )
@@ -369,7 +379,12 @@ class NativeBackend:
             value = _object_grid(raw["groups"], low.strings, B, Ng, budget)
             result = RunResult(value, status, errors, numeric=False)
         result.data_lanes = n_data is not None
-        result.stats = {"steps": raw["steps"], "tape": raw["tape"], "heap": raw["heap"]}
+        result.stats = {
+            "steps": raw["steps"],
+            "tape": raw["tape"],
+            "heap": raw["heap"],
+            "replayed": raw["replayed"],
+        }
         if raw["grad_needs_numeric"]:
             raise NdvmError("value_and_grad needs a numeric result (a number, vector or matrix)")
         result.grad = raw["grad"]
@@ -393,6 +408,7 @@ class NativeBackend:
         lr_schedule: np.ndarray | None = None,
         target: np.ndarray | None = None,
         time_limit: float | None = None,
+        replay: bool = True,
     ) -> dict[str, Any]:
         """Adam over the lanes of ``theta0`` inside the runtime (``ndvm.calibrate.native``).
 
@@ -415,7 +431,7 @@ class NativeBackend:
             kinds,
             arrays,
             n_data or 1,
-            _run_options(limits, dialect, "float64", self._client),
+            _run_options(limits, dialect, "float64", replay, self._client),
             _adam_options(
                 weight, steps, options, (lower, upper), early_stop, lr_schedule, target, time_limit
             ),

@@ -33,8 +33,10 @@ class ReferenceBackend:
         limits: Limits,
         dialect: str | None,
         dtype: str = "float64",
+        replay: bool = True,
     ) -> RunResult:
-        """One evaluation in float64 (``dtype`` is accepted; the API casts float32 results)."""
+        """One evaluation in float64 (``dtype`` is accepted; the API casts float32 results;
+        ``replay`` is accepted: the reference walks every evaluation)."""
         kinds, n_data = classify_inputs(program.inputs, inputs, program.input_positions)
         B = theta.shape[0]
         Ng = n_data or 1

@@ -1,5 +1,9 @@
 """Timing and the per-tier callables: tagged (torch), reference, native, staged JAX.
 
+``native`` is the native backend as it runs by default (an evaluation repeated with the same
+inputs replays its recorded trace); ``native-walk`` is the same backend with ``replay=False``,
+walking the program at every evaluation.
+
 ``time_call`` warms up once, then repeats until ``min_time`` seconds or ``max_reps`` calls and
 reports the median seconds per call. Torch is pinned to one thread so tiers compare per core.
 """
@@ -14,7 +18,8 @@ from typing import Any
 
 from ndvm.baselines.programs import BenchProgram
 
-TIERS = ("tagged", "reference", "native")
+TIERS = ("tagged", "reference", "native-walk", "native")
+NATIVE_TIERS = ("native-walk", "native")
 
 
 @dataclass(frozen=True)
@@ -32,7 +37,8 @@ class Budget:
 def available_tiers() -> tuple[str, ...]:
     from ndvm.backends import registry
 
-    return tuple(t for t in TIERS if t != "native" or "native" in registry.available())
+    built = "native" in registry.available()
+    return tuple(t for t in TIERS if t not in NATIVE_TIERS or built)
 
 
 def time_call(fn: Callable[[], Any], budget: Budget) -> float:
@@ -61,10 +67,10 @@ def runner(tier: str, prog: BenchProgram, B: int, grad: bool) -> Callable[[], An
         torch.set_num_threads(1)
         backend = TaggedBackend()
         return lambda: backend.run(compiled, theta, inputs, grad=grad)
-    if tier in ("reference", "native"):
+    if tier in ("reference", *NATIVE_TIERS):
         from ndvm.api import Program
 
-        program = Program(compiled, tier)
+        program = Program(compiled, tier.split("-")[0], replay=tier != "native-walk")
         return lambda: program.evaluate(theta, inputs, grad=grad)
     raise ValueError(f"unknown tier {tier!r}")
 

@@ -55,6 +55,9 @@ def decompose(out: Path, quick: bool, log: Log, names: tuple[str, ...] | None = 
                 row[f"ref/native_{mode}"] = _div(
                     row[f"reference_{mode}_s"], row[f"native_{mode}_s"]
                 )
+                row[f"walk/replay_{mode}"] = _div(
+                    row[f"native-walk_{mode}_s"], row[f"native_{mode}_s"]
+                )
         rows.append(row)
     cols: list[report.Column] = [("program", "program", str)]
     for tier in tiers:
@@ -65,7 +68,11 @@ def decompose(out: Path, quick: bool, log: Log, names: tuple[str, ...] | None = 
     if "native" in tiers:
         cols += [("ref/native_fwd", "ref/native fwd", report.ratio)]
         cols += [("ref/native_fg", "ref/native f+g", report.ratio)]
-    log("decompose: seconds per walk at B=1 (float64), ratios from this run")
+        cols += [("walk/replay_fg", "walk/replay f+g", report.ratio)]
+    log(
+        "decompose: seconds per evaluation at B=1 (float64), ratios from this run; native "
+        "replays its trace, native-walk walks every evaluation"
+    )
     _not_built_note(log)
     log(report.table(rows, cols))
     folder = report.write(out, "decompose", rows, manifest("decompose", {"quick": quick}))

@@ -13,13 +13,14 @@ back to the NumPy optimizer on the loss-augmented program.
                      early_stop: (rtol, atol, patience) | None,
                      limits: Limits, dialect: str | None,
                      lr_schedule: f64[steps] | None, target: f64[N] | f64[B, N] | None,
-                     time_limit: float | None) -> dict with
+                     time_limit: float | None, replay: bool) -> dict with
         theta f64[B, P], best_theta f64[B, P], best_loss f64[B], history f64[k+1, B],
         state int8[B] (1 ok, 2 failed, 3 converged), reasons list[str | None], evaluations int
 """
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -54,6 +55,50 @@ CHUNK = 25  # steps per runtime call when a callback wants progress
 _RUNNING: set[threading.Event] = set()  # calls whose worker has not finished
 
 
+class _Worker:
+    """A daemon thread that runs one call at a time. Workers are reused, so each keeps its
+    thread's native context (arenas and the recorded trace of the last evaluation) across
+    calls; a worker whose call was abandoned by Ctrl-C is busy until that call returns."""
+
+    def __init__(self) -> None:
+        self.busy = False
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        threading.Thread(target=self._loop, name="ndvm-optimize", daemon=True).start()
+
+    def submit(self, fn: Callable[[], dict[str, Any]], box: dict[str, Any], done: Any) -> None:
+        self.busy = True
+        self._jobs.put((fn, box, done))
+
+    def _loop(self) -> None:
+        while True:
+            fn, box, done = self._jobs.get()
+            try:
+                box["out"] = fn()
+            except BaseException as exc:  # re-raised in the caller's thread
+                box["exc"] = exc
+            finally:
+                self.busy = False
+                _RUNNING.discard(done)
+                done.set()
+                del fn, box, done  # an idle worker holds nothing (no program outlives its use)
+
+
+_WORKERS: list[_Worker] = []
+_WORKERS_LOCK = threading.Lock()
+
+
+def _idle_worker() -> _Worker:
+    with _WORKERS_LOCK:
+        for w in _WORKERS:
+            if not w.busy:
+                w.busy = True
+                return w
+        w = _Worker()
+        w.busy = True
+        _WORKERS.append(w)
+        return w
+
+
 def in_flight() -> bool:
     """True while an ``interruptible`` call abandoned by Ctrl-C is still computing."""
     return any(not done.is_set() for done in list(_RUNNING))
@@ -67,18 +112,8 @@ def interruptible(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         return fn()
     box: dict[str, Any] = {}
     done = threading.Event()
-
-    def work() -> None:
-        try:
-            box["out"] = fn()
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["exc"] = exc
-        finally:
-            done.set()
-            _RUNNING.discard(done)
-
     _RUNNING.add(done)
-    threading.Thread(target=work, name="ndvm-optimize", daemon=True).start()
+    _idle_worker().submit(fn, box, done)
     while not done.wait(0.05):  # an Event wait, unlike Thread.join, survives an interrupt
         pass
     if "exc" in box:
@@ -224,6 +259,7 @@ class NativeOptimizer:
             early_stop=None if es is None else (es.rtol, es.atol, es.patience),
             limits=program.limits,
             dialect=program.dialect,
+            replay=program.replay,
             lr_schedule=schedule,
             target=target,
             time_limit=time_limit,
