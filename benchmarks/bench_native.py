@@ -20,7 +20,8 @@ count instructions instead: ``valgrind --tool=callgrind python benchmarks/bench_
 --profile 256 --reps R`` for two values of R, and take the difference of the inclusive costs of
 ``Interp::run`` and ``Interp::gradient`` over the difference of R (``--profile B`` runs only the
 core Kalman evaluation, ``--reps`` times after one warm-up; ``--client vm``: by the bytecode
-VM, whose run is ``Interp::run`` too). A ``--toggle-collect`` pattern ``Interp::run*`` would
+VM, whose run is ``Interp::run`` too; ``--no-replay``: no trace replay, every evaluation runs
+the program). A ``--toggle-collect`` pattern ``Interp::run*`` would
 also match ``Interp::run_thread`` and switch collection off inside it.
 """
 
@@ -69,9 +70,11 @@ def core_runner(
     inputs: dict[str, Any],
     dtype: str = "float64",
     client: str = "native",
+    replay: bool = True,
 ) -> Callable[[], Any]:
     """Forward + gradient through the core only (no API/result assembly in Python); client:
-    "native" (the tree walker) or "vm" (the bytecode VM)."""
+    "native" (the tree walker) or "vm" (the bytecode VM); replay=False: every evaluation
+    walks (or runs the bytecode) instead of replaying the recorded trace."""
     backend = registry.get(client)
     low = backend.lowered(prog.compiled)
     ctx = backend._context(dtype)
@@ -92,7 +95,7 @@ def core_runner(
     theta = np.ascontiguousarray(theta)
     core_module = importlib.import_module(type(ctx).__module__)  # _core or _core32
     options = core_module.RunOptions(
-        max_steps=10**9, max_heap=10**9, max_depth=10**6, client=CLIENTS[client]
+        max_steps=10**9, max_heap=10**9, max_depth=10**6, replay=replay, client=CLIENTS[client]
     )
 
     def run() -> Any:  # value and gradient in one call
@@ -168,7 +171,10 @@ def jax_kalman(Y: np.ndarray, closed_form: bool) -> Callable[[np.ndarray], Any] 
     return run
 
 
-COLUMNS = ("f64 api", "f64 core", "vm core", "f32 api", "f32 core", "jax", "jax 2x2", "hand C")
+COLUMNS = (
+    "f64 api", "f64 core", "walk core", "vm core", "f32 api", "f32 core", "jax", "jax 2x2",
+    "hand C",
+)  # fmt: skip
 
 
 def kalman_rows(reps: int, rng: np.random.Generator) -> tuple[dict[int, dict[str, float]], str]:
@@ -188,7 +194,9 @@ def kalman_rows(reps: int, rng: np.random.Generator) -> tuple[dict[int, dict[str
         t = rows[B] = dict.fromkeys(COLUMNS, float("nan"))
         t["f64 api"] = best_of(partial(f64.value_and_grad, theta, **inputs), reps) / B
         t["f64 core"] = best_of(core_runner(f64, theta, inputs), reps) / B
-        t["vm core"] = best_of(core_runner(f64, theta, inputs, client="vm"), reps) / B
+        walk = core_runner(f64, theta, inputs, replay=False)
+        t["walk core"] = best_of(walk, reps) / B
+        t["vm core"] = best_of(core_runner(f64, theta, inputs, client="vm", replay=False), reps) / B
         t["f32 api"] = best_of(partial(f32.value_and_grad, theta.astype(np.float32), **inputs),
                                reps) / B  # fmt: skip
         t["f32 core"] = best_of(core_runner(f32, theta, inputs, "float32"), reps) / B
@@ -202,14 +210,14 @@ def kalman_rows(reps: int, rng: np.random.Generator) -> tuple[dict[int, dict[str
 
 RATIOS = (
     ("core/C", "f64 core", "hand C"),
-    ("vm/C", "vm core", "hand C"),
-    ("vm/walk", "vm core", "f64 core"),
+    ("vm/walk", "vm core", "walk core"),
     ("api/C", "f64 api", "hand C"),
     ("api/jax", "f64 api", "jax"),
     ("api/jax2", "f64 api", "jax 2x2"),
     ("f64/f32", "f64 core", "f32 core"),
 )
-TARGETS = ("core: the tree walker, vm: the bytecode VM (float64, core only); "
+TARGETS = ("core: float64 core (replaying); walk: the tree walker, vm: the bytecode VM, both "
+           "without replay; "
            "f64/f32: core float64 / core float32. Targets at B=256: core/C <= 1.5, api/jax < 1, "
            "f64/f32 >= 1.6; no regression at B=1, 8")  # fmt: skip
 
@@ -273,13 +281,13 @@ def first_gradient(quick: bool) -> None:
     )
 
 
-def profile(B: int, reps: int, dtype: str, client: str) -> None:
+def profile(B: int, reps: int, dtype: str, client: str, replay: bool) -> None:
     """One warm-up and `reps` core Kalman evaluations at B lanes (for callgrind)."""
     rng = np.random.default_rng(0)
     Y = rng.normal(size=(80, 2)).cumsum(axis=0)
     prog = ndvm.compile(KALMAN, inputs=("Y",), backend="native", dtype=dtype)
     theta = rng.normal(scale=0.3, size=(B, 2))
-    run = core_runner(prog, theta, {"Y": ndvm.const(Y)}, dtype, client)
+    run = core_runner(prog, theta, {"Y": ndvm.const(Y)}, dtype, client, replay)
     for _ in range(reps + 1):
         run()
 
@@ -291,10 +299,11 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3, help="evaluations with --profile")
     ap.add_argument("--dtype", default="float64", choices=("float64", "float32"))
     ap.add_argument("--client", default="native", choices=tuple(CLIENTS), help="with --profile")
+    ap.add_argument("--no-replay", action="store_true", help="with --profile: walk every run")
     ap.add_argument("--table", action="store_true", help="only the Kalman table, as Markdown")
     args = ap.parse_args()
     if args.profile:
-        return profile(args.profile, args.reps, args.dtype, args.client)
+        return profile(args.profile, args.reps, args.dtype, args.client, not args.no_replay)
     reps = 5 if args.quick else 30
     rng = np.random.default_rng(0)
     if args.table:
