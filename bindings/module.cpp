@@ -432,6 +432,13 @@ nb::dict trace_dict(const ndvm::Interp& in) {
   return d;
 }
 
+// The opcodes of a program's bytecode for the VM client (Program.vm_ops).
+std::vector<std::string> vm_ops(const ndvm::Program& p) {
+  std::vector<std::string> ops;
+  for (const ndvm::VmIns& in : ndvm::vm_code(p).code) ops.push_back(ndvm::vm_op_name(in.op));
+  return ops;
+}
+
 }  // namespace
 
 #ifndef NDVM_MODULE
@@ -456,14 +463,8 @@ NB_MODULE(NDVM_MODULE, m) {
                                                    n_inputs));
            })
       .def_prop_ro("n_nodes", [](const ndvm::Program& p) { return p.nodes.size(); })
-      .def_prop_ro(
-          "vm_ops",
-          [](const ndvm::Program& p) {
-            std::vector<std::string> ops;
-            for (const ndvm::VmIns& in : ndvm::vm_code(p).code) ops.push_back(ndvm::vm_op_name(in.op));
-            return ops;
-          },
-          "The opcodes of this program's bytecode for the VM client (compiled on first use).");
+      .def_prop_ro("vm_ops", &vm_ops,
+                   "The opcodes of this program's bytecode for the VM client (built on first use).");
   nb::enum_<ndvm::ExportTag>(m, "ExportTag", "Tags of the exported value records.")
       .value("NUM", ndvm::ExportTag::NUM)
       .value("BOOL", ndvm::ExportTag::BOOL)

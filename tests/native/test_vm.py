@@ -344,3 +344,39 @@ def test_vm_client_option_is_validated() -> None:
         from ndvm.backends.native import NativeBackend
 
         NativeBackend(client="jit")
+
+
+def _replay_keys(source: str, inputs: dict[str, Any], backend: str, replay: bool) -> list:
+    prog = ndvm.compile(source, inputs=tuple(inputs), backend=backend, strict=False, replay=replay)
+    n = len(prog.params)
+    rng = np.random.default_rng(n)
+    theta = rng.normal(size=(3, n))
+    out = []
+    for th in (theta, theta + 1e-3 * rng.normal(size=theta.shape), theta, 1.7 * theta):
+        try:
+            r = prog.evaluate(th, inputs, grad=True)
+        except ndvm.NdvmError as exc:
+            out.append((type(exc).__name__, str(exc)))
+            continue
+        value = np.asarray(r.value).tobytes() if r.numeric else repr(r.value.tolist())
+        grad = None if r.grad is None else r.grad.tobytes()
+        out.append((value, grad, r.status.tobytes(), _errs(r), bool(r.stats["replayed"])))
+    return out
+
+
+@pytest.mark.parametrize("name,source,inputs", PROGRAMS, ids=[p[0] for p in PROGRAMS])
+def test_vm_runs_record_and_replay_traces_like_the_walker(
+    name: str, source: str, inputs: dict[str, Any]
+) -> None:
+    """A VM run records the walker's trace (same tape, same guards), so the next evaluation
+    with the same key replays it: bitwise the VM without replay, and the walker with it."""
+    vm = _replay_keys(source, inputs, "vm", True)
+    walk = _replay_keys(source, inputs, "native", True)
+    plain = _replay_keys(source, inputs, "vm", False)
+    assert vm == walk
+    assert [k[:-1] if len(k) == 5 else k for k in vm] == [
+        k[:-1] if len(k) == 5 else k for k in plain
+    ]
+    assert not any(len(k) == 5 and k[-1] for k in plain)
+    if name in ("arith", "sr", "kalman80"):
+        assert [k[-1] for k in vm] == [False, True, True, True]
