@@ -222,13 +222,21 @@ nb::dict run_dict(ndvm::RunOutput& out, size_t B, size_t Ng, size_t P) {
   return d;
 }
 
+// The core's interrupt poll: Python's pending signals (Ctrl-C raises KeyboardInterrupt here,
+// in the main thread; elsewhere nothing is pending).
+bool python_interrupted(void*) {
+  nb::gil_scoped_acquire gil;
+  return PyErr_CheckSignals() != 0;
+}
+
 // One evaluation and, with grad, its gradient of sum(cotangent * value) in the same call.
 nb::dict run(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta, I32In constraints,
              std::vector<int> kinds, std::vector<F64In> arrays, uint32_t Ng,
              const RunOptions& options, bool grad, std::optional<F64In> cotangent) {
   ndvm::RunRequest req = make_request(prog, theta, constraints, kinds, arrays, Ng, options);
+  req.interrupted = &python_interrupted;
   ndvm::RunOutput out;
-  {
+  try {
     nb::gil_scoped_release release;
     out = interp.run(req);
     if (grad && out.numeric) {
@@ -238,6 +246,8 @@ nb::dict run(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta, I32In
       out.has_grad = true;
     }
     out.grad_needs_numeric = grad && !out.numeric;
+  } catch (const ndvm::Interrupted&) {
+    throw nb::python_error();  // the KeyboardInterrupt that PyErr_CheckSignals raised
   }
   return run_dict(out, req.B, Ng, prog.n_params);
 }
@@ -328,10 +338,13 @@ nb::dict optimize(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta0,
                        take_array<F64Opt>(adam.lr_schedule, "lr_schedule"),
                        take_array<F64In>(adam.target, "target")};
   fill_adam(req, adam, arr, prog.n_params);
+  req.run.interrupted = &python_interrupted;
   ndvm::OptimizeOutput out;
-  {
+  try {
     nb::gil_scoped_release release;
     out = ndvm::optimize_adam(interp, req);
+  } catch (const ndvm::Interrupted&) {
+    throw nb::python_error();  // the KeyboardInterrupt that PyErr_CheckSignals raised
   }
   const size_t B = req.run.B, P = prog.n_params;
   nb::dict d;

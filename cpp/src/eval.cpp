@@ -58,6 +58,7 @@ LaneError Interp::step_error() const {
 }
 
 bool Interp::limit_error(LaneError& out) {
+  poll_interrupt();
   if (kont_.size() > lim_.max_depth) {
     out = LaneError{};
     out.cls = ErrClass::DEPTH;

@@ -446,8 +446,21 @@ void Interp::bind(const RunRequest& req, std::vector<uint32_t>& leaves) {
   }
 }
 
+void Interp::poll_interrupt() {
+  if (poll_ == nullptr) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - polled_ < kPollEvery) return;
+  polled_ = now;
+  if (poll_(poll_ctx_)) throw Interrupted{};
+}
+
 RunOutput Interp::run(const RunRequest& req) {
   ready_ = false;
+  if (req.interrupted != poll_ || req.interrupt_ctx != poll_ctx_) {
+    poll_ = req.interrupted;
+    poll_ctx_ = req.interrupt_ctx;
+    polled_ = std::chrono::steady_clock::now();
+  }
   RunOutput out;
   if (replay(req, out)) return out;
   start_recording(req);

@@ -183,6 +183,7 @@ OptimizeOutput AdamRun::go() {
   const auto t0 = std::chrono::steady_clock::now();
   const double base_deadline = run_.limits.deadline;
   for (uint32_t it = 0; it < rq_.steps; ++it) {
+    in_.poll_interrupt();
     if (rq_.time_limit > 0) {
       const double left = rq_.time_limit -
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

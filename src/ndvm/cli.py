@@ -70,13 +70,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print("ndvm: interrupted", file=sys.stderr)
-        native = sys.modules.get("ndvm.calibrate.native")
-        if native is not None and native.in_flight():
-            # an abandoned in-runtime call is still computing: leave without the interpreter's
-            # teardown (the runtime's threads would be torn down under it)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(130)
         return 130
     except BrokenPipeError:
         # The reader went away: point stdout at devnull so the interpreter's final flush

@@ -100,9 +100,7 @@ def test_fit_prints_its_result_before_plotting(tmp_path: Path) -> None:
     ],
 )
 def test_boundary_import_without_framework(code: str, line: str) -> None:
-    proc = _run(
-        f"try:\n    {code}\nexcept ImportError as e:\n    print(e)\n", ("torch", "jax")
-    )
+    proc = _run(f"try:\n    {code}\nexcept ImportError as e:\n    print(e)\n", ("torch", "jax"))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == line
 

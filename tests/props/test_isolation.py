@@ -68,7 +68,10 @@ def test_isolation_covers_failing_and_runaway_lanes(backend: str) -> None:
     batch = _run(prog, th, 3.0)
     assert batch.status.reshape(-1).tolist() == [2, 2, 0, 0]
     assert [_lane_errors(batch, b) for b in range(4)] == [
-        ["StepLimitExceeded"], ["ProgramError"], [], []
+        ["StepLimitExceeded"],
+        ["ProgramError"],
+        [],
+        [],
     ]
     assert batch.value[2, 0] == 1.5 and batch.value[3, 0] == 1.0
     for b in range(4):

@@ -272,7 +272,11 @@ def test_kill_and_resume(tmp_path):
     assert _key([r for r in resumed if r.idx in done]) == _key(list(done.values()))
     # and the whole run equals an uninterrupted one
     ref = run_search(
-        "sr-damped", _evolve(), tmp_path / "ref.db", budget=Budget(candidates=1600), seed=11,
+        "sr-damped",
+        _evolve(),
+        tmp_path / "ref.db",
+        budget=Budget(candidates=1600),
+        seed=11,
         limits=CalibLimits(starts=1),
     )
     assert _key(resumed) == _key(ref.records)

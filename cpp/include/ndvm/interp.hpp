@@ -62,6 +62,10 @@ struct Diverge {
   std::vector<uint32_t> groups;
 };
 
+// The host asked the evaluation to stop (Ctrl-C): thrown out of Interp::run and
+// optimize_adam, never a lane error; the context stays reusable.
+struct Interrupted {};
+
 struct Limits {
   uint64_t max_steps = 50000000;
   uint64_t max_heap = 20000000;
@@ -93,6 +97,10 @@ struct RunRequest {
   Limits limits;
   bool dmci = false;
   bool replay = true;  // replay the last walk's trace when it applies (trace.hpp)
+  // Polled at most every kPollEvery of evaluation (at the machine's check points and between
+  // optimizer steps): true stops the run with Interrupted. nullptr: never polled.
+  bool (*interrupted)(void*) = nullptr;
+  void* interrupt_ctx = nullptr;
   uint8_t client = 0;  // 0: the tree walker (CEK), 1: the bytecode VM (vm.hpp)
 };
 
@@ -244,6 +252,9 @@ class Interp {
   // Work inside a primitive: n steps of the running lanes; throws their limit LaneError.
   void spend(uint64_t n);
   void mind_clock();
+  // Asks the host whether to stop (RunRequest::interrupted), at most once per kPollEvery.
+  void poll_interrupt();
+  static constexpr std::chrono::milliseconds kPollEvery{20};
 
   PayloadTable pay_;
   MaskTable masks_;
@@ -365,6 +376,9 @@ class Interp {
   bool last_numeric_ = false;
   Trace trace_;
   bool recording_ = false;
+  bool (*poll_)(void*) = nullptr;
+  void* poll_ctx_ = nullptr;
+  std::chrono::steady_clock::time_point polled_;
   std::vector<Real> guard_buf_;
 };
 

@@ -167,9 +167,9 @@ def calibrate(
         polish: how many of the best starts L-BFGS polishes after the main optimizer (None:
             ``POLISH_STARTS`` for optimizer="auto", else 0; a per-start target polishes all).
         diagnostics: False skips what a fit loop does not need — the gradient norm and R² at
-            the optimum, the convergence verdict and warning (``success`` then only says no
-            start failed), and the interrupt-handling thread around in-runtime calls —
-            e.g. co-search, which calibrates thousands of candidates in worker processes.
+            the optimum and the convergence verdict and warning (``success`` then only says no
+            start failed) — e.g. co-search, which calibrates thousands of candidates in worker
+            processes.
 
     Returns a ``Calibration``; warns ``ConvergenceWarning`` when ``success`` is False.
     """
@@ -201,7 +201,6 @@ def calibrate(
         rng=rng,
         callback=callback,
         time_limit=time_limit,
-        interruptible=diagnostics,
     )
     tgt = getattr(prepared, "target", None)
     if tgt is not None and tgt.ndim == 2 and tgt.shape[0] != starts:

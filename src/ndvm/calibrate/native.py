@@ -20,10 +20,7 @@ back to the NumPy optimizer on the loss-augmented program.
 
 from __future__ import annotations
 
-import queue
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -50,75 +47,6 @@ def supports(backend: Any, prepared: Prepared | None, opt: Any) -> bool:
 
 
 CHUNK = 25  # steps per runtime call when a callback wants progress
-
-
-_RUNNING: set[threading.Event] = set()  # calls whose worker has not finished
-
-
-class _Worker:
-    """A daemon thread that runs one call at a time. Workers are reused, so each keeps its
-    thread's native context (arenas and the recorded trace of the last evaluation) across
-    calls; a worker whose call was abandoned by Ctrl-C is busy until that call returns."""
-
-    def __init__(self) -> None:
-        self.busy = False
-        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        threading.Thread(target=self._loop, name="ndvm-optimize", daemon=True).start()
-
-    def submit(self, fn: Callable[[], dict[str, Any]], box: dict[str, Any], done: Any) -> None:
-        self.busy = True
-        self._jobs.put((fn, box, done))
-
-    def _loop(self) -> None:
-        while True:
-            fn, box, done = self._jobs.get()
-            try:
-                box["out"] = fn()
-            except BaseException as exc:  # re-raised in the caller's thread
-                box["exc"] = exc
-            finally:
-                self.busy = False
-                _RUNNING.discard(done)
-                done.set()
-                del fn, box, done  # an idle worker holds nothing (no program outlives its use)
-
-
-_WORKERS: list[_Worker] = []
-_WORKERS_LOCK = threading.Lock()
-
-
-def _idle_worker() -> _Worker:
-    with _WORKERS_LOCK:
-        for w in _WORKERS:
-            if not w.busy:
-                w.busy = True
-                return w
-        w = _Worker()
-        w.busy = True
-        _WORKERS.append(w)
-        return w
-
-
-def in_flight() -> bool:
-    """True while an ``interruptible`` call abandoned by Ctrl-C is still computing."""
-    return any(not done.is_set() for done in list(_RUNNING))
-
-
-def interruptible(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """``fn()``, in a worker thread when called from the main thread, so that Ctrl-C raises
-    ``KeyboardInterrupt`` at once while the runtime (which releases the GIL) keeps computing:
-    the abandoned call finishes in the background (a daemon thread; see ``in_flight``)."""
-    if threading.current_thread() is not threading.main_thread():
-        return fn()
-    box: dict[str, Any] = {}
-    done = threading.Event()
-    _RUNNING.add(done)
-    _idle_worker().submit(fn, box, done)
-    while not done.wait(0.05):  # an Event wait, unlike Thread.join, survives an interrupt
-        pass
-    if "exc" in box:
-        raise box["exc"]
-    return box["out"]
 
 
 @dataclass
@@ -185,7 +113,8 @@ class NativeOptimizer:
     Without a callback the whole run is one runtime call. With one, the run is split into
     calls of ``CHUNK`` steps over the lanes still running, calling back after each; each call
     starts Adam's moments (and the early-stop patience count) afresh, so a chunked run is not
-    bitwise the one-call run. Either way Ctrl-C interrupts at once (``interruptible``).
+    bitwise the one-call run. Either way Ctrl-C stops the runtime within about 20 ms of
+    evaluation (the core polls Python's signals) and raises ``KeyboardInterrupt``.
     """
 
     backend: Any
@@ -213,7 +142,7 @@ class NativeOptimizer:
             sched = None if schedule is None else schedule[run.done : run.done + n]
             try:
                 call = partial(self._call, run.theta[lanes], n, sched, tgt, left, control)
-                out = interruptible(call) if control.interruptible else call()
+                out = call()
             except BackendUnsupported:
                 if run.done:
                     raise

@@ -93,7 +93,6 @@ class Control:
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
     callback: Callable[[int, int], None] | None = None  # (step, total)
     time_limit: float | None = None  # seconds for the whole fit: running lanes then fail
-    interruptible: bool = True  # in-runtime calls in a worker thread (Ctrl-C at once)
 
 
 class Optimizer(Protocol):

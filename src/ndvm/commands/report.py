@@ -104,8 +104,10 @@ def print_text(rep: dict[str, Any]) -> None:
         cells = (_fmt(r["train_loss"]), _fmt(r["validation_loss"]),
                  _fmt(r["validation_r2"], ".4f"), _fmt(r["score"], ".3f"),
                  _fmt(r["test_r2"], ".4f"))  # fmt: skip
-        print(f"  {r['complexity']:3d} {cells[0]:>10} {cells[1]:>10} {cells[2]:>8} "
-              f"{cells[3]:>7} {cells[4]:>8}  {r['src']}")
+        print(
+            f"  {r['complexity']:3d} {cells[0]:>10} {cells[1]:>10} {cells[2]:>8} "
+            f"{cells[3]:>7} {cells[4]:>8}  {r['src']}"
+        )
         if r.get("equation_symbolic"):
             print(f"{'':58}= {r['equation_symbolic']}")
         elif r.get("export_error"):
