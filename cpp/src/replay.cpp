@@ -27,6 +27,10 @@ void fill_meta(const InputSpec& in, std::vector<int64_t>& meta) {
 
 void Interp::guard_predicate(int code, const Value* args, uint32_t n, Value out) {
   if (!recording_) return;
+  if (trace_.guards.size() >= kMaxTraceGuards) {
+    recording_ = false;  // too long a trace: this evaluation is not replayed
+    return;
+  }
   Guard g;
   g.code = static_cast<uint16_t>(code);
   g.at = static_cast<uint32_t>(tape_.records.size());
@@ -45,6 +49,11 @@ void Interp::guard_predicate(int code, const Value* args, uint32_t n, Value out)
 
 void Interp::guard_read(uint32_t pid) {
   if (!recording_ || !pay_[pid].taped) return;
+  if (trace_.guards.size() >= kMaxTraceGuards ||
+      trace_.snapshots.size() + pay_[pid].count() > kMaxTraceElems) {
+    recording_ = false;  // too big a trace: this evaluation is not replayed
+    return;
+  }
   Guard g;
   g.kind = GuardKind::READ;
   g.at = static_cast<uint32_t>(tape_.records.size());
@@ -170,6 +179,12 @@ void Interp::start_recording(const RunRequest& req) {
   if (req.transforms) k.transforms.assign(req.transforms, req.transforms + P);
   k.input_meta.clear();
   k.input_data.clear();
+  size_t total = 0;
+  for (const InputSpec& in : req.inputs) total += input_elems(in, req.Ng);
+  if (total > kMaxTraceElems) {
+    recording_ = false;  // inputs too big to keep a copy of: this evaluation is not replayed
+    return;
+  }
   for (const InputSpec& in : req.inputs) {
     fill_meta(in, k.input_meta);
     k.input_data.insert(k.input_data.end(), in.data, in.data + input_elems(in, req.Ng));

@@ -268,3 +268,20 @@ def test_replay_equals_walk_on_generated_programs(backend: str, src: str, seed: 
     x = np.linspace(-1, 1, 3)
     limits = ndvm.Limits(max_steps=200_000)
     check(src, _perturbed(theta, seed), {"x": x}, backend=backend, limits=limits)
+
+
+def test_a_trace_is_bounded() -> None:
+    # guards whose snapshots would exceed the bound: the walk records no trace (w depends on
+    # the parameter but its values, zeros, repeat: under the bound the guards hold)
+    v = ndvm.const(np.linspace(0.0, 1.0, 4096))
+    src = (
+        "(let ((w (* 0 a v))) (let loop ((k 0) (s 0)) "
+        "(if (= k 1100) (* s a) (loop (+ k 1) (if (equal? w w) (+ s 1) s)))))"
+    )
+    assert check(src, [[1.0], [2.0], [3.0]], {"v": v}) == [False, False, False]
+    # the same program under the bound replays
+    few = src.replace("1100", "100")
+    assert check(few, [[1.0], [2.0], [3.0]], {"v": v}) == [False, True, True]
+    # inputs too big to keep a copy of
+    big = ndvm.const(np.arange((1 << 22) + 1, dtype=np.float64))
+    assert check("(* a (ref v 3))", [[1.0], [2.0]], {"v": big}) == [False, False]

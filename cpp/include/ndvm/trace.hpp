@@ -51,6 +51,12 @@ struct TraceKey {
   std::vector<double> input_data;   // every input's elements, concatenated
 };
 
+// A walk stops recording (and its evaluation is not replayed) once its guards' snapshots or its
+// inputs would exceed these many elements, or its guards this count: a trace never costs
+// more memory than a bounded copy.
+constexpr size_t kMaxTraceElems = size_t{1} << 22;
+constexpr size_t kMaxTraceGuards = size_t{1} << 22;
+
 struct Trace {
   bool valid = false;
   TraceKey key;
