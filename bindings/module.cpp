@@ -222,11 +222,18 @@ nb::dict run_dict(ndvm::RunOutput& out, size_t B, size_t Ng, size_t P) {
   return d;
 }
 
-// The core's interrupt poll: Python's pending signals (Ctrl-C raises KeyboardInterrupt here,
-// in the main thread; elsewhere nothing is pending).
+// The core's interrupt poll: Python's pending signals (Ctrl-C raises KeyboardInterrupt here).
+// Python runs signal handlers in the main thread only, so only a run called from it polls
+// (elsewhere the poll would take the GIL for nothing).
 bool python_interrupted(void*) {
   nb::gil_scoped_acquire gil;
   return PyErr_CheckSignals() != 0;
+}
+
+unsigned long g_main_thread = 0;  // threading.main_thread().ident, set at import
+
+void poll_if_main(ndvm::RunRequest& req) {
+  if (PyThread_get_thread_ident() == g_main_thread) req.interrupted = &python_interrupted;
 }
 
 // One evaluation and, with grad, its gradient of sum(cotangent * value) in the same call.
@@ -234,7 +241,7 @@ nb::dict run(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta, I32In
              std::vector<int> kinds, std::vector<F64In> arrays, uint32_t Ng,
              const RunOptions& options, bool grad, std::optional<F64In> cotangent) {
   ndvm::RunRequest req = make_request(prog, theta, constraints, kinds, arrays, Ng, options);
-  req.interrupted = &python_interrupted;
+  poll_if_main(req);
   ndvm::RunOutput out;
   try {
     nb::gil_scoped_release release;
@@ -338,7 +345,7 @@ nb::dict optimize(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta0,
                        take_array<F64Opt>(adam.lr_schedule, "lr_schedule"),
                        take_array<F64In>(adam.target, "target")};
   fill_adam(req, adam, arr, prog.n_params);
-  req.run.interrupted = &python_interrupted;
+  poll_if_main(req.run);
   ndvm::OptimizeOutput out;
   try {
     nb::gil_scoped_release release;
@@ -462,6 +469,8 @@ NB_MODULE(NDVM_MODULE, m) {
   m.doc() = "ndvm native core";
   m.def("core_version", &ndvm::core_version, "Version string of the native core.");
   m.attr("dtype") = sizeof(ndvm::Real) == 4 ? "float32" : "float64";
+  g_main_thread = nb::cast<unsigned long>(
+      nb::module_::import_("threading").attr("main_thread")().attr("ident"));
   m.def("missing_kernels", &missing_kernels,
         "Opcodes of primitives without their row: NUMERIC (forward, VJP; shape rule and operand "
         "ranks for CUSTOM), PREDICATE, STRUCTURAL and CONTROL (the member applying it); "
