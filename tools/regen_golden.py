@@ -1,9 +1,9 @@
 """Regenerate the golden programs' expected results, independently of ndvm.
 
-The programs and their oracles are in ``tools/golden_catalogue.py``. Expected values come from
-the oracle; expected gradients from float64 five-point central differences of the oracle (or a
-closed form). ndvm itself is never run here, so a golden can catch a bug in every backend, the
-reference one included.
+The programs and their oracles are in ``tools/goldens/`` (one module per part of the language).
+Expected values come from the oracle; expected gradients from float64 five-point central
+differences of the oracle (or a closed form). ndvm itself is never run here, so a golden can
+catch a bug in every backend, the reference one included.
 
     PYTHONPATH=src .venv/bin/python tools/regen_golden.py            # rewrite all
     PYTHONPATH=src .venv/bin/python tools/regen_golden.py --check    # fail if any is stale
@@ -26,7 +26,7 @@ FD_STEP = 1e-4
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from golden_catalogue import GOLDENS, TRANSFORMS, Fail, Golden  # noqa: E402
+from goldens import GOLDENS, TRANSFORMS, Fail, Golden  # noqa: E402
 
 
 # -- generation ---------------------------------------------------------------------------
