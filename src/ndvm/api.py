@@ -17,7 +17,7 @@ import numpy as np
 from ndvm.backends.base import STATUS_ERROR, RunResult
 from ndvm.errors import BackendUnsupported, NdvmError
 from ndvm.eval.limits import Limits
-from ndvm.lang.front import compile_source
+from ndvm.lang.front import compile_source, skeleton_of
 from ndvm.lang.ir import CompiledProgram, ParamSpec
 from ndvm.prims import constraints
 from ndvm.values import show
@@ -86,7 +86,8 @@ class Program:
 
     @property
     def skeleton(self) -> str:
-        return self.compiled.skeleton
+        """Structure string: parameters -> ``P``, numeric literals -> ``C`` (dedupe key)."""
+        return skeleton_of(self.compiled)
 
     @property
     def source(self) -> str:

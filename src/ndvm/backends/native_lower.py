@@ -128,40 +128,78 @@ _ROWS: dict[type, _Row] = {
 
 
 _ZEROS = (0,) * 64
+_LEAVES = {ir.Param: _PARAM, ir.Input: _INPUT}
 
 
 def lower_tables(program: CompiledProgram) -> tuple[tuple[Any, ...], list[str], np.ndarray]:
-    """The ``Program`` constructor arguments of ``program``, its strings and constraints."""
+    """The ``Program`` constructor arguments of ``program``, its strings and constraints.
+
+    Preorder over an explicit stack; the commonest nodes (primitive calls, variables, numeric
+    constants) are written inline, the rest through ``_ROWS``. The integer tables are packed
+    into one list and converted once (NumPy's conversion, not the walk, dominates small
+    programs).
+    """
     t = _Tables()
     nodes: list[int] = []  # rows of 9 ints, flat
     kids = t.kids
     stack: list[tuple[Any, int]] = [(program.body, -1)]
-    pop, push = stack.pop, stack.append
+    pop, push, extend = stack.pop, stack.append, nodes.extend
+    prim_call, local, const, leaves = ir.PrimCall, ir.Local, ir.Const, _LEAVES
     while stack:
         node, slot = pop()
         if slot >= 0:
             kids[slot] = len(nodes) // 9
-        row, children = _node_row(t, node)
-        off = len(kids)
-        n = len(children)
-        if n:
-            kids.extend(_ZEROS[:n] if n <= len(_ZEROS) else [0] * n)
-        nodes.extend(row)
-        nodes.extend((off, n, node.line, node.column))
-        for i in range(n - 1, -1, -1):
-            push((children[i], off + i))
+        tp = type(node)
+        if tp is prim_call:
+            children: tuple[Any, ...] = node.args
+            n = len(children)
+            off = len(kids)
+            kids.extend(_ZEROS[:n] if n <= 64 else [0] * n)
+            extend((_PRIMCALL, node.code, 0, 0, 0, off, n, node.line, node.column))
+            for i in range(n - 1, -1, -1):
+                push((children[i], off + i))
+            continue
+        if tp is local:
+            row = (_LOCAL, 0, node.depth, node.index, t.string(node.name))
+        elif tp is const and type(node.value) is float:
+            t.consts.append([_C_NUM, 0, 0])
+            t.nums.append(node.value)
+            row = (_CONST, 0, len(t.consts) - 1, 0, 0)
+        elif tp in leaves:
+            row = (leaves[tp], 0, node.index, 0, 0)
+        else:
+            row, children = _node_row(t, node)
+            n = len(children)
+            if n:
+                off = len(kids)
+                kids.extend(_ZEROS[:n] if n <= 64 else [0] * n)
+                extend(row)
+                extend((off, n, node.line, node.column))
+                for i in range(n - 1, -1, -1):
+                    push((children[i], off + i))
+                continue
+        extend(row)
+        extend((len(kids), 0, node.line, node.column))
+    return _pack(program, t, nodes)
+
+
+def _pack(program: CompiledProgram, t: _Tables, nodes: list[int]) -> tuple[Any, ...]:
+    n_nodes, n_kids, n_aux = len(nodes), len(t.kids), len(t.aux)
+    flat = nodes + t.kids + t.aux
+    for row in t.consts:
+        flat.extend(row)
+    ints = np.array(flat, dtype=np.int32)
+    a, b = n_nodes + n_kids, n_nodes + n_kids + n_aux
     args = (
-        np.asarray(nodes, dtype=np.int32).reshape(-1, 9),
-        np.asarray(t.kids, dtype=np.int32),
-        np.asarray(t.aux, dtype=np.int32),
-        np.asarray(t.consts, dtype=np.int32).reshape(-1, 3),
-        np.asarray(t.nums, dtype=np.float64),
+        ints[:n_nodes].reshape(-1, 9),
+        ints[n_nodes:a],
+        ints[a:b],
+        ints[b:].reshape(-1, 3),
+        np.array(t.nums, dtype=np.float64),
         t.strings,
         0,
         len(program.params),
         len(program.inputs),
     )
-    constraints = np.asarray(
-        [constraint(s.constraint).code for s in program.params], dtype=np.int32
-    )
-    return args, t.strings, constraints
+    codes = [constraint(s.constraint).code for s in program.params]
+    return args, t.strings, np.array(codes, dtype=np.int32)

@@ -8,7 +8,7 @@ one per token.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 # equality and hashing by value, like a frozen dataclass; construction at slotted-class speed
@@ -97,3 +97,18 @@ def to_source(d: Datum, atom: Callable[[Datum], str] = str) -> str:
         else:
             out.append(atom(item))  # type: ignore[arg-type]
     return "".join(out)
+
+
+def symbols_in(data: Iterable[Datum]) -> set[str]:
+    """Every symbol name occurring in ``data`` (quoted or not)."""
+    out: set[str] = set()
+    stack = list(data)
+    while stack:
+        d = stack.pop()
+        if isinstance(d, Sym):
+            out.add(d.name)
+        elif isinstance(d, SList):
+            stack.extend(d.items)
+            if d.tail is not None:
+                stack.append(d.tail)
+    return out

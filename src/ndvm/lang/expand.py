@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from ndvm.errors import CompileError, UnsupportedForm
 from ndvm.lang.datum import Bool, Datum, SList, Str, Sym, to_source
-from ndvm.lang.forms import MUTATION_FORMS, RESERVED, SPECIAL_FORMS, UNSUPPORTED_FORMS
+from ndvm.lang.forms import BODY_HEADS, MUTATION_FORMS, RESERVED, SPECIAL_FORMS, UNSUPPORTED_FORMS
 
 
 def err(msg: str, at: Datum) -> CompileError:
@@ -44,10 +44,13 @@ class Expander:
         self.loop_stack: list[tuple[str, int]] = []
         self.shadowed: list[str] = []  # special-form names bound as variables in scope
 
-    @contextmanager
-    def binding(self, names: Iterable[Datum]) -> Iterator[None]:
+    def binding(self, names: Iterable[Datum]) -> AbstractContextManager[None]:
         """Scope in which ``names`` are variables (a bound ``loop`` is no longer a form)."""
         pushed = [n.name for n in names if isinstance(n, Sym) and n.name in SPECIAL_FORMS]
+        return self._shadowing(pushed) if pushed else _UNCHANGED
+
+    @contextmanager
+    def _shadowing(self, pushed: list[str]) -> Iterator[None]:
         self.shadowed.extend(pushed)
         try:
             yield
@@ -65,6 +68,9 @@ class Expander:
         """A body (top level or lambda/let body): defines become one ``letrec``."""
         if not forms:
             raise err("empty body: expected at least one expression", at)
+        if not any(head_name(f) in BODY_HEADS for f in forms):  # the common case
+            exprs = [self.expand(f) for f in forms]
+            return exprs[0] if len(exprs) == 1 else lst([sym("begin", at), *exprs], at)
         flat = list(self._splice_begins(forms))
         defined = [self._defined_name(f) for f in flat if head_name(f) == "define"]
         with self.binding(defined):
@@ -134,40 +140,53 @@ class Expander:
 
     # -- expressions --------------------------------------------------------------------
     def expand(self, d: Datum) -> Datum:
-        if isinstance(d, Sym):
-            if not self.is_form(d.name):
-                return d
-            if d.name in ("recur",):
-                raise err("recur used as a value: it may only be called, in tail position", d)
-            if d.name in SPECIAL_FORMS:
-                raise err(f"special form {d.name!r} used as a value", d)
+        tp = type(d)
+        if tp is Sym:
+            if d.name in SPECIAL_FORMS and self.is_form(d.name):  # type: ignore[union-attr]
+                self._form_as_value(d)  # type: ignore[arg-type]
             return d
-        if not isinstance(d, SList):
+        if tp is not SList:
             return d
-        if d.tail is not None:
+        items = d.items  # type: ignore[union-attr]
+        if d.tail is not None:  # type: ignore[union-attr]
             raise err("dotted list is not a valid expression (quote it for data)", d)
-        if not d.items:
+        if not items:
             raise err("empty application '()' (use '() for the empty list)", d)
-        name = head_name(d)
-        if name is not None and self.is_form(name):
-            method = _FORMS.get(name)
-            if method is not None:
-                return method(self, d)
-            if name in MUTATION_FORMS:
-                raise UnsupportedForm(
-                    f"{name} is not supported: the heap is write-once (no "
-                    f"mutation in the language)",
-                    d.line,
-                    d.column,
-                )
-            if name in UNSUPPORTED_FORMS:
-                raise UnsupportedForm(f"{name}: {UNSUPPORTED_FORMS[name]}", d.line, d.column)
-        items = d.items
-        out = [self.expand(x) for x in items]
-        for a, b in zip(out, items):
-            if a is not b:
-                return SList(tuple(out), None, d.line, d.column)
-        return d  # an application whose parts expand to themselves is already core
+        head = items[0]
+        if type(head) is Sym and head.name in _HEADS and self.is_form(head.name):
+            return self._form(head.name, d)  # type: ignore[arg-type]
+        out: list[Datum] = []
+        same = True
+        shadowed = self.shadowed
+        for x in items:  # an application: atoms inline, lists recursively
+            tx = type(x)
+            if tx is SList:
+                y = self.expand(x)
+                same = same and y is x
+                out.append(y)
+                continue
+            if tx is Sym and x.name in SPECIAL_FORMS and x.name not in shadowed:  # type: ignore
+                self._form_as_value(x)  # type: ignore[arg-type]
+            out.append(x)
+        # an application whose parts expand to themselves is already core
+        return d if same else SList(tuple(out), None, d.line, d.column)
+
+    def _form_as_value(self, d: Sym) -> None:
+        if d.name == "recur":
+            raise err("recur used as a value: it may only be called, in tail position", d)
+        raise err(f"special form {d.name!r} used as a value", d)
+
+    def _form(self, name: str, d: SList) -> Datum:
+        method = _FORMS.get(name)
+        if method is not None:
+            return method(self, d)
+        if name in MUTATION_FORMS:
+            raise UnsupportedForm(
+                f"{name} is not supported: the heap is write-once (no mutation in the language)",
+                d.line,
+                d.column,
+            )
+        raise UnsupportedForm(f"{name}: {UNSUPPORTED_FORMS[name]}", d.line, d.column)
 
     def _args(self, d: SList, lo: int, hi: int | None, usage: str) -> tuple[Datum, ...]:
         args = d.items[1:]
@@ -474,3 +493,7 @@ _FORMS = {
     "quasiquote": Expander.f_quasi,
     "unquote": Expander.f_quasi,
 }
+
+# heads the expander rewrites or rejects (a list headed by any other name is an application)
+_HEADS = frozenset(_FORMS) | MUTATION_FORMS | frozenset(UNSUPPORTED_FORMS)
+_UNCHANGED: AbstractContextManager[None] = nullcontext()

@@ -8,6 +8,8 @@ SPECIAL_FORMS = frozenset(
     "quote if cond case and or when unless begin let let* letrec letrec* define lambda do "
     "loop recur assert params else => . quasiquote unquote".split()
 )
+# heads that make a body more than a sequence of expressions
+BODY_HEADS = frozenset(("define", "begin"))
 MUTATION_FORMS = frozenset(
     "set! set-car! set-cdr! vector-set! vector-fill! string-set! string-fill! list-set! "
     "matrix-set! hash-table-set!".split()

@@ -8,16 +8,16 @@ an outermost ``letrec`` frame around the program.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping, Sequence
-from functools import cache
+from collections.abc import Iterable, Mapping, Sequence, Set
+from functools import cache, lru_cache
 from typing import Any
 
 from ndvm.errors import CompileError
 from ndvm.eval.limits import Limits
 from ndvm.lang import ir
-from ndvm.lang.datum import Datum, Num, SList, Sym, to_source
+from ndvm.lang.datum import Datum, Num, SList, Sym, symbols_in, to_source
 from ndvm.lang.expand import Expander, head_name
-from ndvm.lang.reader import read
+from ndvm.lang.reader import read, read_with_symbols
 from ndvm.lang.resolve import Resolver
 from ndvm.lang.suggest import did_you_mean
 from ndvm.prims import PRIMS, Kind
@@ -57,7 +57,7 @@ def _compile(
     for name in inputs:
         if not isinstance(name, str) or not name:
             raise CompileError(f"input names must be non-empty strings, got {name!r}")
-    data = read(source, limits=limits)
+    data, symbols = read_with_symbols(source, limits=limits)
     header: tuple[ir.ParamSpec, ...] = ()
     has_header = head_name(data[0]) == "params"
     if has_header:
@@ -77,7 +77,9 @@ def _compile(
     top = SList(data, None, data[0].line, data[0].column)
     expander = Expander(sequential_let=dialect == "dmci")
     body_datum = expander.expand_body(data, top)
-    prelude = prelude_closure(symbols_in(data))
+    prelude = prelude_closure(symbols)
+    if prelude and has_header:  # names only the header mentions do not count
+        prelude = prelude_closure(symbols_in(data))
     resolver = Resolver(names, inputs, infer)
     resolver.scopes.append(list(prelude))
     body = resolver.resolve(body_datum, True)
@@ -92,7 +94,6 @@ def _compile(
         body=body,
         params=specs,
         inputs=inputs,
-        skeleton=skeleton(data, {s.name for s in specs}),
         source=source,
         has_header=has_header,
         prelude=prelude,
@@ -196,26 +197,18 @@ def _param_specs(
     return tuple(out)
 
 
-def symbols_in(data: Iterable[Datum]) -> set[str]:
-    """Every symbol name occurring in ``data`` (quoted or not)."""
-    out: set[str] = set()
-    stack = list(data)
-    while stack:
-        d = stack.pop()
-        if isinstance(d, Sym):
-            out.add(d.name)
-        elif isinstance(d, SList):
-            stack.extend(d.items)
-            if d.tail is not None:
-                stack.append(d.tail)
-    return out
+@cache
+def _prelude_names() -> frozenset[str]:
+    return frozenset(n for n, p in PRIMS.names().items() if p.kind is Kind.PRELUDE)
 
 
-def prelude_closure(symbols: set[str]) -> tuple[str, ...]:
+def prelude_closure(symbols: Set[str]) -> tuple[str, ...]:
     """The prelude procedures ``symbols`` name, with the prelude procedures they use."""
+    named = _prelude_names() & symbols
+    if not named:
+        return ()
     needed: list[str] = []
-    todo = sorted(n for n in symbols if (p := PRIMS.get(n)) is not None and p.kind is Kind.PRELUDE)
-    todo = [PRIMS.by_name(n).name for n in todo]
+    todo = [PRIMS.by_name(n).name for n in sorted(named)]
     while todo:
         name = todo.pop()
         if name in needed:
@@ -244,7 +237,21 @@ def _prelude_ir(name: str, resolver: Resolver) -> ir.Node:
     return node
 
 
-def skeleton(data: Iterable[Datum], params: set[str]) -> str:
+@lru_cache(maxsize=1024)
+def _skeleton_of(source: str, has_header: bool, params: frozenset[str]) -> str:
+    # the source was read once already, under the program's limits
+    data = read(source, limits=Limits(max_source_chars=len(source), max_forms=len(source)))
+    return skeleton(data[1:] if has_header else data, params)
+
+
+def skeleton_of(program: ir.CompiledProgram) -> str:
+    """The structure string of ``program`` (computed on first use: search dedupes by it)."""
+    return _skeleton_of(
+        program.source, program.has_header, frozenset(s.name for s in program.params)
+    )
+
+
+def skeleton(data: Iterable[Datum], params: Set[str]) -> str:
     """Structure string: parameters -> ``P``, numeric literals -> ``C``, spaces collapsed."""
     data = tuple(data)
     try:

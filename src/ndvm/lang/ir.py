@@ -168,7 +168,6 @@ class CompiledProgram:
     body: Node
     params: tuple[ParamSpec, ...]
     inputs: tuple[str, ...]
-    skeleton: str
     source: str
     has_header: bool = False
     prelude: tuple[str, ...] = field(default=())

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from ndvm.errors import CompileError, ReadError
 from ndvm.eval.limits import Limits
-from ndvm.lang.datum import Bool, Datum, Num, SList, Str, Sym
+from ndvm.lang.datum import Bool, Datum, Num, SList, Str, Sym, symbols_in
 
 MAX_NESTING = 2000
 _DEFAULT = Limits()
@@ -58,6 +58,13 @@ def read(
     ``limits.max_source_chars`` bounds the text (``ReadError``) and ``limits.max_forms`` the
     forms read (``CompileError`` at the first form past it), so huge input fails fast.
     """
+    return read_with_symbols(text, allow_empty=allow_empty, limits=limits)[0]
+
+
+def read_with_symbols(
+    text: str, *, allow_empty: bool = False, limits: Limits | None = None
+) -> tuple[tuple[Datum, ...], frozenset[str]]:
+    """``read(text)`` and the name of every symbol in it (quoted or not)."""
     if not isinstance(text, str):
         raise ReadError(f"source must be str, not {type(text).__name__}")
     lim = limits or _DEFAULT
@@ -68,20 +75,28 @@ def read(
             1,
         )
     if len(text) <= _CACHED_CHARS:
-        data = _read_small(text, lim.max_forms)
+        out = _read_small(text, lim.max_forms)
     else:
-        data = _Reader(text, lim.max_forms).run()
-    if not data and not allow_empty:
+        out = _read_any(text, lim.max_forms)
+    if not out[0] and not allow_empty:
         raise ReadError("empty program: expected at least one expression", 1, 1)
-    return data
+    return out
 
 
 _CACHED_CHARS = 2048  # data are immutable: small sources read once (co-search reads twice)
 
 
 @lru_cache(maxsize=256)
-def _read_small(text: str, max_forms: int) -> tuple[Datum, ...]:
-    return _Reader(text, max_forms).run()
+def _read_small(text: str, max_forms: int) -> tuple[tuple[Datum, ...], frozenset[str]]:
+    return _read_any(text, max_forms)
+
+
+def _read_any(text: str, max_forms: int) -> tuple[tuple[Datum, ...], frozenset[str]]:
+    fast = _read_fast(text, max_forms)
+    if fast is not None:
+        return fast
+    data = _Reader(text, max_forms).run()
+    return data, frozenset(symbols_in(data))
 
 
 class _Reader:
@@ -341,3 +356,74 @@ def parse_atom(token: str, line: int, col: int) -> Datum:
     if token[0] in "+-." and len(token) > 1 and (token[1].isdigit() or token[1] == "."):
         raise ReadError(f"bad number {token!r}", line, col)
     return Sym(token, line, col)
+
+
+# -- the fast path ---------------------------------------------------------------------------
+# A source made of lists, plain atoms (symbols, numbers, booleans), whitespace and line
+# comments -- what generated programs are -- is tokenized by one ``findall``: each match is the
+# skipped text and one token, so positions follow by adding lengths. Anything else (strings,
+# quotes, dots, block and datum comments, bad tokens, every error) returns ``None`` and the
+# source is read by ``_Reader``, the definition of the syntax; ``tests/lang/test_reader.py``
+# checks the two agree on generated sources.
+_FAST_TOKEN = re.compile(
+    r"((?:[ \t\r\n\f\v]+|;[^\n]*)*)([()\[\]]|#?[^\s()\[\]\";'`,#]+|.?)", re.DOTALL
+)
+_OPENERS = {"(": ")", "[": "]"}
+
+
+def _read_fast(text: str, max_forms: int) -> tuple[tuple[Datum, ...], frozenset[str]] | None:
+    """The data and symbol names of ``text``, or ``None`` where ``_Reader`` must read it."""
+    top: list[Datum] = []
+    items = top
+    stack: list[tuple[list[Datum], str, int, int]] = []
+    symbols: set[str] = set()
+    line, line_start, pos, forms = 1, 0, 0, max_forms
+    for skip, token in _FAST_TOKEN.findall(text):
+        if skip:
+            if "\n" in skip:
+                line += skip.count("\n")
+                line_start = pos + skip.rindex("\n") + 1
+            pos += len(skip)
+        col = pos - line_start + 1
+        pos += len(token)
+        close = _OPENERS.get(token)
+        if close is not None:
+            forms -= 1
+            if forms < 0 or len(stack) >= MAX_NESTING:
+                return None
+            stack.append((items, close, line, col))
+            items = []
+            continue
+        if token == ")" or token == "]":
+            if not stack:
+                return None
+            parent, want, at_line, at_col = stack.pop()
+            if token != want:
+                return None
+            if token == ")":
+                parent.append(SList(tuple(items), None, at_line, at_col))
+            else:
+                parent.append(SList((Sym("vec", at_line, at_col), *items), None, at_line, at_col))
+                symbols.add("vec")
+            items = parent
+            continue
+        if not token:
+            break  # the end of the text
+        forms -= 1
+        if forms < 0:
+            return None
+        value = _classify(token)
+        if value is None:
+            items.append(Sym(token, line, col))
+            symbols.add(token)
+        elif value is not _SPECIAL:
+            items.append(Num(value, token, line, col))  # type: ignore[arg-type]
+        elif token in _BOOLEANS:
+            items.append(Bool(_BOOLEANS[token], line, col))
+        elif token in _SPECIAL_NUMBERS:
+            items.append(Num(_SPECIAL_NUMBERS[token], token, line, col))
+        else:
+            return None  # '.', '#' syntax, quotes, strings, bad tokens
+    if stack:
+        return None
+    return tuple(top), frozenset(symbols)

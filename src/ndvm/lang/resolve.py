@@ -58,12 +58,14 @@ class Resolver:
 
     def lookup(self, s: Sym) -> ir.Node:
         name = s.name
-        for depth, scope in enumerate(reversed(self.scopes)):
-            # the last binding of a name in a frame wins (letrec* shadowing within a body)
-            for index in range(len(scope) - 1, -1, -1):
-                if scope[index] == name:
-                    return ir.Local(depth, index, name, s.line, s.column)
-        prim = PRIMS.get(name)
+        scopes = self.scopes
+        for depth in range(len(scopes)):
+            scope = scopes[-1 - depth]
+            if name in scope:
+                # the last binding of a name in a frame wins (letrec* shadowing within a body)
+                index = len(scope) - 1 - scope[::-1].index(name)
+                return ir.Local(depth, index, name, s.line, s.column)
+        prim = _prim_named(name)
         if prim is not None:
             return ir.PrimRef(prim.code, prim.name, s.line, s.column)
         if name == "#void":
@@ -106,27 +108,32 @@ class Resolver:
         raise err(msg, head)
 
     def resolve(self, d: Datum, tail: bool = False) -> ir.Node:
-        if isinstance(d, Sym):
-            return self.lookup(d)
-        if isinstance(d, Num):
-            return ir.Const(d.value, d.line, d.column)
-        if isinstance(d, Bool):
-            return ir.Const(d.value, d.line, d.column)
-        if isinstance(d, Str):
-            return ir.Const(String(d.value), d.line, d.column)
-        head = d.items[0]
-        if isinstance(head, Sym) and not self._is_local(head.name):
-            form = _CORE.get(head.name)
-            if form is not None:
-                return form(self, d, tail)
-            prim = PRIMS.get(head.name)
-            if prim is not None and head.name not in _PROCEDURE_FIRST:
-                return self._prim_call(prim, d)
-        return self._call(d, tail)
+        tp = type(d)
+        if tp is SList:
+            head = d.items[0]  # type: ignore[union-attr]
+            if type(head) is Sym and not self._is_local(head.name):
+                form = _CORE.get(head.name)
+                if form is not None:
+                    return form(self, d, tail)  # type: ignore[arg-type]
+                prim = _prim_named(head.name)
+                if prim is not None and head.name not in _PROCEDURE_FIRST:
+                    return self._prim_call(prim, d)  # type: ignore[arg-type]
+            return self._call(d, tail)  # type: ignore[arg-type]
+        if tp is Sym:
+            return self.lookup(d)  # type: ignore[arg-type]
+        if tp is Str:
+            return ir.Const(String(d.value), d.line, d.column)  # type: ignore[union-attr]
+        return ir.Const(d.value, d.line, d.column)  # type: ignore[union-attr]  # Num, Bool
 
     def _prim_call(self, prim: Prim, d: SList) -> ir.Node:
         """A call whose operator is a (not rebound) primitive: checked for arity, once."""
-        args = tuple(self.resolve(a) for a in d.items[1:])
+        const, resolve = ir.Const, self.resolve
+        args = tuple(
+            [
+                const(a.value, a.line, a.column) if type(a) is Num else resolve(a)
+                for a in d.items[1:]
+            ]  # type: ignore[union-attr]
+        )
         if not prim.arity.accepts(len(args)):
             raise err(
                 f"{prim.name} expects {prim.arity.describe()} argument(s), got {len(args)}", d
@@ -252,6 +259,8 @@ class Resolver:
 _PROCEDURE_FIRST = frozenset(
     "map for-each filter reduce fold-left fold-right apply vector-map".split()
 )
+
+_prim_named = PRIMS.get
 
 _CORE = {
     "quote": Resolver.f_quote,

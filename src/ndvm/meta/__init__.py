@@ -24,7 +24,8 @@ from typing import Any
 
 from ndvm.api import Program
 from ndvm.api import compile as _compile
-from ndvm.lang.front import ParamsArg, compile_source, prelude_closure, symbols_in
+from ndvm.lang.datum import symbols_in
+from ndvm.lang.front import ParamsArg, compile_source, prelude_closure
 from ndvm.lang.reader import read
 from ndvm.prims import PRIMS, Kind
 

@@ -1,0 +1,111 @@
+"""The front end, stage by stage: source text of a never-seen program -> first gradient.
+
+    PYTHONPATH=src python benchmarks/bench_front.py [--reps 400] [--profile]
+
+Each program is timed on ``reps`` distinct sources (a numeric literal changes, so no cache
+answers), and each stage is the best over them (the machine is shared: the minimum is the stable figure): ``read`` (text -> data), ``expand``,
+``resolve``, ``lower`` (IR -> the core's tables), then ``ndvm.compile`` whole, the core's
+``Program`` built from the tables, and the first ``value_and_grad``. The issue's target for
+``ndvm.compile`` of a 10-30 node program is 30 us, printed as a ratio in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import ndvm
+from ndvm.backends import native_lower, registry
+from ndvm.lang import front
+from ndvm.lang.expand import Expander
+from ndvm.lang.reader import read_with_symbols
+from ndvm.lang.resolve import Resolver
+
+TARGET_COMPILE = 30e-6
+
+# name -> (source with one {k} literal, inputs)
+PROGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "sr-damped (10 nodes)": ("(* a (exp (- (* b x {k}))) (cos (+ (* c x) d)))", ("x",)),
+    "header + let* (22 nodes)": (
+        "(params (a 1.0) (k 0.5 positive) (w 2.0))\n"
+        "(let* ((u (* k x)) (v (sin (+ (* w x) {k}))))\n  (+ (* a (exp (- u))) (* v v)))",
+        ("x",),
+    ),
+    "cond + lambda (30 nodes)": (
+        "(define (f t) (if (< t 0) (* a t) (* b (sqrt (+ t {k})))))\n"
+        "(cond ((> x 2) (f (- x 2))) ((> x 1) (+ (f x) c)) (else (* d (f (abs x)))))",
+        ("x",),
+    ),
+}
+
+
+def best_us(times: list[float]) -> float:
+    return min(times) * 1e6
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def stages(template: str, inputs: tuple[str, ...], reps: int) -> dict[str, float]:
+    """Best microseconds of each stage over ``reps`` distinct sources."""
+    times: dict[str, list[float]] = {k: [] for k in ("read", "expand", "resolve", "lower")}
+    times.update({"ndvm.compile": [], "core Program": [], "first value_and_grad": []})
+    x = np.linspace(0.0, 3.0, 32)
+    for i in range(reps):
+        src = template.format(k=repr(1.0 + i * 1e-6))
+        (data, _), t = timed(lambda: read_with_symbols(src))
+        times["read"].append(t)
+        body = data[1:] if front.head_name(data[0]) == "params" else data
+        expanded, t = timed(lambda: Expander().expand_body(body, data[0]))
+        times["expand"].append(t)
+        _, t = timed(lambda: Resolver([], inputs, True).resolve(expanded, True))
+        times["resolve"].append(t)
+        src2 = template.format(k=repr(2.0 + i * 1e-6))
+        compiled = front.compile_source(src2, inputs=inputs)
+        _, t = timed(lambda: native_lower.lower_tables(compiled))
+        times["lower"].append(t)
+        src3 = template.format(k=repr(3.0 + i * 1e-6))
+        prog, t = timed(lambda: ndvm.compile(src3, inputs=inputs, backend="native"))
+        times["ndvm.compile"].append(t)
+        lowered = registry.get("native").lowered(prog.compiled)
+        _, t = timed(lambda: lowered.program("float64"))
+        times["core Program"].append(t)
+        theta = prog.init_theta()
+        _, t = timed(lambda: prog.value_and_grad(theta, x=x))
+        times["first value_and_grad"].append(t)
+    return {k: best_us(v) for k, v in times.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=400)
+    ap.add_argument("--profile", action="store_true", help="cProfile ndvm.compile")
+    args = ap.parse_args()
+    ndvm.compile("(+ a x)", inputs=("x",), backend="native")  # imports, caches
+    for name, (template, inputs) in PROGRAMS.items():
+        s = stages(template, inputs, args.reps)
+        row = "  ".join(f"{k} {v:6.1f}" for k, v in s.items())
+        ratio = s["ndvm.compile"] * 1e-6 / TARGET_COMPILE
+        print(f"{name:26s} us: {row}  | compile / 30 us target {ratio:.2f}x")
+    if args.profile:
+        template, inputs = PROGRAMS["sr-damped (10 nodes)"]
+        srcs = [template.format(k=repr(5.0 + i * 1e-6)) for i in range(args.reps)]
+        prof = cProfile.Profile()
+        prof.enable()
+        for s in srcs:
+            ndvm.compile(s, inputs=inputs, backend="native")
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+
+
+if __name__ == "__main__":
+    main()
