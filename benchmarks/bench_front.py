@@ -3,7 +3,8 @@
     PYTHONPATH=src python benchmarks/bench_front.py [--reps 400] [--profile]
 
 Each program is timed on ``reps`` distinct sources (a numeric literal changes, so no cache
-answers), and each stage is the best over them (the machine is shared: the minimum is the stable figure): ``read`` (text -> data), ``expand``,
+answers), and each stage is the best over them (on a shared machine the minimum is the stable
+figure): ``read`` (text -> data), ``expand``,
 ``resolve``, ``lower`` (IR -> the core's tables), then ``ndvm.compile`` whole, the core's
 ``Program`` built from the tables, and the first ``value_and_grad``. The issue's target for
 ``ndvm.compile`` of a 10-30 node program is 30 us, printed as a ratio in the same run.
@@ -49,9 +50,9 @@ def best_us(times: list[float]) -> float:
     return min(times) * 1e6
 
 
-def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float]:
     t0 = time.perf_counter()
-    out = fn()
+    out = fn(*args, **kwargs)
     return out, time.perf_counter() - t0
 
 
@@ -62,25 +63,25 @@ def stages(template: str, inputs: tuple[str, ...], reps: int) -> dict[str, float
     x = np.linspace(0.0, 3.0, 32)
     for i in range(reps):
         src = template.format(k=repr(1.0 + i * 1e-6))
-        (data, _), t = timed(lambda: read_with_symbols(src))
+        (data, _), t = timed(read_with_symbols, src)
         times["read"].append(t)
         body = data[1:] if front.head_name(data[0]) == "params" else data
-        expanded, t = timed(lambda: Expander().expand_body(body, data[0]))
+        expanded, t = timed(Expander().expand_body, body, data[0])
         times["expand"].append(t)
-        _, t = timed(lambda: Resolver([], inputs, True).resolve(expanded, True))
+        _, t = timed(Resolver([], inputs, True).resolve, expanded, True)
         times["resolve"].append(t)
         src2 = template.format(k=repr(2.0 + i * 1e-6))
         compiled = front.compile_source(src2, inputs=inputs)
-        _, t = timed(lambda: native_lower.lower_tables(compiled))
+        _, t = timed(native_lower.lower_tables, compiled)
         times["lower"].append(t)
         src3 = template.format(k=repr(3.0 + i * 1e-6))
-        prog, t = timed(lambda: ndvm.compile(src3, inputs=inputs, backend="native"))
+        prog, t = timed(ndvm.compile, src3, inputs=inputs, backend="native")
         times["ndvm.compile"].append(t)
         lowered = registry.get("native").lowered(prog.compiled)
-        _, t = timed(lambda: lowered.program("float64"))
+        _, t = timed(lowered.program, "float64")
         times["core Program"].append(t)
         theta = prog.init_theta()
-        _, t = timed(lambda: prog.value_and_grad(theta, x=x))
+        _, t = timed(prog.value_and_grad, theta, x=x)
         times["first value_and_grad"].append(t)
     return {k: best_us(v) for k, v in times.items()}
 

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.hostile.corpus import CASES
 
 from ndvm.errors import CompileError, ReadError
 from ndvm.eval.limits import Limits
 from ndvm.lang.datum import Num, SList, Sym, symbols_in, to_source
 from ndvm.lang.reader import MAX_NESTING, _read_fast, _Reader, read, read_with_symbols
-from tests.hostile.corpus import CASES
 
 ROOT = Path(__file__).resolve().parents[2]
 BIG = 10**9

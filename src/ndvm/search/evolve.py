@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ndvm.lang.datum import Datum, Num, SList, Sym, to_source
+from ndvm.lang.datum import Datum, Num, SList, Sym, symbols_in, to_source
 from ndvm.lang.front import skeleton
 from ndvm.lang.reader import read
 from ndvm.search.candidate import Candidate, skeleton_hash
-from ndvm.search.funnel import complexity, symbols
+from ndvm.search.funnel import complexity
 from ndvm.search.simplify import simplify
 from ndvm.search.state import SearchState
 from ndvm.tasks.grammar import Grammar
@@ -90,7 +90,7 @@ def uses_loop_state(d: Datum) -> bool:
     while stack:
         x = stack.pop()
         parts = loop_parts(x)
-        if parts is not None and parts[0] in symbols([parts[2]]):
+        if parts is not None and parts[0] in symbols_in([parts[2]]):
             return True
         if isinstance(x, SList):
             stack.extend(x.items)
@@ -173,7 +173,7 @@ class Builder:
 
 
 def _has_loop(d: Datum) -> bool:
-    return "loop" in symbols([d])
+    return "loop" in symbols_in([d])
 
 
 class EvolveProposer:
@@ -280,7 +280,7 @@ class EvolveProposer:
         for _ in range(10):
             donor = s2[int(b.rng.integers(len(s2)))]
             sub = get(p2, donor.path)
-            local = symbols([sub]) & donor.scope
+            local = symbols_in([sub]) & donor.scope
             if local <= target.scope and not (_has_loop(sub) and _has_loop(p1)):
                 return put(p1, target.path, sub), "crossover"
         return None, "crossover"
@@ -355,7 +355,7 @@ class EvolveProposer:
         return put(p, s.path, L(S(b.pick(self.g.unary)), inner))
 
     def _m_param(self, b: Builder, p: Datum) -> Datum | None:
-        free = [q for q in self.g.params if q not in symbols([p])]
+        free = [q for q in self.g.params if q not in symbols_in([p])]
         if not free:
             return None
         q = S(free[int(b.rng.integers(len(free)))])

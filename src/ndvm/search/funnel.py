@@ -19,7 +19,7 @@ import numpy as np
 
 from ndvm.api import Program
 from ndvm.errors import LimitExceeded, NdvmError
-from ndvm.lang.datum import Datum, SList, Sym
+from ndvm.lang.datum import Datum, SList, symbols_in
 
 
 @dataclass(frozen=True)
@@ -54,18 +54,6 @@ def complexity(data: Iterable[Datum]) -> int:
     return n
 
 
-def symbols(data: Iterable[Datum]) -> set[str]:
-    out: set[str] = set()
-    stack = list(data)
-    while stack:
-        d = stack.pop()
-        if isinstance(d, Sym):
-            out.add(d.name)
-        elif isinstance(d, SList):
-            stack.extend(d.items)
-    return out
-
-
 def check_source(data: tuple[Datum, ...] | list[Datum], grammar: Any) -> Verdict:
     """The ``size`` stage on the read program (before it is compiled)."""
     size = complexity(data)
@@ -83,7 +71,7 @@ def check_compiled(
     base = {"skeleton": skel, "n_params": n_params, "complexity": size}
     if n_params == 0:
         return Verdict(False, "params", "no parameters", **base)
-    unused = [p for p in prog.params if p not in symbols(data)]
+    unused = [p for p in prog.params if p not in symbols_in(data)]
     if unused:
         return Verdict(False, "params", f"declared but unused: {', '.join(unused)}", **base)
     train = task.data().train_inputs
