@@ -4,10 +4,10 @@
 
 Each program is timed on ``reps`` distinct sources (a numeric literal changes, so no cache
 answers), and each stage is the best over them (on a shared machine the minimum is the stable
-figure): ``read`` (text -> data), ``expand``,
-``resolve``, ``lower`` (IR -> the core's tables), then ``ndvm.compile`` whole, the core's
-``Program`` built from the tables, and the first ``value_and_grad``. The issue's target for
-``ndvm.compile`` of a 10-30 node program is 30 us, printed as a ratio in the same run.
+figure): ``read`` (text -> data), ``expand``, ``resolve``, ``lower`` (IR -> the core's
+``Program``, in C++), then ``ndvm.compile`` whole and the first ``value_and_grad``. The
+issue's target for ``ndvm.compile`` of a 10-30 node program is 30 us, printed as a ratio in
+the same run.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 import ndvm
-from ndvm.backends import native_lower, registry
+from ndvm import _core
+from ndvm.backends import native_lower
 from ndvm.lang import front
 from ndvm.lang.expand import Expander
 from ndvm.lang.reader import read_with_symbols
@@ -59,7 +60,7 @@ def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float
 def stages(template: str, inputs: tuple[str, ...], reps: int) -> dict[str, float]:
     """Best microseconds of each stage over ``reps`` distinct sources."""
     times: dict[str, list[float]] = {k: [] for k in ("read", "expand", "resolve", "lower")}
-    times.update({"ndvm.compile": [], "core Program": [], "first value_and_grad": []})
+    times.update({"ndvm.compile": [], "first value_and_grad": []})
     x = np.linspace(0.0, 3.0, 32)
     for i in range(reps):
         src = template.format(k=repr(1.0 + i * 1e-6))
@@ -72,14 +73,11 @@ def stages(template: str, inputs: tuple[str, ...], reps: int) -> dict[str, float
         times["resolve"].append(t)
         src2 = template.format(k=repr(2.0 + i * 1e-6))
         compiled = front.compile_source(src2, inputs=inputs)
-        _, t = timed(native_lower.lower_tables, compiled)
+        _, t = timed(native_lower.lower_program, _core, compiled)
         times["lower"].append(t)
         src3 = template.format(k=repr(3.0 + i * 1e-6))
         prog, t = timed(ndvm.compile, src3, inputs=inputs, backend="native")
         times["ndvm.compile"].append(t)
-        lowered = registry.get("native").lowered(prog.compiled)
-        _, t = timed(lowered.program, "float64")
-        times["core Program"].append(t)
         theta = prog.init_theta()
         _, t = timed(prog.value_and_grad, theta, x=x)
         times["first value_and_grad"].append(t)

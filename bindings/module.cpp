@@ -9,6 +9,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "lower_ir.hpp"
 #include "ndvm/interp.hpp"
 #include "ndvm/kernels.hpp"
 #include "ndvm/optimize.hpp"
@@ -501,6 +502,7 @@ NB_MODULE(NDVM_MODULE, m) {
       .value("OTHER", ndvm::ExportTag::OTHER)
       .value("SHARED", ndvm::ExportTag::SHARED);
   bind_options(m);
+  ndvm::bind_lower_ir(m);
   nb::class_<ndvm::Interp>(m, "Context")
       .def(nb::init<>())
       .def("run", &run, nb::arg("program"), nb::arg("theta"), nb::arg("constraints"),

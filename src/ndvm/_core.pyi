@@ -9,6 +9,13 @@ dtype: str  # "float64" (_core) or "float32" (_core32): the payload element type
 
 def core_version() -> str: ...
 def missing_kernels() -> list[int]: ...
+def lower(
+    body: Any,  # the resolved IR (ndvm.lang.ir records)
+    n_params: int,
+    n_inputs: int,
+    node_types: tuple[type, ...],  # the 14 IR record classes, in NodeKind order
+    value_types: tuple[Any, ...],  # Pair, Symbol, String, NIL, VOID
+) -> tuple[Program, list[str]] | str: ...  # str: what the core cannot run
 
 class Program:
     """A lowered program (flat node/constant/string tables), immutable, shareable by threads."""

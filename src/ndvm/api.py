@@ -24,6 +24,7 @@ from ndvm.values import show
 
 DIALECTS = (None, "dmci")
 DTYPES = ("float64", "float32")
+_DEFAULT_LIMITS = Limits()
 
 
 class LaneArray(np.ndarray):
@@ -327,7 +328,7 @@ def compile(  # noqa: A001 - the public name is part of the contract
         raise NdvmError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
     if isinstance(inputs, str):
         inputs = (inputs,)
-    limits = limits or Limits()
+    limits = limits or _DEFAULT_LIMITS
     compiled = compile_source(source, params, tuple(inputs), limits, dialect)
     name = _choose_backend(backend, compiled)
     return Program(compiled, name, dtype, dialect, limits, strict, replay)

@@ -1,9 +1,10 @@
 """The native backend: the C++ runtime (``ndvm._core``) behind the Backend protocol.
 
-This is the only module that imports ``ndvm._core``. A ``CompiledProgram`` is lowered once
-into flat tables (the direct-threaded form: a node table, child lists, a constant pool and a
-string table) and cached; each evaluation passes theta and the inputs as NumPy arrays, and the
-core runs with the GIL released on a per-thread context whose arenas are reused.
+This is the only module that imports ``ndvm._core``. A ``CompiledProgram`` is lowered once by
+the core into its ``Program`` (the direct-threaded form: a node table, child lists, a constant
+pool and a string table) and cached; each evaluation passes theta and the inputs as NumPy
+arrays, and the core runs with the GIL released on a per-thread context whose arenas are
+reused.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 
 from ndvm.backends.base import RunResult
 from ndvm.backends.inputs import classify_inputs
-from ndvm.backends.native_lower import NativeUnsupported, lower_tables
+from ndvm.backends.native_lower import NativeUnsupported, constraint_codes, lower_program
 from ndvm.errors import (
     DeadlineExceeded,
     DepthLimitExceeded,
@@ -59,32 +60,32 @@ _KINDS = {"scalar": 0, "data": 1, "const": 2}
 
 
 class _Lowered:
-    """Flat tables of one program plus the core's Program built from them (per dtype)."""
+    """The core's Program of one compiled program (per dtype), its strings and constraints."""
 
-    __slots__ = ("args", "strings", "constraints", "_cores", "__weakref__")
+    __slots__ = ("compiled", "strings", "constraints", "_cores", "__weakref__")
 
-    def __init__(self, args: tuple[Any, ...], strings: list[str], constraints: Any) -> None:
-        self.args = args
-        self.strings = strings
-        self.constraints = constraints
-        self._cores: dict[str, Any] = {}
+    def __init__(self, compiled: CompiledProgram) -> None:
+        core, self.strings = lower_program(_core, compiled)
+        self.compiled = compiled
+        self.constraints = constraint_codes(compiled)
+        self._cores: dict[str, Any] = {"float64": core}
 
     @property
     def core(self) -> Any:
         """The float64 core's Program."""
-        return self.program("float64")
+        return self._cores["float64"]
 
     def program(self, dtype: str) -> Any:
-        """The Program of the core computing in ``dtype`` (built on first use)."""
+        """The Program of the core computing in ``dtype`` (the float32 one built on first use)."""
         prog = self._cores.get(dtype)
         if prog is None:
-            prog = self._cores[dtype] = _module(dtype).Program(*self.args)
+            prog = self._cores[dtype] = lower_program(_module(dtype), self.compiled)[0]
         return prog
 
 
 def lower(program: CompiledProgram) -> _Lowered:
-    """Lower the resolved IR into the core's flat tables (``native_lower``)."""
-    return _Lowered(*lower_tables(program))
+    """Lower the resolved IR to the core's Program (``native_lower``)."""
+    return _Lowered(program)
 
 
 # -- exported values -> reference-style Python values ----------------------------------------

@@ -359,37 +359,45 @@ def parse_atom(token: str, line: int, col: int) -> Datum:
 
 
 # -- the fast path ---------------------------------------------------------------------------
-# A source made of lists, plain atoms (symbols, numbers, booleans), whitespace and line
-# comments -- what generated programs are -- is tokenized by one ``findall``: each match is the
-# skipped text and one token, so positions follow by adding lengths. Anything else (strings,
-# quotes, dots, block and datum comments, bad tokens, every error) returns ``None`` and the
-# source is read by ``_Reader``, the definition of the syntax; ``tests/lang/test_reader.py``
-# checks the two agree on generated sources.
-_FAST_TOKEN = re.compile(
-    r"((?:[ \t\r\n\f\v]+|;[^\n]*)*)([()\[\]]|#?[^\s()\[\]\";'`,#]+|.?)", re.DOTALL
-)
+# A source made of lists, plain atoms (symbols, numbers, booleans) and whitespace -- what
+# generated programs are -- is split by one regular expression into tokens and the text between
+# them, so positions follow by adding lengths. Anything else (comments, strings, quotes, dots,
+# '#' syntax, bad tokens, every error) returns ``None`` and the source is read by ``_Reader``,
+# the definition of the syntax; ``tests/lang/test_reader.py`` checks that the two agree.
+_FAST_SPLIT = re.compile(r"([()\[\]]|#?[^\s()\[\]\";'`,#]+)").split
+_WHITESPACE = " \t\r\n\f\v"
 _OPENERS = {"(": ")", "[": "]"}
 
 
 def _read_fast(text: str, max_forms: int) -> tuple[tuple[Datum, ...], frozenset[str]] | None:
     """The data and symbol names of ``text``, or ``None`` where ``_Reader`` must read it."""
+    if ";" in text:
+        return None
+    parts = _FAST_SPLIT(text)
+    if parts[-1].strip(_WHITESPACE):
+        return None
     top: list[Datum] = []
     items = top
     stack: list[tuple[list[Datum], str, int, int]] = []
     symbols: set[str] = set()
-    line, line_start, pos, forms = 1, 0, 0, max_forms
-    for skip, token in _FAST_TOKEN.findall(text):
+    line, line_start, pos, forms, depth = 1, 0, 0, max_forms, 0
+    it = iter(parts)
+    for skip, token in zip(it, it):
         if skip:
-            if "\n" in skip:
-                line += skip.count("\n")
-                line_start = pos + skip.rindex("\n") + 1
+            if skip != " ":
+                if skip.strip(_WHITESPACE):
+                    return None  # a character no token starts with: quotes, strings, '#'
+                if "\n" in skip:
+                    line += skip.count("\n")
+                    line_start = pos + skip.rindex("\n") + 1
             pos += len(skip)
         col = pos - line_start + 1
         pos += len(token)
         close = _OPENERS.get(token)
         if close is not None:
             forms -= 1
-            if forms < 0 or len(stack) >= MAX_NESTING:
+            depth += 1
+            if forms < 0 or depth > MAX_NESTING:
                 return None
             stack.append((items, close, line, col))
             items = []
@@ -398,6 +406,7 @@ def _read_fast(text: str, max_forms: int) -> tuple[tuple[Datum, ...], frozenset[
             if not stack:
                 return None
             parent, want, at_line, at_col = stack.pop()
+            depth -= 1
             if token != want:
                 return None
             if token == ")":
@@ -407,8 +416,6 @@ def _read_fast(text: str, max_forms: int) -> tuple[tuple[Datum, ...], frozenset[
                 symbols.add("vec")
             items = parent
             continue
-        if not token:
-            break  # the end of the text
         forms -= 1
         if forms < 0:
             return None
@@ -423,7 +430,7 @@ def _read_fast(text: str, max_forms: int) -> tuple[tuple[Datum, ...], frozenset[
         elif token in _SPECIAL_NUMBERS:
             items.append(Num(_SPECIAL_NUMBERS[token], token, line, col))
         else:
-            return None  # '.', '#' syntax, quotes, strings, bad tokens
+            return None  # '.', '#' syntax, bad tokens
     if stack:
         return None
     return tuple(top), frozenset(symbols)
