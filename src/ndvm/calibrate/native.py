@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -49,58 +48,65 @@ def supports(backend: Any, prepared: Prepared | None, opt: Any) -> bool:
 CHUNK = 25  # steps per runtime call when a callback wants progress
 
 
-@dataclass
 class _Run:
-    """Per-lane bookkeeping across chunks (the NumPy ``_Book``'s result, filled by calls)."""
+    """Per-lane bookkeeping across chunks (the NumPy ``_Book``'s result, filled by calls).
 
-    theta: np.ndarray
-    steps: int
+    The first call runs every lane from ``theta``: its arrays are taken as they are; a later
+    call (chunks, for a callback) merges into them for the lanes it ran."""
 
-    def __post_init__(self) -> None:
-        B = self.theta.shape[0]
-        self.theta = self.theta.copy()
-        self.best_theta = self.theta.copy()
-        self.best_loss = np.full(B, np.inf)
-        self.history = np.full((self.steps + 1, B), np.nan)
-        self.state = np.full(B, optim.OK, dtype=np.int8)
-        self.reasons: list[str | None] = [None] * B
+    def __init__(self, theta: np.ndarray, steps: int) -> None:
+        self.theta = theta
+        self.steps = steps
+        self.reasons: list[str | None] = [None] * theta.shape[0]
         self.evaluations = 0
         self.done = 0
 
     def add(self, lanes: np.ndarray, out: dict[str, Any]) -> int:
         """Merge one call's result for ``lanes``; returns the steps it took."""
         h = np.asarray(out["history"], dtype=np.float64)
-        self.history[self.done : self.done + h.shape[0], lanes] = h
         bl = np.asarray(out["best_loss"], dtype=np.float64)
-        better = np.isfinite(bl) & (bl < self.best_loss[lanes])
-        self.best_loss[lanes[better]] = bl[better]
-        self.best_theta[lanes[better]] = np.asarray(out["best_theta"])[better]
-        self.theta[lanes] = np.asarray(out["theta"])
         st = np.asarray(out["state"], dtype=np.int8)
-        self.state[lanes] = st
-        for b, s, r in zip(lanes, st, out["reasons"]):
-            if s == optim.FAILED:
-                self.reasons[b] = r
+        took = h.shape[0] - 1
+        if self.done == 0:  # every lane, from theta0: nothing to merge with
+            better = np.isfinite(bl)
+            self.best_loss = np.where(better, bl, np.inf)
+            self.best_theta = np.where(better[:, None], out["best_theta"], self.theta)
+            if took < self.steps:
+                h = np.concatenate([h, np.full((self.steps - took, h.shape[1]), np.nan)])
+            self.history = h
+            self.theta = np.array(out["theta"], dtype=np.float64)
+            self.state = st.copy()
+        else:
+            self.history[self.done : self.done + h.shape[0], lanes] = h
+            better = np.isfinite(bl) & (bl < self.best_loss[lanes])
+            self.best_loss[lanes[better]] = bl[better]
+            self.best_theta[lanes[better]] = np.asarray(out["best_theta"])[better]
+            self.theta[lanes] = np.asarray(out["theta"])
+            self.state[lanes] = st
+        reasons = out["reasons"]
+        for i in np.nonzero(st == optim.FAILED)[0].tolist():
+            self.reasons[lanes[i]] = reasons[i]
         self.evaluations += int(out["evaluations"])
-        self.done += h.shape[0] - 1
-        return h.shape[0] - 1
+        self.done += took
+        return took
 
     def trace(self) -> optim.Trace:
         hist = self.history[: self.done + 1]
-        for b in np.flatnonzero(self.state == optim.CONVERGED):  # frozen: its loss stays
+        for b in np.nonzero(self.state == optim.CONVERGED)[0].tolist():  # frozen: loss stays
             col = hist[:, b]
             last = np.flatnonzero(np.isfinite(col))
             if last.size:
                 col[last[-1] + 1 :] = col[last[-1]]
         failed = ~np.isfinite(self.best_loss)
         state = np.where(failed, optim.FAILED, self.state).astype(np.int8)
+        codes = state.tolist()
         return optim.Trace(
             theta=self.theta,
             best_theta=self.best_theta,
             best_loss=np.where(failed, np.nan, self.best_loss),
             history=hist,
             state=state,
-            reasons=[r if s == optim.FAILED else None for r, s in zip(self.reasons, state)],
+            reasons=[r if s == optim.FAILED else None for r, s in zip(self.reasons, codes)],
             restarts=np.zeros(self.theta.shape[0], dtype=np.int64),
             evaluations=self.evaluations,
         )
@@ -127,7 +133,7 @@ class NativeOptimizer:
     ) -> optim.Trace:
         prep = self.prepared
         schedule = self.inner.schedule(steps) if isinstance(self.inner, optim.Adam) else None
-        run = _Run(np.ascontiguousarray(theta0, dtype=np.float64), steps)
+        run = _Run(np.array(theta0, dtype=np.float64), steps)
         lanes = np.arange(theta0.shape[0])
         chunk = steps if control.callback is None else CHUNK
         t0 = time.perf_counter()
@@ -140,9 +146,9 @@ class NativeOptimizer:
             if prep.per_lane and tgt is not None:
                 tgt = tgt[lanes]
             sched = None if schedule is None else schedule[run.done : run.done + n]
+            theta = run.theta if run.done == 0 else run.theta[lanes]  # the runtime copies it
             try:
-                call = partial(self._call, run.theta[lanes], n, sched, tgt, left, control)
-                out = call()
+                out = self._call(theta, n, sched, tgt, left, control)
             except BackendUnsupported:
                 if run.done:
                     raise
@@ -163,7 +169,7 @@ class NativeOptimizer:
     def _call(self, theta, n, schedule, target, time_limit, control):  # type: ignore[no-untyped-def]
         prep = self.prepared
         program = prep.model
-        P = len(program.params)
+        P = len(program.param_specs)
         lower = upper = None
         if control.project is not None:
             lower = control.project(np.full((1, P), -np.inf))[0]
@@ -177,7 +183,7 @@ class NativeOptimizer:
         options = {k: getattr(inner, k) for k in ("lr", "betas", "eps") if hasattr(inner, k)}
         return self.backend.optimize(
             program.compiled,
-            np.ascontiguousarray(theta, dtype=np.float64),
+            theta,
             prep.model_inputs,
             weight=weight,
             method=self.inner.name,

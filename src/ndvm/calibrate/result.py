@@ -181,18 +181,39 @@ def lane_objective(objective: Any, prepared: Any, rows: np.ndarray) -> Any:
     return ProgramObjective(replace(prepared, target=prepared.target[rows]))
 
 
-def _r2(program: Program, prep: Any, theta: np.ndarray, best: int) -> float | None:
+def _best(losses: np.ndarray) -> int:
+    """The lowest loss's lane (NaN ignored; lane 0 when every loss is NaN or infinite)."""
+    if losses.shape[0] == 1:
+        return 0
+    if not np.isfinite(losses).any():
+        return 0
+    return int(np.argmin(np.where(np.isnan(losses), np.inf, losses)))  # np.nanargmin's rule
+
+
+def _diagnose(
+    program: Program, objective: Any, prep: Any, theta: np.ndarray, best: int
+) -> tuple[np.ndarray | None, float | None]:
+    """The exact gradient and R² at the best start's ``theta [D]``: one objective evaluation,
+    whose squared residuals give R² where the objective formed them (else a model walk)."""
+    if prep is not None and prep.per_lane:
+        objective = lane_objective(objective, prep, np.array([best]))
+    ev = objective(theta[None, :], grad=True)
+    grad = None if ev.grad is None or ev.failed[0] else np.asarray(ev.grad[0], dtype=np.float64)
     if prep is None or prep.target is None or prep.kind == "value" or np.ndim(prep.target) == 0:
-        return None
+        return grad, None
     y = prep.target[best] if prep.per_lane else prep.target
-    res = prep.model.evaluate(theta[None, : len(program.params)], prep.model_inputs)
-    if not res.numeric:
-        return None
-    f = np.asarray(res.value, dtype=np.float64).reshape(-1)
-    if f.shape != y.shape:
-        return None
+    if ev.sq is not None and not ev.failed[0]:
+        sq = ev.sq[0]
+    else:
+        res = prep.model.evaluate(theta[None, : len(program.params)], prep.model_inputs)
+        if not res.numeric:
+            return grad, None
+        f = np.asarray(res.value, dtype=np.float64).reshape(-1)
+        sq = (f - y) ** 2 if f.shape == y.shape else None
+    if sq is None or sq.shape != y.shape:
+        return grad, None
     sst = float(((y - y.mean()) ** 2).sum())
-    return 1.0 - float(((f - y) ** 2).sum()) / sst if sst > 0 else None
+    return grad, 1.0 - float(sq.sum()) / sst if sst > 0 else None
 
 
 def _verdict(cal: dict[str, Any], steps: int, starts: int) -> tuple[bool, str]:
@@ -226,20 +247,20 @@ def build(
     warning) and ``success`` means only that the best start did not fail."""
     P = len(program.params)
     losses = trace.best_loss
-    best = int(np.nanargmin(losses)) if np.isfinite(losses).any() else 0
+    best = _best(losses)
     values = program.constrain(trace.best_theta[:, :P])
     if extra_names and prepared is not None:
         values = np.concatenate([values, prepared.constrain_extra(trace.best_theta[:, P:])], 1)
     names = tuple(program.params) + extra_names
     status = tuple(
-        STATUS_NAMES.get(int(s), "failed") if s != optim.FAILED else f"failed: {r or 'unknown'}"
-        for s, r in zip(trace.state, trace.reasons)
+        STATUS_NAMES.get(s, "failed") if s != optim.FAILED else f"failed: {r or 'unknown'}"
+        for s, r in zip(np.asarray(trace.state).tolist(), trace.reasons)
     )
     theta = trace.best_theta[best].copy()
     loss = float(losses[best])
-    grad = None
+    grad = r2 = None
     if np.isfinite(loss) and diagnostics:
-        grad = uncertainty.gradient(lane_objective(objective, prepared, np.array([best])), theta)
+        grad, r2 = _diagnose(program, objective, prepared, theta, best)
     if grad is not None and project is not None:  # at a box bound only the inward part counts
         grad = theta - project((theta - grad)[None, :])[0]
     fields: dict[str, Any] = dict(
@@ -256,7 +277,7 @@ def build(
         program=program,
         names=names,
         theta=theta,
-        params={n: float(v) for n, v in zip(names, values[best])},
+        params=dict(zip(names, values[best].tolist())),
         history=trace.history,
         all_theta=trace.best_theta,
         all_params=values,
@@ -266,7 +287,7 @@ def build(
         evaluations=trace.evaluations,
         success=success,
         message=message,
-        r2=_r2(program, prepared, theta, best) if np.isfinite(loss) and diagnostics else None,
+        r2=r2,
         objective=objective,
         prepared=prepared,
         **fields,
