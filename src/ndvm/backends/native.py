@@ -424,7 +424,10 @@ class NativeBackend:
         of ``ndvm.calibrate.optim.Adam`` with ``on_failure="drop"``. ``lr_schedule[t-1]`` is a
         lane's learning rate at its t-th step; ``time_limit`` (seconds) fails the lanes still
         running when it passes. Only ``method="adam"`` (``optimize_methods``). Raises
-        ``NativeUnsupported`` when the value grid does not have N numbers per lane.
+        ``NativeUnsupported`` when the value grid does not have N numbers per lane. Besides
+        ``ndvm.calibrate.native``'s fields it returns best_grad [B, P], the loss gradient at
+        best_theta (NaN for a lane without one), and best_sse [B], the unweighted sum there
+        (of squared residuals, with a target).
         """
         if method not in self.optimize_methods:
             raise NativeUnsupported(f"native backend: no in-runtime {method!r} optimizer")
@@ -452,6 +455,8 @@ class NativeBackend:
             "theta": raw["theta"],
             "best_theta": raw["best_theta"],
             "best_loss": raw["best_loss"],
+            "best_grad": raw["best_grad"],
+            "best_sse": raw["best_sse"],
             "history": raw["history"],
             "state": raw["state"],
             "reasons": [

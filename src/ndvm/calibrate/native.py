@@ -15,7 +15,9 @@ back to the NumPy optimizer on the loss-augmented program.
                      lr_schedule: f64[steps] | None, target: f64[N] | f64[B, N] | None,
                      time_limit: float | None, replay: bool) -> dict with
         theta f64[B, P], best_theta f64[B, P], best_loss f64[B], history f64[k+1, B],
-        state int8[B] (1 ok, 2 failed, 3 converged), reasons list[str | None], evaluations int
+        state int8[B] (1 ok, 2 failed, 3 converged), reasons list[str | None], evaluations int,
+        and optionally best_grad f64[B, P] (the loss gradient at best_theta) and best_sse f64[B]
+        (the sum of squared residuals there), which spare the result an evaluation
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ class _Run:
             self.history = h
             self.theta = np.array(out["theta"], dtype=np.float64)
             self.state = st.copy()
+            self.best_grad, self.best_sse = out.get("best_grad"), out.get("best_sse")
         else:
             self.history[self.done : self.done + h.shape[0], lanes] = h
             better = np.isfinite(bl) & (bl < self.best_loss[lanes])
@@ -83,6 +86,11 @@ class _Run:
             self.best_theta[lanes[better]] = np.asarray(out["best_theta"])[better]
             self.theta[lanes] = np.asarray(out["theta"])
             self.state[lanes] = st
+            if self.best_grad is None or "best_grad" not in out:
+                self.best_grad = self.best_sse = None
+            else:
+                self.best_grad[lanes[better]] = np.asarray(out["best_grad"])[better]
+                self.best_sse[lanes[better]] = np.asarray(out["best_sse"])[better]
         reasons = out["reasons"]
         for i in np.nonzero(st == optim.FAILED)[0].tolist():
             self.reasons[lanes[i]] = reasons[i]
@@ -90,7 +98,8 @@ class _Run:
         self.done += took
         return took
 
-    def trace(self) -> optim.Trace:
+    def trace(self, known: bool) -> optim.Trace:
+        """The run's Trace; ``known``: its best_grad is the objective's (``_same_loss``)."""
         hist = self.history[: self.done + 1]
         for b in np.nonzero(self.state == optim.CONVERGED)[0].tolist():  # frozen: loss stays
             col = hist[:, b]
@@ -109,6 +118,8 @@ class _Run:
             reasons=[r if s == optim.FAILED else None for r, s in zip(self.reasons, codes)],
             restarts=np.zeros(self.theta.shape[0], dtype=np.int64),
             evaluations=self.evaluations,
+            best_grad=self.best_grad if known else None,
+            best_sse=self.best_sse if known else None,
         )
 
 
@@ -164,7 +175,7 @@ class NativeOptimizer:
             lanes = lanes[run.state[lanes] == optim.OK]
             if run.done >= steps or lanes.size == 0 or took < n:
                 break
-        return run.trace()
+        return run.trace(self._same_loss())
 
     def _call(self, theta, n, schedule, target, time_limit, control):  # type: ignore[no-untyped-def]
         prep = self.prepared
@@ -175,17 +186,13 @@ class NativeOptimizer:
             lower = control.project(np.full((1, P), -np.inf))[0]
             upper = control.project(np.full((1, P), np.inf))[0]
         es = control.early_stop
-        weight = prep.weight
-        if prep.kind == "gaussian_nll":
-            assert prep.sigma is not None
-            weight = 0.5 * prep.weight / prep.sigma**2
         inner = self.inner  # the fields the runtime reads (no dataclasses.asdict deep copy)
         options = {k: getattr(inner, k) for k in ("lr", "betas", "eps") if hasattr(inner, k)}
         return self.backend.optimize(
             program.compiled,
             theta,
             prep.model_inputs,
-            weight=weight,
+            weight=self._weight(),
             method=self.inner.name,
             steps=n,
             options=options,
@@ -199,6 +206,23 @@ class NativeOptimizer:
             target=target,
             time_limit=time_limit,
         )
+
+    def _same_loss(self) -> bool:
+        """The runtime's gradient is the NumPy objective's, bitwise: the loss weight is the
+        objective's cotangent, and its residual is the objective's entry for entry (the
+        augmented program's grid spreads a model without data lanes over the target's)."""
+        prep = self.prepared
+        if float(prep.cotangent(np.zeros((1, 0)))) != self._weight():
+            return False
+        return prep.target is None or prep.per_lane or prep.squares
+
+    def _weight(self) -> float:
+        """The runtime's loss weight (gaussian_nll with fixed sigma: of the sum of squares)."""
+        prep = self.prepared
+        if prep.kind == "gaussian_nll":
+            assert prep.sigma is not None
+            return 0.5 * prep.weight / prep.sigma**2
+        return prep.weight
 
     def _shift(self, out: dict[str, Any]) -> dict[str, Any]:
         """gaussian_nll with fixed sigma: the runtime minimized the weighted sum of squares."""

@@ -8,6 +8,7 @@ uncertainty of the fitted values (``cov``, ``stderr``; see ``ndvm.calibrate.unce
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -191,39 +192,57 @@ def _best(losses: np.ndarray) -> int:
 
 
 def _diagnose(
-    program: Program, objective: Any, prep: Any, theta: np.ndarray, best: int
+    program: Program, objective: Any, prep: Any, trace: optim.Trace, theta: np.ndarray, best: int
 ) -> tuple[np.ndarray | None, float | None]:
-    """The exact gradient and R² at the best start's ``theta [D]``: one objective evaluation,
-    whose squared residuals give R² where the objective formed them (else a model walk)."""
-    if prep is not None and prep.per_lane:
-        objective = lane_objective(objective, prep, np.array([best]))
-    ev = objective(theta[None, :], grad=True)
-    grad = None if ev.grad is None or ev.failed[0] else np.asarray(ev.grad[0], dtype=np.float64)
-    if prep is None or prep.target is None or prep.kind == "value" or np.ndim(prep.target) == 0:
-        return grad, None
-    y = prep.target[best] if prep.per_lane else prep.target
-    if ev.sq is not None and not ev.failed[0]:
-        sq = ev.sq[0]
+    """The exact gradient and R² at the best start's ``theta [D]``: as an in-runtime optimizer
+    reported them for that iterate (``best_grad``, ``best_sse``), else from one objective
+    evaluation, whose squared residuals give R² where it formed them (else a model walk)."""
+    y = None
+    if prep is not None and prep.target is not None and prep.kind != "value":
+        if np.ndim(prep.target) > 0:
+            y = prep.target[best] if prep.per_lane else prep.target
+    if trace.best_grad is not None:
+        g = trace.best_grad[best]
+        grad = g if np.isfinite(g).all() else None
+        assert trace.best_sse is not None
+        sse = float(trace.best_sse[best])
     else:
-        res = prep.model.evaluate(theta[None, : len(program.params)], prep.model_inputs)
-        if not res.numeric:
-            return grad, None
-        f = np.asarray(res.value, dtype=np.float64).reshape(-1)
-        sq = (f - y) ** 2 if f.shape == y.shape else None
-    if sq is None or sq.shape != y.shape:
+        if prep is not None and prep.per_lane:
+            objective = lane_objective(objective, prep, np.array([best]))
+        ev = objective(theta[None, :], grad=True)
+        failed = bool(ev.failed[0])
+        grad = None if ev.grad is None or failed else np.asarray(ev.grad[0], dtype=np.float64)
+        sse = None if y is None else _sse(program, prep, theta, y, None if failed else ev.sq)
+    if y is None or sse is None:
         return grad, None
     sst = float(((y - y.mean()) ** 2).sum())
-    return grad, 1.0 - float(sq.sum()) / sst if sst > 0 else None
+    return grad, 1.0 - sse / sst if sst > 0 else None
+
+
+def _sse(
+    program: Program, prep: Any, theta: np.ndarray, y: np.ndarray, sq: np.ndarray | None
+) -> float | None:
+    """The sum of squared residuals against ``y``: of the objective's ``sq`` when given, else
+    of a model walk (None when the model's value is not one number per target entry)."""
+    if sq is not None:
+        sq = sq[0]
+    else:
+        res = prep.model.evaluate(theta[None, : len(program.param_specs)], prep.model_inputs)
+        if not res.numeric:
+            return None
+        f = np.asarray(res.value, dtype=np.float64).reshape(-1)
+        sq = (f - y) ** 2 if f.shape == y.shape else None
+    return None if sq is None or sq.shape != y.shape else float(sq.sum())
 
 
 def _verdict(cal: dict[str, Any], steps: int, starts: int) -> tuple[bool, str]:
     loss, g = cal["loss"], cal["grad_norm"]
-    if not np.isfinite(loss):
+    if not math.isfinite(loss):
         why = next((s for s in cal["status"] if s != "ok"), "no finite loss")
         why = why.removeprefix("failed: ")
         return False, f"failed: every start failed ({why})"
     tol = GTOL * max(1.0, abs(loss))
-    if np.isfinite(g) and g <= tol:
+    if math.isfinite(g) and g <= tol:
         return True, f"converged: max |gradient| {g:.3g} <= {tol:.3g} (best of {starts} starts)"
     return False, (
         f"not converged: max |gradient| {g:.3g} > {tol:.3g} after {steps} steps at the best of "
@@ -245,13 +264,13 @@ def build(
     """The Calibration of a finished trace; warns (``ConvergenceWarning``) if not converged.
     Without ``diagnostics`` no further evaluation is made (no gradient norm, no R², no
     warning) and ``success`` means only that the best start did not fail."""
-    P = len(program.params)
+    P = len(program.param_specs)
     losses = trace.best_loss
     best = _best(losses)
     values = program.constrain(trace.best_theta[:, :P])
     if extra_names and prepared is not None:
         values = np.concatenate([values, prepared.constrain_extra(trace.best_theta[:, P:])], 1)
-    names = tuple(program.params) + extra_names
+    names = program.params + extra_names
     status = tuple(
         STATUS_NAMES.get(s, "failed") if s != optim.FAILED else f"failed: {r or 'unknown'}"
         for s, r in zip(np.asarray(trace.state).tolist(), trace.reasons)
@@ -259,8 +278,8 @@ def build(
     theta = trace.best_theta[best].copy()
     loss = float(losses[best])
     grad = r2 = None
-    if np.isfinite(loss) and diagnostics:
-        grad, r2 = _diagnose(program, objective, prepared, theta, best)
+    if math.isfinite(loss) and diagnostics:
+        grad, r2 = _diagnose(program, objective, prepared, trace, theta, best)
     if grad is not None and project is not None:  # at a box bound only the inward part counts
         grad = theta - project((theta - grad)[None, :])[0]
     fields: dict[str, Any] = dict(
@@ -271,7 +290,7 @@ def build(
     if diagnostics:
         success, message = _verdict(fields, meta["nit"], len(status))
     else:
-        success = bool(np.isfinite(loss))
+        success = math.isfinite(loss)
         message = "finished (diagnostics off)" if success else "every start failed"
     cal = Calibration(
         program=program,
