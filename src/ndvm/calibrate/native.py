@@ -71,14 +71,19 @@ class _Run:
         took = h.shape[0] - 1
         if self.done == 0:  # every lane, from theta0: nothing to merge with
             better = np.isfinite(bl)
-            self.best_loss = np.where(better, bl, np.inf)
-            self.best_theta = np.where(better[:, None], out["best_theta"], self.theta)
+            if better.all():
+                self.best_loss = bl
+                self.best_theta = np.asarray(out["best_theta"], dtype=np.float64)
+            else:
+                self.best_loss = np.where(better, bl, np.inf)
+                self.best_theta = np.where(better[:, None], out["best_theta"], self.theta)
             if took < self.steps:
                 h = np.concatenate([h, np.full((self.steps - took, h.shape[1]), np.nan)])
             self.history = h
             self.theta = np.array(out["theta"], dtype=np.float64)
             self.state = st.copy()
             self.best_grad, self.best_sse = out.get("best_grad"), out.get("best_sse")
+            self.data_lanes = bool(out.get("data_lanes"))
         else:
             self.history[self.done : self.done + h.shape[0], lanes] = h
             better = np.isfinite(bl) & (bl < self.best_loss[lanes])
@@ -107,12 +112,15 @@ class _Run:
             if last.size:
                 col[last[-1] + 1 :] = col[last[-1]]
         failed = ~np.isfinite(self.best_loss)
-        state = np.where(failed, optim.FAILED, self.state).astype(np.int8)
+        state, best_loss = self.state, self.best_loss
+        if failed.any():
+            state = np.where(failed, optim.FAILED, state).astype(np.int8)
+            best_loss = np.where(failed, np.nan, best_loss)
         codes = state.tolist()
         return optim.Trace(
             theta=self.theta,
             best_theta=self.best_theta,
-            best_loss=np.where(failed, np.nan, self.best_loss),
+            best_loss=best_loss,
             history=hist,
             state=state,
             reasons=[r if s == optim.FAILED else None for r, s in zip(self.reasons, codes)],
@@ -175,7 +183,7 @@ class NativeOptimizer:
             lanes = lanes[run.state[lanes] == optim.OK]
             if run.done >= steps or lanes.size == 0 or took < n:
                 break
-        return run.trace(self._same_loss())
+        return run.trace(self._same_loss(run))
 
     def _call(self, theta, n, schedule, target, time_limit, control):  # type: ignore[no-untyped-def]
         prep = self.prepared
@@ -207,14 +215,16 @@ class NativeOptimizer:
             time_limit=time_limit,
         )
 
-    def _same_loss(self) -> bool:
+    def _same_loss(self, run: _Run) -> bool:
         """The runtime's gradient is the NumPy objective's, bitwise: the loss weight is the
         objective's cotangent, and its residual is the objective's entry for entry (the
         augmented program's grid spreads a model without data lanes over the target's)."""
         prep = self.prepared
         if float(prep.cotangent(np.zeros((1, 0)))) != self._weight():
             return False
-        return prep.target is None or prep.per_lane or prep.squares
+        if prep.target is None or prep.per_lane:
+            return True
+        return prep.target.ndim == 1 and run.data_lanes  # prep.squares, known from the call
 
     def _weight(self) -> float:
         """The runtime's loss weight (gaussian_nll with fixed sigma: of the sum of squares)."""
