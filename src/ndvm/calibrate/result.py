@@ -215,7 +215,8 @@ def _diagnose(
         sse = None if y is None else _sse(program, prep, theta, y, None if failed else ev.sq)
     if y is None or sse is None:
         return grad, None
-    sst = float(((y - y.mean()) ** 2).sum())
+    d = y - y.sum() / y.shape[0]  # y.mean(), bitwise
+    sst = float((d * d).sum())
     return grad, 1.0 - sse / sst if sst > 0 else None
 
 
