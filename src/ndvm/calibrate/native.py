@@ -16,8 +16,9 @@ back to the NumPy optimizer on the loss-augmented program.
                      time_limit: float | None, replay: bool) -> dict with
         theta f64[B, P], best_theta f64[B, P], best_loss f64[B], history f64[k+1, B],
         state int8[B] (1 ok, 2 failed, 3 converged), reasons list[str | None], evaluations int,
-        and optionally best_grad f64[B, P] (the loss gradient at best_theta) and best_sse f64[B]
-        (the sum of squared residuals there), which spare the result an evaluation
+        and optionally best_grad f64[B, P] (the loss gradient at best_theta), best_sse f64[B]
+        (the sum of squared residuals there) and data_lanes bool (the inputs have data lanes),
+        which spare the result an evaluation
 """
 
 from __future__ import annotations
