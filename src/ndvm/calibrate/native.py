@@ -70,20 +70,22 @@ class _Run:
         bl = np.asarray(out["best_loss"], dtype=np.float64)
         st = np.asarray(out["state"], dtype=np.int8)
         took = h.shape[0] - 1
-        if self.done == 0:  # every lane, from theta0: nothing to merge with
+        if self.done == 0:  # every lane, from theta0: taken as they are (copies of them)
             better = np.isfinite(bl)
             if better.all():
-                self.best_loss = bl
-                self.best_theta = np.asarray(out["best_theta"], dtype=np.float64)
+                self.best_loss = bl.copy()
+                self.best_theta = np.array(out["best_theta"], dtype=np.float64)
             else:
                 self.best_loss = np.where(better, bl, np.inf)
                 self.best_theta = np.where(better[:, None], out["best_theta"], self.theta)
             if took < self.steps:
                 h = np.concatenate([h, np.full((self.steps - took, h.shape[1]), np.nan)])
-            self.history = h
+            self.history = h.copy() if h is out["history"] else h
             self.theta = np.array(out["theta"], dtype=np.float64)
             self.state = st.copy()
-            self.best_grad, self.best_sse = out.get("best_grad"), out.get("best_sse")
+            bg, bs = out.get("best_grad"), out.get("best_sse")
+            self.best_grad = None if bg is None else np.array(bg, dtype=np.float64)
+            self.best_sse = None if bs is None else np.array(bs, dtype=np.float64)
             self.data_lanes = bool(out.get("data_lanes"))
         else:
             self.history[self.done : self.done + h.shape[0], lanes] = h
