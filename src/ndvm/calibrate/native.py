@@ -183,8 +183,10 @@ class NativeOptimizer:
                         run.reasons[b] = why
             if control.callback is not None:
                 control.callback(run.done + 1, steps + 1)
+            if run.done >= steps or took < n:
+                break
             lanes = lanes[run.state[lanes] == optim.OK]
-            if run.done >= steps or lanes.size == 0 or took < n:
+            if lanes.size == 0:
                 break
         return run.trace(self._same_loss(run))
 
