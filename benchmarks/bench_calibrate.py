@@ -39,11 +39,11 @@ def best_of(fn: Callable[[], Any], repeat: int) -> float:
     return min(times)
 
 
-def bench_sr(backend: str, starts: int, repeat: int) -> float:
+def bench_sr(backend: str, starts: int, repeat: int, steps: int = 50) -> float:
     task = tasks.get("sr-damped")
     program = task.compile(backend=backend)
-    task.calibrate(program, starts=starts, steps=2)  # warm caches (shape probe, imports)
-    return best_of(lambda: task.calibrate(program, starts=starts, steps=50), repeat)
+    task.calibrate(program, starts=starts, steps=2)  # warm caches (imports, replay trace)
+    return best_of(lambda: task.calibrate(program, starts=starts, steps=steps), repeat)
 
 
 def bench_kalman(backend: str, repeat: int) -> float:
@@ -149,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'benchmark':44s} {'backend':10s} {'time':>12s} {'vs target':>10s}")
     for b in backends:
         rows = [
+            ("sr-damped 1 Adam step, 1 start (per fit)", "sr1x1", bench_sr(b, 1, 30, 1), 1),
             ("sr-damped 50 Adam, 1 start", "sr1", bench_sr(b, 1, args.repeat), 1),
             ("sr-damped 50 Adam, 256 starts (per start)", "sr256", bench_sr(b, 256, 1), 256),
             ("kalman-80 30 Adam steps", "kalman", bench_kalman(b, 1), 1),

@@ -363,6 +363,8 @@ nb::dict optimize(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta0,
   d["theta"] = to_numpy<double>(std::move(out.theta), {B, P});
   d["best_theta"] = to_numpy<double>(std::move(out.best_theta), {B, P});
   d["best_loss"] = to_numpy<double>(std::move(out.best_loss), {B});
+  d["best_grad"] = to_numpy<double>(std::move(out.best_grad), {B, P});
+  d["best_sse"] = to_numpy<double>(std::move(out.best_sse), {B});
   d["history"] = to_numpy<double>(std::move(out.history), {size_t{out.iterates}, B});
   d["state"] = to_numpy<int8_t>(std::move(out.state), {B});
   d["reason"] = to_numpy<int32_t>(std::move(out.reason), {B});

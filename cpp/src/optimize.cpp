@@ -18,6 +18,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // One objective evaluation of every lane (ProgramObjective.__call__ for a weighted sum).
 struct Eval {
   std::vector<double> loss;
+  std::vector<double> sse;  // the unweighted sum (of squared residuals, with a target)
   std::vector<double> grad;
   std::vector<uint8_t> failed;
   std::vector<uint8_t> bad_loss;
@@ -31,7 +32,7 @@ class AdamRun {
   OptimizeOutput go();
 
  private:
-  bool evaluate(const std::vector<double>& theta, bool grad);
+  bool evaluate(const std::vector<double>& theta, bool grad, bool final = false);
   void record(const std::vector<double>& theta);
   void stop_running(uint32_t it);
   int32_t reason_of(uint32_t b);
@@ -53,7 +54,9 @@ class AdamRun {
   OptimizeOutput out_;
 };
 
-bool AdamRun::evaluate(const std::vector<double>& theta, bool grad) {
+// With ``grad`` also the gradient, which fails a lane where it is not finite, except at the
+// ``final`` iterate (no step follows it: the gradient is only reported, as best_grad).
+bool AdamRun::evaluate(const std::vector<double>& theta, bool grad, bool final) {
   run_.theta = theta.data();
   run_.grad = false;
   last_ = in_.run(run_);
@@ -80,13 +83,15 @@ bool AdamRun::evaluate(const std::vector<double>& theta, bool grad) {
           ct_[b * M + m] = wr + wr;
         }
       }
-      ev_.loss[b] = pairwise_sum(sq_.data(), M) * w;
+      ev_.sse[b] = pairwise_sum(sq_.data(), M);
+      ev_.loss[b] = ev_.sse[b] * w;
       ev_.bad_loss[b] = !std::isfinite(ev_.loss[b]);
       ev_.failed[b] = ev_.bad_loss[b];
     }
   } else {
     for (uint32_t b = 0; b < B_; ++b) {
-      ev_.loss[b] = pairwise_sum(val + b * M, M) * w;
+      ev_.sse[b] = pairwise_sum(val + b * M, M);
+      ev_.loss[b] = ev_.sse[b] * w;
       ev_.bad_loss[b] = !std::isfinite(ev_.loss[b]);
       ev_.failed[b] = ev_.bad_loss[b];
     }
@@ -94,7 +99,7 @@ bool AdamRun::evaluate(const std::vector<double>& theta, bool grad) {
   }
   if (grad) {
     ev_.grad = in_.gradient(ct_.data());
-    for (uint32_t b = 0; b < B_; ++b) {
+    for (uint32_t b = 0; b < B_ && !final; ++b) {
       bool bad = false;
       for (uint32_t i = 0; i < P_; ++i) bad = bad || !std::isfinite(ev_.grad[b * P_ + i]);
       ev_.failed[b] = ev_.failed[b] || bad;
@@ -152,7 +157,9 @@ void AdamRun::record(const std::vector<double>& theta) {
     }
     if (better) {
       out_.best_loss[b] = loss;
+      out_.best_sse[b] = ev_.sse[b];
       for (uint32_t i = 0; i < P_; ++i) out_.best_theta[b * P_ + i] = theta[b * P_ + i];
+      for (uint32_t i = 0; i < P_; ++i) out_.best_grad[b * P_ + i] = ev_.grad[b * P_ + i];
     }
     if (bad) {
       out_.reason[b] = reason_of(b);
@@ -170,11 +177,14 @@ OptimizeOutput AdamRun::go() {
   v_.assign(BP, 0.0);
   t_.assign(B_, 0.0);
   ev_.loss.assign(B_, 0.0);
+  ev_.sse.assign(B_, 0.0);
   ev_.failed.assign(B_, 0);
   ev_.bad_loss.assign(B_, 0);
   flat_.assign(B_, 0);
   out_.best_theta = theta;
   out_.best_loss.assign(B_, kInf);
+  out_.best_grad.assign(BP, kNaN);
+  out_.best_sse.assign(B_, kNaN);
   out_.history.assign(static_cast<size_t>(rq_.steps + 1) * B_, kNaN);
   out_.state.assign(B_, LANE_RUNNING);
   out_.reason.assign(B_, kNoReason);
@@ -214,7 +224,7 @@ OptimizeOutput AdamRun::go() {
     }
   }
   if (!broke) {
-    if (!evaluate(theta, false)) {
+    if (!evaluate(theta, true, true)) {
       out_.non_numeric = !out_.target_mismatch;
       return std::move(out_);
     }

@@ -231,3 +231,33 @@ def test_time_limit_fails_the_running_starts(engine: str) -> None:
     assert all(s.startswith("failed: time limit of 0.05 s reached after") for s in cal.status)
     assert np.isfinite(cal.all_losses).all()  # the best iterate so far is kept
     assert 1 < cal.history.shape[0] < 10**6
+
+
+@pytest.mark.parametrize("steps", [0, 1, 25])
+def test_best_grad_and_sse_are_the_objectives_at_best_theta(steps: int) -> None:
+    """What the runtime reports at each lane's best iterate is, bitwise, what the NumPy
+    objective evaluates there: the gradient, and the sum of the squared residuals."""
+    p, y = _damped()
+    prep = MSE().prepare(p, {"x": X}, y)
+    theta0 = np.random.default_rng(7).normal(size=(5, 4))
+    out = registry.get("native").optimize(
+        p.compiled, theta0, {"x": X}, weight=prep.weight, method="adam", steps=steps,
+        options={"lr": 0.05}, lower=None, upper=None, early_stop=None, limits=p.limits,
+        dialect=None, target=y,
+    )  # fmt: skip
+    ev = ProgramObjective(prep)(np.asarray(out["best_theta"]), grad=True)
+    assert ev.grad is not None and ev.sq is not None
+    np.testing.assert_array_equal(out["best_grad"], ev.grad)
+    np.testing.assert_array_equal(out["best_sse"], [row.sum() for row in ev.sq])
+    f = p.with_options(strict=False).evaluate(np.asarray(out["best_theta"]), {"x": X}).value
+    np.testing.assert_allclose(out["best_sse"], ((f - y) ** 2).sum(axis=1), rtol=1e-12)
+
+
+def test_calibration_grad_norm_and_r2_at_the_best_start() -> None:
+    """The result's gradient norm and R² (taken from the runtime) against their definitions."""
+    p, y = _damped()
+    cal = ndvm.calibrate(p, {"x": X}, y, starts=4, steps=30, optimizer="adam", engine="native")
+    g = ProgramObjective(MSE().prepare(p, {"x": X}, y))(cal.theta[None, :], grad=True).grad
+    assert g is not None and cal.grad_norm == np.abs(g).max()
+    f = np.asarray(cal.predict())
+    assert cal.r2 == pytest.approx(1.0 - ((f - y) ** 2).sum() / ((y - y.mean()) ** 2).sum())

@@ -53,6 +53,8 @@ struct OptimizeOutput {
   std::vector<double> theta;       // [B, P]
   std::vector<double> best_theta;  // [B, P]
   std::vector<double> best_loss;   // [B] (NaN for failed lanes)
+  std::vector<double> best_grad;   // [B, P]: the loss gradient at best_theta (NaN: none)
+  std::vector<double> best_sse;    // [B]: sum of squared residuals there (with a target)
   std::vector<double> history;     // [k, B]
   uint32_t iterates = 0;           // k
   std::vector<int8_t> state;       // [B]

@@ -48,20 +48,20 @@ def classify_inputs(
     Returns ``(kind, array)`` per declared input, kind one of scalar / data / const. A bad
     input's error carries the position of its first use in the source (``positions``).
     """
-    where = dict(zip(names, positions))
 
     def bad(name: str, message: str) -> NdvmError:
-        line, column = where.get(name, (0, 0))
+        line, column = dict(zip(names, positions)).get(name, (0, 0))
         return NdvmError(f"input {name!r}: {message}", line or None, column if line else None)
 
-    missing = [n for n in names if n not in given]
-    if missing:
-        raise NdvmError(f"missing input(s): {', '.join(missing)}")
-    extra = [n for n in given if n not in names]
-    if extra:
-        raise NdvmError(
-            f"unknown input(s): {', '.join(extra)} (declared: {', '.join(names) or 'none'})"
-        )
+    if len(given) != len(names) or not all(n in given for n in names):
+        missing = [n for n in names if n not in given]
+        if missing:
+            raise NdvmError(f"missing input(s): {', '.join(missing)}")
+        extra = [n for n in given if n not in names]
+        if extra:
+            raise NdvmError(
+                f"unknown input(s): {', '.join(extra)} (declared: {', '.join(names) or 'none'})"
+            )
     out: list[tuple[str, np.ndarray]] = []
     n_data: int | None = None
     for name in names:

@@ -204,10 +204,8 @@ def _input_arrays(
     program: CompiledProgram, inputs: Mapping[str, Any]
 ) -> tuple[list[int], list[np.ndarray], int | None]:
     kinds, n_data = classify_inputs(program.inputs, inputs, program.input_positions)
-    arrays = [
-        np.ascontiguousarray(a, dtype=np.float64).reshape(-1 if k != "const" else a.shape)
-        for k, a in kinds
-    ]
+    # float64 already; a scalar becomes [1], data [N], a constant keeps its shape
+    arrays = [np.ascontiguousarray(a) for _, a in kinds]
     return [_KINDS[k] for k, _ in kinds], arrays, n_data
 
 
@@ -251,7 +249,10 @@ def _reason_text(code: int, errors: list[tuple[np.ndarray, NdvmError]]) -> str |
     if code >= 0:
         err = errors[code][1]
         return f"{type(err).__name__}: {err}"
-    return {-2: "non-finite loss", -3: "non-finite gradient"}.get(code)
+    return _REASONS.get(code)
+
+
+_REASONS = {-2: "non-finite loss", -3: "non-finite gradient"}
 
 
 def _f64(x: Any, shape: Any = -1) -> np.ndarray | None:
@@ -268,13 +269,17 @@ def _adam_options(
     target: np.ndarray | None,
     time_limit: float | None,
 ) -> Any:
-    """The core's ``AdamOptions`` (a target [B, N] is per lane, any other shape shared)."""
+    """The core's ``AdamOptions`` (a target [B, N] is per lane, any other shape shared);
+    what is None keeps the core's default (none)."""
     opt = _core.AdamOptions()
     opt.weight, opt.steps = float(weight), int(steps)
     opt.lr, opt.eps = float(options.get("lr", 0.05)), float(options.get("eps", 1e-8))
     b1, b2 = options.get("betas", (0.9, 0.999))
     opt.beta1, opt.beta2 = float(b1), float(b2)
-    opt.lower, opt.upper = _f64(box[0]), _f64(box[1])
+    if box[0] is not None:
+        opt.lower = _f64(box[0])
+    if box[1] is not None:
+        opt.upper = _f64(box[1])
     if early_stop is not None:
         opt.early_stop = True
         opt.rtol, opt.atol, opt.patience = (
@@ -282,10 +287,12 @@ def _adam_options(
             float(early_stop[1]),
             int(early_stop[2]),
         )
-    opt.lr_schedule = _f64(lr_schedule)
+    if lr_schedule is not None:
+        opt.lr_schedule = _f64(lr_schedule)
     if target is not None:
         opt.target = _f64(target, np.shape(target) if np.ndim(target) == 2 else -1)
-    opt.time_limit = float(time_limit or 0.0)
+    if time_limit:
+        opt.time_limit = float(time_limit)
     return opt
 
 
@@ -418,7 +425,10 @@ class NativeBackend:
         of ``ndvm.calibrate.optim.Adam`` with ``on_failure="drop"``. ``lr_schedule[t-1]`` is a
         lane's learning rate at its t-th step; ``time_limit`` (seconds) fails the lanes still
         running when it passes. Only ``method="adam"`` (``optimize_methods``). Raises
-        ``NativeUnsupported`` when the value grid does not have N numbers per lane.
+        ``NativeUnsupported`` when the value grid does not have N numbers per lane. Besides
+        ``ndvm.calibrate.native``'s fields it returns best_grad [B, P], the loss gradient at
+        best_theta (NaN for a lane without one), best_sse [B], the unweighted sum there
+        (of squared residuals, with a target), and data_lanes (the inputs have data lanes).
         """
         if method not in self.optimize_methods:
             raise NativeUnsupported(f"native backend: no in-runtime {method!r} optimizer")
@@ -446,13 +456,16 @@ class NativeBackend:
             "theta": raw["theta"],
             "best_theta": raw["best_theta"],
             "best_loss": raw["best_loss"],
+            "best_grad": raw.get("best_grad"),  # None from an extension built before them
+            "best_sse": raw.get("best_sse"),
+            "data_lanes": n_data is not None,
             "history": raw["history"],
             "state": raw["state"],
             "reasons": [
-                _reason_text(int(c), errors)
+                _reason_text(c, errors)
                 if c != -4
                 else f"time limit of {time_limit:g} s reached after {raw['stopped_at']} steps"
-                for c in raw["reason"]
+                for c in raw["reason"].tolist()
             ],
             "evaluations": int(raw["evaluations"]),
         }

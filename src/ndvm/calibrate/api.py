@@ -27,11 +27,32 @@ POLISH_STARTS = 8  # optimizer="auto": L-BFGS polishes this many best starts
 POLISH_ITERATIONS = 200
 
 
+_SEEDS: dict[int, np.random.SeedSequence] = {}  # seed -> its SeedSequence (hashing it is slow)
+
+
+def _rng(seed: Any) -> np.random.Generator:
+    """``np.random.default_rng(seed)``, the same stream; an int seed's entropy hashed once."""
+    if type(seed) is not int or seed < 0:
+        return np.random.default_rng(seed)
+    seq = _SEEDS.get(seed)
+    if seq is None or seq.n_children_spawned:  # spawned from: no longer as new
+        if len(_SEEDS) >= 1024:
+            _SEEDS.clear()
+        seq = _SEEDS[seed] = np.random.SeedSequence(seed)
+    return np.random.Generator(np.random.PCG64(seq))
+
+
 def _init_theta(
     program: Program, init: Any, starts: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, optim.Sampler]:
     """Unconstrained [starts, P] starts and the sampler used for restarts."""
-    P = len(program.params)
+    P = len(program.param_specs)
+    if callable(init):
+
+        def sample(r: np.random.Generator, n: int) -> np.ndarray:
+            return program.unconstrain(np.asarray(init(r, (n, P)), dtype=np.float64))
+
+        return sample(rng, starts), sample
     base = program.init_theta()
 
     def jitter(r: np.random.Generator, n: int) -> np.ndarray:
@@ -42,12 +63,6 @@ def _init_theta(
         if starts > 1:
             theta[1:] = jitter(rng, starts - 1)
         return theta, jitter
-    if callable(init):
-
-        def sample(r: np.random.Generator, n: int) -> np.ndarray:
-            return program.unconstrain(np.asarray(init(r, (n, P)), dtype=np.float64))
-
-        return sample(rng, starts), sample
     if isinstance(init, Mapping):
         unknown = set(init) - set(program.params)
         if unknown:
@@ -181,7 +196,7 @@ def calibrate(
         raise NdvmError("calibrate needs starts >= 1 and steps >= 0")
     inputs = dict(inputs or {})
     program = _program(program, inputs, backend)
-    rng = np.random.default_rng(seed)
+    rng = _rng(seed)
     theta0, sampler = _init_theta(program, init, starts, rng)
     prepared, objective, extra_names, loss_name = _objective(program, loss, inputs, target)
     if prepared is not None and prepared.extra0:

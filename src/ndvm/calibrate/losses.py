@@ -18,6 +18,7 @@ import numpy as np
 from ndvm.api import Program
 from ndvm.backends import registry as backend_registry
 from ndvm.backends.base import RunResult
+from ndvm.backends.inputs import classify_inputs
 from ndvm.errors import NdvmError
 from ndvm.lang import ir
 from ndvm.prims import PRIMS
@@ -45,7 +46,8 @@ class Prepared:
     objective evaluates: the loss-augmented program (value = squared residual per data lane,
     compiled on first use only, since an in-runtime optimizer forms the residual itself) or,
     for ``value`` and per-lane targets, the model. cotangent(extra [B, E]) -> cotangent on the
-    value grid; reduce(value grid, extra) -> (loss [B], d loss / d extra [B, E]).
+    value grid (broadcasting to it); reduce(value grid, extra) -> (loss [B], d loss / d extra
+    [B, E]).
     """
 
     model: Program
@@ -62,6 +64,15 @@ class Prepared:
         return self.target is not None and self.target.ndim == 2
 
     @cached_property
+    def squares(self) -> bool:
+        """The objective's value grid is the model's squared residual entry for entry: a target
+        ``[N]`` over a model with data lanes (without them the augmented grid would spread the
+        model's value over the target's lanes)."""
+        if self.target is None or self.target.ndim != 1:
+            return False
+        return classify_inputs(self.model.inputs, self.model_inputs)[1] is not None
+
+    @cached_property
     def program(self) -> Program:
         if self.target is None or self.per_lane:
             return self.model
@@ -75,16 +86,22 @@ class Prepared:
         inp[TARGET] = self.target if self.target.ndim == 1 else float(self.target)
         return inp
 
-    def cotangent(self, value_shape: tuple[int, ...], extra: np.ndarray) -> np.ndarray:
-        B = value_shape[0]
+    @property
+    def lane_cotangent(self) -> bool:
+        """The cotangent differs by lane (a learned noise scale); else it is one number."""
+        return self.kind == "gaussian_nll" and self.sigma is None
+
+    def cotangent(self, extra: np.ndarray, ndim: int = 1) -> np.ndarray:
+        """The cotangent on a value grid ``[B, ...]`` of ``ndim`` dims, in a shape that
+        broadcasts to it: one number, or ``[B, 1, ...]`` when ``lane_cotangent``."""
         if self.kind == "value":
-            return np.ones(value_shape)
+            return np.asarray(1.0)
         if self.kind == "mse":
-            return np.full(value_shape, self.weight)
-        # gaussian_nll: d/d(sq) of mean(0.5 sq / s^2) = 0.5 / (s^2 M)
-        inv_var = np.exp(-2.0 * extra[:, 0]) if self.sigma is None else np.full(B, self.sigma**-2)
-        shape = (B,) + (1,) * (len(value_shape) - 1)
-        return np.broadcast_to((0.5 * self.weight * inv_var).reshape(shape), value_shape)
+            return np.asarray(self.weight)
+        if self.sigma is not None:  # gaussian_nll: d/d(sq) of mean(0.5 sq / s^2) = 0.5 / (s^2 M)
+            return np.asarray(0.5 * self.weight * self.sigma**-2)
+        inv_var = np.exp(-2.0 * extra[:, 0])
+        return (0.5 * self.weight * inv_var).reshape((extra.shape[0],) + (1,) * (ndim - 1))
 
     def reduce(self, value: np.ndarray, extra: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         B = value.shape[0]
@@ -111,6 +128,9 @@ def augmented(model: Program) -> Program:
     """The loss-augmented program ``(let ((r (- E target))) (* r r))``, built from the model's
     resolved IR (nothing is re-read or re-resolved); the target is a new last input. Errors
     keep the model's positions. Cached per model (calibrations repeat it)."""
+    hit = _AUGMENTED_OF.get(model)
+    if hit is not None:
+        return hit
     key = (model.compiled.source, model.param_specs, model.inputs, model.backend, model.dtype,
            model.dialect, model.limits)  # fmt: skip
     hit = _AUGMENTED.get(key)
@@ -135,11 +155,32 @@ def augmented(model: Program) -> Program:
         if len(_AUGMENTED) >= _AUGMENTED_MAX:
             _AUGMENTED.pop(next(iter(_AUGMENTED)))
         _AUGMENTED[key] = hit
+    _AUGMENTED_OF.put(model, hit)
     return hit
+
+
+class _ByIdentity:
+    """A bounded cache keyed by an (immutable) object's identity; it holds the object, so the
+    id stays that object's while the entry lives."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: dict[int, tuple[Any, Any]] = {}
+
+    def get(self, obj: Any) -> Any:
+        hit = self._items.get(id(obj))
+        return hit[1] if hit is not None and hit[0] is obj else None
+
+    def put(self, obj: Any, value: Any) -> None:
+        if len(self._items) >= self._size:
+            self._items.pop(next(iter(self._items)), None)
+        self._items[id(obj)] = (obj, value)
 
 
 _AUGMENTED: dict[tuple[Any, ...], Program] = {}
 _AUGMENTED_MAX = 512
+_AUGMENTED_OF = _ByIdentity(_AUGMENTED_MAX)  # model -> augmented, before the structural key
+_LENIENT = _ByIdentity(512)  # program -> program.with_options(strict=False)
 
 
 def _residual_target(program: Program, inputs: Mapping[str, Any], target: Any) -> tuple:
@@ -210,7 +251,13 @@ class Value:
 
 def _lenient(program: Program) -> Program:
     """The program with per-lane failures (strict=False): a failing start fails alone."""
-    return program if program.strict is False else program.with_options(strict=False)
+    if program.strict is False:
+        return program
+    hit = _LENIENT.get(program)
+    if hit is None:
+        hit = program.with_options(strict=False)
+        _LENIENT.put(program, hit)
+    return hit
 
 
 BUILTIN = {"mse": MSE(), "gaussian_nll": GaussianNLL(), "value": Value()}

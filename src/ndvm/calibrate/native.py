@@ -15,14 +15,16 @@ back to the NumPy optimizer on the loss-augmented program.
                      lr_schedule: f64[steps] | None, target: f64[N] | f64[B, N] | None,
                      time_limit: float | None, replay: bool) -> dict with
         theta f64[B, P], best_theta f64[B, P], best_loss f64[B], history f64[k+1, B],
-        state int8[B] (1 ok, 2 failed, 3 converged), reasons list[str | None], evaluations int
+        state int8[B] (1 ok, 2 failed, 3 converged), reasons list[str | None], evaluations int,
+        and optionally best_grad f64[B, P] (the loss gradient at best_theta), best_sse f64[B]
+        (the sum of squared residuals there) and data_lanes bool (the inputs have data lanes),
+        which spare the result an evaluation
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -49,60 +51,86 @@ def supports(backend: Any, prepared: Prepared | None, opt: Any) -> bool:
 CHUNK = 25  # steps per runtime call when a callback wants progress
 
 
-@dataclass
 class _Run:
-    """Per-lane bookkeeping across chunks (the NumPy ``_Book``'s result, filled by calls)."""
+    """Per-lane bookkeeping across chunks (the NumPy ``_Book``'s result, filled by calls).
 
-    theta: np.ndarray
-    steps: int
+    The first call runs every lane from ``theta``: its arrays are taken as they are; a later
+    call (chunks, for a callback) merges into them for the lanes it ran."""
 
-    def __post_init__(self) -> None:
-        B = self.theta.shape[0]
-        self.theta = self.theta.copy()
-        self.best_theta = self.theta.copy()
-        self.best_loss = np.full(B, np.inf)
-        self.history = np.full((self.steps + 1, B), np.nan)
-        self.state = np.full(B, optim.OK, dtype=np.int8)
-        self.reasons: list[str | None] = [None] * B
+    def __init__(self, theta: np.ndarray, steps: int) -> None:
+        self.theta = theta
+        self.steps = steps
+        self.reasons: list[str | None] = [None] * theta.shape[0]
         self.evaluations = 0
         self.done = 0
 
     def add(self, lanes: np.ndarray, out: dict[str, Any]) -> int:
         """Merge one call's result for ``lanes``; returns the steps it took."""
         h = np.asarray(out["history"], dtype=np.float64)
-        self.history[self.done : self.done + h.shape[0], lanes] = h
         bl = np.asarray(out["best_loss"], dtype=np.float64)
-        better = np.isfinite(bl) & (bl < self.best_loss[lanes])
-        self.best_loss[lanes[better]] = bl[better]
-        self.best_theta[lanes[better]] = np.asarray(out["best_theta"])[better]
-        self.theta[lanes] = np.asarray(out["theta"])
         st = np.asarray(out["state"], dtype=np.int8)
-        self.state[lanes] = st
-        for b, s, r in zip(lanes, st, out["reasons"]):
-            if s == optim.FAILED:
-                self.reasons[b] = r
+        took = h.shape[0] - 1
+        if self.done == 0:  # every lane, from theta0: taken as they are (copies of them)
+            better = np.isfinite(bl)
+            if better.all():
+                self.best_loss = bl.copy()
+                self.best_theta = np.array(out["best_theta"], dtype=np.float64)
+            else:
+                self.best_loss = np.where(better, bl, np.inf)
+                self.best_theta = np.where(better[:, None], out["best_theta"], self.theta)
+            if took < self.steps:
+                h = np.concatenate([h, np.full((self.steps - took, h.shape[1]), np.nan)])
+            self.history = h.copy() if h is out["history"] else h
+            self.theta = np.array(out["theta"], dtype=np.float64)
+            self.state = st.copy()
+            bg, bs = out.get("best_grad"), out.get("best_sse")
+            self.best_grad = None if bg is None else np.array(bg, dtype=np.float64)
+            self.best_sse = None if bs is None else np.array(bs, dtype=np.float64)
+            self.data_lanes = bool(out.get("data_lanes"))
+        else:
+            self.history[self.done : self.done + h.shape[0], lanes] = h
+            better = np.isfinite(bl) & (bl < self.best_loss[lanes])
+            self.best_loss[lanes[better]] = bl[better]
+            self.best_theta[lanes[better]] = np.asarray(out["best_theta"])[better]
+            self.theta[lanes] = np.asarray(out["theta"])
+            self.state[lanes] = st
+            if self.best_grad is None or "best_grad" not in out:
+                self.best_grad = self.best_sse = None
+            else:
+                self.best_grad[lanes[better]] = np.asarray(out["best_grad"])[better]
+                self.best_sse[lanes[better]] = np.asarray(out["best_sse"])[better]
+        reasons = out["reasons"]
+        for i in np.nonzero(st == optim.FAILED)[0].tolist():
+            self.reasons[lanes[i]] = reasons[i]
         self.evaluations += int(out["evaluations"])
-        self.done += h.shape[0] - 1
-        return h.shape[0] - 1
+        self.done += took
+        return took
 
-    def trace(self) -> optim.Trace:
+    def trace(self, known: bool) -> optim.Trace:
+        """The run's Trace; ``known``: its best_grad is the objective's (``_same_loss``)."""
         hist = self.history[: self.done + 1]
-        for b in np.flatnonzero(self.state == optim.CONVERGED):  # frozen: its loss stays
+        for b in np.nonzero(self.state == optim.CONVERGED)[0].tolist():  # frozen: loss stays
             col = hist[:, b]
             last = np.flatnonzero(np.isfinite(col))
             if last.size:
                 col[last[-1] + 1 :] = col[last[-1]]
         failed = ~np.isfinite(self.best_loss)
-        state = np.where(failed, optim.FAILED, self.state).astype(np.int8)
+        state, best_loss = self.state, self.best_loss
+        if failed.any():
+            state = np.where(failed, optim.FAILED, state).astype(np.int8)
+            best_loss = np.where(failed, np.nan, best_loss)
+        codes = state.tolist()
         return optim.Trace(
             theta=self.theta,
             best_theta=self.best_theta,
-            best_loss=np.where(failed, np.nan, self.best_loss),
+            best_loss=best_loss,
             history=hist,
             state=state,
-            reasons=[r if s == optim.FAILED else None for r, s in zip(self.reasons, state)],
+            reasons=[r if s == optim.FAILED else None for r, s in zip(self.reasons, codes)],
             restarts=np.zeros(self.theta.shape[0], dtype=np.int64),
             evaluations=self.evaluations,
+            best_grad=self.best_grad if known else None,
+            best_sse=self.best_sse if known else None,
         )
 
 
@@ -127,7 +155,7 @@ class NativeOptimizer:
     ) -> optim.Trace:
         prep = self.prepared
         schedule = self.inner.schedule(steps) if isinstance(self.inner, optim.Adam) else None
-        run = _Run(np.ascontiguousarray(theta0, dtype=np.float64), steps)
+        run = _Run(np.array(theta0, dtype=np.float64), steps)
         lanes = np.arange(theta0.shape[0])
         chunk = steps if control.callback is None else CHUNK
         t0 = time.perf_counter()
@@ -140,9 +168,9 @@ class NativeOptimizer:
             if prep.per_lane and tgt is not None:
                 tgt = tgt[lanes]
             sched = None if schedule is None else schedule[run.done : run.done + n]
+            theta = run.theta if run.done == 0 else run.theta[lanes]  # the runtime copies it
             try:
-                call = partial(self._call, run.theta[lanes], n, sched, tgt, left, control)
-                out = call()
+                out = self._call(theta, n, sched, tgt, left, control)
             except BackendUnsupported:
                 if run.done:
                     raise
@@ -155,31 +183,29 @@ class NativeOptimizer:
                         run.reasons[b] = why
             if control.callback is not None:
                 control.callback(run.done + 1, steps + 1)
-            lanes = lanes[run.state[lanes] == optim.OK]
-            if run.done >= steps or lanes.size == 0 or took < n:
+            if run.done >= steps or took < n:
                 break
-        return run.trace()
+            lanes = lanes[run.state[lanes] == optim.OK]
+            if lanes.size == 0:
+                break
+        return run.trace(self._same_loss(run))
 
     def _call(self, theta, n, schedule, target, time_limit, control):  # type: ignore[no-untyped-def]
         prep = self.prepared
         program = prep.model
-        P = len(program.params)
+        P = len(program.param_specs)
         lower = upper = None
         if control.project is not None:
             lower = control.project(np.full((1, P), -np.inf))[0]
             upper = control.project(np.full((1, P), np.inf))[0]
         es = control.early_stop
-        weight = prep.weight
-        if prep.kind == "gaussian_nll":
-            assert prep.sigma is not None
-            weight = 0.5 * prep.weight / prep.sigma**2
         inner = self.inner  # the fields the runtime reads (no dataclasses.asdict deep copy)
         options = {k: getattr(inner, k) for k in ("lr", "betas", "eps") if hasattr(inner, k)}
         return self.backend.optimize(
             program.compiled,
-            np.ascontiguousarray(theta, dtype=np.float64),
+            theta,
             prep.model_inputs,
-            weight=weight,
+            weight=self._weight(),
             method=self.inner.name,
             steps=n,
             options=options,
@@ -193,6 +219,25 @@ class NativeOptimizer:
             target=target,
             time_limit=time_limit,
         )
+
+    def _same_loss(self, run: _Run) -> bool:
+        """The runtime's gradient is the NumPy objective's, bitwise: the loss weight is the
+        objective's cotangent, and its residual is the objective's entry for entry (the
+        augmented program's grid spreads a model without data lanes over the target's)."""
+        prep = self.prepared
+        if float(prep.cotangent(np.zeros((1, 0)))) != self._weight():
+            return False
+        if prep.target is None or prep.per_lane:
+            return True
+        return prep.target.ndim == 1 and run.data_lanes  # prep.squares, known from the call
+
+    def _weight(self) -> float:
+        """The runtime's loss weight (gaussian_nll with fixed sigma: of the sum of squares)."""
+        prep = self.prepared
+        if prep.kind == "gaussian_nll":
+            assert prep.sigma is not None
+            return 0.5 * prep.weight / prep.sigma**2
+        return prep.weight
 
     def _shift(self, out: dict[str, Any]) -> dict[str, Any]:
         """gaussian_nll with fixed sigma: the runtime minimized the weighted sum of squares."""

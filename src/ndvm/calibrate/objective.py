@@ -19,12 +19,14 @@ from ndvm.calibrate.losses import Prepared, lane_reasons
 
 @dataclass
 class Eval:
-    """loss [B]; grad [B, D] (None when not requested); failed [B] bool; reasons per lane."""
+    """loss [B]; grad [B, D] (None when not requested); failed [B] bool; reasons per lane;
+    sq [B, N]: the squared residuals per lane, where the objective formed them (else None)."""
 
     loss: np.ndarray
     grad: np.ndarray | None
     failed: np.ndarray
     reasons: list[str | None]
+    sq: np.ndarray | None = None
 
 
 class Objective(Protocol):
@@ -36,13 +38,14 @@ class Objective(Protocol):
 def _failures(
     loss: np.ndarray, grad: np.ndarray | None, reasons: list[str | None]
 ) -> tuple[np.ndarray, list[str | None]]:
-    bad_loss = ~np.isfinite(loss)
-    bad_grad = np.zeros_like(bad_loss) if grad is None else ~np.isfinite(grad).all(axis=1)
-    failed = bad_loss | bad_grad
+    ok = np.isfinite(loss)
+    if grad is not None:
+        ok &= np.isfinite(grad).all(axis=1)
+    failed = ~ok
     out = list(reasons)
-    for b in np.flatnonzero(failed):
+    for b in np.nonzero(failed)[0].tolist() if failed.any() else ():
         if out[b] is None:
-            out[b] = "non-finite loss" if bad_loss[b] else "non-finite gradient"
+            out[b] = "non-finite loss" if not np.isfinite(loss[b]) else "non-finite gradient"
     return failed, out
 
 
@@ -54,7 +57,7 @@ class ProgramObjective:
 
     @property
     def n_params(self) -> int:
-        return len(self.prepared.program.params)
+        return self._P
 
     @property
     def dim(self) -> int:
@@ -67,9 +70,8 @@ class ProgramObjective:
         P = self.n_params
         extra = theta[:, P:]
         if grad:
-            # the value grid's trailing shape is fixed by program and inputs: probed once (B=1)
-            shape = self._shape(theta)
-            ct = prep.cotangent(shape, extra)
+            # a per-lane cotangent needs the value grid's rank: probed once (B=1)
+            ct = prep.cotangent(extra, len(self._shape(theta)) if prep.lane_cotangent else 1)
             res = prep.program.evaluate(theta[:, :P], prep.inputs, grad=True, cotangent=ct)
         else:
             res = prep.program.evaluate(theta[:, :P], prep.inputs)
@@ -88,7 +90,7 @@ class ProgramObjective:
             assert res.grad is not None
             g = np.concatenate([res.grad, gextra], axis=1) if gextra.shape[1] else res.grad
         failed, reasons = _failures(loss, g, reasons)
-        return Eval(loss, g, failed, reasons)
+        return Eval(loss, g, failed, reasons, value.reshape(B, -1) if prep.squares else None)
 
     def _per_lane(self, theta: np.ndarray, grad: bool) -> Eval:
         """One target series per lane: value walk, residual in NumPy, then the VJP walk."""
@@ -111,13 +113,13 @@ class ProgramObjective:
         loss, gextra = prep.reduce(sq, extra)
         g = None
         if grad:
-            wr = prep.cotangent(sq.shape, extra) * r  # the tape of (* r r), as the runtime's
+            wr = prep.cotangent(extra, 2) * r  # the tape of (* r r), as the runtime's
             ct = (wr + wr).reshape(value.shape)
             back = prep.model.evaluate(theta[:, :P], prep.model_inputs, grad=True, cotangent=ct)
             assert back.grad is not None
             g = np.concatenate([back.grad, gextra], axis=1) if gextra.shape[1] else back.grad
         failed, reasons = _failures(loss, g, reasons)
-        return Eval(loss, g, failed, reasons)
+        return Eval(loss, g, failed, reasons, sq)
 
     def _shape(self, theta: np.ndarray) -> tuple[int, ...]:
         if self._trailing is None:
@@ -127,6 +129,7 @@ class ProgramObjective:
 
     def __post_init__(self) -> None:
         self._trailing: tuple[int, ...] | None = None
+        self._P = len(self.prepared.model.param_specs)
 
 
 @dataclass

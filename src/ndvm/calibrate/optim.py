@@ -69,6 +69,8 @@ class Trace:
 
     history [k+1, B]: the loss at every evaluated iterate (NaN once a lane failed).
     state: RUNNING/OK at the end -> OK; FAILED; CONVERGED (stopped early, ok).
+    best_grad [B, D] / best_sse [B]: the objective's gradient and sum of squared residuals at
+    best_theta, where the optimizer has them (an in-runtime one); None: evaluate them.
     """
 
     theta: np.ndarray
@@ -79,6 +81,8 @@ class Trace:
     reasons: list[str | None]
     restarts: np.ndarray
     evaluations: int = 0
+    best_grad: np.ndarray | None = None
+    best_sse: np.ndarray | None = None
 
 
 @dataclass

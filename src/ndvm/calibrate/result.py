@@ -8,6 +8,7 @@ uncertainty of the fitted values (``cov``, ``stderr``; see ``ndvm.calibrate.unce
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -181,28 +182,68 @@ def lane_objective(objective: Any, prepared: Any, rows: np.ndarray) -> Any:
     return ProgramObjective(replace(prepared, target=prepared.target[rows]))
 
 
-def _r2(program: Program, prep: Any, theta: np.ndarray, best: int) -> float | None:
-    if prep is None or prep.target is None or prep.kind == "value" or np.ndim(prep.target) == 0:
-        return None
-    y = prep.target[best] if prep.per_lane else prep.target
-    res = prep.model.evaluate(theta[None, : len(program.params)], prep.model_inputs)
-    if not res.numeric:
-        return None
-    f = np.asarray(res.value, dtype=np.float64).reshape(-1)
-    if f.shape != y.shape:
-        return None
-    sst = float(((y - y.mean()) ** 2).sum())
-    return 1.0 - float(((f - y) ** 2).sum()) / sst if sst > 0 else None
+def _best(losses: np.ndarray) -> int:
+    """The lowest loss's lane (NaN ignored; lane 0 when every loss is NaN or infinite)."""
+    if losses.shape[0] == 1:
+        return 0
+    if not np.isfinite(losses).any():
+        return 0
+    return int(np.argmin(np.where(np.isnan(losses), np.inf, losses)))  # np.nanargmin's rule
+
+
+def _diagnose(
+    program: Program, objective: Any, prep: Any, trace: optim.Trace, theta: np.ndarray, best: int
+) -> tuple[np.ndarray | None, float | None]:
+    """The exact gradient and R² at the best start's ``theta [D]``: as an in-runtime optimizer
+    reported them for that iterate (``best_grad``, ``best_sse``), else from one objective
+    evaluation, whose squared residuals give R² where it formed them (else a model walk)."""
+    y = None
+    if prep is not None and prep.target is not None and prep.kind != "value":
+        if np.ndim(prep.target) > 0:
+            y = prep.target[best] if prep.per_lane else prep.target
+    if trace.best_grad is not None:
+        g = trace.best_grad[best]
+        grad = g if np.isfinite(g).all() else None
+        assert trace.best_sse is not None
+        sse = float(trace.best_sse[best])
+    else:
+        if prep is not None and prep.per_lane:
+            objective = lane_objective(objective, prep, np.array([best]))
+        ev = objective(theta[None, :], grad=True)
+        failed = bool(ev.failed[0])
+        grad = None if ev.grad is None or failed else np.asarray(ev.grad[0], dtype=np.float64)
+        sse = None if y is None else _sse(program, prep, theta, y, None if failed else ev.sq)
+    if y is None or sse is None:
+        return grad, None
+    d = y - y.sum() / y.shape[0]  # y.mean(), bitwise
+    sst = float((d * d).sum())
+    return grad, 1.0 - sse / sst if sst > 0 else None
+
+
+def _sse(
+    program: Program, prep: Any, theta: np.ndarray, y: np.ndarray, sq: np.ndarray | None
+) -> float | None:
+    """The sum of squared residuals against ``y``: of the objective's ``sq`` when given, else
+    of a model walk (None when the model's value is not one number per target entry)."""
+    if sq is not None:
+        sq = sq[0]
+    else:
+        res = prep.model.evaluate(theta[None, : len(program.param_specs)], prep.model_inputs)
+        if not res.numeric:
+            return None
+        f = np.asarray(res.value, dtype=np.float64).reshape(-1)
+        sq = (f - y) ** 2 if f.shape == y.shape else None
+    return None if sq is None or sq.shape != y.shape else float(sq.sum())
 
 
 def _verdict(cal: dict[str, Any], steps: int, starts: int) -> tuple[bool, str]:
     loss, g = cal["loss"], cal["grad_norm"]
-    if not np.isfinite(loss):
+    if not math.isfinite(loss):
         why = next((s for s in cal["status"] if s != "ok"), "no finite loss")
         why = why.removeprefix("failed: ")
         return False, f"failed: every start failed ({why})"
     tol = GTOL * max(1.0, abs(loss))
-    if np.isfinite(g) and g <= tol:
+    if math.isfinite(g) and g <= tol:
         return True, f"converged: max |gradient| {g:.3g} <= {tol:.3g} (best of {starts} starts)"
     return False, (
         f"not converged: max |gradient| {g:.3g} > {tol:.3g} after {steps} steps at the best of "
@@ -224,22 +265,22 @@ def build(
     """The Calibration of a finished trace; warns (``ConvergenceWarning``) if not converged.
     Without ``diagnostics`` no further evaluation is made (no gradient norm, no R², no
     warning) and ``success`` means only that the best start did not fail."""
-    P = len(program.params)
+    P = len(program.param_specs)
     losses = trace.best_loss
-    best = int(np.nanargmin(losses)) if np.isfinite(losses).any() else 0
+    best = _best(losses)
     values = program.constrain(trace.best_theta[:, :P])
     if extra_names and prepared is not None:
         values = np.concatenate([values, prepared.constrain_extra(trace.best_theta[:, P:])], 1)
-    names = tuple(program.params) + extra_names
+    names = program.params + extra_names
     status = tuple(
-        STATUS_NAMES.get(int(s), "failed") if s != optim.FAILED else f"failed: {r or 'unknown'}"
-        for s, r in zip(trace.state, trace.reasons)
+        STATUS_NAMES.get(s, "failed") if s != optim.FAILED else f"failed: {r or 'unknown'}"
+        for s, r in zip(np.asarray(trace.state).tolist(), trace.reasons)
     )
     theta = trace.best_theta[best].copy()
     loss = float(losses[best])
-    grad = None
-    if np.isfinite(loss) and diagnostics:
-        grad = uncertainty.gradient(lane_objective(objective, prepared, np.array([best])), theta)
+    grad = r2 = None
+    if math.isfinite(loss) and diagnostics:
+        grad, r2 = _diagnose(program, objective, prepared, trace, theta, best)
     if grad is not None and project is not None:  # at a box bound only the inward part counts
         grad = theta - project((theta - grad)[None, :])[0]
     fields: dict[str, Any] = dict(
@@ -250,13 +291,13 @@ def build(
     if diagnostics:
         success, message = _verdict(fields, meta["nit"], len(status))
     else:
-        success = bool(np.isfinite(loss))
+        success = math.isfinite(loss)
         message = "finished (diagnostics off)" if success else "every start failed"
     cal = Calibration(
         program=program,
         names=names,
         theta=theta,
-        params={n: float(v) for n, v in zip(names, values[best])},
+        params=dict(zip(names, values[best].tolist())),
         history=trace.history,
         all_theta=trace.best_theta,
         all_params=values,
@@ -266,7 +307,7 @@ def build(
         evaluations=trace.evaluations,
         success=success,
         message=message,
-        r2=_r2(program, prepared, theta, best) if np.isfinite(loss) and diagnostics else None,
+        r2=r2,
         objective=objective,
         prepared=prepared,
         **fields,

@@ -24,14 +24,6 @@ import numpy as np
 from ndvm.calibrate.objective import Objective
 
 
-def gradient(objective: Objective, theta: np.ndarray) -> np.ndarray | None:
-    """The exact gradient at one point ``theta [D]`` (None when that evaluation failed)."""
-    ev = objective(theta[None, :], grad=True)
-    if ev.grad is None or bool(ev.failed[0]):
-        return None
-    return np.asarray(ev.grad[0], dtype=np.float64)
-
-
 def hessian(objective: Objective, theta: np.ndarray, rel: float = 1e-5) -> np.ndarray | None:
     """Central differences of the exact gradient at ``theta [D]``: ``H [D, D]`` (symmetrized)."""
     D = theta.shape[0]
