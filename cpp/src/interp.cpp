@@ -1,5 +1,6 @@
 // Evaluation setup, application (closures, primitives, apply/error), numeric dispatch with
 // taping, and the per-run entry point.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -413,9 +414,7 @@ void Interp::reset(const RunRequest& req) {
 void Interp::fill_leaf(const RunRequest& req, uint32_t i, uint32_t pid) {
   const uint32_t P = prog_->n_params;
   Real* p = pay_.ptr(pid);
-  for (uint32_t b = 0; b < B_; ++b) {
-    for (uint32_t k = 0; k < Ng_; ++k) p[b * Ng_ + k] = req.theta[b * P + i];
-  }
+  for (uint32_t b = 0; b < B_; ++b) std::fill(p + b * Ng_, p + (b + 1) * Ng_, req.theta[b * P + i]);
 }
 
 void Interp::bind(const RunRequest& req, std::vector<uint32_t>& leaves) {

@@ -267,13 +267,14 @@ NDVM_SIMD Grad vjp_MUL(const Bw& k) {
     map2(k.ct, k.W, k.S, k.g(), k.a(1 - k.which), [](Real g, Real y) { return g * (1.0 * y); });
     return Grad::WRITTEN;
   }
-  return each(k, [&](size_t e, uint32_t l, Real g, Real) {
-    Real rest = 1.0;
-    for (int j = 0; j < k.n; ++j) {
-      if (j != k.which) rest = rest * k.x(j, e, l);
-    }
-    return g * rest;
-  });
+  // rest = ((1.0 * x_0) * x_1) ... over j != which, one operand per pass; then g * rest
+  fill_value(k.ct, k.W, k.S, 1.0);
+  const Src rest = src_out(k.ct, k.W, k.S);
+  for (int j = 0; j < k.n; ++j) {
+    if (j != k.which) map2(k.ct, k.W, k.S, rest, k.a(j), [](Real r, Real x) { return r * x; });
+  }
+  map2(k.ct, k.W, k.S, k.g(), rest, [](Real g, Real r) { return g * r; });
+  return Grad::WRITTEN;
 }
 
 // scale: binary * (a scalar broadcasts against a vector or matrix in either position)

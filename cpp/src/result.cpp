@@ -67,23 +67,26 @@ void Interp::assemble(RunOutput& out) {
   if (!groups_.empty() && shape.rank >= 1) out.value_shape.push_back(shape.rows);
   if (!groups_.empty() && shape.rank == 2) out.value_shape.push_back(shape.cols);
   out.value.assign(W * S, kNaN);
+  double* value = out.value.data();
   for (const auto& [mask, v] : groups_) {
     const Payload& p = pay_[v.id];
     const Real* src = pay_.ptr(v.id);
-    const uint8_t* bits = masks_.bits(mask);
+    const uint8_t* bits = masks_.full(mask) ? nullptr : masks_.bits(mask);
+    const size_t ls = p.width > 1 ? 1 : 0;
+    if (!bits && S == 1 && ls) {  // one value per lane on every lane: a copy
+      std::copy(src, src + W, value);
+      continue;
+    }
     for (size_t l = 0; l < W; ++l) {
-      if (!bits[l]) continue;
-      for (size_t e = 0; e < S; ++e) out.value[l * S + e] = src[e * p.width + (p.width > 1 ? l : 0)];
+      if (bits && !bits[l]) continue;
+      for (size_t e = 0; e < S; ++e) value[l * S + e] = src[e * p.width + l * ls];
     }
   }
+  auto* status = out.status.data();
   for (size_t l = 0; l < W; ++l) {
-    if (out.status[l]) continue;
-    for (size_t e = 0; e < S; ++e) {
-      if (!std::isfinite(out.value[l * S + e])) {
-        out.status[l] = 1;
-        break;
-      }
-    }
+    bool finite = true;
+    for (size_t e = 0; e < S; ++e) finite = finite && std::isfinite(value[l * S + e]);
+    if (!finite && !status[l]) status[l] = 1;
   }
 }
 
