@@ -383,6 +383,7 @@ void Interp::reset(const RunRequest& req) {
   masks_.reset(W_);
   heap_.reset();
   tape_.reset();
+  fast_planned_ = false;
   kont_.clear();
   vstack_.clear();
   retry_args_.clear();

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "ndvm/fast.hpp"
 #include "ndvm/heap.hpp"
 #include "ndvm/payload.hpp"
 #include "ndvm/prims.hpp"
@@ -318,6 +319,7 @@ class Interp {
   void vjp_record(const TapeRecord& rec, std::vector<Real>& adj);
   void accumulate(uint32_t pid, const Real* ct, size_t ct_elems, uint32_t mask,
                   std::vector<Real>& adj);
+  void plan_fast_records();
   void assemble(RunOutput& out);
   void finish_run(const RunRequest& req, RunOutput& out);
   void walk();
@@ -369,6 +371,8 @@ class Interp {
   std::vector<Real> ct_;
   std::vector<Real> adj_;
   std::vector<uint8_t> touched_;
+  std::vector<FastRec> fast_;  // the tape's one-lane fast records (fast.hpp); empty: none
+  bool fast_planned_ = false;  // fast_ describes the current tape
   std::vector<uint32_t> leaves_;
   std::vector<int8_t> status_;
   size_t value_elems_ = 0;
