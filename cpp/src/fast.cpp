@@ -65,26 +65,48 @@ NDVM_INLINE Real* target(const FastRec& f, int i, Real* adj, uint8_t* touched, b
   return adj + f.off[i];
 }
 
+// K elements read from p: copied into registers when K is a compile-time size (then the
+// stores that follow need no aliasing checks against them), else read in place (K = 0).
+template <uint32_t K>
+struct View {
+  Real x[K];
+  explicit View(const Real* p) {
+    for (uint32_t k = 0; k < K; ++k) x[k] = p[k];
+  }
+  Real operator[](uint32_t k) const { return x[k]; }
+};
+
+template <>
+struct View<0> {
+  const Real* p;
+  explicit View(const Real* q) : p(q) {}
+  Real operator[](uint32_t k) const { return p[k]; }
+};
+
 // N operands, S elements, none broadcast (N, S: compile-time sizes).
 template <FastOp OP, int N, int S>
 void ew_forward_k(const FastRec& f, Real* v, LinalgScratch&) {
-  const Real* p[N];
-  for (int i = 0; i < N; ++i) p[i] = v + f.off[i];
+  Real x[N][S];
+  for (int i = 0; i < N; ++i) {
+    for (int e = 0; e < S; ++e) x[i][e] = v[f.off[i] + e];
+  }
   Real* o = v + f.out;
-  for (int e = 0; e < S; ++e) o[e] = ew_value(OP, N, [&](int i) { return p[i][e]; });
+  for (int e = 0; e < S; ++e) o[e] = ew_value(OP, N, [&](int i) { return x[i][e]; });
 }
 
 template <FastOp OP, int N, int S>
 void ew_vjp_k(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
-  const Real* p[N];
-  for (int i = 0; i < N; ++i) p[i] = v + f.off[i];
-  const Real* g = adj + f.out;
+  Real x[N][S];
+  for (int i = 0; i < N; ++i) {
+    for (int e = 0; e < S; ++e) x[i][e] = v[f.off[i] + e];
+  }
+  const View<S> g(adj + f.out);
   for (int i = 0; i < N; ++i) {
     if (!((f.taped >> i) & 1)) continue;
     bool first = false;
     Real* a = target(f, i, adj, touched, first);
     put(a, S, first, [&](uint32_t e) {
-      return ew_cotangent(OP, N, i, g[e], [&](int j) { return p[j][e]; });
+      return ew_cotangent(OP, N, i, g[e], [&](int j) { return x[j][e]; });
     });
   }
 }
@@ -135,8 +157,8 @@ void ew_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
 
 template <FastOp OP, uint32_t R, uint32_t C, uint32_t M>
 void products_forward(const FastRec& f, Real* v, LinalgScratch&) {
-  const Real* A = v + f.off[0];
-  const Real* B = v + f.off[1];
+  const View<R * C> A(v + f.off[0]);
+  const View<OP == FastOp::DOT ? R : C * M> B(v + f.off[1]);
   Real* o = v + f.out;
   const uint32_t r = R ? R : f.r, c = C ? C : f.c, m = M ? M : f.m;
   if (OP == FastOp::DOT) {
@@ -157,17 +179,16 @@ void products_forward(const FastRec& f, Real* v, LinalgScratch&) {
 // dot: g a_other; matvec: g_i v_j (matrix), sum_i a_ij g_i (vector); matmul: G B^T, A^T G.
 template <FastOp OP, uint32_t R, uint32_t C, uint32_t M>
 void products_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
-  const Real* A = v + f.off[0];
-  const Real* B = v + f.off[1];
-  const Real* g = adj + f.out;
+  const View<R * C> A(v + f.off[0]);
+  const View<OP == FastOp::DOT ? R : C * M> B(v + f.off[1]);
+  const View<OP == FastOp::DOT ? 1 : R * M> g(adj + f.out);
   const uint32_t r = R ? R : f.r, c = C ? C : f.c, m = M ? M : f.m;
   for (int which = 0; which < 2; ++which) {
     if (!((f.taped >> which) & 1)) continue;
     bool first = false;
     Real* a = target(f, which, adj, touched, first);
     if (OP == FastOp::DOT) {
-      const Real* other = which == 0 ? B : A;
-      put(a, r, first, [&](uint32_t i) { return g[0] * other[i]; });
+      put(a, r, first, [&](uint32_t i) { return g[0] * (which == 0 ? B[i] : A[i]); });
     } else if (OP == FastOp::MATVEC && which == 0) {
       for (uint32_t i = 0; i < r; ++i) {
         put(a + i * c, c, first, [&](uint32_t j) { return g[i] * B[j]; });
@@ -210,8 +231,8 @@ void inv2_forward(const FastRec& f, Real* v, LinalgScratch&) {
 // -ans^T G ans^T, as t2 = (-ans^T) G, then t2 ans^T
 void inv2_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
   if (!(f.taped & 1)) return;
-  const Real* ans = v + f.out;
-  const Real* g = adj + f.out;
+  const View<4> ans(v + f.out);
+  const View<4> g(adj + f.out);
   Real t2[4];
   for (int i = 0; i < 2; ++i) {
     for (int j = 0; j < 2; ++j) {
