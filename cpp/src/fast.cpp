@@ -332,7 +332,7 @@ Kernels kernels_of(const FastRec& f) {
 }
 
 // The fast op of a record over one-lane payloads (its sizes set in f), or NONE.
-FastOp classify(Prim p, const Payload& out, const Payload* in, int n, FastRec& f) {
+FastOp classify(Prim p, const Payload& out, const Payload* const* in, int n, FastRec& f) {
   switch (p) {
     case Prim::ADD:
     case Prim::SUB:
@@ -340,8 +340,8 @@ FastOp classify(Prim p, const Payload& out, const Payload* in, int n, FastRec& f
     case Prim::SCALE: {
       f.S = static_cast<uint32_t>(out.size());
       for (int i = 0; i < n; ++i) {
-        if (in[i].size() == 1) f.scalar |= static_cast<uint8_t>(1u << i);
-        if (in[i].size() != 1 && in[i].size() != out.size()) return FastOp::NONE;
+        if (in[i]->size() == 1) f.scalar |= static_cast<uint8_t>(1u << i);
+        if (in[i]->size() != 1 && in[i]->size() != out.size()) return FastOp::NONE;
       }
       if (p == Prim::ADD) return FastOp::ADD;
       return p == Prim::SUB ? FastOp::SUB : FastOp::MUL;
@@ -350,20 +350,20 @@ FastOp classify(Prim p, const Payload& out, const Payload* in, int n, FastRec& f
     case Prim::MATVEC:
     case Prim::MATMUL: {
       if (n != 2) return FastOp::NONE;
-      f.r = in[0].rows;
-      f.c = p == Prim::DOT ? 1 : in[0].cols;
-      f.m = p == Prim::MATMUL ? in[1].cols : 1;
+      f.r = in[0]->rows;
+      f.c = p == Prim::DOT ? 1 : in[0]->cols;
+      f.m = p == Prim::MATMUL ? in[1]->cols : 1;
       const uint64_t work = uint64_t{f.r} * f.c * f.m;
-      const bool fits = p == Prim::DOT ? in[1].size() == f.r && out.size() == 1
-                                       : in[1].rows == f.c && out.size() == uint64_t{f.r} * f.m;
-      if (!fits || work > kFastWork || in[0].size() != uint64_t{f.r} * f.c) return FastOp::NONE;
+      const bool fits = p == Prim::DOT ? in[1]->size() == f.r && out.size() == 1
+                                       : in[1]->rows == f.c && out.size() == uint64_t{f.r} * f.m;
+      if (!fits || work > kFastWork || in[0]->size() != uint64_t{f.r} * f.c) return FastOp::NONE;
       if (p == Prim::DOT) return FastOp::DOT;
       return p == Prim::MATVEC ? FastOp::MATVEC : FastOp::MATMUL;
     }
     case Prim::INV:
     case Prim::LOGDET:
     case Prim::DET: {
-      const bool two = n == 1 && in[0].rows == 2 && in[0].cols == 2;
+      const bool two = n == 1 && in[0]->rows == 2 && in[0]->cols == 2;
       if (!two || out.size() != (p == Prim::INV ? 4u : 1u)) return FastOp::NONE;
       if (p == Prim::INV) return FastOp::INV2;
       return p == Prim::LOGDET ? FastOp::LOGDET2 : FastOp::DET2;
@@ -372,50 +372,30 @@ FastOp classify(Prim p, const Payload& out, const Payload* in, int n, FastRec& f
   }
 }
 
-FastRec plan_record(const TapeRecord& rec, const uint32_t* ids, const PayloadTable& pay,
-                    const MaskTable& masks) {
-  FastRec f;
-  const int n = static_cast<int>(rec.nargs);
-  const Payload& out = pay[rec.out];
-  const bool all_lanes = rec.mask == 0 || masks.full(rec.mask);
-  if (rec.op >= kPrimCodeLimit || n == 0 || n > kFastArgs || !all_lanes || out.width != 1) {
-    return f;
+// Fills f (op, sizes, offsets, kernels) for primitive `code` on one-lane payloads (in: the
+// operands'); false: it has no fast form (f.forward and f.vjp stay null).
+bool resolve(int code, const Payload& out, const Payload* const* in, int n, FastRec& f) {
+  if (code < 0 || code >= kPrimCodeLimit || n == 0 || n > kFastArgs || out.width != 1) {
+    return false;
   }
-  Payload in[kFastArgs];
   for (int i = 0; i < n; ++i) {
-    in[i] = pay[ids[i]];
-    if (in[i].width != 1) return f;
+    if (in[i]->width != 1) return false;
   }
-  const FastOp op = classify(static_cast<Prim>(rec.op), out, in, n, f);
-  if (op == FastOp::NONE) return FastRec{};
-  f.op = op;
+  f.op = classify(static_cast<Prim>(code), out, in, n, f);
+  if (f.op == FastOp::NONE) return false;
   f.n = static_cast<uint8_t>(n);
   f.out = static_cast<uint32_t>(out.off);
-  f.out_pid = rec.out;
-  for (int i = 0; i < n; ++i) {
-    f.off[i] = static_cast<uint32_t>(in[i].off);
-    f.pid[i] = ids[i];
-    if (in[i].taped) f.taped |= static_cast<uint8_t>(1u << i);
-  }
+  for (int i = 0; i < n; ++i) f.off[i] = static_cast<uint32_t>(in[i]->off);
   const Kernels k = kernels_of(f);
   f.forward = k.forward;
   f.vjp = k.vjp;
-  return f;
+  return true;
 }
 
 }  // namespace
 
-void plan_fast(const Tape& tape, const PayloadTable& pay, const MaskTable& masks,
-               std::vector<FastRec>& fast) {
-  fast.clear();
-  if (masks.W() != 1) return;  // wider runs: every taped payload has W lanes
-  static_assert(kMaxPayloadElems <= (uint64_t{1} << 32), "element offsets fit 32 bits");
-  bool any = false;
-  for (const TapeRecord& rec : tape.records) {
-    fast.push_back(plan_record(rec, tape.operands.data() + rec.args, pay, masks));
-    any = any || fast.back().forward != nullptr;
-  }
-  if (!any) fast.clear();
+bool fast_resolve(int code, const Payload& out, const Payload* const* in, int n, FastRec& f) {
+  return resolve(code, out, in, n, f);
 }
 
 }  // namespace ndvm

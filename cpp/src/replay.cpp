@@ -107,8 +107,7 @@ void Interp::forward_record(const TapeRecord& rec) {
 bool Interp::replay_forward() {
   const std::vector<TapeRecord>& recs = tape_.records;
   const std::vector<Guard>& guards = trace_.guards;
-  plan_fast_records();
-  const FastRec* fast = fast_.empty() ? nullptr : fast_.data();
+  const FastRec* fast = fast_.size() == recs.size() ? fast_.data() : nullptr;
   size_t g = 0;
   try {
     for (size_t r = 0;;) {

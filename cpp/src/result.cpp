@@ -96,13 +96,6 @@ void Interp::accumulate(uint32_t pid, const Real* ct, size_t ct_elems, uint32_t 
   touched_[pid] = 1;
 }
 
-// The tape's fast records, once per tape (a replay keeps the tape, and so its plan).
-void Interp::plan_fast_records() {
-  if (fast_planned_) return;
-  plan_fast(tape_, pay_, masks_, fast_);
-  fast_planned_ = true;
-}
-
 void Interp::backward(const double* cotangent, std::vector<double>& grad) {
   const std::vector<uint32_t>& leaves = leaves_;
   std::vector<Real>& adj = adj_;
@@ -127,8 +120,7 @@ void Interp::backward(const double* cotangent, std::vector<double>& grad) {
     }
     touched_[v.id] = 1;
   }
-  plan_fast_records();
-  const FastRec* fast = fast_.empty() ? nullptr : fast_.data();
+  const FastRec* fast = fast_.size() == tape_.records.size() ? fast_.data() : nullptr;
   for (size_t r = tape_.records.size(); r-- > 0;) {
     if (fast && fast[r].vjp) {
       if (touched_[fast[r].out_pid]) fast[r].vjp(fast[r], pay_.base(), adj.data(), touched_.data());

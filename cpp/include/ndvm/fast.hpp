@@ -1,13 +1,14 @@
-// One-lane forms of the commonest tape records: a tape record whose output and operands all
-// have one lane (width 1) and which ran on every lane is resolved once into a FastRec (its
-// kernel, sizes and element offsets), and replay's forward pass and the reverse sweep then run
-// it directly, without the per-record operand views, shape rules, table dispatch, scratch
-// buffers and separate accumulation pass of the general path. Each fast kernel performs the
-// same IEEE operations in the same order as the general kernel of its record (kernels.cpp,
-// linalg_lanes.cpp, lu_lanes.cpp), and adds a cotangent into an operand's adjoint exactly as
-// accumulate_lanes does (the first one stored, later ones added; a one-element operand of a
-// broadcast gets the sum of the cotangent's elements, in index order): results are bitwise
-// those of the general path.
+// One-lane forms of the commonest numeric operations. An operation whose output and operands
+// all have one lane (width 1) is resolved, when the walk runs it, into a FastRec (its kernels,
+// sizes and element offsets); the walk runs its forward kernel and keeps the FastRec beside
+// the operation's tape record (when the record ran on every lane). Replay's forward pass and
+// the reverse sweep then run such records directly, without the per-record operand views,
+// shape rules, table dispatch, scratch buffers and separate accumulation pass of the general
+// path. Each fast kernel performs the same IEEE operations in the same order as the general
+// kernel (kernels.cpp, linalg_lanes.cpp, lu_lanes.cpp), and adds a cotangent into an operand's
+// adjoint exactly as accumulate_lanes does (the first one stored, later ones added; a
+// one-element operand of a broadcast gets the sum of the cotangent's elements, in index
+// order): results are bitwise those of the general path.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,6 @@
 
 #include "ndvm/kernels.hpp"
 #include "ndvm/payload.hpp"
-#include "ndvm/tape.hpp"
 
 namespace ndvm {
 
@@ -59,9 +59,9 @@ struct FastRec {
   uint32_t pid[kFastArgs] = {};  // payload ids of the operands (their touched flags)
 };
 
-// One FastRec per record of `tape` (op NONE where the general path runs it); `fast` is left
-// empty when no record qualifies.
-void plan_fast(const Tape& tape, const PayloadTable& pay, const MaskTable& masks,
-               std::vector<FastRec>& fast);
+// Fills f's kernels, sizes and offsets for primitive `code` with output `out` on the one-lane
+// operands `in` (n of them); false: it has no fast form. The caller sets the payload ids and
+// taped bits.
+bool fast_resolve(int code, const Payload& out, const Payload* const* in, int n, FastRec& f);
 
 }  // namespace ndvm
