@@ -1,8 +1,8 @@
-// One-lane fast forms of tape records (fast.hpp): which records qualify, and their forward
-// and VJP kernels. Each kernel restates, for one lane, the operations of the general kernel
-// it replaces, in the same order: elementwise + - * as kernels.cpp's fwd_/vjp_ rows, dot /
+// One-lane fast forms (fast.hpp): which operations qualify, and their forward and VJP
+// kernels. Each kernel restates, for one lane, the operations of the general kernel it
+// replaces, in the same order: elementwise + - * as kernels.cpp's fwd_/vjp_ rows, dot /
 // matvec / matmul as linalg_lanes.cpp's one-lane products, the 2 x 2 inverse and slogdet as
-// lu_lanes.cpp's (the same inverse2 / soa_slogdet).
+// lu_lanes.cpp's (the same inverse2 / slogdet2_parts / slogdet2_value of lanes.hpp).
 #include "ndvm/fast.hpp"
 
 #include "ndvm/prims.hpp"

@@ -110,13 +110,12 @@ uint32_t Interp::tape_op(TapeOp op, const uint32_t* ins, uint32_t n, uint32_t ou
   r.aux = aux;
   tape_.operands.insert(tape_.operands.end(), ins, ins + n);
   tape_.records.push_back(r);
-  note_fast(false, ins, n, out);
+  if (W_ == 1) note_fast(false, n, out);
   return static_cast<uint32_t>(tape_.records.size() - 1);
 }
 
 // The record of a primitive applied to numbers: its operands are the arguments' payloads.
-// fast: forward_one_lane ran this operation (op_fast_ is its fast form).
-void Interp::tape_values(int op, const Value* args, uint32_t n, uint32_t out, bool fast) {
+void Interp::tape_values(int op, const Value* args, uint32_t n, uint32_t out) {
   TapeRecord r;
   r.op = static_cast<uint16_t>(op);
   r.flags = dmci_ ? 1 : 0;
@@ -126,15 +125,15 @@ void Interp::tape_values(int op, const Value* args, uint32_t n, uint32_t out, bo
   r.args = static_cast<uint32_t>(tape_.operands.size());
   for (uint32_t i = 0; i < n; ++i) tape_.operands.push_back(args[i].id);
   tape_.records.push_back(r);
-  note_fast(fast, tape_.operands.data() + r.args, n, out);
 }
 
-// At one lane, fast_ keeps in step with the tape: the new record's fast form when it has one
-// (fast: op_fast_ is the one of its operation) and ran on every lane, else none.
-void Interp::note_fast(bool fast, const uint32_t* ids, uint32_t n, uint32_t out) {
-  if (W_ != 1) return;
+// At one lane (W_ == 1), fast_ keeps in step with the tape: for the record just taped, its fast
+// form when it has one (fast: op_fast_ is the one of its operation) and ran on every lane, else
+// none.
+void Interp::note_fast(bool fast, uint32_t n, uint32_t out) {
   FastRec& f = fast_.emplace_back();
   if (!fast || !(mask_ == 0 || masks_.full(mask_))) return;
+  const uint32_t* ids = tape_.operands.data() + tape_.records.back().args;
   f = op_fast_;
   f.out_pid = out;
   for (uint32_t i = 0; i < n; ++i) {
@@ -197,13 +196,16 @@ Value Interp::numeric(int code, const Value* args, uint32_t n) {
   mind_clock();
   const bool dmci = dmci_ && info.domain == PrimDomain::POSITIVE;
   const int run = dmci_ ? dmci_code(code) : code;
-  const bool fast = !dmci && forward_one_lane(run, args, n, out);
+  const bool fast = W_ == 1 && !dmci && forward_one_lane(run, args, n, out);
   if (!fast) {
     for (uint32_t i = 0; i < n; ++i) ops_[i] = pay_.operand(args[i].id);
     elementwise_forward(run, dmci, ops_.data(), static_cast<int>(n), pay_.ptr(out), width,
                         pay_[out].size());
   }
-  if (taped) tape_values(run, args, n, out, fast);
+  if (taped) {
+    tape_values(run, args, n, out);
+    if (W_ == 1) note_fast(fast, n, out);
+  }
   return make_value(Tag::NUM, out, shape.rank);
 }
 
@@ -232,13 +234,16 @@ Value Interp::custom(int code, const Value* args, uint32_t n) {
   // the allocation may have moved the arena: only the data pointers change
   for (uint32_t i = 0; i < n; ++i) ops_[i].p = pay_.ptr(args[i].id);
   const int run = dmci_ ? dmci_code(code) : code;
-  const bool fast = forward_one_lane(run, args, n, out);
+  const bool fast = W_ == 1 && forward_one_lane(run, args, n, out);
   if (!fast) custom_forward(run, ops_.data(), static_cast<int>(n), pay_.ptr(out), width, scratch_);
-  if (taped) tape_values(run, args, n, out, fast);
+  if (taped) {
+    tape_values(run, args, n, out);
+    if (W_ == 1) note_fast(fast, n, out);
+  }
   return make_value(Tag::NUM, out, shape.rank);
 }
 
-// A one-lane operation with a fast form (fast.hpp) runs it; false: the general kernel runs.
+// At one lane, an operation with a fast form (fast.hpp) runs it; false: the general kernel runs.
 bool Interp::forward_one_lane(int code, const Value* args, uint32_t n, uint32_t out) {
   if (pay_[out].width != 1 || n == 0 || n > kFastArgs) return false;
   const Payload* in[kFastArgs];

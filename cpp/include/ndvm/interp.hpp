@@ -226,8 +226,8 @@ class Interp {
   bool list_items(Value lst, std::vector<Value>& out, const char* who, bool raise);
   uint32_t tape_op(TapeOp op, const uint32_t* ins, uint32_t n, uint32_t out, uint32_t extra,
                    uint32_t aux);
-  void tape_values(int op, const Value* args, uint32_t n, uint32_t out, bool fast = false);
-  void note_fast(bool fast, const uint32_t* ids, uint32_t n, uint32_t out);
+  void tape_values(int op, const Value* args, uint32_t n, uint32_t out);
+  void note_fast(bool fast, uint32_t n, uint32_t out);
   // Trace guards (replay.cpp): a predicate of parameter-dependent operands, and a read of a
   // payload's values; both record nothing unless a walk is recording.
   void guard_predicate(int code, const Value* args, uint32_t n, Value out);
