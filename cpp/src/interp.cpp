@@ -111,6 +111,7 @@ uint32_t Interp::tape_op(TapeOp op, const uint32_t* ins, uint32_t n, uint32_t ou
   r.aux = aux;
   tape_.operands.insert(tape_.operands.end(), ins, ins + n);
   tape_.records.push_back(r);
+  if (W_ == 1) note_fast(false, n, out);
   return static_cast<uint32_t>(tape_.records.size() - 1);
 }
 
@@ -125,6 +126,21 @@ void Interp::tape_values(int op, const Value* args, uint32_t n, uint32_t out) {
   r.args = static_cast<uint32_t>(tape_.operands.size());
   for (uint32_t i = 0; i < n; ++i) tape_.operands.push_back(args[i].id);
   tape_.records.push_back(r);
+}
+
+// At one lane (W_ == 1), fast_ keeps in step with the tape: for the record just taped, its fast
+// form when it has one (fast: op_fast_ is the one of its operation) and ran on every lane, else
+// none.
+void Interp::note_fast(bool fast, uint32_t n, uint32_t out) {
+  FastRec& f = fast_.emplace_back();
+  if (!fast || !(mask_ == 0 || masks_.full(mask_))) return;
+  const uint32_t* ids = tape_.operands.data() + tape_.records.back().args;
+  f = op_fast_;
+  f.out_pid = out;
+  for (uint32_t i = 0; i < n; ++i) {
+    f.pid[i] = ids[i];
+    if (pay_[ids[i]].taped) f.taped |= static_cast<uint8_t>(1u << i);
+  }
 }
 
 Value Interp::numeric(int code, const Value* args, uint32_t n) {
@@ -179,12 +195,18 @@ Value Interp::numeric(int code, const Value* args, uint32_t n) {
   const Payload shape = first >= 0 ? pay_[args[first].id] : Payload{};
   const uint32_t out = pay_.alloc(width, shape.rank, shape.rows, shape.cols, taped);
   mind_clock();
-  for (uint32_t i = 0; i < n; ++i) ops_[i] = pay_.operand(args[i].id);
   const bool dmci = dmci_ && info.domain == PrimDomain::POSITIVE;
   const int run = dmci_ ? dmci_code(code) : code;
-  elementwise_forward(run, dmci, ops_.data(), static_cast<int>(n), pay_.ptr(out), width,
-                      pay_[out].size());
-  if (taped) tape_values(run, args, n, out);
+  const bool fast = W_ == 1 && !dmci && forward_one_lane(run, args, n, out);
+  if (!fast) {
+    for (uint32_t i = 0; i < n; ++i) ops_[i] = pay_.operand(args[i].id);
+    elementwise_forward(run, dmci, ops_.data(), static_cast<int>(n), pay_.ptr(out), width,
+                        pay_[out].size());
+  }
+  if (taped) {
+    tape_values(run, args, n, out);
+    if (W_ == 1) note_fast(fast, n, out);
+  }
   return make_value(Tag::NUM, out, shape.rank);
 }
 
@@ -213,9 +235,24 @@ Value Interp::custom(int code, const Value* args, uint32_t n) {
   // the allocation may have moved the arena: only the data pointers change
   for (uint32_t i = 0; i < n; ++i) ops_[i].p = pay_.ptr(args[i].id);
   const int run = dmci_ ? dmci_code(code) : code;
-  custom_forward(run, ops_.data(), static_cast<int>(n), pay_.ptr(out), width, scratch_);
-  if (taped) tape_values(run, args, n, out);
+  const bool fast = W_ == 1 && forward_one_lane(run, args, n, out);
+  if (!fast) custom_forward(run, ops_.data(), static_cast<int>(n), pay_.ptr(out), width, scratch_);
+  if (taped) {
+    tape_values(run, args, n, out);
+    if (W_ == 1) note_fast(fast, n, out);
+  }
   return make_value(Tag::NUM, out, shape.rank);
+}
+
+// At one lane, an operation with a fast form (fast.hpp) runs it; false: the general kernel runs.
+bool Interp::forward_one_lane(int code, const Value* args, uint32_t n, uint32_t out) {
+  if (pay_[out].width != 1 || n == 0 || n > kFastArgs) return false;
+  const Payload* in[kFastArgs];
+  for (uint32_t i = 0; i < n; ++i) in[i] = &pay_[args[i].id];
+  op_fast_ = FastRec{};
+  if (!fast_resolve(code, pay_[out], in, static_cast<int>(n), op_fast_)) return false;
+  op_fast_.forward(op_fast_, pay_.base(), scratch_);
+  return true;
 }
 
 Step Interp::call(Value fn, const Value* args, uint32_t n, uint32_t node) {
@@ -384,6 +421,7 @@ void Interp::reset(const RunRequest& req) {
   masks_.reset(W_);
   heap_.reset();
   tape_.reset();
+  fast_.clear();
   kont_.clear();
   vstack_.clear();
   retry_args_.clear();

@@ -3,8 +3,10 @@
 // with the lane stride (kernels.hpp); every loop runs over contiguous lanes.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "ndvm/kernels.hpp"
 
@@ -94,6 +96,83 @@ NDVM_INLINE void sop(Real* o, uint32_t W, size_t K, X xrow, Y yrow) {
     const Real* yp = yrow(t);
     for (uint32_t l = 0; l < W; ++l) o[l] += (kNeg ? -xp[l] : xp[l]) * yp[l];
   }
+}
+
+// 2 x 2: lu_lanes.cpp's lane-parallel LU (factor + solve) for n = 2, operation for operation (partial pivoting with the
+// first maximal row, l10 = a10 / a00, u11 = a11 - l10 a01, forward then back substitution),
+// with each lane in registers and the pivoting as selects, so the lane loop vectorizes.
+struct Lu2 {
+  Real u00, u01, l10, u11;  // after the row swap: U = [u00 u01; 0 u11], L's multiplier l10
+  bool swapped;
+  bool singular;
+};
+
+NDVM_INLINE Lu2 lu2(Real a00, Real a01, Real a10, Real a11) {
+  Lu2 f;
+  f.swapped = std::fabs(a10) > std::fabs(a00);
+  f.u00 = f.swapped ? a10 : a00;
+  f.u01 = f.swapped ? a11 : a01;
+  const Real r10 = f.swapped ? a00 : a10;
+  const Real r11 = f.swapped ? a01 : a11;
+  const bool zero = f.u00 == 0.0;  // singular column: the multiplier is not scaled
+  const Real scaled = r10 / f.u00;  // computed on every lane (a select, not a branch)
+  f.l10 = zero ? r10 : scaled;
+  f.u11 = r11 - f.l10 * f.u01;
+  f.singular = zero | (f.u11 == 0.0);
+  return f;
+}
+
+struct Inv2 {
+  Real b00, b01, b10, b11;
+};
+
+NDVM_INLINE Inv2 inverse2(Real a00, Real a01, Real a10, Real a11) {
+  const Lu2 f = lu2(a00, a01, a10, a11);
+  // B = P I; forward: B1 -= l10 B0; back: B1 /= u11; B0 -= u01 B1; B0 /= u00
+  Real b00 = f.swapped ? 0.0 : 1.0, b01 = f.swapped ? 1.0 : 0.0;
+  Real b10 = f.swapped ? 1.0 : 0.0, b11 = f.swapped ? 0.0 : 1.0;
+  b10 -= f.l10 * b00;
+  b11 -= f.l10 * b01;
+  b10 /= f.u11;
+  b11 /= f.u11;
+  b00 -= f.u01 * b10;
+  b01 -= f.u01 * b11;
+  b00 /= f.u00;
+  b01 /= f.u00;
+  // singular, a non-finite entry, or an overflowing inverse: NaN (as linalg.py's _inv)
+  const Real z = (a00 * 0.0 + a01 * 0.0) + (a10 * 0.0 + a11 * 0.0) +
+                   ((b00 * 0.0 + b01 * 0.0) + (b10 * 0.0 + b11 * 0.0));  // NaN iff non-finite
+  const bool bad = f.singular | (z != 0.0);
+  const Real nan = std::numeric_limits<Real>::quiet_NaN();
+  return {bad ? nan : b00, bad ? nan : b01, bad ? nan : b10, bad ? nan : b11};
+}
+
+// 2 x 2 slogdet: |u00|, |u11| (0 and 1 if singular, so that log|det| is -inf) and the sign
+// (NaN for a matrix with a NaN entry, 0 if singular) of lu2's factorization.
+struct Slogdet2 {
+  Real d0, d1, sign;
+};
+
+NDVM_INLINE Slogdet2 slogdet2_parts(Real a00, Real a01, Real a10, Real a11) {
+  const Lu2 f = lu2(a00, a01, a10, a11);
+  // f.swapped, restated from the pivot itself (|a10| > |a00| <=> the pivot is a10 and not
+  // a00): GCC 12 does not vectorize lane loops of this when the select reads the flag
+  Real sign = (f.u00 == a10 && f.u00 != a00) ? -1.0 : 1.0;
+  sign = f.u00 < 0 ? -sign : sign;
+  sign = f.u11 < 0 ? -sign : sign;
+  const bool nan = (a00 != a00) | (a01 != a01) | (a10 != a10) | (a11 != a11);
+  Slogdet2 s;
+  s.sign = nan ? std::numeric_limits<Real>::quiet_NaN() : (f.singular ? 0.0 : sign);
+  s.d0 = f.singular ? 0.0 : std::fabs(f.u00);
+  s.d1 = f.singular ? 1.0 : std::fabs(f.u11);
+  return s;
+}
+
+// log|det| (det: the determinant, sign * exp(log|det|)) from the parts; NaN stays NaN.
+NDVM_INLINE Real slogdet2_value(const Slogdet2& s, bool det) {
+  const Real logdet = log_abs_product(2, [&](int i) { return i == 0 ? s.d0 : s.d1; });
+  const Real v = det ? s.sign * std::exp(logdet) : logdet;
+  return s.sign != s.sign ? s.sign : v;
 }
 
 // lu_lanes.cpp: out (n x n, W lanes) = inverse of m (transposed if asked); det or log|det|;

@@ -136,30 +136,6 @@ struct SoaLU {
   }
 };
 
-// 2 x 2: SoaLU's factor + solve for n = 2, operation for operation (partial pivoting with the
-// first maximal row, l10 = a10 / a00, u11 = a11 - l10 a01, forward then back substitution),
-// with each lane in registers and the pivoting as selects, so the lane loop vectorizes.
-struct Lu2 {
-  Real u00, u01, l10, u11;  // after the row swap: U = [u00 u01; 0 u11], L's multiplier l10
-  bool swapped;
-  bool singular;
-};
-
-NDVM_INLINE Lu2 lu2(Real a00, Real a01, Real a10, Real a11) {
-  Lu2 f;
-  f.swapped = std::fabs(a10) > std::fabs(a00);
-  f.u00 = f.swapped ? a10 : a00;
-  f.u01 = f.swapped ? a11 : a01;
-  const Real r10 = f.swapped ? a00 : a10;
-  const Real r11 = f.swapped ? a01 : a11;
-  const bool zero = f.u00 == 0.0;  // singular column: the multiplier is not scaled
-  const Real scaled = r10 / f.u00;  // computed on every lane (a select, not a branch)
-  f.l10 = zero ? r10 : scaled;
-  f.u11 = r11 - f.l10 * f.u01;
-  f.singular = zero | (f.u11 == 0.0);
-  return f;
-}
-
 // The four entries of lane l of a 2x2 operand (stride 0 or 1 over lanes).
 struct Quad {
   const Real* p[4];
@@ -170,31 +146,6 @@ struct Quad {
 Quad quad_of(const Operand& m) {
   const Lanes src = lanes_of(m);
   return {{src.row(0), src.row(1), src.row(2), src.row(3)}, src.ls};
-}
-
-struct Inv2 {
-  Real b00, b01, b10, b11;
-};
-
-NDVM_INLINE Inv2 inverse2(Real a00, Real a01, Real a10, Real a11) {
-  const Lu2 f = lu2(a00, a01, a10, a11);
-  // B = P I; forward: B1 -= l10 B0; back: B1 /= u11; B0 -= u01 B1; B0 /= u00
-  Real b00 = f.swapped ? 0.0 : 1.0, b01 = f.swapped ? 1.0 : 0.0;
-  Real b10 = f.swapped ? 1.0 : 0.0, b11 = f.swapped ? 0.0 : 1.0;
-  b10 -= f.l10 * b00;
-  b11 -= f.l10 * b01;
-  b10 /= f.u11;
-  b11 /= f.u11;
-  b00 -= f.u01 * b10;
-  b01 -= f.u01 * b11;
-  b00 /= f.u00;
-  b01 /= f.u00;
-  // singular, a non-finite entry, or an overflowing inverse: NaN (as linalg.py's _inv)
-  const Real z = (a00 * 0.0 + a01 * 0.0) + (a10 * 0.0 + a11 * 0.0) +
-                   ((b00 * 0.0 + b01 * 0.0) + (b10 * 0.0 + b11 * 0.0));  // NaN iff non-finite
-  const bool bad = f.singular | (z != 0.0);
-  const Real nan = std::numeric_limits<Real>::quiet_NaN();
-  return {bad ? nan : b00, bad ? nan : b01, bad ? nan : b10, bad ? nan : b11};
 }
 
 NDVM_SIMD void soa_inverse2(const Operand& m, Real* out, uint32_t W, bool transpose) {
@@ -266,17 +217,10 @@ NDVM_INLINE void slogdet2_factor(const Real* __restrict p0, const Real* __restri
                                  Real* __restrict sg, uint32_t W) {
 #pragma GCC ivdep
   for (uint32_t l = 0; l < W; ++l) {
-    const Real a00 = p0[l * LS], a01 = p1[l * LS], a10 = p2[l * LS], a11 = p3[l * LS];
-    const Lu2 f = lu2(a00, a01, a10, a11);
-    // f.swapped, restated from the pivot itself (|a10| > |a00| <=> the pivot is a10 and not
-    // a00): GCC 12 does not vectorize this loop when the select reads the flag
-    Real sign = (f.u00 == a10 && f.u00 != a00) ? -1.0 : 1.0;
-    sign = f.u00 < 0 ? -sign : sign;
-    sign = f.u11 < 0 ? -sign : sign;
-    const bool nan = (a00 != a00) | (a01 != a01) | (a10 != a10) | (a11 != a11);
-    sg[l] = nan ? std::numeric_limits<Real>::quiet_NaN() : (f.singular ? 0.0 : sign);
-    d0[l] = f.singular ? 0.0 : std::fabs(f.u00);
-    d1[l] = f.singular ? 1.0 : std::fabs(f.u11);
+    const Slogdet2 s = slogdet2_parts(p0[l * LS], p1[l * LS], p2[l * LS], p3[l * LS]);
+    sg[l] = s.sign;
+    d0[l] = s.d0;
+    d1[l] = s.d1;
   }
 }
 
@@ -294,11 +238,7 @@ NDVM_SIMD void soa_slogdet2(const Operand& m, Real* out, uint32_t W, LinalgScrat
   } else {
     slogdet2_factor<0>(q.p[0], q.p[1], q.p[2], q.p[3], d0, d1, sg, W);
   }
-  for (uint32_t l = 0; l < W; ++l) {
-    const Real logdet = log_abs_product(2, [&](int i) { return i == 0 ? d0[l] : d1[l]; });
-    const Real v = det ? sg[l] * std::exp(logdet) : logdet;
-    out[l] = sg[l] != sg[l] ? sg[l] : v;
-  }
+  for (uint32_t l = 0; l < W; ++l) out[l] = slogdet2_value(Slogdet2{d0[l], d1[l], sg[l]}, det);
 }
 
 }  // namespace

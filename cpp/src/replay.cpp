@@ -107,15 +107,23 @@ void Interp::forward_record(const TapeRecord& rec) {
 bool Interp::replay_forward() {
   const std::vector<TapeRecord>& recs = tape_.records;
   const std::vector<Guard>& guards = trace_.guards;
+  const FastRec* fast = fast_.size() == recs.size() ? fast_.data() : nullptr;
   size_t g = 0;
   try {
-    for (size_t r = 0;; ++r) {
+    for (size_t r = 0;;) {
       for (; g < guards.size() && guards[g].at == r; ++g) {
         if (!guard_holds(guards[g])) return false;
       }
       if (r == recs.size()) return true;
-      if ((r & 1023) == 1023 && scratch_.clock.past()) return false;  // the walk reports it
-      forward_record(recs[r]);
+      const size_t stop = g < guards.size() ? guards[g].at : recs.size();  // the next guard
+      for (; r < stop; ++r) {
+        if ((r & 1023) == 1023 && scratch_.clock.past()) return false;  // the walk reports it
+        if (fast && fast[r].forward) {
+          fast[r].forward(fast[r], pay_.base(), scratch_);
+        } else {
+          forward_record(recs[r]);
+        }
+      }
     }
   } catch (const LimitError&) {
     return false;

@@ -123,10 +123,14 @@ void Interp::backward(const double* cotangent, std::vector<double>& grad) {
     }
     touched_[v.id] = 1;
   }
+  const FastRec* fast = fast_.size() == tape_.records.size() ? fast_.data() : nullptr;
   for (size_t r = tape_.records.size(); r-- > 0;) {
-    const TapeRecord rec = tape_.records[r];
-    if (!touched_[rec.out]) continue;
-    vjp_record(rec, adj);
+    if (fast && fast[r].vjp) {
+      if (touched_[fast[r].out_pid]) fast[r].vjp(fast[r], pay_.base(), adj.data(), touched_.data());
+      continue;
+    }
+    const TapeRecord& rec = tape_.records[r];
+    if (touched_[rec.out]) vjp_record(rec, adj);
   }
   const uint32_t P = static_cast<uint32_t>(leaves.size());
   grad.assign(static_cast<size_t>(B_) * P, 0.0);

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "ndvm/fast.hpp"
 #include "ndvm/heap.hpp"
 #include "ndvm/payload.hpp"
 #include "ndvm/prims.hpp"
@@ -226,6 +227,7 @@ class Interp {
   uint32_t tape_op(TapeOp op, const uint32_t* ins, uint32_t n, uint32_t out, uint32_t extra,
                    uint32_t aux);
   void tape_values(int op, const Value* args, uint32_t n, uint32_t out);
+  void note_fast(bool fast, uint32_t n, uint32_t out);
   // Trace guards (replay.cpp): a predicate of parameter-dependent operands, and a read of a
   // payload's values; both record nothing unless a walk is recording.
   void guard_predicate(int code, const Value* args, uint32_t n, Value out);
@@ -314,6 +316,7 @@ class Interp {
   uint32_t lane_split(uint32_t active, uint32_t pid, bool want, uint32_t& n_yes);
   int truth(Value v) const;  // 0 false, 1 true, 2 per lane
   Value custom(int code, const Value* args, uint32_t n);
+  bool forward_one_lane(int code, const Value* args, uint32_t n, uint32_t out);
   void backward(const double* cotangent, std::vector<double>& grad);
   void vjp_record(const TapeRecord& rec, std::vector<Real>& adj);
   void accumulate(uint32_t pid, const Real* ct, size_t ct_elems, uint32_t mask,
@@ -369,6 +372,8 @@ class Interp {
   std::vector<Real> ct_;
   std::vector<Real> adj_;
   std::vector<uint8_t> touched_;
+  std::vector<FastRec> fast_;  // at one lane: per tape record, its fast form (fast.hpp)
+  FastRec op_fast_;            // the fast form of the operation forward_one_lane just ran
   std::vector<uint32_t> leaves_;
   std::vector<int8_t> status_;
   size_t value_elems_ = 0;

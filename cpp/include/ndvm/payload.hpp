@@ -88,6 +88,7 @@ class PayloadTable {
     return static_cast<uint32_t>(items_.size() - 1);
   }
   const Payload& operator[](uint32_t pid) const { return items_[pid]; }
+  Real* base() { return data_.data(); }  // payload pid's elements start at base() + off
   Real* ptr(uint32_t pid) { return data_.data() + items_[pid].off; }
   const Real* ptr(uint32_t pid) const { return data_.data() + items_[pid].off; }
   Operand operand(uint32_t pid) const {

@@ -1,0 +1,67 @@
+// One-lane forms of the commonest numeric operations. An operation whose output and operands
+// all have one lane (width 1) is resolved, when the walk runs it, into a FastRec (its kernels,
+// sizes and element offsets); the walk runs its forward kernel and keeps the FastRec beside
+// the operation's tape record (when the record ran on every lane). Replay's forward pass and
+// the reverse sweep then run such records directly, without the per-record operand views,
+// shape rules, table dispatch, scratch buffers and separate accumulation pass of the general
+// path. Each fast kernel performs the same IEEE operations in the same order as the general
+// kernel (kernels.cpp, linalg_lanes.cpp, lu_lanes.cpp), and adds a cotangent into an operand's
+// adjoint exactly as accumulate_lanes does (the first one stored, later ones added; a
+// one-element operand of a broadcast gets the sum of the cotangent's elements, in index
+// order): results are bitwise those of the general path.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ndvm/kernels.hpp"
+#include "ndvm/payload.hpp"
+
+namespace ndvm {
+
+enum class FastOp : uint8_t {
+  NONE,    // the general path
+  ADD,     // elementwise +, -, * (and scale) of n <= kFastArgs operands
+  SUB,
+  MUL,
+  DOT,     // sums of products: dot, matvec, matmul (at most kFastWork products)
+  MATVEC,
+  MATMUL,
+  INV2,    // 2 x 2 inverse, log|det|, det
+  LOGDET2,
+  DET2,
+};
+
+constexpr int kFastArgs = 4;
+constexpr uint32_t kFastWork = 4096;
+
+struct FastRec;
+using FastForward = void (*)(const FastRec& f, Real* v, LinalgScratch& scratch);
+using FastVjp = void (*)(const FastRec& f, const Real* v, Real* adj, uint8_t* touched);
+
+struct FastRec {
+  // The record's output from its operands (v: the payload arena), and its VJP: every taped
+  // operand's adjoint gets its cotangent (stored when touched[pid] is 0, then marked, else
+  // added; adj: the adjoints, at the payloads' offsets). nullptr: the general path.
+  FastForward forward = nullptr;
+  FastVjp vjp = nullptr;
+  FastOp op = FastOp::NONE;
+  uint8_t n = 0;       // operands
+  uint8_t taped = 0;   // bit i: operand i needs a cotangent
+  uint8_t scalar = 0;  // bit i: operand i is one element broadcast over the S outputs
+  uint32_t S = 1;      // output elements
+  uint32_t r = 1;      // sums of products: operand 0 is r x c, operand 1 is c x m
+  uint32_t c = 1;
+  uint32_t m = 1;
+  uint32_t out = 0;              // element offset of the output (its value and its adjoint)
+  uint32_t out_pid = 0;          // payload id of the output
+  uint32_t off[kFastArgs] = {};  // element offsets of the operands
+  uint32_t pid[kFastArgs] = {};  // payload ids of the operands (their touched flags)
+};
+
+// Fills f's kernels, sizes and offsets for primitive `code` with output `out` on the one-lane
+// operands `in` (n of them); false: it has no fast form. The caller sets the payload ids and
+// taped bits.
+bool fast_resolve(int code, const Payload& out, const Payload* const* in, int n, FastRec& f);
+
+}  // namespace ndvm
