@@ -456,8 +456,8 @@ class NativeBackend:
             "theta": raw["theta"],
             "best_theta": raw["best_theta"],
             "best_loss": raw["best_loss"],
-            "best_grad": raw.get("best_grad"),  # None from an extension built before them
-            "best_sse": raw.get("best_sse"),
+            "best_grad": raw["best_grad"],
+            "best_sse": raw["best_sse"],
             "data_lanes": n_data is not None,
             "history": raw["history"],
             "state": raw["state"],
