@@ -9,6 +9,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "front_py.hpp"
 #include "lower_ir.hpp"
 #include "ndvm/interp.hpp"
 #include "ndvm/kernels.hpp"
@@ -505,6 +506,9 @@ NB_MODULE(NDVM_MODULE, m) {
       .value("SHARED", ndvm::ExportTag::SHARED);
   bind_options(m);
   ndvm::bind_lower_ir(m);
+  ndvm::bind_front_data(m);
+  ndvm::bind_front_expand(m);
+  ndvm::bind_front(m);
   nb::class_<ndvm::Interp>(m, "Context")
       .def(nb::init<>())
       .def("run", &run, nb::arg("program"), nb::arg("theta"), nb::arg("constraints"),

@@ -1,0 +1,210 @@
+// The front end: source text -> resolved program tables (read, expand, resolve).
+//
+// One definition of the language. The reader turns UTF-8 source into data (an arena of
+// datums, each with its 1-based line and column, columns counted in code points); the
+// expander rewrites surface forms into core forms, still as data in the same arena; the
+// resolver turns core forms into the node tables build_program validates (program.hpp), with
+// lexical addresses and opcodes. Errors are FrontError (a ReadError, CompileError or
+// UnsupportedForm on the Python side) with the message and position the language documents.
+//
+// Message formatting that mirrors Python (repr of a name or token, repr of a float, the
+// "did you mean" hint) goes through Hooks, so messages read exactly as Python prints them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace ndvm::front {
+
+// -- errors -------------------------------------------------------------------------------
+enum class ErrKind : uint8_t { READ, COMPILE, UNSUPPORTED };
+
+struct FrontError {
+  ErrKind kind = ErrKind::COMPILE;
+  std::string message;
+  int32_t line = 0;  // 0: no position
+  int32_t column = 0;
+};
+
+// -- message hooks (the binding implements them with Python's own functions) ---------------
+struct Hooks {
+  // Python's repr() of a str: 'abc', "a'b", '\\x00' ...
+  std::function<std::string(std::string_view)> repr;
+  // Python's repr() of a float: 0.5, 1e-05, inf, nan
+  std::function<std::string(double)> float_repr;
+  // ndvm.lang.suggest.did_you_mean(name, candidates): "did you mean 'a'?" or ""
+  std::function<std::string(std::string_view, const std::vector<std::string>&)> did_you_mean;
+  // the value of a token with a non-ASCII character, as Python's reader classifies it:
+  // returns 0 for a plain symbol, 1 for a number (value in *out), 2 for a bad token
+  // ("bad token ..."), 3 for a bad number ("bad number ...")
+  std::function<int(std::string_view, double* out)> classify_unicode;
+};
+
+const Hooks& hooks();         // the installed hooks (the binding installs them once)
+void set_hooks(Hooks hooks);  // called once by the binding at import
+
+// repr() of a str as Python prints it: a fast path for printable ASCII, hooks().repr otherwise
+std::string py_repr(std::string_view s);
+
+// -- data ---------------------------------------------------------------------------------
+enum class DKind : uint8_t { SYM, NUM, STR, BOOL, LIST };
+
+using DRef = int32_t;  // index of a datum in Arena::data; -1: none
+
+struct Datum {
+  DKind kind = DKind::SYM;
+  bool flag = false;  // BOOL: the value
+  int32_t line = 0, column = 0;
+  double num = 0.0;    // NUM: the value
+  int32_t text = -1;   // SYM: interned name id; NUM: its token's text id; STR: the value's id
+  int32_t first = 0;   // LIST: items are Arena::items[first, first + count)
+  int32_t count = 0;
+  DRef tail = -1;      // LIST: the datum after '.' in (a b . c), or -1
+};
+
+// Fixed ids of the names the front end treats specially; Arena's constructor interns them in
+// this order, so Datum::text == kw::IF means the symbol `if`.
+namespace kw {
+enum : int32_t {
+  QUOTE, IF, COND, CASE, AND, OR, WHEN, UNLESS, BEGIN, LET, LET_STAR, LETREC, LETREC_STAR,
+  DEFINE, LAMBDA, DO, LOOP, RECUR, ASSERT, PARAMS, ELSE, ARROW /* => */, DOT /* . */,
+  QUASIQUOTE, UNQUOTE, VEC, VOID /* #void */, HASH_RECUR /* #recur */,
+  HASH_ASSERT /* #assert */, EQV /* eqv? */,
+  COUNT  // the number of fixed ids
+};
+}  // namespace kw
+
+inline constexpr const char* kKeywordNames[kw::COUNT] = {
+    "quote", "if", "cond", "case", "and", "or", "when", "unless", "begin", "let", "let*",
+    "letrec", "letrec*", "define", "lambda", "do", "loop", "recur", "assert", "params", "else",
+    "=>", ".", "quasiquote", "unquote", "vec", "#void", "#recur", "#assert", "eqv?"};
+
+class Arena {
+ public:
+  Arena();  // interns kKeywordNames at ids 0 .. kw::COUNT-1
+
+  std::vector<Datum> data;
+  std::vector<DRef> items;         // list items, each list's a contiguous run
+  std::vector<std::string> texts;  // by id: symbol names (interned) and number/string texts
+
+  int32_t intern(std::string_view name);  // the same name -> the same id
+  int32_t add_text(std::string_view text);  // a fresh id
+  DRef sym(int32_t name_id, int32_t line, int32_t column);
+  DRef sym(std::string_view name, int32_t line, int32_t column) {
+    return sym(intern(name), line, column);
+  }
+  DRef num(double value, std::string_view text, int32_t line, int32_t column);
+  DRef str(std::string_view value, int32_t line, int32_t column);
+  DRef boolean(bool value, int32_t line, int32_t column);
+  DRef list(const DRef* elems, size_t n, DRef tail, int32_t line, int32_t column);
+  DRef list(const std::vector<DRef>& elems, DRef tail, int32_t line, int32_t column) {
+    return list(elems.data(), elems.size(), tail, line, column);
+  }
+
+  const Datum& operator[](DRef d) const { return data[static_cast<size_t>(d)]; }
+  const DRef* begin_items(DRef list) const { return items.data() + data[size_t(list)].first; }
+  const std::string& name(DRef sym) const { return texts[size_t(data[size_t(sym)].text)]; }
+  bool is_sym(DRef d, int32_t id) const {
+    const Datum& x = data[size_t(d)];
+    return x.kind == DKind::SYM && x.text == id;
+  }
+  // the head symbol's name id of a non-empty list headed by a symbol, else -1
+  int32_t head_id(DRef d) const;
+
+ private:
+  std::unordered_map<std::string, int32_t> ids_;
+};
+
+// Print a datum back as source text (read(to_source(d)) gives d back): numbers by their text,
+// strings escaped (\\ \" \n), booleans #t/#f, lists (a b . c).
+std::string to_source(const Arena& a, DRef d);
+
+// -- reader -------------------------------------------------------------------------------
+inline constexpr int kMaxNesting = 2000;
+
+struct ReadLimits {
+  int64_t max_source_chars = 0;  // in code points; longer: READ "source longer than ..."
+  int64_t max_forms = 0;         // more: COMPILE "program too large: more than ..."
+};
+
+struct ReadOutput {
+  std::vector<DRef> top;        // the top-level data, in order
+  std::vector<int32_t> symbols; // the name id of every symbol read (quoted or not, `vec` of
+                                // [..], `quote` of '), each once
+};
+
+// Read every datum of `source` (UTF-8). An empty program is a READ error unless allow_empty.
+ReadOutput read(Arena& arena, std::string_view source, const ReadLimits& limits,
+                bool allow_empty);
+
+// -- expander -----------------------------------------------------------------------------
+// Rewrites surface forms to the core forms the resolver takes: quote if lambda let letrec
+// begin or #assert #recur, `#void`, applications. Generated names start with '#'.
+class Expander {
+ public:
+  Expander(Arena& arena, bool sequential_let);  // sequential_let: the dmci dialect
+  ~Expander();
+  Expander(const Expander&) = delete;
+  Expander& operator=(const Expander&) = delete;
+
+  // A body (top level, lambda or let body): defines become one letrec; `at` positions errors
+  // and the synthesized forms.
+  DRef expand_body(const DRef* forms, size_t n, DRef at);
+  DRef expand(DRef d);
+
+ private:
+  struct State;
+  State* s_;
+};
+
+// -- resolver and driver ------------------------------------------------------------------
+struct ParamSpecOut {
+  std::string name;
+  double init = 0.0;
+  std::string constraint = "free";  // free | positive | unit | signed-unit
+  int32_t line = 0, column = 0;
+};
+
+// The tables build_program takes (program.hpp: node rows `kind op a b c kids nkids line
+// column`, preorder ids with children after their parent, child lists, Letrec name lists in
+// aux, the constant pool `kind a b` + nums with quoted pairs children first, the strings),
+// plus what the Python IR records carry and the tables do not.
+struct Tables {
+  std::vector<int32_t> nodes, kids, aux, consts;
+  std::vector<double> nums;
+  std::vector<std::string> strings;
+  std::vector<uint8_t> tail;  // per node: Call.tail (1: a call in tail position)
+};
+
+struct Compiled {
+  Tables tables;
+  std::vector<ParamSpecOut> params;  // the program's parameters, in order
+  std::vector<std::string> inputs;
+  bool has_header = false;
+  std::vector<std::string> prelude;  // the prelude procedures bound, sorted
+  std::vector<std::pair<int32_t, int32_t>> input_positions;  // per input; (0, 0): unused
+};
+
+// How the host's `params` argument is turned into parameter specs, given the header's specs
+// (the binding calls Python's normalizer; it throws FrontError for a bad argument). Empty
+// function: params=None (the header's specs, or inferred when there is no header).
+using ParamsFn = std::function<std::vector<ParamSpecOut>(const std::vector<ParamSpecOut>&)>;
+
+struct CompileOptions {
+  ReadLimits limits;
+  bool dmci = false;  // dialect "dmci": let binds sequentially
+};
+
+// Read, expand and resolve `source`, with the same checks, in the same order, as the
+// language documents (docs/language.md, docs/errors.md).
+Compiled compile(std::string_view source, const ParamsFn& params,
+                 const std::vector<std::string>& inputs, const CompileOptions& options);
+
+// The prelude procedures `names` mention, with the prelude procedures they use, sorted.
+std::vector<std::string> prelude_closure(const std::vector<std::string>& names);
+
+}  // namespace ndvm::front

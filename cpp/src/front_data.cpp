@@ -1,0 +1,186 @@
+// The front end's data: the datum arena, printing data back as source, the message hooks.
+#include <string>
+#include <utility>
+
+#include "ndvm/front.hpp"
+
+namespace ndvm::front {
+
+namespace {
+Hooks& installed() {
+  static Hooks h;
+  return h;
+}
+}  // namespace
+
+const Hooks& hooks() { return installed(); }
+void set_hooks(Hooks h) { installed() = std::move(h); }
+
+std::string py_repr(std::string_view s) {
+  bool plain = true;
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u >= 0x7f || c == '\'' || c == '\\') {
+      plain = false;
+      break;
+    }
+  }
+  if (plain || !hooks().repr) {
+    std::string out;
+    out.reserve(s.size() + 2);
+    out += '\'';
+    out += s;
+    out += '\'';
+    return out;
+  }
+  return hooks().repr(s);
+}
+
+Arena::Arena() {
+  data.reserve(64);
+  items.reserve(64);
+  texts.reserve(kw::COUNT + 32);
+  for (const char* name : kKeywordNames) intern(name);
+}
+
+int32_t Arena::intern(std::string_view name) {
+  auto it = ids_.find(std::string(name));
+  if (it != ids_.end()) return it->second;
+  const auto id = static_cast<int32_t>(texts.size());
+  texts.emplace_back(name);
+  ids_.emplace(texts.back(), id);
+  return id;
+}
+
+int32_t Arena::add_text(std::string_view text) {
+  texts.emplace_back(text);
+  return static_cast<int32_t>(texts.size() - 1);
+}
+
+DRef Arena::sym(int32_t name_id, int32_t line, int32_t column) {
+  Datum d;
+  d.kind = DKind::SYM;
+  d.text = name_id;
+  d.line = line;
+  d.column = column;
+  data.push_back(d);
+  return static_cast<DRef>(data.size() - 1);
+}
+
+DRef Arena::num(double value, std::string_view text, int32_t line, int32_t column) {
+  Datum d;
+  d.kind = DKind::NUM;
+  d.num = value;
+  d.text = add_text(text);
+  d.line = line;
+  d.column = column;
+  data.push_back(d);
+  return static_cast<DRef>(data.size() - 1);
+}
+
+DRef Arena::str(std::string_view value, int32_t line, int32_t column) {
+  Datum d;
+  d.kind = DKind::STR;
+  d.text = add_text(value);
+  d.line = line;
+  d.column = column;
+  data.push_back(d);
+  return static_cast<DRef>(data.size() - 1);
+}
+
+DRef Arena::boolean(bool value, int32_t line, int32_t column) {
+  Datum d;
+  d.kind = DKind::BOOL;
+  d.flag = value;
+  d.line = line;
+  d.column = column;
+  data.push_back(d);
+  return static_cast<DRef>(data.size() - 1);
+}
+
+DRef Arena::list(const DRef* elems, size_t n, DRef tail, int32_t line, int32_t column) {
+  Datum d;
+  d.kind = DKind::LIST;
+  d.first = static_cast<int32_t>(items.size());
+  d.count = static_cast<int32_t>(n);
+  d.tail = tail;
+  d.line = line;
+  d.column = column;
+  items.insert(items.end(), elems, elems + n);
+  data.push_back(d);
+  return static_cast<DRef>(data.size() - 1);
+}
+
+int32_t Arena::head_id(DRef d) const {
+  const Datum& x = (*this)[d];
+  if (x.kind != DKind::LIST || x.count == 0) return -1;
+  const Datum& h = (*this)[items[static_cast<size_t>(x.first)]];
+  return h.kind == DKind::SYM ? h.text : -1;
+}
+
+namespace {
+void print_atom(const Arena& a, const Datum& x, std::string& out) {
+  switch (x.kind) {
+    case DKind::SYM:
+    case DKind::NUM: out += a.texts[static_cast<size_t>(x.text)]; break;
+    case DKind::BOOL: out += x.flag ? "#t" : "#f"; break;
+    case DKind::STR:
+      out += '"';
+      for (const char c : a.texts[static_cast<size_t>(x.text)]) {
+        if (c == '\\') {
+          out += "\\\\";
+        } else if (c == '"') {
+          out += "\\\"";
+        } else if (c == '\n') {
+          out += "\\n";
+        } else {
+          out += c;
+        }
+      }
+      out += '"';
+      break;
+    case DKind::LIST: break;
+  }
+}
+}  // namespace
+
+std::string to_source(const Arena& a, DRef d) {
+  // an explicit stack: data nested as deep as the reader allows print without recursion
+  struct Item {
+    DRef d;
+    int32_t next;  // LIST: the next item to print (count: the tail, count + 1: done)
+  };
+  std::string out;
+  std::vector<Item> stack{{d, -1}};
+  while (!stack.empty()) {
+    Item& it = stack.back();
+    const Datum& x = a[it.d];
+    if (x.kind != DKind::LIST) {
+      print_atom(a, x, out);
+      stack.pop_back();
+      continue;
+    }
+    if (it.next < 0) {
+      out += '(';
+      it.next = 0;
+    }
+    if (it.next < x.count) {
+      if (it.next > 0) out += ' ';
+      const DRef child = a.items[static_cast<size_t>(x.first + it.next)];
+      ++it.next;
+      stack.push_back({child, -1});
+      continue;
+    }
+    if (it.next == x.count && x.tail >= 0) {
+      out += " . ";
+      ++it.next;
+      stack.push_back({x.tail, -1});
+      continue;
+    }
+    out += ')';
+    stack.pop_back();
+  }
+  return out;
+}
+
+}  // namespace ndvm::front
