@@ -1,4 +1,178 @@
-// Placeholder: the reader's bindings (owner: the reader's author).
+// The front end's data to and from Python: the records of ndvm.lang.datum (Sym Num Str Bool
+// SList), `_core.read`, and front errors raised as the ndvm.errors classes.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include <string>
+#include <vector>
+
 #include "front_py.hpp"
 
-void ndvm::bind_front_data(nanobind::module_&) {}
+namespace nb = nanobind;
+using ndvm::front::Arena;
+using ndvm::front::Datum;
+using ndvm::front::DKind;
+using ndvm::front::DRef;
+
+namespace {
+
+// The datum classes, imported once (under the GIL).
+struct DatumTypes {
+  nb::object sym, num, str, boolean, slist;
+};
+
+const DatumTypes& datum_types() {
+  static const DatumTypes* t = [] {
+    nb::module_ m = nb::module_::import_("ndvm.lang.datum");
+    return new DatumTypes{m.attr("Sym"), m.attr("Num"), m.attr("Str"), m.attr("Bool"),
+                          m.attr("SList")};
+  }();
+  return *t;
+}
+
+nb::object atom_to_python(const Arena& a, const Datum& x) {
+  const DatumTypes& t = datum_types();
+  const auto& text = a.texts[static_cast<size_t>(x.text < 0 ? 0 : x.text)];
+  switch (x.kind) {
+    case DKind::SYM: return t.sym(ndvm::str_of(text), x.line, x.column);
+    case DKind::NUM: return t.num(x.num, ndvm::str_of(text), x.line, x.column);
+    case DKind::STR: return t.str(ndvm::str_of(text), x.line, x.column);
+    case DKind::BOOL: return t.boolean(nb::bool_(x.flag), x.line, x.column);
+    case DKind::LIST: break;
+  }
+  throw std::logic_error("atom_to_python: a list");
+}
+
+}  // namespace
+
+std::string ndvm::utf8_of(nb::handle str) {
+  Py_ssize_t n = 0;
+  const char* s = PyUnicode_AsUTF8AndSize(str.ptr(), &n);
+  if (s != nullptr) return std::string(s, static_cast<size_t>(n));
+  PyErr_Clear();  // lone surrogates: encoded as "surrogatepass" does
+  PyObject* b = PyUnicode_AsEncodedString(str.ptr(), "utf-8", "surrogatepass");
+  if (b == nullptr) throw nb::python_error();
+  std::string out(PyBytes_AS_STRING(b), static_cast<size_t>(PyBytes_GET_SIZE(b)));
+  Py_DECREF(b);
+  return out;
+}
+
+nb::str ndvm::str_of(std::string_view utf8) {
+  PyObject* s = PyUnicode_DecodeUTF8(utf8.data(), static_cast<Py_ssize_t>(utf8.size()),
+                                     "surrogatepass");
+  if (s == nullptr) throw nb::python_error();
+  return nb::steal<nb::str>(s);
+}
+
+nb::object ndvm::datum_to_python(const Arena& a, DRef root) {
+  // children before parents, without recursion (data nest as deep as the reader allows)
+  struct Item {
+    DRef d;
+    bool expanded;
+  };
+  std::vector<Item> stack{{root, false}};
+  std::vector<nb::object> built;
+  const DatumTypes& t = datum_types();
+  while (!stack.empty()) {
+    const Item it = stack.back();
+    stack.pop_back();
+    const Datum& x = a[it.d];
+    if (x.kind != DKind::LIST) {
+      built.push_back(atom_to_python(a, x));
+      continue;
+    }
+    if (!it.expanded) {
+      stack.push_back({it.d, true});
+      if (x.tail >= 0) stack.push_back({x.tail, false});
+      for (int32_t i = x.count; i-- > 0;) {
+        stack.push_back({a.items[static_cast<size_t>(x.first + i)], false});
+      }
+      continue;
+    }
+    const size_t n = static_cast<size_t>(x.count) + (x.tail >= 0 ? 1 : 0);
+    const size_t base = built.size() - n;
+    nb::object tail = nb::none();
+    if (x.tail >= 0) tail = built.back();
+    PyObject* items = PyTuple_New(x.count);
+    if (items == nullptr) throw nb::python_error();
+    for (int32_t i = 0; i < x.count; ++i) {
+      PyTuple_SET_ITEM(items, i, built[base + size_t(i)].release().ptr());
+    }
+    built.resize(base);
+    built.push_back(t.slist(nb::steal<nb::tuple>(items), tail, x.line, x.column));
+  }
+  return built.back();
+}
+
+nb::tuple ndvm::data_to_python(const Arena& a, const DRef* refs, size_t n) {
+  PyObject* out = PyTuple_New(static_cast<Py_ssize_t>(n));
+  if (out == nullptr) throw nb::python_error();
+  nb::tuple result = nb::steal<nb::tuple>(out);
+  for (size_t i = 0; i < n; ++i) {
+    PyTuple_SET_ITEM(out, static_cast<Py_ssize_t>(i), datum_to_python(a, refs[i]).release().ptr());
+  }
+  return result;
+}
+
+DRef ndvm::datum_from_python(Arena& a, nb::handle obj) {
+  const DatumTypes& t = datum_types();
+  const int32_t line = nb::cast<int32_t>(obj.attr("line"));
+  const int32_t column = nb::cast<int32_t>(obj.attr("column"));
+  nb::handle type = obj.type();
+  if (type.is(t.sym)) return a.sym(utf8_of(obj.attr("name")), line, column);
+  if (type.is(t.num)) {
+    return a.num(nb::cast<double>(obj.attr("value")), utf8_of(obj.attr("text")), line, column);
+  }
+  if (type.is(t.str)) return a.str(utf8_of(obj.attr("value")), line, column);
+  if (type.is(t.boolean)) return a.boolean(nb::cast<bool>(obj.attr("value")), line, column);
+  if (!type.is(t.slist)) throw nb::type_error("datum_from_python: not a datum");
+  std::vector<DRef> items;
+  for (nb::handle item : nb::borrow<nb::tuple>(obj.attr("items"))) {
+    items.push_back(datum_from_python(a, item));
+  }
+  nb::object tail = obj.attr("tail");
+  const DRef t_ref = tail.is_none() ? -1 : datum_from_python(a, tail);
+  return a.list(items, t_ref, line, column);
+}
+
+void ndvm::raise_front_error(const front::FrontError& e) {
+  static const char* const kClass[] = {"ReadError", "CompileError", "UnsupportedForm"};
+  nb::module_ errors = nb::module_::import_("ndvm.errors");
+  nb::object cls = errors.attr(kClass[static_cast<int>(e.kind)]);
+  nb::object line = nb::none(), column = nb::none();
+  if (e.line >= 0) {
+    line = nb::int_(e.line);
+    column = nb::int_(e.column);
+  }
+  nb::object exc = cls(str_of(e.message), line, column);
+  PyErr_SetObject(cls.ptr(), exc.ptr());
+  throw nb::python_error();
+}
+
+void ndvm::bind_front_data(nb::module_& m) {
+  m.def(
+      "read",
+      [](nb::handle source, bool allow_empty, int64_t max_source_chars, int64_t max_forms) {
+        const std::string text = utf8_of(source);
+        Arena arena;
+        front::ReadOutput out;
+        try {
+          out = front::read(arena, text, {max_source_chars, max_forms}, allow_empty);
+        } catch (const front::FrontError& e) {
+          raise_front_error(e);
+        }
+        nb::tuple data = data_to_python(arena, out.top.data(), out.top.size());
+        PyObject* names = PyFrozenSet_New(nullptr);
+        if (names == nullptr) throw nb::python_error();
+        nb::object symbols = nb::steal(names);
+        for (const int32_t id : out.symbols) {
+          nb::str name = str_of(arena.texts[static_cast<size_t>(id)]);
+          if (PySet_Add(names, name.ptr()) != 0) throw nb::python_error();
+        }
+        return nb::make_tuple(data, symbols);
+      },
+      nb::arg("source"), nb::arg("allow_empty"), nb::arg("max_source_chars"),
+      nb::arg("max_forms"),
+      "Read `source` (str): (data, frozenset of symbol names), data as ndvm.lang.datum "
+      "records; raises ReadError / CompileError with positions.");
+}

@@ -26,8 +26,8 @@ enum class ErrKind : uint8_t { READ, COMPILE, UNSUPPORTED };
 struct FrontError {
   ErrKind kind = ErrKind::COMPILE;
   std::string message;
-  int32_t line = 0;  // 0: no position
-  int32_t column = 0;
+  int32_t line = -1;  // -1: no position (Python's None); 0 is a position, as Python prints it
+  int32_t column = -1;
 };
 
 // -- message hooks (the binding implements them with Python's own functions) ---------------
