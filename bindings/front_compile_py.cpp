@@ -1,0 +1,58 @@
+// A test entry of the resolver and driver: `_core.front_tables(source, inputs, dmci)` -> the
+// tables of ndvm::front::compile (params None: declared by the header, or inferred) as
+// Python lists, for tests/lang/test_native_compile.py to compare with `_core.lower` of the
+// Python IR.
+#include <nanobind/nanobind.h>
+
+#include <string>
+#include <vector>
+
+#include "front_py.hpp"
+
+namespace nb = nanobind;
+
+namespace {
+
+template <class T>
+nb::list list_of(const std::vector<T>& v) {
+  nb::list out;
+  for (const T& x : v) out.append(x);
+  return out;
+}
+
+}  // namespace
+
+void bind_front_compile_test(nb::module_& m) {
+  m.def(
+      "front_tables",
+      [](nb::handle source, nb::handle inputs, bool dmci) {
+        const std::string text = ndvm::utf8_of(source);
+        std::vector<std::string> names;
+        for (nb::handle x : inputs) names.push_back(ndvm::utf8_of(x));
+        ndvm::front::CompileOptions options;
+        options.limits = {5'000'000, 50'000};
+        options.dmci = dmci;
+        ndvm::front::Compiled c;
+        try {
+          c = ndvm::front::compile(text, {}, names, options);
+        } catch (const ndvm::front::FrontError& e) {
+          ndvm::raise_front_error(e);
+        }
+        const ndvm::front::Tables& t = c.tables;
+        nb::list strings, tail, params, prelude, positions;
+        for (const std::string& s : t.strings) strings.append(ndvm::str_of(s));
+        for (uint8_t x : t.tail) tail.append(int(x));
+        for (const auto& p : c.params) {
+          params.append(nb::make_tuple(ndvm::str_of(p.name), p.init, ndvm::str_of(p.constraint),
+                                       p.line, p.column));
+        }
+        for (const std::string& p : c.prelude) prelude.append(ndvm::str_of(p));
+        for (const auto& [line, col] : c.input_positions) positions.append(nb::make_tuple(line, col));
+        return nb::make_tuple(list_of(t.nodes), list_of(t.kids), list_of(t.aux),
+                              list_of(t.consts), list_of(t.nums), strings, tail, params,
+                              c.has_header, prelude, positions);
+      },
+      nb::arg("source"), nb::arg("inputs"), nb::arg("dmci"),
+      "Test entry: (nodes, kids, aux, consts, nums, strings, tail, params, has_header, "
+      "prelude, input_positions) of `source` compiled natively with params=None.");
+}
