@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "front_py.hpp"
+#include "ndvm/program.hpp"
 
 namespace nb = nanobind;
 
@@ -55,4 +56,27 @@ void bind_front_compile_test(nb::module_& m) {
       nb::arg("source"), nb::arg("inputs"), nb::arg("dmci"),
       "Test entry: (nodes, kids, aux, consts, nums, strings, tail, params, has_header, "
       "prelude, input_positions) of `source` compiled natively with params=None.");
+  m.def(
+      "program_tables",
+      [](const ndvm::Program& p) {
+        nb::list nodes, kids, aux, consts, nums, strings;
+        for (const ndvm::Node& n : p.nodes) {
+          for (int32_t x : {int32_t(n.kind), int32_t(n.op), n.a, n.b, n.c, int32_t(n.kids),
+                            int32_t(n.nkids), n.line, n.column}) {
+            nodes.append(x);
+          }
+        }
+        for (uint32_t k : p.kids) kids.append(int32_t(k));
+        for (int32_t x : p.aux) aux.append(x);
+        for (const ndvm::Const& c : p.consts) {
+          consts.append(int32_t(c.kind));
+          consts.append(c.a);
+          consts.append(c.b);
+          nums.append(c.num);
+        }
+        for (const std::string& s : p.strings) strings.append(ndvm::str_of(s));
+        return nb::make_tuple(nodes, kids, aux, consts, nums, strings);
+      },
+      nb::arg("program"),
+      "Test entry: (nodes, kids, aux, consts, nums, strings) of a Program, as built.");
 }
