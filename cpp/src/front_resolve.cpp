@@ -54,6 +54,22 @@ std::string describe(const PrimInfo& p) {
   return std::to_string(p.min_args) + " to " + std::to_string(p.max_args);
 }
 
+[[noreturn, gnu::noinline, gnu::cold]] void bad_prim_call(const PrimInfo& p, int nargs,
+                                                                const Datum& at) {
+  std::string msg = std::string(p.name) + " expects " + describe(p) + " argument(s), got " +
+                    std::to_string(nargs);
+  const bool arity_ok = nargs >= p.min_args && (p.max_args < 0 || nargs <= p.max_args);
+  if (arity_ok) msg = "internal: prelude procedure " + py_repr(p.name) + " not bound";
+  throw FrontError{ErrKind::COMPILE, msg, at.line, at.column};
+}
+
+[[noreturn, gnu::noinline, gnu::cold]] void not_a_procedure(const Arena& a, DRef head,
+                                                                  const Datum& at) {
+  throw FrontError{ErrKind::COMPILE,
+                   "cannot call a constant: " + to_source(a, head) + " is not a procedure",
+                   at.line, at.column};
+}
+
 struct DepthGuard {
   int& d;
   explicit DepthGuard(int& depth) : d(depth) {
@@ -281,13 +297,9 @@ int32_t Resolver::prim_call(int code, DRef d) {
   for (int32_t i = 1; i < x.count; ++i) scratch_.push_back(resolve(items[i], false));
   const PrimInfo& p = prim_info(code);
   const int nargs = x.count - 1;
-  if (nargs < p.min_args || (p.max_args >= 0 && nargs > p.max_args)) {
-    fail(std::string(p.name) + " expects " + describe(p) + " argument(s), got " +
-             std::to_string(nargs),
-         d);
-  }
-  if (p.kind == PrimKind::PRELUDE) {
-    fail("internal: prelude procedure " + py_repr(p.name) + " not bound", d);
+  if (nargs < p.min_args || (p.max_args >= 0 && nargs > p.max_args) ||
+      p.kind == PrimKind::PRELUDE) {
+    bad_prim_call(p, nargs, x);  // (kept out of line: this frame is on the recursion path)
   }
   INode n;
   n.kind = NodeKind::PRIMCALL;
@@ -318,9 +330,7 @@ int32_t Resolver::call(DRef d, bool tail) {
   const size_t mark = scratch_.size();
   scratch_.push_back(fn);
   for (int32_t i = 1; i < x.count; ++i) scratch_.push_back(resolve(items[i], false));
-  if (nodes_[size_t(fn)].kind == NodeKind::CONST) {
-    fail("cannot call a constant: " + to_source(*a_, head) + " is not a procedure", d);
-  }
+  if (nodes_[size_t(fn)].kind == NodeKind::CONST) not_a_procedure(*a_, head, x);
   INode n;
   n.kind = NodeKind::CALL;
   n.tail = tail;
@@ -429,12 +439,14 @@ int32_t Resolver::f_let(DRef d, bool tail, bool rec) {
     push_names();
     n.a = static_cast<int32_t>(names_.size());
     n.b = nb;
+    for (int32_t i = 0; i < nb; ++i) {  // all of them before the inits add their own
+      names_.push_back(&a_->texts[size_t((*a_)[a_->begin_items(binds[i])[0]].text)]);
+    }
     for (int32_t i = 0; i < nb; ++i) {
-      const DRef* b = a_->begin_items(binds[i]);
-      const std::string* bname = &a_->texts[size_t((*a_)[b[0]].text)];
-      names_.push_back(bname);
-      const int32_t init = resolve(b[1], false);
-      if (nodes_[size_t(init)].kind == NodeKind::LAMBDA) nodes_[size_t(init)].name = bname;
+      const int32_t init = resolve(a_->begin_items(binds[i])[1], false);
+      if (nodes_[size_t(init)].kind == NodeKind::LAMBDA) {
+        nodes_[size_t(init)].name = names_[size_t(n.a + i)];
+      }
       scratch_.push_back(init);
     }
   } else {

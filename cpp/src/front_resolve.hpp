@@ -19,7 +19,7 @@ int prim_code(std::string_view name);
 // Every primitive name and alias, in table order (the "did you mean" candidates).
 const std::vector<std::string>& prim_names();
 
-inline constexpr int kMaxResolveDepth = 12000;  // nested forms; deeper: "nested too deeply"
+inline constexpr int kMaxResolveDepth = 10000;  // nested forms; deeper: "nested too deeply"
 
 // A node of the resolved tree; emitted in preorder by Resolver::emit.
 struct INode {

@@ -233,8 +233,10 @@ OK = [
     "(let loop ((i 0) (acc '())) (if (= i 3) (reverse acc) (loop (+ i 1) (cons i acc))))",
     "(define (f x) (* x a)) (define y 2) (f y)",
     "(define x 1) (define x 2) x",
+    "(define (a i) (let a ((i a)) a)) (define (b i) a) a",  # nested letrec names
     "(let ((if +)) (if 1 2))",
-    "(letrec ((ev? (lambda (n) (if (= n 0) #t (od? (- n 1))))) (od? (lambda (n) (ev? n)))) (ev? 4))",
+    "(letrec ((ev? (lambda (n) (if (= n 0) #t (od? (- n 1)))))"
+    " (od? (lambda (n) (ev? n)))) (ev? 4))",
     '(quote (1 1 1.0 () () #t #t #f a a "s" "s" (a . b) +inf.0 +inf.0 +nan.0 -nan.0))',
     "'(1 (2 (3 ())) . 4)",
     "(cond ((assv 2 '((1 . a) (2 . b))) => cdr) (else 'none))",
