@@ -1,4 +1,64 @@
-// Placeholder: the expander's debugging entry (owner: the expander's author).
+// The expander's entries, for tests and debugging: `_core.expand(source, dmci)` reads with
+// the native reader; `_core.expand_data(data, dmci)` takes data read by Python's reader. Both
+// expand every form as one body (as the front end expands a program without its header) and
+// return the expanded datum as ndvm.lang.datum records.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include <string>
+#include <vector>
+
 #include "front_py.hpp"
 
-void ndvm::bind_front_expand(nanobind::module_&) {}
+namespace nb = nanobind;
+using ndvm::front::Arena;
+using ndvm::front::DRef;
+
+namespace {
+
+nb::object expand_all(Arena& arena, const std::vector<DRef>& top, bool dmci) {
+  DRef result = -1;
+  try {
+    const ndvm::front::Datum& first = arena[top.front()];
+    const DRef at = arena.list(top, -1, first.line, first.column);
+    ndvm::front::Expander expander(arena, dmci);
+    result = expander.expand_body(top.data(), top.size(), at);
+  } catch (const ndvm::front::FrontError& e) {
+    ndvm::raise_front_error(e);
+  }
+  return ndvm::datum_to_python(arena, result);
+}
+
+}  // namespace
+
+void ndvm::bind_front_expand(nb::module_& m) {
+  m.def(
+      "expand",
+      [](nb::handle source, bool dmci, int64_t max_source_chars, int64_t max_forms) {
+        const std::string text = utf8_of(source);
+        Arena arena;
+        front::ReadOutput out;
+        try {
+          out = front::read(arena, text, {max_source_chars, max_forms}, false);
+        } catch (const front::FrontError& e) {
+          raise_front_error(e);
+        }
+        return expand_all(arena, out.top, dmci);
+      },
+      nb::arg("source"), nb::arg("dmci") = false, nb::arg("max_source_chars") = 5'000'000,
+      nb::arg("max_forms") = 50'000,
+      "Read `source` (str) and expand its forms as one body (the dmci dialect: let binds "
+      "sequentially): the expanded datum; raises ReadError / CompileError / UnsupportedForm.");
+  m.def(
+      "expand_data",
+      [](nb::tuple data, bool dmci) {
+        if (nb::len(data) == 0) throw nb::value_error("expand_data: no data");
+        Arena arena;
+        std::vector<DRef> top;
+        top.reserve(nb::len(data));
+        for (nb::handle d : data) top.push_back(datum_from_python(arena, d));
+        return expand_all(arena, top, dmci);
+      },
+      nb::arg("data"), nb::arg("dmci") = false,
+      "Expand data (a tuple of ndvm.lang.datum records) as one body, as `expand` does.");
+}
