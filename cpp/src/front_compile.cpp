@@ -223,6 +223,47 @@ void mark_symbols_in(const Arena& a, const DRef* data, size_t n, std::vector<cha
   }
 }
 
+// The program's body resolved in the outermost frame of the prelude procedures `used`, with
+// those bound around it by a letrec (each definition resolved in that frame).
+int32_t resolve_with_prelude(detail::Resolver& res, Arena& arena, DRef body,
+                             const std::vector<int>& used) {
+  const Prelude& pre = prelude();
+  std::vector<int32_t> frame;
+  for (int i : used) frame.push_back(arena.intern(pre.procs[size_t(i)].name));
+  res.use_arena(arena, 0);
+  res.push_frame(frame.data(), frame.size());
+  const int32_t root = res.resolve(body, true);
+  if (used.empty()) return root;
+  res.pop_frame();
+  frame.clear();
+  for (int i : used) frame.push_back(pre.procs[size_t(i)].id);
+  res.use_arena(pre.arena, 1);
+  res.push_frame(frame.data(), frame.size());
+  std::vector<int32_t> inits;
+  std::vector<const std::string*> init_names;
+  for (int i : used) {
+    const PreludeProc& proc = pre.procs[size_t(i)];
+    const int32_t node = res.resolve(proc.datum, false);
+    if (res.node(node).kind == NodeKind::LAMBDA) res.node(node).name = &proc.name;
+    inits.push_back(node);
+    init_names.push_back(&proc.name);
+  }
+  return res.letrec(inits, init_names, root);
+}
+
+// A header needs an expression after it, and no other form may be a header.
+void check_forms(const Arena& arena, const DRef* data, size_t n, bool has_header) {
+  if (has_header && n == 0) {
+    throw FrontError{ErrKind::COMPILE, "program has a params header but no expression", 1, 1};
+  }
+  // (with a header, the first form after it is left to the expander, as Python does)
+  for (size_t i = has_header ? 1 : 0; i < n; ++i) {
+    if (is_params_form(arena, data[i])) {
+      fail_at("params header is only allowed as the first form", arena[data[i]]);
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> prelude_closure(const std::vector<std::string>& names) {
@@ -252,16 +293,8 @@ Compiled compile(std::string_view source, const ParamsFn& params,
     header = parse_header(arena, data[0]);
     ++data;
     --n;
-    if (n == 0) {
-      throw FrontError{ErrKind::COMPILE, "program has a params header but no expression", 1, 1};
-    }
   }
-  // (with a header, the first form after it is left to the expander, as Python does)
-  for (size_t i = out.has_header ? 1 : 0; i < n; ++i) {
-    if (is_params_form(arena, data[i])) {
-      fail_at("params header is only allowed as the first form", arena[data[i]]);
-    }
-  }
+  check_forms(arena, data, n, out.has_header);
   out.params = params ? params(header) : header;
   const bool infer = !params && !out.has_header;
   for (const ParamSpecOut& s : out.params) {
@@ -290,28 +323,7 @@ Compiled compile(std::string_view source, const ParamsFn& params,
   std::vector<std::string> names;
   for (const ParamSpecOut& s : out.params) names.push_back(s.name);
   detail::Resolver res(names, inputs, infer);
-  std::vector<int32_t> frame;
-  for (int i : used) frame.push_back(arena.intern(pre.procs[size_t(i)].name));
-  res.use_arena(arena, 0);
-  res.push_frame(frame.data(), frame.size());
-  int32_t root = res.resolve(body_datum, true);
-  if (!used.empty()) {
-    res.pop_frame();
-    frame.clear();
-    for (int i : used) frame.push_back(pre.procs[size_t(i)].id);
-    res.use_arena(pre.arena, 1);
-    res.push_frame(frame.data(), frame.size());
-    std::vector<int32_t> inits;
-    std::vector<const std::string*> init_names;
-    for (int i : used) {
-      const PreludeProc& proc = pre.procs[size_t(i)];
-      const int32_t node = res.resolve(proc.datum, false);
-      if (res.node(node).kind == NodeKind::LAMBDA) res.node(node).name = &proc.name;
-      inits.push_back(node);
-      init_names.push_back(&proc.name);
-    }
-    root = res.letrec(inits, init_names, root);
-  }
+  const int32_t root = resolve_with_prelude(res, arena, body_datum, used);
   if (infer) {
     out.params.clear();
     for (const std::string& name : names) out.params.push_back({name, 0.0, "free", 0, 0});
