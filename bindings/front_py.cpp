@@ -37,13 +37,16 @@ void install_hooks() {
   h.repr = [](std::string_view s) { return repr_of(ndvm::str_of(s)); };
   h.float_repr = [](double v) { return repr_of(nb::float_(v)); };
   h.did_you_mean = [](std::string_view name, const std::vector<std::string>& candidates) {
-    static nb::object fn = nb::module_::import_("ndvm.lang.suggest").attr("did_you_mean");
+    // leaked on purpose: a static nb::object would be released after the interpreter ends
+    static const nb::object& fn =
+        *new nb::object(nb::module_::import_("ndvm.lang.suggest").attr("did_you_mean"));
     nb::list pool;
     for (const std::string& c : candidates) pool.append(ndvm::str_of(c));
     return ndvm::utf8_of(fn(ndvm::str_of(name), pool));
   };
   h.classify_unicode = [](std::string_view token, double* out) {
-    static nb::object fn = nb::module_::import_("ndvm.lang.reader").attr("classify_unicode");
+    static const nb::object& fn =
+        *new nb::object(nb::module_::import_("ndvm.lang.reader").attr("classify_unicode"));
     nb::tuple got = nb::borrow<nb::tuple>(fn(ndvm::str_of(token)));
     *out = nb::cast<double>(got[1]);
     return nb::cast<int>(got[0]);
