@@ -4,10 +4,12 @@
 
 Each program is timed on ``reps`` distinct sources (a numeric literal changes, so no cache
 answers), and each stage is the best over them (on a shared machine the minimum is the stable
-figure): ``read`` (text -> data), ``expand``, ``resolve``, ``lower`` (IR -> the core's
-``Program``, in C++), then ``ndvm.compile`` whole and the first ``value_and_grad``. The
-issue's target for ``ndvm.compile`` of a 10-30 node program is 30 us, printed as a ratio in
-the same run.
+figure): ``front`` (the native front end: read, expand, resolve to tables), ``lower`` (tables
+-> the core's ``Program``), ``read`` (text -> Python data, what search and the CLI use),
+``IR records`` (the Python IR built from the tables, which only the reference evaluator, the
+export tracer and the baselines need), then ``ndvm.compile`` whole and the first
+``value_and_grad``. The issue's target for ``ndvm.compile`` of a 10-30 node program is 30 us,
+printed as a ratio in the same run.
 """
 
 from __future__ import annotations
@@ -23,11 +25,7 @@ import numpy as np
 
 import ndvm
 from ndvm import _core
-from ndvm.backends import native_lower
-from ndvm.lang import front
-from ndvm.lang.expand import Expander
-from ndvm.lang.reader import read_with_symbols
-from ndvm.lang.resolve import Resolver
+from ndvm.eval.limits import Limits
 
 TARGET_COMPILE = 30e-6
 
@@ -59,22 +57,21 @@ def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float
 
 def stages(template: str, inputs: tuple[str, ...], reps: int) -> dict[str, float]:
     """Best microseconds of each stage over ``reps`` distinct sources."""
-    times: dict[str, list[float]] = {k: [] for k in ("read", "expand", "resolve", "lower")}
-    times.update({"ndvm.compile": [], "first value_and_grad": []})
+    names = ("front", "lower", "read", "IR records", "ndvm.compile", "first value_and_grad")
+    times: dict[str, list[float]] = {k: [] for k in names}
     x = np.linspace(0.0, 3.0, 32)
+    lim = Limits()
     for i in range(reps):
         src = template.format(k=repr(1.0 + i * 1e-6))
-        (data, _), t = timed(read_with_symbols, src)
-        times["read"].append(t)
-        body = data[1:] if front.head_name(data[0]) == "params" else data
-        expanded, t = timed(Expander().expand_body, body, data[0])
-        times["expand"].append(t)
-        _, t = timed(Resolver([], inputs, True).resolve, expanded, True)
-        times["resolve"].append(t)
-        src2 = template.format(k=repr(2.0 + i * 1e-6))
-        compiled = front.compile_source(src2, inputs=inputs)
-        _, t = timed(native_lower.lower_program, _core, compiled)
+        args = (src, None, inputs, lim.max_source_chars, lim.max_forms, False)
+        fp, t = timed(_core.front_compile, *args)
+        times["front"].append(t)
+        _, t = timed(fp.lower)
         times["lower"].append(t)
+        _, t = timed(fp.body)
+        times["IR records"].append(t)
+        _, t = timed(_core.read, src, False, lim.max_source_chars, lim.max_forms)
+        times["read"].append(t)
         src3 = template.format(k=repr(3.0 + i * 1e-6))
         prog, t = timed(ndvm.compile, src3, inputs=inputs, backend="native")
         times["ndvm.compile"].append(t)

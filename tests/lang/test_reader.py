@@ -1,125 +1,134 @@
-"""The reader's fast path (one ``findall``) against the general reader, which defines the syntax.
-
-Where the fast path answers, its data (positions included) and symbol names must be exactly the
-general reader's; where the general reader raises, the fast path must decline (``None``), so
-every error keeps the general reader's message and position.
+"""The reader (native, ``cpp/src/front_read.cpp``) through ``ndvm.lang.reader``: positions,
+symbol names, the nesting and form limits at their boundaries, errors, and properties over
+generated sources (``tests/lang/test_front_recorded.py`` holds the recorded answers).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.hostile.corpus import CASES
 
-from ndvm.errors import CompileError, ReadError
+from ndvm.errors import CompileError, NdvmError, ReadError
 from ndvm.eval.limits import Limits
-from ndvm.lang.datum import Num, SList, Sym, symbols_in, to_source
-from ndvm.lang.reader import MAX_NESTING, _read_fast, _Reader, read, read_with_symbols
+from ndvm.lang.datum import Bool, Num, SList, Str, Sym, to_source
+from ndvm.lang.reader import MAX_NESTING, read, read_with_symbols
 
-ROOT = Path(__file__).resolve().parents[2]
-BIG = 10**9
+BIG = Limits(max_source_chars=10**8, max_forms=10**8)
 
-
-def general(text: str, max_forms: int = BIG) -> tuple[tuple, frozenset[str]] | Exception:
-    try:
-        data = _Reader(text, max_forms).run()
-    except (ReadError, CompileError) as e:
-        return e
-    return data, frozenset(symbols_in(data))
-
-
-def agree(text: str, max_forms: int = BIG) -> bool:
-    """True when the fast path answered (and agreed); an assertion error when it disagreed."""
-    want = general(text, max_forms)
-    got = _read_fast(text, max_forms)
-    if isinstance(want, Exception):
-        assert got is None, f"fast path read {text!r}, the reader raises {want!r}"
-        return False
-    if got is not None:
-        assert got == want, text
-        for a, b in zip(got[0], want[0]):
-            assert repr(a) == repr(b)  # positions included
-    return got is not None
-
-
-# tokens: the fast path's own (lists, plain atoms, booleans, special numbers, line comments,
-# newlines) and every one it must hand over (strings, quotes, dots, #-syntax, odd whitespace)
 TOKENS = [
     "(", ")", "[", "]", " ", "\n", "\t", "  ", "\r\n", "; comment\n", "x", "foo", "+", "-",
     "*", "1", "2.5", "-3", "1e-3", ".5", "+inf.0", "-nan.0", "#t", "#false", "a#b", "#|", "|#",
     "#;", "#", "'", "`", ",", '"s"', '"', ".", "1.2.3", "+5x", "\u00a0", "\x1c", "é", "->x",
-    "##", "#(", "(quote", "lambda", "let",
+    "##", "#(", "(quote", "lambda", "let", '"a\\nb"', '"\\q"', "\x00", "\u2028", "😀",
 ]  # fmt: skip
 
 
 @settings(max_examples=600, deadline=None)
 @given(st.lists(st.sampled_from(TOKENS), max_size=40))
-def test_fast_path_agrees_on_generated_sources(tokens: list[str]) -> None:
-    agree("".join(tokens))
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from(["(", ")", "[", "]", " ", "\n", "x", "1.5", "#t"]), max_size=60))
-def test_fast_path_answers_plain_sources(tokens: list[str]) -> None:
-    """Balanced plain sources are the fast path's: it must answer them, not only decline."""
+def test_generated_sources_read_or_raise_and_print_back(tokens: list[str]) -> None:
+    """Any source either reads, and its data print back as source that reads to the same data
+    (the same printed form), or raises a positioned ReadError / CompileError."""
     text = "".join(tokens)
-    if isinstance(general(text), Exception):
+    try:
+        data = read(text, allow_empty=True, limits=BIG)
+    except NdvmError as e:
+        assert isinstance(e, (ReadError, CompileError))
+        assert e.line is not None and e.line >= 1 and e.column >= 1
         return
-    assert agree(text)
+    printed = " ".join(to_source(d) for d in data)
+    again = read(printed, allow_empty=True, limits=BIG)
+    assert " ".join(to_source(d) for d in again) == printed
 
 
-def corpus() -> list[str]:
-    files = [*ROOT.glob("examples/**/*.scm"), *ROOT.glob("tests/golden/programs/*.scm")]
-    return [f.read_text() for f in sorted(files)] + [c.source for c in CASES if c.source]
+@pytest.mark.parametrize(
+    ("limit", "text", "ok"),
+    [(4, "(+ x 1)", True), (3, "(+ x 1)", False), (5, "(+ x 1) 2", True), (4, "(+ x 1) 2", False)],
+)
+def test_form_limit_counts_lists_and_atoms(limit: int, text: str, ok: bool) -> None:
+    lim = Limits(max_forms=limit)
+    if ok:
+        assert len(read(text, limits=lim)) == text.count(")") + (text.endswith("2"))
+        return
+    with pytest.raises(CompileError, match=f"more than {limit} forms") as e:
+        read(text, limits=lim)
+    assert (e.value.line, e.value.column) == (1, 6 if limit == 3 else 9)
 
 
-def test_fast_path_agrees_on_the_corpus() -> None:
-    answered = sum(agree(text) for text in corpus())
-    assert answered > 50  # most programs are plain: the fast path is what reads them
+def test_source_length_limit_counts_characters() -> None:
+    text = '("é" a)'  # 7 characters, 8 bytes
+    assert read(text, limits=Limits(max_source_chars=7))
+    with pytest.raises(ReadError, match="longer than 6 characters"):
+        read(text, limits=Limits(max_source_chars=6))
 
 
-@pytest.mark.parametrize("forms", [0, 1, 3, 4, 5])
-def test_form_limit_is_the_general_readers(forms: int) -> None:
-    agree("(+ x 1)", forms)
-    agree("(+ x 1) 2", forms)
-
-
-def test_nesting_limit_is_the_general_readers() -> None:
+def test_nesting_limit() -> None:
     deep = "(" * (MAX_NESTING + 1) + ")" * (MAX_NESTING + 1)
-    assert isinstance(general(deep), ReadError) and _read_fast(deep, BIG) is None
+    with pytest.raises(ReadError, match=f"nesting deeper than {MAX_NESTING}") as e:
+        read(deep, limits=BIG)
+    assert (e.value.line, e.value.column) == (1, MAX_NESTING + 1)
     ok = "(" * MAX_NESTING + "x" + ")" * MAX_NESTING
-    got = _read_fast(ok, BIG)
-    assert got is not None and to_source(got[0][0]) == ok  # (== on the data would recurse)
+    assert to_source(read(ok, limits=BIG)[0]) == ok  # (== on the data would recurse)
 
 
 @pytest.mark.parametrize(
     "text", ["\n(f\tx\n   [1 2]\r\n  #t)", "; head\n(f\tx ; note\n   [1 2]\r\n  #t)"]
 )
 def test_positions_across_lines(text: str) -> None:
-    assert agree(text) == (";" not in text)  # comments are the general reader's
     (form,) = read(text)
     assert (form.line, form.column) == (2, 1)
     x = form.items[1]
     assert isinstance(x, Sym) and (x.line, x.column) == (2, 4)
     vec = form.items[2]
     assert isinstance(vec, SList) and (vec.line, vec.column) == (3, 4)
+    assert vec.items[0] == Sym("vec", 3, 4)
     assert isinstance(vec.items[1], Num) and (vec.items[1].line, vec.items[1].column) == (3, 5)
-    assert (form.items[3].line, form.items[3].column) == (4, 3)
+    assert form.items[3] == Bool(True, 4, 3)
+
+
+def test_columns_count_characters_not_bytes() -> None:
+    (form,) = read('("é😀" ab)')
+    assert form.items[0] == Str("é😀", 1, 2)
+    assert form.items[1] == Sym("ab", 1, 7)
+
+
+def test_atoms_and_their_values() -> None:
+    data = read('x 1 -2.5e3 +inf.0 #t #false "a\\n\\"b" \'q (a . b)')
+    assert [type(d).__name__ for d in data] == [
+        "Sym", "Num", "Num", "Num", "Bool", "Bool", "Str", "SList", "SList"
+    ]  # fmt: skip
+    assert data[2] == Num(-2500.0, "-2.5e3", 1, 5)
+    assert data[6] == Str('a\n"b', 1, 29)
+    assert data[7] == SList((Sym("quote", 1, 38), Sym("q", 1, 39)), None, 1, 38)
+    assert data[8].tail == Sym("b", 1, 46)
 
 
 def test_read_with_symbols_counts_quoted_and_vector_names() -> None:
     _, names = read_with_symbols("(f 'g [h])")
     assert names == {"f", "quote", "g", "vec", "h"}
-    _, names = read_with_symbols("(f g [h])")
-    assert names == {"f", "g", "vec", "h"}
+    _, names = read_with_symbols("(f g [h] #;(hidden) #| k |#) ; m")
+    assert names == {"f", "g", "vec", "h"}  # a datum comment's data are not read
 
 
-def test_errors_come_from_the_general_reader() -> None:
-    with pytest.raises(ReadError, match=r"does not match the '\(' opened at 1:1") as e:
-        read("(a b]")
-    assert (e.value.line, e.value.column) == (1, 5)
-    with pytest.raises(CompileError, match="more than 2 forms"):
-        read("(a b)", limits=Limits(max_forms=2))
+@pytest.mark.parametrize(
+    ("text", "message", "at"),
+    [
+        ("(a b]", r"']' does not match the '\(' opened at 1:1", (1, 5)),
+        ("(a b", r"unbalanced '\(': missing '\)'", (1, 1)),
+        (")", r"unexpected '\)' with no open list", (1, 1)),
+        ("(+ 1 #)", r"bad token '#' before '\)'", (1, 6)),
+        ("`a", "quasiquote syntax '`' is not supported", (1, 1)),
+        ('"ab', "unterminated string", (1, 1)),
+        ('(f "a\\qb")', r"unknown string escape '\\q'", (1, 6)),
+        ("#| x", r"unterminated block comment '#\|'", (1, 1)),
+        ("(1 . 2 3)", r"more than one datum after '.'", (1, 8)),
+        ("(. 1)", r"misplaced '.' in list", (1, 2)),
+        ("1.2.3", "bad token '1.2.3'", (1, 1)),
+        ("+5a", "bad number '\\+5a'", (1, 1)),
+        ("", "empty program", (1, 1)),
+    ],
+)
+def test_errors(text: str, message: str, at: tuple[int, int]) -> None:
+    with pytest.raises(NdvmError, match=message) as e:
+        read(text)
+    assert (e.value.line, e.value.column) == at

@@ -1,6 +1,8 @@
-"""Lowering for the native backend: the resolved IR to the core's ``Program``.
+"""Lowering for the native backend: the resolved program to the core's ``Program``.
 
-The core walks the IR records themselves (``_core.lower``, bindings/lower_ir.cpp) and writes
+A program from the front end lowers from the tables the native resolver wrote. A program
+built from IR records (``calibrate`` adds its loss that way) is lowered by the core walking
+the records themselves (``_core.lower``, bindings/lower_ir.cpp) and writes
 the tables it validates: a node table (``kind op a b c kids nkids line column``, preorder ids,
 children after parents), child lists, a constant pool (numbers, booleans, symbols, strings,
 quoted pairs children first) and a string table. This module names the record classes for it,
@@ -36,6 +38,9 @@ VALUE_TYPES = (Pair, Symbol, String, NIL, VOID)
 def lower_program(core: Any, program: CompiledProgram) -> tuple[Any, list[str]]:
     """``program`` as the ``Program`` of ``core`` (``_core`` or ``_core32``) and its strings;
     raises ``NativeUnsupported`` for what the core cannot run."""
+    front = program.front
+    if front is not None and type(front).__module__ == core.__name__:
+        return front.lower()  # the front end's own tables
     out = core.lower(
         program.body, len(program.params), len(program.inputs), NODE_TYPES, VALUE_TYPES
     )

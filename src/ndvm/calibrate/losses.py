@@ -9,7 +9,7 @@ the walk. ``value`` uses the program's own output (e.g. a Kalman NLL).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Protocol
 
@@ -145,8 +145,8 @@ def augmented(model: Program) -> Program:
             ir.PrimCall(mul.code, (r, r), mul.name, *at),
             *at,
         )
-        compiled = replace(
-            c, body=body, inputs=(*c.inputs, TARGET), input_positions=(*c.input_positions, at)
+        compiled = c.replace(
+            body=body, inputs=(*c.inputs, TARGET), input_positions=(*c.input_positions, at)
         )
         prepare = getattr(backend_registry.get(model.backend), "prepare", None)
         if prepare is not None:

@@ -160,17 +160,17 @@ def free_names(source: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
     Free names are what the host can bind: parameters and inputs."""
     import ndvm
-    from ndvm.lang.expand import head_name
-    from ndvm.lang.front import parse_header
+    from ndvm.lang.datum import head_name
     from ndvm.lang.reader import read
 
     data = read(source)
     if len(data) < 2 or head_name(data[0]) != "params":
         return ndvm.compile(source).params, ()
-    declared = tuple(s.name for s in parse_header(data[0]))  # type: ignore[arg-type]
     lines = source.splitlines(keepends=True)
     body = data[1]
     offset = sum(len(s) for s in lines[: body.line - 1]) + body.column - 1
+    # the header alone, checked as the compiler checks it (a 0 in the body's place)
+    declared = ndvm.compile(source[:offset] + "0").params
     used = ndvm.compile("\n" * (body.line - 1) + source[offset:]).params
     return tuple(dict.fromkeys((*declared, *used))), declared
 

@@ -99,6 +99,13 @@ def to_source(d: Datum, atom: Callable[[Datum], str] = str) -> str:
     return "".join(out)
 
 
+def head_name(d: Datum) -> str | None:
+    """The name of the symbol heading list ``d``, or ``None``."""
+    if isinstance(d, SList) and d.items and isinstance(d.items[0], Sym):
+        return d.items[0].name
+    return None
+
+
 def symbols_in(data: Iterable[Datum]) -> set[str]:
     """Every symbol name occurring in ``data`` (quoted or not)."""
     out: set[str] = set()

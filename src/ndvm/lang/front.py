@@ -1,4 +1,12 @@
-"""Front end: source text -> ``CompiledProgram`` (read, header, expand, resolve).
+"""Front end: source text -> ``CompiledProgram``.
+
+The language has one definition, native: the reader, the expander and the resolver are
+``cpp/src/front_read.cpp``, ``front_expand.cpp`` and ``front_resolve.cpp``, driven by
+``front_compile.cpp`` (docs/architecture.md, "The front end"). They write the node tables the
+native backend lowers directly; the IR records of ``ndvm.lang.ir``, which the reference
+evaluator, the export tracer and the baselines walk, are built from those tables on first use.
+This module passes the host's arguments in: the input names, the ``params`` argument (turned
+into parameter specs here, given the header's), the limits and the dialect.
 
 The prelude procedures a program uses (``map``, ``fold-left``, ...) are written in ndvm
 source in the primitive table; the ones a program names (and their dependencies) are bound in
@@ -7,24 +15,20 @@ an outermost ``letrec`` frame around the program.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Mapping, Sequence, Set
-from functools import cache, lru_cache
+from functools import lru_cache
 from typing import Any
 
-from ndvm.errors import CompileError
+from ndvm.errors import CompileError, ReadError
 from ndvm.eval.limits import Limits
 from ndvm.lang import ir
-from ndvm.lang.datum import Datum, Num, SList, Sym, symbols_in, to_source
-from ndvm.lang.expand import Expander, head_name
-from ndvm.lang.reader import read, read_with_symbols
-from ndvm.lang.resolve import Resolver
+from ndvm.lang.datum import Datum, Num, SList, Sym, to_source
+from ndvm.lang.reader import native_core, read
 from ndvm.lang.suggest import did_you_mean
-from ndvm.prims import PRIMS, Kind
 
 ParamsArg = Sequence[Any] | Mapping[str, Any] | None
 
-_RECURSION_LIMIT = 20_000
+_DEFAULT = Limits()
 
 
 def compile_source(
@@ -37,129 +41,49 @@ def compile_source(
     """Read, expand and resolve ``source``. Raises ReadError / CompileError with positions;
     ``limits`` bounds the source size and the number of forms (``Limits.max_forms``);
     ``dialect="dmci"`` compiles ``let`` as sequential (``let*``), as the reference system."""
-    old = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old, _RECURSION_LIMIT))
-    try:
-        return _compile(source, params, tuple(inputs), limits, dialect)
-    except RecursionError:
-        raise CompileError("program nested too deeply to compile") from None
-    finally:
-        sys.setrecursionlimit(old)
-
-
-def _compile(
-    source: str,
-    params: ParamsArg,
-    inputs: tuple[str, ...],
-    limits: Limits | None,
-    dialect: str | None,
-) -> ir.CompiledProgram:
+    inputs = tuple(inputs)
     for name in inputs:
         if not isinstance(name, str) or not name:
             raise CompileError(f"input names must be non-empty strings, got {name!r}")
-    data, symbols = read_with_symbols(source, limits=limits)
-    header: tuple[ir.ParamSpec, ...] = ()
-    has_header = head_name(data[0]) == "params"
-    if has_header:
-        header = parse_header(data[0])  # type: ignore[arg-type]
-        data = data[1:]
-        if not data:
-            raise CompileError("program has a params header but no expression", 1, 1)
-    for d in data[1:] if has_header else data:
-        if head_name(d) == "params":
-            raise CompileError("params header is only allowed as the first form", d.line, d.column)
-    specs = _param_specs(params, header, has_header)
-    infer = params is None and not has_header
-    names = [s.name for s in specs]
-    for n in names:
-        if n in inputs:
-            raise CompileError(f"{n!r} is declared both as a parameter and as an input")
-    top = SList(data, None, data[0].line, data[0].column)
-    expander = Expander(sequential_let=dialect == "dmci")
-    body_datum = expander.expand_body(data, top)
-    prelude = prelude_closure(symbols)
-    if prelude and has_header:  # names only the header mentions do not count
-        prelude = prelude_closure(symbols_in(data))
-    resolver = Resolver(names, inputs, infer)
-    resolver.scopes.append(list(prelude))
-    body = resolver.resolve(body_datum, True)
-    if prelude:
-        inits = tuple(_prelude_ir(name, resolver) for name in prelude)
-        body = ir.Letrec(inits, body, prelude, 0, 0)
-    if infer:
-        specs = tuple(ir.ParamSpec(n) for n in resolver.params)
-    for spec in specs:
-        _check_init(spec)
+    if not isinstance(source, str):
+        raise ReadError(f"source must be str, not {type(source).__name__}")
+    lim = limits or _DEFAULT
+    specs_of = None if params is None else _specs_function(params)
+    front = native_core().front_compile(
+        source, specs_of, inputs, lim.max_source_chars, lim.max_forms, dialect == "dmci"
+    )
+    specs = tuple(ir.ParamSpec(*p) for p in front.params)
     return ir.CompiledProgram(
-        body=body,
-        params=specs,
-        inputs=inputs,
-        source=source,
-        has_header=has_header,
-        prelude=prelude,
-        input_positions=tuple(resolver.input_positions.get(n, (0, 0)) for n in inputs),
-        dialect=dialect,
+        None,
+        specs,
+        inputs,
+        source,
+        front.has_header,
+        front.prelude,
+        front.input_positions,
+        dialect,
+        front=front,
     )
 
 
-def _check_init(spec: ir.ParamSpec) -> None:
-    """A parameter's initial value must lie inside its constraint (theta must exist)."""
-    lo, hi = ir.CONSTRAINT_RANGES[spec.constraint]
-    if spec.constraint != "free" and not lo < spec.init < hi:
-        raise CompileError(
-            f"params: initial value {spec.init!r} of {spec.name!r} is outside its constraint "
-            f"{spec.constraint} ({lo}, {hi})",
-            spec.line or None,
-            spec.column or None,
-        )
+def _specs_function(params: ParamsArg) -> Any:
+    """The host's ``params`` as the function the native driver calls with the header's specs
+    (at the point of the checks where the header is known)."""
+
+    def specs(header: tuple[tuple[Any, ...], ...]) -> list[tuple[Any, ...]]:
+        given = tuple(ir.ParamSpec(*h) for h in header)
+        out = _param_specs(params, given)
+        return [(s.name, float(s.init), s.constraint, s.line, s.column) for s in out]
+
+    return specs
 
 
-def parse_header(form: SList) -> tuple[ir.ParamSpec, ...]:
-    specs: list[ir.ParamSpec] = []
-    for item in form.items[1:]:
-        if isinstance(item, Sym):
-            if any(s.name == item.name for s in specs):
-                raise CompileError(f"params: {item.name!r} declared twice", item.line, item.column)
-            specs.append(ir.ParamSpec(item.name, 0.0, "free", item.line, item.column))
-            continue
-        if (
-            not isinstance(item, SList)
-            or item.tail is not None
-            or not 1 <= len(item.items) <= 3
-            or not isinstance(item.items[0], Sym)
-        ):
-            raise CompileError(
-                "params: each entry must be (name [init] [constraint])", item.line, item.column
-            )
-        name = item.items[0].name
-        init = 0.0
-        kind = "free"
-        rest = item.items[1:]
-        if rest and isinstance(rest[0], Num):
-            init = rest[0].value
-            rest = rest[1:]
-        if rest:
-            if not isinstance(rest[0], Sym) or rest[0].name not in ir.CONSTRAINTS:
-                got = rest[0].name if isinstance(rest[0], Sym) else ""
-                hint = did_you_mean(got, ir.CONSTRAINTS) if got else ""
-                raise CompileError(
-                    f"params: constraint must be one of {', '.join(ir.CONSTRAINTS)}"
-                    + (f" ({hint})" if hint else ""),
-                    rest[0].line,
-                    rest[0].column,
-                )
-            kind = rest[0].name
-        if len(rest) > 1:
-            raise CompileError("params: too many fields in entry", item.line, item.column)
-        if any(s.name == name for s in specs):
-            raise CompileError(f"params: {name!r} declared twice", item.line, item.column)
-        specs.append(ir.ParamSpec(name, init, kind, item.line, item.column))
-    return tuple(specs)
+def prelude_closure(symbols: Set[str]) -> tuple[str, ...]:
+    """The prelude procedures ``symbols`` name, with the prelude procedures they use."""
+    return tuple(native_core().prelude_closure(sorted(symbols)))
 
 
-def _param_specs(
-    params: ParamsArg, header: tuple[ir.ParamSpec, ...], has_header: bool
-) -> tuple[ir.ParamSpec, ...]:
+def _param_specs(params: ParamsArg, header: tuple[ir.ParamSpec, ...]) -> tuple[ir.ParamSpec, ...]:
     if params is None:
         return header
     by_header = {s.name: s for s in header}
@@ -195,46 +119,6 @@ def _param_specs(
             raise CompileError(f"parameter {spec.name!r} given twice")
         out.append(spec)
     return tuple(out)
-
-
-@cache
-def _prelude_names() -> frozenset[str]:
-    return frozenset(n for n, p in PRIMS.names().items() if p.kind is Kind.PRELUDE)
-
-
-def prelude_closure(symbols: Set[str]) -> tuple[str, ...]:
-    """The prelude procedures ``symbols`` name, with the prelude procedures they use."""
-    named = _prelude_names() & symbols
-    if not named:
-        return ()
-    needed: list[str] = []
-    todo = [PRIMS.by_name(n).name for n in sorted(named)]
-    while todo:
-        name = todo.pop()
-        if name in needed:
-            continue
-        needed.append(name)
-        todo.extend(
-            d
-            for d in PRIMS.by_name(name).deps
-            if PRIMS.by_name(d).kind is Kind.PRELUDE and d not in needed
-        )
-    return tuple(sorted(needed))
-
-
-@cache
-def _prelude_datum(name: str) -> Datum:
-    prim = PRIMS.by_name(name)
-    assert prim.prelude is not None
-    (form,) = read(prim.prelude)
-    return Expander().expand(form)
-
-
-def _prelude_ir(name: str, resolver: Resolver) -> ir.Node:
-    node = resolver.resolve(_prelude_datum(name))
-    if isinstance(node, ir.Lambda):
-        node = ir.Lambda(node.nreq, node.rest, node.body, name, node.line, node.column)
-    return node
 
 
 @lru_cache(maxsize=1024)

@@ -8,7 +8,6 @@ keeps the source position of the form it came from. Frames are created by ``Lamb
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import Any
 
 from ndvm.lang.datum import record
@@ -161,16 +160,81 @@ CONSTRAINT_RANGES = {
 }
 
 
-@record
 class CompiledProgram:
-    """The resolved program: IR plus the names the host binds."""
+    """The resolved program: IR plus the names the host binds.
 
-    body: Node
-    params: tuple[ParamSpec, ...]
-    inputs: tuple[str, ...]
-    source: str
-    has_header: bool = False
-    prelude: tuple[str, ...] = field(default=())
-    # (line, column) of each input's first use in the source ((0, 0): unused)
-    input_positions: tuple[tuple[int, int], ...] = field(default=())
-    dialect: str | None = None  # "dmci": compiled with that dialect's (sequential) let
+    The front end (``ndvm.lang.front``) leaves the IR in the native tables it resolved to
+    (``front``) and builds ``body`` from them on first use: the native backend lowers the
+    tables themselves, so a program it runs never builds the records. A program built from
+    records (``replace(body=...)``, as ``calibrate`` does to add its loss) has no tables.
+    """
+
+    __slots__ = (
+        "_body", "front", "params", "inputs", "source", "has_header", "prelude",
+        "input_positions", "dialect",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        body: Node | None = None,
+        params: tuple[ParamSpec, ...] = (),
+        inputs: tuple[str, ...] = (),
+        source: str = "",
+        has_header: bool = False,
+        prelude: tuple[str, ...] = (),
+        input_positions: tuple[tuple[int, int], ...] = (),
+        dialect: str | None = None,  # "dmci": compiled with that dialect's (sequential) let
+        *,
+        front: Any = None,  # the native front end's FrontProgram (its tables)
+    ) -> None:
+        if body is None and front is None:
+            raise ValueError("CompiledProgram needs a body or the front end's tables")
+        self._body = body
+        self.front = front
+        self.params = params
+        self.inputs = inputs
+        self.source = source
+        self.has_header = has_header
+        self.prelude = prelude
+        # (line, column) of each input's first use in the source ((0, 0): unused)
+        self.input_positions = input_positions
+        self.dialect = dialect
+
+    @property
+    def body(self) -> Node:
+        """The IR's root record (built from the front end's tables on first use)."""
+        if self._body is None:
+            self._body = self.front.body()
+        return self._body  # type: ignore[return-value]
+
+    def replace(self, **changes: Any) -> CompiledProgram:
+        """A copy with ``changes``; a new ``body`` drops the tables."""
+        fields = {n: getattr(self, n) for n in _FIELDS}
+        front = None if "body" in changes else self.front
+        fields["body"] = None if front is not None else self.body
+        fields.update(changes)
+        return CompiledProgram(**fields, front=front)
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.params, self.inputs, self.source, self.has_header, self.prelude,
+                self.input_positions, self.dialect)  # fmt: skip
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CompiledProgram):
+            return NotImplemented
+        if self._key() != other._key():
+            return False
+        # the front end is a function of the key: two programs it compiled need no IR
+        return (self.front is not None and other.front is not None) or self.body == other.body
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (
+            f"CompiledProgram(params={self.params!r}, inputs={self.inputs!r}, "
+            f"source={self.source!r}, dialect={self.dialect!r})"
+        )
+
+
+_FIELDS = ("params", "inputs", "source", "has_header", "prelude", "input_positions", "dialect")
