@@ -358,6 +358,20 @@ def parse_atom(token: str, line: int, col: int) -> Datum:
     return Sym(token, line, col)
 
 
+def classify_unicode(token: str) -> tuple[int, float]:
+    """What ``parse_atom`` makes of a token with a non-ASCII character, for the native reader
+    (which leaves Unicode digits and categories to Python): ``(0, 0.0)`` a symbol, ``(1, v)``
+    a number of value ``v``, ``(2, 0.0)`` a bad token, ``(3, 0.0)`` a bad number.
+    (No boolean or special number has a non-ASCII character.)"""
+    if _NUMBER.match(token):
+        return 1, float(token)
+    if token.startswith("#") or not _SYMBOL_CHARS.match(token) or token[0].isdigit():
+        return 2, 0.0
+    if token[0] in "+-." and len(token) > 1 and (token[1].isdigit() or token[1] == "."):
+        return 3, 0.0
+    return 0, 0.0
+
+
 # -- the fast path ---------------------------------------------------------------------------
 # A source made of lists, plain atoms (symbols, numbers, booleans) and whitespace -- what
 # generated programs are -- is split by one regular expression into tokens and the text between

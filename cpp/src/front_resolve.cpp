@@ -1,0 +1,670 @@
+// The resolver: core forms -> a tree of resolved nodes -> the node tables (preorder).
+//
+// Free names resolve, in order, to: a lexical variable, a primitive (opcode), `#void`, a
+// declared parameter, a data input, or (when parameters are inferred) a new parameter; else an
+// unbound-variable error with the closest known names. A name in operator position must be a
+// lexical variable or a primitive. Calls to primitives are checked for arity here.
+#include "front_resolve.hpp"
+
+#include <string_view>
+
+#include "ndvm/prims.hpp"
+
+namespace ndvm::front::detail {
+
+namespace {
+
+struct PrimNames {
+  std::unordered_map<std::string_view, int> code;
+  std::vector<std::string> all;  // names, then aliases (the candidates of "did you mean")
+};
+
+const PrimNames& primitives() {
+  static const PrimNames* p = [] {
+    auto* t = new PrimNames;
+#define NDVM_PRIM(upper, code_, name, lo, hi, kind, shape, domain) \
+  t->code.emplace(name, code_);                                   \
+  t->all.emplace_back(name);
+#define NDVM_PRIM_ALIAS(upper, alias)                                \
+  t->code.emplace(alias, static_cast<int>(::ndvm::Prim::upper)); \
+  t->all.emplace_back(alias);
+#include "ndvm/prims.inc"
+#undef NDVM_PRIM
+#undef NDVM_PRIM_ALIAS
+    return t;
+  }();
+  return *p;
+}
+
+// The special forms (forms.SPECIAL_FORMS): candidates in operator position.
+constexpr const char* kSpecialForms[] = {
+    "quote", "if", "cond", "case", "and", "or", "when", "unless", "begin", "let", "let*",
+    "letrec", "letrec*", "define", "lambda", "do", "loop", "recur", "assert", "params", "else",
+    "=>", ".", "quasiquote", "unquote"};
+
+// Primitives whose first argument is a procedure they call (_PROCEDURE_FIRST).
+bool procedure_first(std::string_view n) {
+  return n == "map" || n == "for-each" || n == "filter" || n == "reduce" || n == "fold-left" ||
+         n == "fold-right" || n == "apply" || n == "vector-map";
+}
+
+std::string describe(const PrimInfo& p) {
+  if (p.max_args == p.min_args) return "exactly " + std::to_string(p.min_args);
+  if (p.max_args < 0) return "at least " + std::to_string(p.min_args);
+  return std::to_string(p.min_args) + " to " + std::to_string(p.max_args);
+}
+
+[[noreturn, gnu::noinline, gnu::cold]] void bad_prim_call(const PrimInfo& p, int nargs,
+                                                                const Datum& at) {
+  std::string msg = std::string(p.name) + " expects " + describe(p) + " argument(s), got " +
+                    std::to_string(nargs);
+  const bool arity_ok = nargs >= p.min_args && (p.max_args < 0 || nargs <= p.max_args);
+  if (arity_ok) msg = "internal: prelude procedure " + py_repr(p.name) + " not bound";
+  throw FrontError{ErrKind::COMPILE, msg, at.line, at.column};
+}
+
+[[noreturn, gnu::noinline, gnu::cold]] void not_a_procedure(const Arena& a, DRef head,
+                                                                  const Datum& at) {
+  throw FrontError{ErrKind::COMPILE,
+                   "cannot call a constant: " + to_source(a, head) + " is not a procedure",
+                   at.line, at.column};
+}
+
+struct DepthGuard {
+  int& d;
+  explicit DepthGuard(int& depth) : d(depth) {
+    if (++d > kMaxResolveDepth) {
+      --d;
+      throw FrontError{ErrKind::COMPILE, "program nested too deeply to compile", -1, -1};
+    }
+  }
+  ~DepthGuard() { --d; }
+};
+
+}  // namespace
+
+int prim_code(std::string_view name) {
+  const auto& m = primitives().code;
+  auto it = m.find(name);
+  return it == m.end() ? -1 : it->second;
+}
+
+const std::vector<std::string>& prim_names() { return primitives().all; }
+
+Resolver::Resolver(std::vector<std::string>& params, const std::vector<std::string>& inputs,
+                   bool infer)
+    : params_(params), inputs_(inputs), infer_(infer) {
+  for (size_t i = 0; i < params_.size(); ++i) param_index_.emplace(params_[i], int32_t(i));
+  for (size_t i = 0; i < inputs_.size(); ++i) input_index_.emplace(inputs_[i], int32_t(i));
+  input_pos_.assign(inputs_.size(), {0, 0});
+  nodes_.reserve(64);
+}
+
+void Resolver::use_arena(const Arena& arena, int which) {
+  a_ = &arena;
+  which_ = which;
+}
+
+void Resolver::push_frame(const int32_t* ids, size_t n) {
+  frame_start_.push_back(static_cast<uint32_t>(scope_.size()));
+  scope_.insert(scope_.end(), ids, ids + n);
+}
+
+void Resolver::pop_frame() {
+  scope_.resize(frame_start_.back());
+  frame_start_.pop_back();
+}
+
+Resolver::Info& Resolver::info(int32_t id) {
+  std::vector<Info>& cache = info_[which_];
+  if (size_t(id) >= cache.size()) cache.resize(a_->texts.size() > size_t(id) ? a_->texts.size()
+                                                                             : size_t(id) + 1);
+  Info& in = cache[size_t(id)];
+  if (!in.computed) {
+    in.computed = true;
+    const std::string& name = a_->texts[size_t(id)];
+    in.prim = static_cast<int16_t>(prim_code(name));
+    auto p = param_index_.find(name);
+    if (p != param_index_.end()) in.param = p->second;
+    auto q = input_index_.find(name);
+    if (q != input_index_.end()) in.input = q->second;
+  }
+  return in;
+}
+
+bool Resolver::local(int32_t id, int32_t* depth, int32_t* index) const {
+  size_t end = scope_.size();
+  for (size_t f = frame_start_.size(); f-- > 0;) {
+    const size_t start = frame_start_[f];
+    for (size_t i = end; i-- > start;) {
+      if (scope_[i] == id) {  // the last binding of a name in a frame wins
+        *depth = static_cast<int32_t>(frame_start_.size() - 1 - f);
+        *index = static_cast<int32_t>(i - start);
+        return true;
+      }
+    }
+    end = start;
+  }
+  return false;
+}
+
+bool Resolver::local_outside_first(int32_t id) const {
+  const size_t from = frame_start_.size() > 1 ? frame_start_[1] : scope_.size();
+  for (size_t i = from; i < scope_.size(); ++i) {
+    if (scope_[i] == id) return true;
+  }
+  return false;
+}
+
+void Resolver::fail(const std::string& msg, DRef at) const {
+  const Datum& x = (*a_)[at];
+  throw FrontError{ErrKind::COMPILE, msg, x.line, x.column};
+}
+
+int32_t Resolver::add(const INode& n) {
+  nodes_.push_back(n);
+  return static_cast<int32_t>(nodes_.size() - 1);
+}
+
+int32_t Resolver::finish(INode n, size_t mark) {
+  n.kids = static_cast<int32_t>(kids_.size());
+  n.nkids = static_cast<int32_t>(scratch_.size() - mark);
+  kids_.insert(kids_.end(), scratch_.begin() + std::ptrdiff_t(mark), scratch_.end());
+  scratch_.resize(mark);
+  return add(n);
+}
+
+int32_t Resolver::lookup(DRef s) {
+  const Datum& x = (*a_)[s];
+  INode n;
+  n.line = x.line;
+  n.column = x.column;
+  int32_t depth = 0, index = 0;
+  if (local(x.text, &depth, &index)) {
+    n.kind = NodeKind::LOCAL;
+    n.a = depth;
+    n.b = index;
+    n.name = &a_->texts[size_t(x.text)];
+    return add(n);
+  }
+  Info& in = info(x.text);
+  if (in.prim >= 0) {
+    n.kind = NodeKind::PRIMREF;
+    n.op = static_cast<uint16_t>(in.prim);
+    return add(n);
+  }
+  const std::string& name = a_->texts[size_t(x.text)];
+  if (x.text == kw::VOID) {
+    n.kind = NodeKind::CONST;
+    n.ck = 2;
+    return add(n);
+  }
+  if (in.param >= 0) {
+    n.kind = NodeKind::PARAM;
+    n.a = in.param;
+    return add(n);
+  }
+  if (in.input >= 0) {
+    auto& pos = input_pos_[size_t(in.input)];
+    if (pos.first == 0 && pos.second == 0) pos = {x.line, x.column};
+    n.kind = NodeKind::INPUT;
+    n.a = in.input;
+    return add(n);
+  }
+  if (infer_ && (name.empty() || name[0] != '#')) {
+    params_.push_back(name);
+    param_index_.emplace(name, int32_t(params_.size() - 1));
+    in.param = static_cast<int32_t>(params_.size() - 1);
+    n.kind = NodeKind::PARAM;
+    n.a = in.param;
+    return add(n);
+  }
+  const std::string hint = hooks().did_you_mean(name, known(false));
+  fail("unbound variable " + py_repr(name) +
+           " (not a parameter, input, primitive or local binding" +
+           (hint.empty() ? "" : "; " + hint) + ")",
+       s);
+}
+
+std::vector<std::string> Resolver::known(bool operator_position) const {
+  std::vector<std::string> out = prim_names();
+  for (int32_t id : scope_) out.push_back(a_->texts[size_t(id)]);
+  if (operator_position) {
+    for (const char* f : kSpecialForms) out.emplace_back(f);
+  } else {
+    out.insert(out.end(), params_.begin(), params_.end());
+    out.insert(out.end(), inputs_.begin(), inputs_.end());
+  }
+  return out;
+}
+
+void Resolver::check_operator(DRef head) {
+  const Datum& x = (*a_)[head];
+  int32_t depth = 0, index = 0;
+  const std::string& name = a_->texts[size_t(x.text)];
+  if (local(x.text, &depth, &index) || info(x.text).prim >= 0 ||
+      (!name.empty() && name[0] == '#')) {
+    return;
+  }
+  std::string msg;
+  if (param_index_.count(name) != 0) {
+    msg = "cannot call parameter " + py_repr(name) + ": parameters are numbers, not procedures";
+  } else if (input_index_.count(name) != 0) {
+    msg = "cannot call input " + py_repr(name) + ": inputs are data, not procedures";
+  } else {
+    const std::string hint = hooks().did_you_mean(name, known(true));
+    msg = "unknown procedure " + py_repr(name) + " (" +
+          (hint.empty() ? std::string("not a primitive or a local binding") : hint) + ")";
+  }
+  fail(msg, head);
+}
+
+int32_t Resolver::resolve(DRef d, bool tail) {
+  DepthGuard guard(depth_);
+  const Datum& x = (*a_)[d];
+  INode n;
+  n.line = x.line;
+  n.column = x.column;
+  switch (x.kind) {
+    case DKind::SYM: return lookup(d);
+    case DKind::NUM: n.num = x.num; return add(n);
+    case DKind::BOOL:
+      n.ck = 1;
+      n.a = x.flag ? 1 : 0;
+      return add(n);
+    case DKind::STR:
+      n.ck = 3;
+      n.name = &a_->texts[size_t(x.text)];
+      return add(n);
+    case DKind::LIST: break;
+  }
+  const DRef head = a_->begin_items(d)[0];
+  const Datum& h = (*a_)[head];
+  int32_t depth = 0, index = 0;
+  if (h.kind == DKind::SYM && !local(h.text, &depth, &index)) {
+    const int32_t r = form(h.text, d, tail);
+    if (r >= 0) return r;
+    const int code = info(h.text).prim;
+    if (code >= 0 && !procedure_first(a_->texts[size_t(h.text)])) return prim_call(code, d);
+  }
+  return call(d, tail);
+}
+
+int32_t Resolver::prim_call(int code, DRef d) {
+  const Datum& x = (*a_)[d];
+  const size_t mark = scratch_.size();
+  const DRef* items = a_->begin_items(d);
+  for (int32_t i = 1; i < x.count; ++i) scratch_.push_back(resolve(items[i], false));
+  const PrimInfo& p = prim_info(code);
+  const int nargs = x.count - 1;
+  if (nargs < p.min_args || (p.max_args >= 0 && nargs > p.max_args) ||
+      p.kind == PrimKind::PRELUDE) {
+    bad_prim_call(p, nargs, x);  // (kept out of line: this frame is on the recursion path)
+  }
+  INode n;
+  n.kind = NodeKind::PRIMCALL;
+  n.op = static_cast<uint16_t>(code);
+  n.line = x.line;
+  n.column = x.column;
+  return finish(n, mark);
+}
+
+int32_t Resolver::call(DRef d, bool tail) {
+  const Datum& x = (*a_)[d];
+  const DRef* items = a_->begin_items(d);
+  const DRef head = items[0];
+  const Datum& h = (*a_)[head];
+  if (h.kind == DKind::SYM) {
+    check_operator(head);
+    if (x.count > 1 && (*a_)[items[1]].kind == DKind::SYM &&
+        procedure_first(a_->texts[size_t(h.text)]) && !local_outside_first(h.text)) {
+      check_operator(items[1]);
+    }
+  }
+  const int32_t fn = resolve(head, false);
+  if (nodes_[size_t(fn)].kind == NodeKind::PRIMREF) {
+    const int code = nodes_[size_t(fn)].op;
+    nodes_.pop_back();  // the operator is not a node of the call
+    return prim_call(code, d);
+  }
+  const size_t mark = scratch_.size();
+  scratch_.push_back(fn);
+  for (int32_t i = 1; i < x.count; ++i) scratch_.push_back(resolve(items[i], false));
+  if (nodes_[size_t(fn)].kind == NodeKind::CONST) not_a_procedure(*a_, head, x);
+  INode n;
+  n.kind = NodeKind::CALL;
+  n.tail = tail;
+  n.line = x.line;
+  n.column = x.column;
+  return finish(n, mark);
+}
+
+// A core form headed by `head` (a name not bound locally), or -1 for an application.
+int32_t Resolver::form(int32_t head, DRef d, bool tail) {
+  switch (head) {
+    case kw::QUOTE: case kw::IF: case kw::BEGIN: case kw::OR: case kw::LAMBDA: case kw::LET:
+    case kw::LETREC: case kw::HASH_RECUR: case kw::HASH_ASSERT: break;
+    default: return -1;
+  }
+  const Datum& x = (*a_)[d];
+  const DRef* items = a_->begin_items(d);
+  INode n;
+  n.line = x.line;
+  n.column = x.column;
+  if (head == kw::QUOTE) {
+    n.ck = 4;
+    n.qa = a_;
+    n.qd = items[1];
+    return add(n);
+  }
+  const size_t mark = scratch_.size();
+  if (head == kw::IF) {
+    scratch_.push_back(resolve(items[1], false));
+    scratch_.push_back(resolve(items[2], tail));
+    scratch_.push_back(resolve(items[3], tail));
+    n.kind = NodeKind::IF;
+    return finish(n, mark);
+  }
+  if (head == kw::BEGIN || head == kw::OR) {
+    for (int32_t i = 1; i < x.count; ++i) {
+      scratch_.push_back(resolve(items[i], tail && i == x.count - 1));
+    }
+    n.kind = head == kw::OR ? NodeKind::OR : NodeKind::SEQ;
+    return finish(n, mark);
+  }
+  if (head == kw::LAMBDA) return f_lambda(d);
+  if (head == kw::LET) return f_let(d, tail, false);
+  if (head == kw::LETREC) return f_let(d, tail, true);
+  if (head == kw::HASH_RECUR) {
+    if (!tail) fail("recur is not in tail position", d);
+    scratch_.push_back(lookup(items[1]));
+    for (int32_t i = 2; i < x.count; ++i) scratch_.push_back(resolve(items[i], false));
+    n.kind = NodeKind::CALL;
+    n.tail = true;
+    return finish(n, mark);
+  }
+  scratch_.push_back(resolve(items[1], false));  // #assert
+  n.kind = NodeKind::ASSERT;
+  n.name = &a_->texts[size_t((*a_)[items[2]].text)];
+  return finish(n, mark);
+}
+
+int32_t Resolver::f_lambda(DRef d) {
+  const Datum& x = (*a_)[d];
+  const DRef* items = a_->begin_items(d);
+  const Datum& formals = (*a_)[items[1]];
+  frame_start_.push_back(static_cast<uint32_t>(scope_.size()));
+  bool rest = false;
+  if (formals.kind == DKind::SYM) {
+    scope_.push_back(formals.text);
+    rest = true;
+  } else {
+    const DRef* f = a_->begin_items(items[1]);
+    for (int32_t i = 0; i < formals.count; ++i) scope_.push_back((*a_)[f[i]].text);
+    if (formals.tail >= 0) {
+      scope_.push_back((*a_)[formals.tail].text);
+      rest = true;
+    }
+  }
+  const int32_t size = static_cast<int32_t>(scope_.size() - frame_start_.back());
+  const size_t mark = scratch_.size();
+  scratch_.push_back(resolve(items[2], true));
+  pop_frame();
+  INode n;
+  n.kind = NodeKind::LAMBDA;
+  n.a = size - (rest ? 1 : 0);
+  n.b = rest ? 1 : 0;
+  static const std::string kLambda = "lambda";
+  n.name = &kLambda;
+  n.line = x.line;
+  n.column = x.column;
+  return finish(n, mark);
+}
+
+int32_t Resolver::f_let(DRef d, bool tail, bool rec) {
+  const Datum& x = (*a_)[d];
+  const DRef* items = a_->begin_items(d);
+  const DRef spec = items[1];
+  const int32_t nb = (*a_)[spec].count;
+  const DRef* binds = a_->begin_items(spec);
+  const size_t mark = scratch_.size();
+  INode n;
+  n.line = x.line;
+  n.column = x.column;
+  auto push_names = [&] {
+    frame_start_.push_back(static_cast<uint32_t>(scope_.size()));
+    for (int32_t i = 0; i < nb; ++i) scope_.push_back((*a_)[a_->begin_items(binds[i])[0]].text);
+  };
+  if (rec) {
+    push_names();
+    n.a = static_cast<int32_t>(names_.size());
+    n.b = nb;
+    for (int32_t i = 0; i < nb; ++i) {  // all of them before the inits add their own
+      names_.push_back(&a_->texts[size_t((*a_)[a_->begin_items(binds[i])[0]].text)]);
+    }
+    for (int32_t i = 0; i < nb; ++i) {
+      const int32_t init = resolve(a_->begin_items(binds[i])[1], false);
+      if (nodes_[size_t(init)].kind == NodeKind::LAMBDA) {
+        nodes_[size_t(init)].name = names_[size_t(n.a + i)];
+      }
+      scratch_.push_back(init);
+    }
+  } else {
+    for (int32_t i = 0; i < nb; ++i) {
+      scratch_.push_back(resolve(a_->begin_items(binds[i])[1], false));
+    }
+    push_names();
+  }
+  scratch_.push_back(resolve(items[2], tail));
+  pop_frame();
+  n.kind = rec ? NodeKind::LETREC : NodeKind::LET;
+  return finish(n, mark);
+}
+
+int32_t Resolver::letrec(const std::vector<int32_t>& inits,
+                         const std::vector<const std::string*>& names, int32_t body) {
+  INode n;
+  n.kind = NodeKind::LETREC;
+  n.a = static_cast<int32_t>(names_.size());
+  n.b = static_cast<int32_t>(names.size());
+  names_.insert(names_.end(), names.begin(), names.end());
+  const size_t mark = scratch_.size();
+  scratch_.insert(scratch_.end(), inits.begin(), inits.end());
+  scratch_.push_back(body);
+  return finish(n, mark);
+}
+
+// -- emission: the preorder walk of bindings/lower_ir.cpp ------------------------------------
+namespace {
+
+class Emitter {
+ public:
+  explicit Emitter(Tables& t) : t_(t) {}
+
+  int32_t intern(const std::string& s) {  // s: an arena's text or a static string
+    auto it = interned_.find(s);
+    if (it != interned_.end()) return it->second;
+    const auto id = static_cast<int32_t>(t_.strings.size());
+    t_.strings.push_back(s);
+    interned_.emplace(std::string_view(s), id);  // `s` outlives the emission
+    return id;
+  }
+  int32_t fresh(const std::string& s) {
+    t_.strings.push_back(s);
+    return static_cast<int32_t>(t_.strings.size() - 1);
+  }
+  int32_t row(ConstKind k, int32_t a, int32_t b, double num) {
+    t_.consts.insert(t_.consts.end(), {static_cast<int32_t>(k), a, b});
+    t_.nums.push_back(num);
+    return static_cast<int32_t>(t_.nums.size() - 1);
+  }
+  int32_t constant(const INode& n);
+
+ private:
+  int32_t quoted(const Arena& a, DRef d);
+
+  Tables& t_;
+  std::unordered_map<std::string_view, int32_t> interned_;
+};
+
+// A value of a quoted datum: the pair of items[i..] of a list, an atom, or the empty list.
+struct QVal {
+  DRef d = -1;     // the list (pair) or the atom; -1: NIL
+  int32_t i = -1;  // pair: index of its car in the list; -1: an atom
+};
+
+QVal value_of(const Arena& a, DRef d) {
+  while (a[d].kind == DKind::LIST) {
+    if (a[d].count > 0) return {d, 0};
+    if (a[d].tail < 0) return {-1, -1};
+    d = a[d].tail;
+  }
+  return {d, -1};
+}
+
+bool special_number(const Arena& a, const Datum& x, int* key) {
+  const std::string& t = a.texts[size_t(x.text)];
+  if (t == "+inf.0") *key = 0;
+  else if (t == "-inf.0") *key = 1;
+  else if (t == "+nan.0" || t == "-nan.0") *key = 2;  // one shared NaN object in Python
+  else return false;
+  return true;
+}
+
+// A quoted datum, lowered as lower_ir does Python's Pair chain: children first (car, then
+// cdr), each occurrence its own entry; a pair refers to the last entry made for an object
+// Python shares (the empty list, #t, #f, a symbol, +inf.0 / -inf.0 / NaN).
+int32_t Emitter::quoted(const Arena& a, DRef root) {
+  struct Item {
+    QVal v;
+    int32_t car = -1, cdr = -1;  // order positions of the children (pairs)
+  };
+  std::vector<Item> order;
+  struct Todo {
+    QVal v;
+    int32_t parent, slot;
+  };
+  std::vector<Todo> stack{{value_of(a, root), -1, 0}};
+  while (!stack.empty()) {
+    const Todo td = stack.back();
+    stack.pop_back();
+    const auto pos = static_cast<int32_t>(order.size());
+    if (td.parent >= 0) (td.slot == 0 ? order[size_t(td.parent)].car : order[size_t(td.parent)].cdr) = pos;
+    order.push_back({td.v});
+    if (td.v.d >= 0 && td.v.i >= 0) {
+      const Datum& l = a[td.v.d];
+      const QVal car = value_of(a, a.items[size_t(l.first + td.v.i)]);
+      QVal cdr{-1, -1};
+      if (td.v.i + 1 < l.count) cdr = {td.v.d, td.v.i + 1};
+      else if (l.tail >= 0) cdr = value_of(a, l.tail);
+      stack.push_back({car, pos, 0});
+      stack.push_back({cdr, pos, 1});
+    }
+  }
+  std::vector<int32_t> index(order.size(), -1);
+  int32_t shared[6] = {-1, -1, -1, -1, -1, -1};  // nil #f #t +inf -inf nan: the last entry
+  std::unordered_map<int32_t, int32_t> symbols;
+  auto ref = [&](int32_t pos) {
+    const QVal& v = order[size_t(pos)].v;
+    if (v.d < 0) return shared[0];
+    if (v.i >= 0) return index[size_t(pos)];
+    const Datum& x = a[v.d];
+    int key = 0;
+    if (x.kind == DKind::BOOL) return shared[x.flag ? 2 : 1];
+    if (x.kind == DKind::SYM) return symbols.at(x.text);
+    if (x.kind == DKind::NUM && special_number(a, x, &key)) return shared[3 + key];
+    return index[size_t(pos)];
+  };
+  for (size_t p = order.size(); p-- > 0;) {
+    const Item& it = order[p];
+    int32_t k = 0;
+    if (it.v.d < 0) {
+      k = shared[0] = row(ConstKind::NIL, 0, 0, 0.0);
+    } else if (it.v.i >= 0) {
+      k = row(ConstKind::PAIR, ref(it.car), ref(it.cdr), 0.0);
+    } else {
+      const Datum& x = a[it.v.d];
+      int key = 0;
+      switch (x.kind) {
+        case DKind::NUM:
+          k = row(ConstKind::NUM, 0, 0, x.num);
+          if (special_number(a, x, &key)) shared[3 + key] = k;
+          break;
+        case DKind::BOOL: k = shared[x.flag ? 2 : 1] = row(ConstKind::BOOL, x.flag, 0, 0.0); break;
+        case DKind::SYM:
+          k = row(ConstKind::SYMBOL, intern(a.texts[size_t(x.text)]), 0, 0.0);
+          symbols[x.text] = k;
+          break;
+        case DKind::STR: k = row(ConstKind::STRING, fresh(a.texts[size_t(x.text)]), 0, 0.0); break;
+        case DKind::LIST: break;  // value_of never yields a list atom
+      }
+    }
+    index[p] = k;
+  }
+  return index[0];
+}
+
+int32_t Emitter::constant(const INode& n) {
+  switch (n.ck) {
+    case 0: return row(ConstKind::NUM, 0, 0, n.num);
+    case 1: return row(ConstKind::BOOL, n.a, 0, 0.0);
+    case 2: return row(ConstKind::VOID, 0, 0, 0.0);
+    case 3: return row(ConstKind::STRING, fresh(*n.name), 0, 0.0);
+    default: break;
+  }
+  const Datum& x = (*n.qa)[n.qd];
+  if (x.kind == DKind::NUM) return row(ConstKind::NUM, 0, 0, x.num);
+  return quoted(*n.qa, n.qd);
+}
+
+}  // namespace
+
+Tables Resolver::emit(int32_t root) const {
+  Tables t;
+  t.nodes.reserve(nodes_.size() * 9);
+  t.tail.reserve(nodes_.size());
+  Emitter em(t);
+  std::vector<std::pair<int32_t, int64_t>> stack{{root, -1}};
+  while (!stack.empty()) {
+    const auto [i, slot] = stack.back();
+    stack.pop_back();
+    const auto id = static_cast<int32_t>(t.tail.size());
+    if (slot >= 0) t.kids[size_t(slot)] = id;
+    const INode& n = nodes_[size_t(i)];
+    int32_t a = 0, b = 0, c = 0;
+    switch (n.kind) {
+      case NodeKind::CONST: a = em.constant(n); break;
+      case NodeKind::LOCAL:
+        a = n.a;
+        b = n.b;
+        c = em.intern(*n.name);
+        break;
+      case NodeKind::PARAM:
+      case NodeKind::INPUT: a = n.a; break;
+      case NodeKind::LAMBDA:
+        a = n.a;
+        b = n.b;
+        c = em.intern(*n.name);
+        break;
+      case NodeKind::LETREC:
+        b = static_cast<int32_t>(t.aux.size());
+        for (int32_t k = 0; k < n.b; ++k) t.aux.push_back(em.intern(*names_[size_t(n.a + k)]));
+        break;
+      case NodeKind::ASSERT: c = em.intern(*n.name); break;
+      default: break;
+    }
+    const auto off = static_cast<int32_t>(t.kids.size());
+    t.kids.resize(t.kids.size() + size_t(n.nkids), 0);
+    t.nodes.insert(t.nodes.end(), {static_cast<int32_t>(n.kind), int32_t(n.op), a, b, c, off,
+                                   n.nkids, n.line, n.column});
+    t.tail.push_back(n.tail ? 1 : 0);
+    for (int32_t k = n.nkids; k-- > 0;) stack.emplace_back(kids_[size_t(n.kids + k)], off + k);
+  }
+  return t;
+}
+
+std::pair<int32_t, int32_t> Resolver::input_position(size_t i) const {
+  return input_pos_[size_t(input_index_.at(inputs_[i]))];
+}
+
+}  // namespace ndvm::front::detail
