@@ -4,7 +4,10 @@
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <new>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "front_expand.hpp"
 
@@ -614,8 +617,47 @@ DRef Expander::State::f_letrec(DRef d) {
 }
 
 // -- the interface ----------------------------------------------------------------------
-Expander::Expander(Arena& arena, bool sequential_let) : s_(new State(arena, sequential_let)) {}
-Expander::~Expander() { delete s_; }
+// One expander's state is kept per thread for the next expander (its vectors keep their
+// capacity): a compile then allocates nothing for the expander once warm.
+namespace {
+struct Spare {
+  void* state = nullptr;          // an Expander::State
+  void (*free)(void*) = nullptr;  // deletes it (set by the expander, which may name State)
+  ~Spare() {
+    if (state != nullptr) free(state);
+  }
+};
+thread_local Spare spare;
+}  // namespace
+
+Expander::Expander(Arena& arena, bool sequential_let) {
+  auto* old = static_cast<State*>(spare.state);
+  if (old == nullptr) {
+    s_ = new State(arena, sequential_let);
+    s_->scratch.reserve(64);
+    return;
+  }
+  spare.state = nullptr;
+  std::vector<DRef> scratch = std::move(old->scratch);
+  std::vector<int8_t> pushed = std::move(old->pushed);
+  std::vector<uint32_t> mark = std::move(old->mark);
+  const uint32_t stamp = old->stamp;  // the marks stay older than the next stamp
+  old->~State();
+  s_ = new (old) State(arena, sequential_let);
+  s_->scratch = std::move(scratch);
+  s_->pushed = std::move(pushed);
+  s_->mark = std::move(mark);
+  s_->stamp = stamp;
+}
+
+Expander::~Expander() {
+  if (spare.state == nullptr) {
+    spare.free = [](void* p) { delete static_cast<State*>(p); };
+    spare.state = s_;
+  } else {
+    delete s_;
+  }
+}
 
 DRef Expander::expand_body(const DRef* forms, size_t n, DRef at) {
   State& s = *s_;

@@ -32,7 +32,7 @@ inline constexpr int32_t kMaxExpandDepth = 10000;
 inline bool is_special(int32_t id) { return id >= 0 && id < kSpecialEnd; }
 
 struct Expander::State {
-  State(Arena& arena, bool sequential) : a(arena), seq(sequential) { scratch.reserve(64); }
+  State(Arena& arena, bool sequential) : a(arena), seq(sequential) {}
 
   Arena& a;
   bool seq;              // the dmci dialect: let binds like let*
