@@ -80,7 +80,7 @@ NDVM_COLD [[noreturn]] void fail_banned(const Arena& a, const Banned& b, DRef d)
   throw FrontError{ErrKind::UNSUPPORTED, std::move(m), a[d].line, a[d].column};
 }
 
-void check_banned(const Arena& a, int32_t head, DRef d) {
+__attribute__((noinline)) void check_banned(const Arena& a, int32_t head, DRef d) {
   const std::string& name = a.texts[size_t(head)];
   const size_t n = name.size();
   if (n < 4 || n > 30) return;
@@ -113,6 +113,12 @@ NDVM_COLD void Expander::State::fail_usage(DRef d, std::string_view usage) const
   m += " form: expected ";
   m += usage;
   fail(d, m);
+}
+
+NDVM_COLD void Expander::State::fail_quasi(DRef d) const {
+  std::string m = a.name(item(d, 0));
+  m += " is not supported";
+  throw FrontError{ErrKind::UNSUPPORTED, std::move(m), a[d].line, a[d].column};
 }
 
 NDVM_COLD void Expander::State::too_deep() {
@@ -339,11 +345,8 @@ DRef Expander::State::form(int32_t id, DRef d) {
     case kw::LOOP: return f_loop(d);
     case kw::RECUR: return f_recur(d);
     case kw::ASSERT: return f_assert(d);
-    default: break;  // quasiquote, unquote
+    default: fail_quasi(d);  // quasiquote, unquote
   }
-  std::string m = a.name(item(d, 0));
-  m += " is not supported";
-  throw FrontError{ErrKind::UNSUPPORTED, std::move(m), a[d].line, a[d].column};
 }
 
 DRef Expander::State::f_if(DRef d) {

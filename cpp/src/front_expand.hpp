@@ -89,6 +89,7 @@ struct Expander::State {
                               std::string_view suffix) const;
   [[noreturn]] void fail_usage(DRef d, std::string_view usage) const;
   [[noreturn]] static void too_deep();
+  [[noreturn]] void fail_quasi(DRef d) const;
   [[noreturn]] void fail_not_bindable(DRef name) const;
   [[noreturn]] void fail_when_usage(DRef d) const;
   [[noreturn]] void fail_recur_arity(DRef d) const;
