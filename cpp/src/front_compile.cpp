@@ -8,6 +8,9 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <stdexcept>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -79,6 +82,7 @@ const Prelude& prelude() {
       proc.datum = expander.expand(out.top.at(0));
     }
     for (PreludeProc& proc : t->procs) proc.id = t->arena.intern(proc.name);
+    if (t->procs.size() > 64) throw std::logic_error("prelude: more than 64 procedures");
     return t;
   }();
   return *p;
@@ -223,6 +227,49 @@ void mark_symbols_in(const Arena& a, const DRef* data, size_t n, std::vector<cha
   }
 }
 
+// The definitions of the prelude procedures `used`, resolved in the frame that binds them (a
+// Lambda each, named after its procedure); they depend on nothing else, so each set is resolved
+// once per process (a bounded number of sets is kept; `local` holds the others).
+struct PreludeIr {
+  detail::Fragment f;
+  std::vector<int32_t> roots;  // per procedure used
+};
+
+const PreludeIr& prelude_ir(const std::vector<int>& used, PreludeIr& local) {
+  static std::mutex mu;
+  static std::unordered_map<uint64_t, std::unique_ptr<PreludeIr>> cache;
+  const Prelude& pre = prelude();
+  uint64_t key = 0;
+  for (int i : used) key |= uint64_t(1) << i;  // (the prelude has fewer than 64 procedures)
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return *it->second;
+  }
+  std::vector<std::string> no_params;
+  const std::vector<std::string> no_inputs;
+  detail::Resolver res(no_params, no_inputs, false);
+  std::vector<int32_t> frame;
+  for (int i : used) frame.push_back(pre.procs[size_t(i)].id);
+  res.use_arena(pre.arena, 1);
+  res.push_frame(frame.data(), frame.size());
+  auto ir = std::make_unique<PreludeIr>();
+  for (int i : used) {
+    const PreludeProc& proc = pre.procs[size_t(i)];
+    const int32_t node = res.resolve(proc.datum, false);
+    if (res.node(node).kind == NodeKind::LAMBDA) res.node(node).name = &proc.name;
+    ir->roots.push_back(node);
+  }
+  ir->f = res.fragment();
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache.size() >= 256) {
+    local = std::move(*ir);
+    return local;
+  }
+  auto [it, inserted] = cache.emplace(key, std::move(ir));
+  return *it->second;
+}
+
 // The program's body resolved in the outermost frame of the prelude procedures `used`, with
 // those bound around it by a letrec (each definition resolved in that frame).
 int32_t resolve_with_prelude(detail::Resolver& res, Arena& arena, DRef body,
@@ -235,18 +282,14 @@ int32_t resolve_with_prelude(detail::Resolver& res, Arena& arena, DRef body,
   const int32_t root = res.resolve(body, true);
   if (used.empty()) return root;
   res.pop_frame();
-  frame.clear();
-  for (int i : used) frame.push_back(pre.procs[size_t(i)].id);
-  res.use_arena(pre.arena, 1);
-  res.push_frame(frame.data(), frame.size());
+  PreludeIr local;
+  const PreludeIr& defs = prelude_ir(used, local);
+  const int32_t base = res.splice(defs.f);
   std::vector<int32_t> inits;
   std::vector<const std::string*> init_names;
-  for (int i : used) {
-    const PreludeProc& proc = pre.procs[size_t(i)];
-    const int32_t node = res.resolve(proc.datum, false);
-    if (res.node(node).kind == NodeKind::LAMBDA) res.node(node).name = &proc.name;
-    inits.push_back(node);
-    init_names.push_back(&proc.name);
+  for (size_t k = 0; k < used.size(); ++k) {
+    inits.push_back(base + defs.roots[k]);
+    init_names.push_back(&pre.procs[size_t(used[k])].name);
   }
   return res.letrec(inits, init_names, root);
 }

@@ -4,7 +4,10 @@
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <new>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "front_expand.hpp"
 
@@ -80,7 +83,7 @@ NDVM_COLD [[noreturn]] void fail_banned(const Arena& a, const Banned& b, DRef d)
   throw FrontError{ErrKind::UNSUPPORTED, std::move(m), a[d].line, a[d].column};
 }
 
-void check_banned(const Arena& a, int32_t head, DRef d) {
+__attribute__((noinline)) void check_banned(const Arena& a, int32_t head, DRef d) {
   const std::string& name = a.texts[size_t(head)];
   const size_t n = name.size();
   if (n < 4 || n > 30) return;
@@ -113,6 +116,12 @@ NDVM_COLD void Expander::State::fail_usage(DRef d, std::string_view usage) const
   m += " form: expected ";
   m += usage;
   fail(d, m);
+}
+
+NDVM_COLD void Expander::State::fail_quasi(DRef d) const {
+  std::string m = a.name(item(d, 0));
+  m += " is not supported";
+  throw FrontError{ErrKind::UNSUPPORTED, std::move(m), a[d].line, a[d].column};
 }
 
 NDVM_COLD void Expander::State::too_deep() {
@@ -339,11 +348,8 @@ DRef Expander::State::form(int32_t id, DRef d) {
     case kw::LOOP: return f_loop(d);
     case kw::RECUR: return f_recur(d);
     case kw::ASSERT: return f_assert(d);
-    default: break;  // quasiquote, unquote
+    default: fail_quasi(d);  // quasiquote, unquote
   }
-  std::string m = a.name(item(d, 0));
-  m += " is not supported";
-  throw FrontError{ErrKind::UNSUPPORTED, std::move(m), a[d].line, a[d].column};
 }
 
 DRef Expander::State::f_if(DRef d) {
@@ -611,8 +617,47 @@ DRef Expander::State::f_letrec(DRef d) {
 }
 
 // -- the interface ----------------------------------------------------------------------
-Expander::Expander(Arena& arena, bool sequential_let) : s_(new State(arena, sequential_let)) {}
-Expander::~Expander() { delete s_; }
+// One expander's state is kept per thread for the next expander (its vectors keep their
+// capacity): a compile then allocates nothing for the expander once warm.
+namespace {
+struct Spare {
+  void* state = nullptr;          // an Expander::State
+  void (*free)(void*) = nullptr;  // deletes it (set by the expander, which may name State)
+  ~Spare() {
+    if (state != nullptr) free(state);
+  }
+};
+thread_local Spare spare;
+}  // namespace
+
+Expander::Expander(Arena& arena, bool sequential_let) {
+  auto* old = static_cast<State*>(spare.state);
+  if (old == nullptr) {
+    s_ = new State(arena, sequential_let);
+    s_->scratch.reserve(64);
+    return;
+  }
+  spare.state = nullptr;
+  std::vector<DRef> scratch = std::move(old->scratch);
+  std::vector<int8_t> pushed = std::move(old->pushed);
+  std::vector<uint32_t> mark = std::move(old->mark);
+  const uint32_t stamp = old->stamp;  // the marks stay older than the next stamp
+  old->~State();
+  s_ = new (old) State(arena, sequential_let);
+  s_->scratch = std::move(scratch);
+  s_->pushed = std::move(pushed);
+  s_->mark = std::move(mark);
+  s_->stamp = stamp;
+}
+
+Expander::~Expander() {
+  if (spare.state == nullptr) {
+    spare.free = [](void* p) { delete static_cast<State*>(p); };
+    spare.state = s_;
+  } else {
+    delete s_;
+  }
+}
 
 DRef Expander::expand_body(const DRef* forms, size_t n, DRef at) {
   State& s = *s_;

@@ -32,7 +32,7 @@ inline constexpr int32_t kMaxExpandDepth = 10000;
 inline bool is_special(int32_t id) { return id >= 0 && id < kSpecialEnd; }
 
 struct Expander::State {
-  State(Arena& arena, bool sequential) : a(arena), seq(sequential) { scratch.reserve(64); }
+  State(Arena& arena, bool sequential) : a(arena), seq(sequential) {}
 
   Arena& a;
   bool seq;              // the dmci dialect: let binds like let*
@@ -89,6 +89,7 @@ struct Expander::State {
                               std::string_view suffix) const;
   [[noreturn]] void fail_usage(DRef d, std::string_view usage) const;
   [[noreturn]] static void too_deep();
+  [[noreturn]] void fail_quasi(DRef d) const;
   [[noreturn]] void fail_not_bindable(DRef name) const;
   [[noreturn]] void fail_when_usage(DRef d) const;
   [[noreturn]] void fail_recur_arity(DRef d) const;

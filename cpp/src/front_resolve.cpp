@@ -461,6 +461,20 @@ int32_t Resolver::f_let(DRef d, bool tail, bool rec) {
   return finish(n, mark);
 }
 
+int32_t Resolver::splice(const Fragment& f) {
+  const auto base = static_cast<int32_t>(nodes_.size());
+  const auto kbase = static_cast<int32_t>(kids_.size());
+  const auto nbase = static_cast<int32_t>(names_.size());
+  for (INode n : f.nodes) {
+    n.kids += kbase;
+    if (n.kind == NodeKind::LETREC) n.a += nbase;
+    nodes_.push_back(n);
+  }
+  for (int32_t k : f.kids) kids_.push_back(k + base);
+  names_.insert(names_.end(), f.names.begin(), f.names.end());
+  return base;
+}
+
 int32_t Resolver::letrec(const std::vector<int32_t>& inits,
                          const std::vector<const std::string*>& names, int32_t body) {
   INode n;
@@ -482,11 +496,21 @@ class Emitter {
   explicit Emitter(Tables& t) : t_(t) {}
 
   int32_t intern(const std::string& s) {  // s: an arena's text or a static string
+    if (by_address_.size() < kByAddress) {  // the same names come back by the same address
+      for (const auto& [at, id] : by_address_) {
+        if (at == &s) return id;
+      }
+    }
+    int32_t id = 0;
     auto it = interned_.find(s);
-    if (it != interned_.end()) return it->second;
-    const auto id = static_cast<int32_t>(t_.strings.size());
-    t_.strings.push_back(s);
-    interned_.emplace(std::string_view(s), id);  // `s` outlives the emission
+    if (it != interned_.end()) {
+      id = it->second;
+    } else {
+      id = static_cast<int32_t>(t_.strings.size());
+      t_.strings.push_back(s);
+      interned_.emplace(std::string_view(s), id);  // `s` outlives the emission
+    }
+    if (by_address_.size() < kByAddress) by_address_.emplace_back(&s, id);
     return id;
   }
   int32_t fresh(const std::string& s) {
@@ -503,8 +527,10 @@ class Emitter {
  private:
   int32_t quoted(const Arena& a, DRef d);
 
+  static constexpr size_t kByAddress = 48;  // then only interned_ (a scan no longer pays)
   Tables& t_;
   std::unordered_map<std::string_view, int32_t> interned_;
+  std::vector<std::pair<const std::string*, int32_t>> by_address_;
 };
 
 // A value of a quoted datum: the pair of items[i..] of a list, an atom, or the empty list.
@@ -623,6 +649,7 @@ Tables Resolver::emit(int32_t root) const {
   Tables t;
   t.nodes.reserve(nodes_.size() * 9);
   t.tail.reserve(nodes_.size());
+  t.kids.reserve(kids_.size());
   Emitter em(t);
   std::vector<std::pair<int32_t, int64_t>> stack{{root, -1}};
   while (!stack.empty()) {

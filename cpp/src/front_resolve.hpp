@@ -38,6 +38,13 @@ struct INode {
   DRef qd = -1;
 };
 
+// Resolved nodes another resolver's tree can take in (the prelude's, resolved once).
+struct Fragment {
+  std::vector<INode> nodes;
+  std::vector<int32_t> kids;
+  std::vector<const std::string*> names;
+};
+
 class Resolver {
  public:
   Resolver(std::vector<std::string>& params, const std::vector<std::string>& inputs,
@@ -50,6 +57,10 @@ class Resolver {
 
   int32_t resolve(DRef d, bool tail);  // the node of `d` (throws FrontError)
   INode& node(int32_t i) { return nodes_[size_t(i)]; }
+  // The nodes resolved so far (node i of this tree is node i of the fragment).
+  Fragment fragment() const { return {nodes_, kids_, names_}; }
+  // Adds the nodes of `f` to this tree; returns where its node 0 went.
+  int32_t splice(const Fragment& f);
   // A Letrec (at 0, 0) binding `inits` to `names` around `body`.
   int32_t letrec(const std::vector<int32_t>& inits, const std::vector<const std::string*>& names,
                  int32_t body);

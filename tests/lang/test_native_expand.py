@@ -12,6 +12,9 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.helpers import genprog
+from tests.hostile.corpus import CASES
+from tests.lang.expand_cases import ERRORS, FORMS, ORDERED, SHADOWING
 
 from ndvm import _core
 from ndvm.errors import CompileError, NdvmError
@@ -20,8 +23,6 @@ from ndvm.lang.expand import Expander, head_name
 from ndvm.lang.forms import MUTATION_FORMS, SPECIAL_FORMS, UNSUPPORTED_FORMS
 from ndvm.lang.reader import read
 from ndvm.prims import PRIMS, Kind
-from tests.helpers import genprog
-from tests.hostile.corpus import CASES
 
 pytestmark = pytest.mark.native
 
@@ -87,6 +88,11 @@ def check(source: str, dmci: bool = False) -> Outcome:
     return _outcome(lambda: _core.expand_data(data, dmci))
 
 
+def check_source(source: str, dmci: bool = False) -> Outcome:
+    """The native expansion of `source` read by the native reader (no params header)."""
+    return _outcome(lambda: _core.expand(source, dmci))
+
+
 def reference(source: str, dmci: bool = False) -> Outcome:
     data = _body(source)
     return _outcome(lambda: _python(data, dmci))
@@ -97,8 +103,12 @@ def same(source: str) -> None:
         read(source)
     except NdvmError:
         return  # the reader's cases are test_native_read's
+    header = head_name(read(source)[0]) == "params"
     for dmci in (False, True):
-        assert check(source, dmci) == reference(source, dmci), (source, dmci)
+        expected = reference(source, dmci)
+        assert check(source, dmci) == expected, (source, dmci)
+        if not header:
+            assert check_source(source, dmci) == expected, (source, dmci)
 
 
 def _sources(pattern: str) -> list[Path]:
@@ -134,103 +144,9 @@ def test_prelude_sources() -> None:
 
 
 # -- every form, both dialects ---------------------------------------------------------
-FORMS = [
-    "1",
-    "x",
-    '"s"',
-    "#t",
-    "(f 1 2)",
-    "(f (g 1) x (h (k)))",
-    "((lambda (x) x) 1)",
-    "'(a b . c)",
-    "'if",
-    "(quote (1 2))",
-    "(if a b)",
-    "(if a b c)",
-    "(begin 1)",
-    "(begin 1 (f 2) 3)",
-    "(lambda x x)",
-    "(lambda (x . r) r)",
-    "(lambda () 1 2)",
-    "(let ((x 1) (y 2)) (+ x y))",
-    "(let () 1)",
-    "(let ((a 1) (b a)) b)",
-    "(let ((x 1) (x 2)) x)",
-    "(let loop ((i 0) (s 1)) (if (< i 3) (loop (+ i 1) (* s 2)) s))",
-    "(let f () 1)",
-    "(let* ((x 1) (y x) (x y)) (list x y))",
-    "(let* () 1)",
-    "(letrec ((f (lambda (n) (if (= n 0) 1 (* n (f (- n 1))))))) (f 5))",
-    "(letrec* ((a 1) (b a)) b)",
-    "(and)",
-    "(and a)",
-    "(and a b (c) d)",
-    "(or)",
-    "(or a)",
-    "(or a (b) c)",
-    "(when a b c)",
-    "(unless a b c)",
-    "(cond (a 1) ((b) 2 3) (c) (d => f) (else 4))",
-    "(cond (a => (lambda (t) t)) (b => g))",
-    "(cond (x))",
-    "(case (f x) ((1 2) 'a) (() 'b) ((c) => g) (else => h))",
-    "(case x ((1) a) (else b c))",
-    "(case x ((1) a))",
-    "(do ((i 0 (+ i 1)) (s 0)) ((= i 3) s) (f i) (g s))",
-    "(do ((i 0 (+ i 1))) ((= i 3)))",
-    "(do () ((f)) 1)",
-    "(loop ((i 0) (s 0)) (if (< i 3) (recur (+ i 1) (+ s i)) s))",
-    "(loop () 1)",
-    "(loop ((i 0)) (loop ((j i)) (if (< j 2) (recur (+ j 1)) (f i))))",
-    "(loop ((i 0)) (let ((j i)) (if (< j 2) (recur (+ j 1)) j)))",
-    "(assert (> x 0))",
-    '(assert (f "a\\"b" 1.50 #t \'(x . y)))',
-    "(define x 1) (define (f y) (+ x y)) (f 2)",
-    "(define x 1)",
-    "(f 1) (define x 2) (g x) (define y 3) (+ x y)",
-    "(begin (define x 1) (define y 2)) (+ x y)",
-    "(begin (define a 1) (begin (define b 2) (begin (define c 3) (f)))) (+ a b c)",
-    "(begin 1 (define x 1))",
-    "(loop ((i 0) (i 1)) i)",
-    "(loop ((i 0)) (f (loop () 1) (recur 1)))",
-    "(loop ((i 0)) (recur (recur 1)))",
-    "(begin 1 2) (begin 3)",
-    "(define (f . args) args) (f 1 2)",
-    "(define (f x) (define y (* x 2)) (define (g) y) (g)) (f 1)",
-    "(lambda (x) (define y x) (begin (define z y)) z)",
-    "(let ((x 1)) (define y x) y)",
-    "(let loop ((i 0)) (define j (+ i 1)) (if (< j 3) (loop j) j))",
-    "(vec 1 2) (eqv? a b)",
-]
-
-SHADOWING = [
-    "(let ((if 1)) (if 2))",
-    "(let ((if 1)) if)",
-    "(lambda (loop) (loop 1))",
-    "(lambda (recur) recur)",
-    "(lambda (when . unless) (when unless))",
-    "(define (when x) x) (when 1)",
-    "(define cond 5) (+ cond 1)",
-    "(let loop ((i 0)) (loop 1))",
-    "(let ((begin list)) (begin (define x 1) x))",
-    "(let ((begin list)) (begin 1 2))",
-    "(define a 'if) (define quote 1)",
-    "(define a 'x) (define quote 1)",
-    "(f (lambda (if) if) if)",
-    "(let* ((and 1) (b and)) (and b))",
-    "(let* ((x and) (and 1)) x)",
-    "(let* ((x 1) (and 2) (y (and x))) y)",
-    "(letrec ((or (lambda x x))) (or 1))",
-    "(loop ((case 1)) (case 2))",
-    "(do ((if 0 (+ if 1))) ((= if 3) if))",
-    "(let ((let 1)) (let 2))",
-    "(let ((do 1)) (do ((i 0)) ((f)) 1))",
-    "(let ((begin 1)) (when a b))",
-    "(let ((lambda 1)) 2)",
-    "(define (f assert) (assert 1)) (assert 2)",
-    "(define (set! x) x) (set! 1)",
-    "(let ((x 1)) x) if",
-]
+@pytest.mark.parametrize("source", ORDERED)
+def test_order_of_expansion(source: str) -> None:
+    same(source)
 
 
 @pytest.mark.parametrize("source", FORMS + SHADOWING)
@@ -240,162 +156,6 @@ def test_forms(source: str) -> None:
 
 
 # -- every error of expand.py ------------------------------------------------------------
-ERRORS = [
-    # define
-    "(define)",
-    "(define) 1",
-    "(define . 1) 2",
-    "(define (1 x) x) 1",
-    "(define () 1) 1",
-    "(define 1 2) 3",
-    "(define x) x",
-    "(define x 1 2) x",
-    "(define ((f) x) 1) 1",
-    "(define (f x)) 1",
-    "(define (f quote) 1) 2",
-    "(define else 1) 2",
-    "(define (lambda) 1) 2",
-    "(f (define x 1))",
-    "(f (begin (define x 1)))",
-    "(begin 1 (define x 1))",
-    "(when a (define x 1))",
-    "(cond (a (define x 1)))",
-    # params, else
-    "(f (params a))",
-    "(else 1)",
-    "(=> 1)",
-    # expressions
-    "(f . x)",
-    "(f (g . x))",
-    "()",
-    "(f ())",
-    "recur",
-    "(f recur)",
-    "if",
-    "(f if)",
-    "(list 'a define)",
-    "(quasiquote x)",
-    "(unquote x)",
-    # bad forms
-    "(quote)",
-    "(quote 1 2)",
-    "(if)",
-    "(if a)",
-    "(if a b c d)",
-    "(begin)",
-    "(lambda)",
-    "(lambda (x))",
-    "(let)",
-    "(let ((x 1)))",
-    "(let x)",
-    "(let x ())",
-    "(let*)",
-    "(let* ((x 1)))",
-    "(letrec)",
-    "(letrec* ((x 1)))",
-    "(when)",
-    "(when a)",
-    "(unless a)",
-    "(case)",
-    "(case x)",
-    "(do)",
-    "(do ())",
-    "(loop)",
-    "(loop ())",
-    "(assert)",
-    "(assert a b)",
-    # formals and bindings
-    "(lambda 1 x)",
-    '(lambda "x" x)',
-    "(lambda (1) x)",
-    "(lambda (x #t) x)",
-    "(lambda (x (y)) x)",
-    "(lambda (else) 1)",
-    "(lambda (x . quote) 1)",
-    "(lambda (x . 1) 1)",
-    "(lambda (x x) 1)",
-    "(lambda (x y . x) 1)",
-    "(lambda (a b c d e f g h i j k l m n a) 1)",
-    "(let 1 2)",
-    "(let ((x 1) . y) 1)",
-    "(let (x) 1)",
-    "(let ((x)) 1)",
-    "(let ((x 1 2)) 1)",
-    "(let ((x . 1)) 1)",
-    "(let ((1 2)) 3)",
-    "(let (((x) 2)) 3)",
-    "(let ((params 2)) 3)",
-    "(let ((x 1) (x 2)) x)",
-    "(let ((a 1) (b 2) (c 3) (d 4) (e 5) (f 6) (g 7) (h 8) (i 9) (c 0)) a)",
-    "(let ((x 1) (y (f . 2)) (x 3)) x)",
-    "(let loop 1 2)",
-    "(let loop ((i)) 1)",
-    "(let quote ((i 1)) 1)",
-    "(let loop ((i 0) (i 1)) i)",
-    "(let* 1 2)",
-    "(let* ((x)) 1)",
-    "(let* ((x 1) (y (f . 2)) (z (g . 3))) x)",
-    "(let* ((x (lambda (x x) 1))) (f . 2))",
-    "(letrec 1 2)",
-    "(letrec ((f)) 1)",
-    "(letrec* ((1 2)) 1)",
-    "(loop 1 2)",
-    "(loop ((i)) 1)",
-    # cond
-    "(cond)",
-    "(cond 1)",
-    "(cond ())",
-    "(cond (a . b))",
-    "(cond (else 1) (a 2))",
-    "(cond (a 1) (else))",
-    "(cond (a => f g))",
-    "(cond (a =>))",
-    "(cond (1 (f . 2)) (3 (g . 4)))",
-    "(cond (x => (f . 1)) (y => (g . 2)))",
-    "(cond ((f . 1) => g))",
-    "(cond (a 1) 2 (else 3))",
-    # case
-    "(case x 1)",
-    "(case x (1))",
-    "(case x ((1) . 2))",
-    "(case x ((1) => f g))",
-    "(case x ((1) =>))",
-    "(case x (else 1) ((2) 3))",
-    "(case x (1 2))",
-    "(case x ((1 . 2) 3))",
-    "(case (f . 1) ((1) 2))",
-    "(case x ((1) (f . 2)) ((3) (g . 4)))",
-    "(case x (else (f . 1)) (1 2))",
-    # do
-    "(do 1 (a))",
-    "(do ((i 0) . j) (a))",
-    "(do () 1)",
-    "(do () ())",
-    "(do () (a . b))",
-    "(do (i) (a))",
-    "(do ((i)) (a))",
-    "(do ((i 0 1 2)) (a))",
-    "(do ((1 0)) (a))",
-    "(do ((i 0) (i 1)) (a))",
-    "(do ((i (f . 0))) ((g . 1)) (h . 2))",
-    "(do ((i 0 (f . 1))) (a))",
-    # recur
-    "(recur 1)",
-    "(loop ((i 0)) (recur))",
-    "(loop ((i 0)) (recur 1 2))",
-    "(loop ((i 0)) (lambda () (recur 1)))",
-    "(define (f) (recur 1)) (loop ((i 0)) (f))",
-    # order: the first error is the one raised
-    "(f (g . 1) (h . 2))",
-    "(if (f . 1) (g . 2))",
-    "(and (f . 1) (g . 2))",
-    "(or (f . 1) (g . 2))",
-    "(when (f . 1) (g . 2))",
-    "(f 1) (define x (g . 2)) (h . 3)",
-    "(define (f x x) 1) (g . 2)",
-]
-
-
 @pytest.mark.parametrize("source", ERRORS)
 def test_errors(source: str) -> None:
     same(source)
@@ -453,13 +213,36 @@ def test_reader_depth_nesting_expands(template: str) -> None:
     assert check(text)[0] == "ok"
 
 
-def test_data_nested_past_the_guard_is_a_compile_error() -> None:
-    deep: Datum = read("x")[0]
-    for _ in range(30_000):  # no reader: data built directly, deeper than the guard
-        deep = SList((read("f")[0], deep), None, 1, 1)
-    expected = ("err", "CompileError", "program nested too deeply to compile", None, None)
-    assert _outcome(lambda: _core.expand_data((deep,), False)) == expected
-    assert _outcome(lambda: _python((deep,), False)) == expected
+def _nest(template: str, depth: int) -> Datum:
+    """`template` (one datum, `_` where the next level goes) nested `depth` deep, built as
+    data: past the reader's 2000 levels."""
+    d: Datum = read("x")[0]
+    (outer,) = read(template)
+    for _ in range(depth):
+        d = _substitute(outer, d)
+    return d
+
+
+def _substitute(t: Datum, d: Datum) -> Datum:
+    if isinstance(t, SList):
+        return SList(tuple(_substitute(x, d) for x in t.items), t.tail, t.line, t.column)
+    return d if getattr(t, "name", None) == "_" else t
+
+
+TOO_DEEP = ("err", "CompileError", "program nested too deeply to compile", None, None)
+
+
+def test_data_nested_past_both_limits_is_a_compile_error() -> None:
+    deep = _nest("(lambda (x) _)", 6000)  # Python: 5 frames a level; native: 2 guard levels
+    assert _outcome(lambda: _python((deep,), False)) == TOO_DEEP
+    assert _outcome(lambda: _core.expand_data((deep,), False)) == TOO_DEEP
+
+
+def test_data_nested_past_the_native_guard_is_a_compile_error() -> None:
+    # 12000 nested applications: past the native guard (10000 levels), within Python's
+    # 20000 frames (one a level); only data built in Python nest this deep
+    deep = _nest("(f _)", 12_000)
+    assert _outcome(lambda: _core.expand_data((deep,), False)) == TOO_DEEP
 
 
 # -- generated programs ------------------------------------------------------------------
@@ -478,7 +261,54 @@ def _tree(leaf: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
     return st.recursive(leaf, extend, max_leaves=25)
 
 
-@settings(max_examples=400, deadline=None)
+def _surface(kids: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    """Every surface form, mostly well formed, over expressions `kids`."""
+    k = st.tuples(kids, kids, kids)
+    name = st.sampled_from(["x", "y", "if", "loop", "and", "begin", "1", "quote"])
+    forms = [
+        "(if {0} {1} {2})",
+        "(if {0} {1})",
+        "(cond ({0} {1}) ({2}))",
+        "(cond ({0} => {1}) (else {2}))",
+        "(case {0} ((1 x) {1}) ((2) => {2}) (else {0}))",
+        "(case {0} (() {1}) ((y) {2}))",
+        "(when {0} {1} {2})",
+        "(unless {0} {1})",
+        "(and {0} {1} {2})",
+        "(or {0} {1})",
+        "(let ((x {0}) (y {1})) {2})",
+        "(let* ((x {0}) (x {1})) {2})",
+        "(letrec* ((x {0})) {1} {2})",
+        "(let loop ((x {0})) (loop {1}) {2})",
+        "(loop ((x {0}) (y {1})) (recur {2} x))",
+        "(recur {0})",
+        "(do ((x {0} {1}) (y 0)) ({2} y) {0})",
+        "(lambda (x . y) {0} {1})",
+        "((lambda x {0}) {1} {2})",
+        "(begin {0} {1})",
+        "(begin (define x {0}) {1})",
+        "(assert {0})",
+        "(f '{0} {1})",
+        "({0} {1} . {2})",
+    ]
+    built = st.one_of(*(k.map(lambda e, f=f: f.format(*e)) for f in forms))
+    binder = st.tuples(name, kids, kids).map(lambda e: f"(let (({e[0]} {e[1]})) {e[2]})")
+    define = st.tuples(name, kids, kids).map(
+        lambda e: f"(lambda () (define ({e[0]} z) {e[1]}) {e[2]})"
+    )
+    return st.one_of(built, binder, define)
+
+
+SURFACE_LEAVES = st.sampled_from(["x", "y", "z", "1", "#t", '"s"', "(f)", "()", "if", "recur"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.recursive(SURFACE_LEAVES, _surface, max_leaves=12), min_size=1, max_size=3))
+def test_generated_surface_forms(forms: list[str]) -> None:
+    same(" ".join(forms))
+
+
+@settings(max_examples=300, deadline=None)
 @given(st.lists(_tree(st.sampled_from(WORDS)), min_size=1, max_size=4))
 def test_random_forms(forms: list[str]) -> None:
     same(" ".join(forms))

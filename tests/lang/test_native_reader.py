@@ -208,3 +208,14 @@ def test_classify_unicode_is_parse_atom(token: str) -> None:
         expected = (1, d.value) if isinstance(d, Num) else (0, 0.0)
     assert classify_unicode(token) == expected
     agree(f"(f {token} x)")
+
+
+WHITESPACE = [chr(c) for c in range(0x110000) if chr(c).isspace()]  # what `\s` matches
+NEAR_WHITESPACE = ["\u0084", "\u0086", "\u009f", "\u00a1", "\u1681", "\u200b", "\u2027", "\u202a", "\u2030", "\u205e", "\u2060", "\u3001", "\u2fff"]  # fmt: skip
+
+
+@pytest.mark.parametrize("ch", WHITESPACE + NEAR_WHITESPACE, ids=lambda c: f"U+{ord(c):04X}")
+def test_whitespace_ends_atoms(ch: str) -> None:
+    """Unicode whitespace ends an atom, and only " \\t\\n\\v\\f\\r" are skipped."""
+    for text in (f"(a{ch}b)", f"#{ch}", f"a{ch}", f"{ch}", f'"{ch}"', f"; {ch}\nx", f"(f 1{ch})"):
+        agree(text)
