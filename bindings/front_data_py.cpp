@@ -1,4 +1,4 @@
-// The front end's data to and from Python: the records of ndvm.lang.datum (Sym Num Str Bool
+// The front end's data as Python data: the records of ndvm.lang.datum (Sym Num Str Bool
 // SList), `_core.read`, and front errors raised as the ndvm.errors classes.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
@@ -112,27 +112,6 @@ nb::tuple ndvm::data_to_python(const Arena& a, const DRef* refs, size_t n) {
     PyTuple_SET_ITEM(out, static_cast<Py_ssize_t>(i), datum_to_python(a, refs[i]).release().ptr());
   }
   return result;
-}
-
-DRef ndvm::datum_from_python(Arena& a, nb::handle obj) {
-  const DatumTypes& t = datum_types();
-  const int32_t line = nb::cast<int32_t>(obj.attr("line"));
-  const int32_t column = nb::cast<int32_t>(obj.attr("column"));
-  nb::handle type = obj.type();
-  if (type.is(t.sym)) return a.sym(utf8_of(obj.attr("name")), line, column);
-  if (type.is(t.num)) {
-    return a.num(nb::cast<double>(obj.attr("value")), utf8_of(obj.attr("text")), line, column);
-  }
-  if (type.is(t.str)) return a.str(utf8_of(obj.attr("value")), line, column);
-  if (type.is(t.boolean)) return a.boolean(nb::cast<bool>(obj.attr("value")), line, column);
-  if (!type.is(t.slist)) throw nb::type_error("datum_from_python: not a datum");
-  std::vector<DRef> items;
-  for (nb::handle item : nb::borrow<nb::tuple>(obj.attr("items"))) {
-    items.push_back(datum_from_python(a, item));
-  }
-  nb::object tail = obj.attr("tail");
-  const DRef t_ref = tail.is_none() ? -1 : datum_from_python(a, tail);
-  return a.list(items, t_ref, line, column);
 }
 
 void ndvm::raise_front_error(const front::FrontError& e) {

@@ -1,7 +1,6 @@
-// The expander's entries, for tests and debugging: `_core.expand(source, dmci)` reads with
-// the native reader; `_core.expand_data(data, dmci)` takes data read by Python's reader. Both
-// expand every form as one body (as the front end expands a program without its header) and
-// return the expanded datum as ndvm.lang.datum records.
+// The expander's entry, for debugging: `_core.expand(source, dmci)` reads with the native
+// reader, expands every form as one body (as the front end expands a program without its
+// header) and returns the expanded datum as ndvm.lang.datum records.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
@@ -49,16 +48,4 @@ void ndvm::bind_front_expand(nb::module_& m) {
       nb::arg("max_forms") = 50'000,
       "Read `source` (str) and expand its forms as one body (the dmci dialect: let binds "
       "sequentially): the expanded datum; raises ReadError / CompileError / UnsupportedForm.");
-  m.def(
-      "expand_data",
-      [](nb::tuple data, bool dmci) {
-        if (nb::len(data) == 0) throw nb::value_error("expand_data: no data");
-        Arena arena;
-        std::vector<DRef> top;
-        top.reserve(nb::len(data));
-        for (nb::handle d : data) top.push_back(datum_from_python(arena, d));
-        return expand_all(arena, top, dmci);
-      },
-      nb::arg("data"), nb::arg("dmci") = false,
-      "Expand data (a tuple of ndvm.lang.datum records) as one body, as `expand` does.");
 }

@@ -1,4 +1,4 @@
-// The front end's bindings: data to and from Python (front_data_py.cpp), the expander's
+// The front end's bindings: data as Python data (front_data_py.cpp), the expander's
 // debugging entry (front_expand_py.cpp) and the compile entry with the Python IR
 // (front_py.cpp).
 #pragma once
@@ -20,8 +20,6 @@ void bind_front(nanobind::module_& m);
 nanobind::object datum_to_python(const front::Arena& arena, front::DRef d);
 // The tuple of `refs` as Python data.
 nanobind::tuple data_to_python(const front::Arena& arena, const front::DRef* refs, size_t n);
-// A Python datum into `arena` (the inverse of datum_to_python).
-front::DRef datum_from_python(front::Arena& arena, nanobind::handle obj);
 
 // Raise `e` as the ndvm.errors class of its kind (ReadError, CompileError, UnsupportedForm).
 [[noreturn]] void raise_front_error(const front::FrontError& e);

@@ -509,8 +509,6 @@ NB_MODULE(NDVM_MODULE, m) {
   ndvm::bind_front_data(m);
   ndvm::bind_front_expand(m);
   ndvm::bind_front(m);
-  void bind_front_compile_test(nb::module_&);  // bindings/front_compile_py.cpp
-  bind_front_compile_test(m);
   nb::class_<ndvm::Interp>(m, "Context")
       .def(nb::init<>())
       .def("run", &run, nb::arg("program"), nb::arg("theta"), nb::arg("constraints"),

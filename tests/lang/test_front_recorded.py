@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (the recorded messages are long lines)
-"""The front end against recorded answers: 3,281 sources, each read and compiled.
+"""The front end against recorded answers: 3,281 + 15,470 sources, read or compiled.
 
 ``data/front_cases.jsonl.gz`` holds, per source, what the front end answered when it was
 written in Python (the reader, expander and resolver of commit 7708aab), recorded before the
@@ -10,6 +10,8 @@ message, line, column), under the default limits, under small ones, and in the d
 The sources are every example, golden, hostile-corpus program and prelude definition, a
 hand-written case per form and per error, each of those mutated six ways (tokens deleted,
 inserted or spliced from an alphabet of troublesome tokens) and 600 token soups.
+``data/front_cases_extra.jsonl.gz`` holds the sources the native stages were checked on against
+the Python ones while both existed, with the Python answers (see ``EXTRA``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,14 @@ CASES = [
     json.loads(line)
     for line in gzip.open(Path(__file__).parent / "data" / "front_cases.jsonl.gz", "rt")
 ]
+# the sources the differential tests of the native stages ran against the Python ones (every
+# reader, expander and resolver message, limits at their boundaries, Unicode whitespace,
+# expansion order, generated surface forms), with the Python answers: ``read`` under the
+# given limits, or ``compile`` with the given inputs and dialect
+EXTRA = [
+    json.loads(line)
+    for line in gzip.open(Path(__file__).parent / "data" / "front_cases_extra.jsonl.gz", "rt")
+]
 SMALL = Limits(max_source_chars=400, max_forms=40)
 
 
@@ -43,9 +53,9 @@ def _err(e: NdvmError) -> list[Any]:
     return ["err", type(e).__name__, e.message, e.line, e.column]
 
 
-def read_answer(src: str, lim: Limits) -> list[Any]:
+def read_answer(src: str, lim: Limits, allow_empty: bool = False) -> list[Any]:
     try:
-        data, syms = read_with_symbols(src, limits=lim)
+        data, syms = read_with_symbols(src, limits=lim, allow_empty=allow_empty)
     except NdvmError as e:
         return _err(e)
     return ["ok", _sha(data), sorted(syms)]
@@ -85,6 +95,23 @@ def test_recorded_answers(chunk: int) -> None:
         for key, value in got.items():
             if value != case[key]:
                 bad.append((src[:200], key, case[key], value))
+    assert not bad, f"{len(bad)} differ; first: {bad[:3]}"
+
+
+@pytest.mark.parametrize("chunk", range(8))
+def test_recorded_answers_of_the_stage_tests(chunk: int) -> None:
+    bad = []
+    for case in EXTRA[chunk::8]:
+        src = case["source"]
+        if "read" in case:
+            chars, forms = case["limits"]
+            lim = Limits(max_source_chars=chars, max_forms=forms)
+            got, want = read_answer(src, lim, case["allow_empty"]), case["read"]
+        else:
+            got = compile_answer(src, tuple(case["inputs"]), Limits(), case["dialect"])
+            want = case["compile"]
+        if got != want:
+            bad.append((src[:200], want, got))
     assert not bad, f"{len(bad)} differ; first: {bad[:3]}"
 
 
