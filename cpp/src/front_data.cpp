@@ -1,5 +1,7 @@
 // The front end's data: the datum arena, printing data back as source, the message hooks.
+#include <functional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "ndvm/front.hpp"
@@ -36,19 +38,51 @@ std::string py_repr(std::string_view s) {
   return hooks().repr(s);
 }
 
+namespace {
+// The keywords' fixed ids, looked up before an arena's own names.
+const std::unordered_map<std::string_view, int32_t>& keyword_ids() {
+  static const auto* ids = [] {
+    auto* m = new std::unordered_map<std::string_view, int32_t>;
+    for (int32_t i = 0; i < kw::COUNT; ++i) m->emplace(kKeywordNames[i], i);
+    return m;
+  }();
+  return *ids;
+}
+
+size_t hash_name(std::string_view name) { return std::hash<std::string_view>{}(name); }
+}  // namespace
+
 Arena::Arena() {
   data.reserve(64);
   items.reserve(64);
   texts.reserve(kw::COUNT + 32);
-  for (const char* name : kKeywordNames) intern(name);
+  for (const char* name : kKeywordNames) texts.emplace_back(name);
+  slots_.assign(64, -1);
 }
 
 int32_t Arena::intern(std::string_view name) {
-  auto it = ids_.find(std::string(name));
-  if (it != ids_.end()) return it->second;
+  const auto& keywords = keyword_ids();
+  auto kw = keywords.find(name);
+  if (kw != keywords.end()) return kw->second;
+  size_t mask = slots_.size() - 1;
+  size_t i = hash_name(name) & mask;
+  for (; slots_[i] >= 0; i = (i + 1) & mask) {
+    if (texts[static_cast<size_t>(slots_[i])] == name) return slots_[i];
+  }
   const auto id = static_cast<int32_t>(texts.size());
   texts.emplace_back(name);
-  ids_.emplace(texts.back(), id);
+  slots_[i] = id;
+  if (2 * ++interned_ > slots_.size()) {  // grow: rehash every interned id
+    std::vector<int32_t> old(slots_.size() * 2, -1);
+    old.swap(slots_);
+    mask = slots_.size() - 1;
+    for (const int32_t held : old) {
+      if (held < 0) continue;
+      size_t j = hash_name(texts[static_cast<size_t>(held)]) & mask;
+      while (slots_[j] >= 0) j = (j + 1) & mask;
+      slots_[j] = held;
+    }
+  }
   return id;
 }
 

@@ -116,7 +116,10 @@ class Arena {
   int32_t head_id(DRef d) const;
 
  private:
-  std::unordered_map<std::string, int32_t> ids_;
+  // interned names other than the keywords: an open-addressing table of ids into texts
+  // (-1: empty), at most half full
+  std::vector<int32_t> slots_;
+  size_t interned_ = 0;
 };
 
 // Print a datum back as source text (read(to_source(d)) gives d back): numbers by their text,

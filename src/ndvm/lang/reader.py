@@ -22,6 +22,8 @@ _CACHED_CHARS = 2048  # data are immutable: small sources read once (co-search r
 
 def native_core() -> Any:
     """``ndvm._core``, which holds the front end (an install always builds it)."""
+    if _CORE:
+        return _CORE[0]
     try:
         from ndvm import _core
     except ImportError as e:  # pragma: no cover - only a broken install lacks it
@@ -29,7 +31,11 @@ def native_core() -> Any:
             "ndvm's native core (ndvm._core) is not importable, and the front end is part of "
             f"it: reinstall ndvm (pip builds the extension) ({e})"
         ) from None
+    _CORE.append(_core)
     return _core
+
+
+_CORE: list[Any] = []  # ndvm._core, once imported
 
 
 def read(
