@@ -1,4 +1,6 @@
 // The front end's data: the datum arena, printing data back as source, the message hooks.
+#include <pthread.h>
+
 #include <functional>
 #include <string>
 #include <unordered_map>
@@ -13,7 +15,35 @@ Hooks& installed() {
   static Hooks h;
   return h;
 }
+
+constexpr size_t kStackReserve = size_t(512) << 10;
+
+// The lowest address this thread's front end may recurse to (its stack's end plus a reserve).
+const char* stack_floor() {
+  thread_local const char* floor = [] {
+    const char* here = static_cast<const char*>(__builtin_frame_address(0));
+#if defined(__linux__)
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      void* addr = nullptr;
+      size_t size = 0;
+      const bool ok = pthread_attr_getstack(&attr, &addr, &size) == 0;
+      pthread_attr_destroy(&attr);
+      if (ok && addr != nullptr) return static_cast<const char*>(addr) + kStackReserve;
+    }
+#elif defined(__APPLE__)
+    const char* top = static_cast<const char*>(pthread_get_stackaddr_np(pthread_self()));
+    return top - pthread_get_stacksize_np(pthread_self()) + kStackReserve;
+#endif
+    return here - (size_t(1) << 20);  // unknown: 1 MiB below the first use
+  }();
+  return floor;
+}
 }  // namespace
+
+bool stack_nearly_exhausted() {
+  return static_cast<const char*>(__builtin_frame_address(0)) < stack_floor();
+}
 
 const Hooks& hooks() { return installed(); }
 void set_hooks(Hooks h) { installed() = std::move(h); }

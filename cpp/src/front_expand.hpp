@@ -79,7 +79,7 @@ struct Expander::State {
   bool is_form(int32_t id) const { return shadow[id] == 0; }
   bool repeated(DRef list, int32_t i, int32_t id, bool nested);
   void enter() {
-    if (++depth > kMaxExpandDepth) too_deep();
+    if (++depth > kMaxExpandDepth || stack_nearly_exhausted()) too_deep();
   }
 
   // -- errors (cold, out of line: the recursive frames stay small) ----------------------

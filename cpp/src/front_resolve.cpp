@@ -73,7 +73,7 @@ std::string describe(const PrimInfo& p) {
 struct DepthGuard {
   int& d;
   explicit DepthGuard(int& depth) : d(depth) {
-    if (++d > kMaxResolveDepth) {
+    if (++d > kMaxResolveDepth || stack_nearly_exhausted()) {
       --d;
       throw FrontError{ErrKind::COMPILE, "program nested too deeply to compile", -1, -1};
     }

@@ -49,3 +49,36 @@ def test_params_header_names_a_parameter_once() -> None:
     with pytest.raises(CompileError, match="declared twice") as info:
         ndvm.compile("(params a a) a")
     assert (info.value.line, info.value.column) == (1, 11)
+
+
+def _compile_on_thread(source: str, stack: int) -> object:
+    import threading
+
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(ndvm.compile(source))
+        except CompileError as e:
+            outcome.append(e)
+
+    old = threading.stack_size(stack)
+    try:
+        t = threading.Thread(target=run)
+        t.start()
+        t.join()
+    finally:
+        threading.stack_size(old)
+    (got,) = outcome
+    return got
+
+
+def test_deep_program_on_a_small_thread_stack_is_an_error_not_a_crash() -> None:
+    """The expander and resolver watch the thread's own stack: 10,000 nested lets fit a
+    64 MiB stack but not a 1 MiB one, where they are a CompileError, not an overflow."""
+    source = "(let* (" + " ".join(f"(a{i} {i})" for i in range(9990)) + ") a1)"
+    fits = _compile_on_thread(source, 64 << 20)
+    assert isinstance(fits, ndvm.Program) and fits.params == ()
+    err = _compile_on_thread(source, 1 << 20)
+    assert isinstance(err, CompileError) and "nested too deeply" in err.message
+    assert err.line is None

@@ -47,6 +47,11 @@ struct Hooks {
 const Hooks& hooks();         // the installed hooks (the binding installs them once)
 void set_hooks(Hooks hooks);  // called once by the binding at import
 
+// True when this thread's stack is nearly used up (under 512 KiB left): the expander and the
+// resolver then stop with "program nested too deeply to compile" rather than overflow it, on
+// any thread and in any build (a sanitizer's frames are several times larger).
+bool stack_nearly_exhausted();
+
 // repr() of a str as Python prints it: a fast path for printable ASCII, hooks().repr otherwise
 std::string py_repr(std::string_view s);
 
