@@ -85,7 +85,7 @@ struct View<0> {
 
 // N operands, S elements, none broadcast (N, S: compile-time sizes).
 template <FastOp OP, int N, int S>
-void ew_forward_k(const FastRec& f, Real* v, LinalgScratch&) {
+NDVM_SIMD void ew_forward_k(const FastRec& f, Real* v, LinalgScratch&) {
   Real x[N][S];
   for (int i = 0; i < N; ++i) {
     for (int e = 0; e < S; ++e) x[i][e] = v[f.off[i] + e];
@@ -95,7 +95,7 @@ void ew_forward_k(const FastRec& f, Real* v, LinalgScratch&) {
 }
 
 template <FastOp OP, int N, int S>
-void ew_vjp_k(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
+NDVM_SIMD void ew_vjp_k(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
   Real x[N][S];
   for (int i = 0; i < N; ++i) {
     for (int e = 0; e < S; ++e) x[i][e] = v[f.off[i] + e];
@@ -156,7 +156,7 @@ void ew_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
 // record.
 
 template <FastOp OP, uint32_t R, uint32_t C, uint32_t M>
-void products_forward(const FastRec& f, Real* v, LinalgScratch&) {
+NDVM_SIMD void products_forward(const FastRec& f, Real* v, LinalgScratch&) {
   const View<R * C> A(v + f.off[0]);
   const View<OP == FastOp::DOT ? R : C * M> B(v + f.off[1]);
   Real* o = v + f.out;
@@ -178,7 +178,7 @@ void products_forward(const FastRec& f, Real* v, LinalgScratch&) {
 
 // dot: g a_other; matvec: g_i v_j (matrix), sum_i a_ij g_i (vector); matmul: G B^T, A^T G.
 template <FastOp OP, uint32_t R, uint32_t C, uint32_t M>
-void products_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
+NDVM_SIMD void products_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
   const View<R * C> A(v + f.off[0]);
   const View<OP == FastOp::DOT ? R : C * M> B(v + f.off[1]);
   const View<OP == FastOp::DOT ? 1 : R * M> g(adj + f.out);
@@ -219,7 +219,7 @@ NDVM_INLINE lanes::Inv2 inverse_of(const Real* p) {
   return lanes::inverse2(p[0], p[1], p[2], p[3]);
 }
 
-void inv2_forward(const FastRec& f, Real* v, LinalgScratch&) {
+NDVM_SIMD void inv2_forward(const FastRec& f, Real* v, LinalgScratch&) {
   Real* o = v + f.out;
   const lanes::Inv2 b = inverse_of(v + f.off[0]);
   o[0] = b.b00;
@@ -229,7 +229,7 @@ void inv2_forward(const FastRec& f, Real* v, LinalgScratch&) {
 }
 
 // -ans^T G ans^T, as t2 = (-ans^T) G, then t2 ans^T
-void inv2_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
+NDVM_SIMD void inv2_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
   if (!(f.taped & 1)) return;
   const View<4> ans(v + f.out);
   const View<4> g(adj + f.out);
@@ -252,14 +252,14 @@ void inv2_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
 }
 
 template <bool kDet>
-void slogdet2_forward(const FastRec& f, Real* v, LinalgScratch&) {
+NDVM_SIMD void slogdet2_forward(const FastRec& f, Real* v, LinalgScratch&) {
   const Real* p = v + f.off[0];
   v[f.out] = lanes::slogdet2_value(lanes::slogdet2_parts(p[0], p[1], p[2], p[3]), kDet);
 }
 
 // s inv(A)^T, with s = g ans (det) or g (logdet)
 template <bool kDet>
-void slogdet2_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
+NDVM_SIMD void slogdet2_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
   if (!(f.taped & 1)) return;
   const Real* ans = v + f.out;
   const Real* g = adj + f.out;

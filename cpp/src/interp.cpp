@@ -452,7 +452,9 @@ void Interp::reset(const RunRequest& req) {
 void Interp::fill_leaf(const RunRequest& req, uint32_t i, uint32_t pid) {
   const uint32_t P = prog_->n_params;
   Real* p = pay_.ptr(pid);
-  for (uint32_t b = 0; b < B_; ++b) std::fill(p + b * Ng_, p + (b + 1) * Ng_, req.theta[b * P + i]);
+  for (uint32_t b = 0; b < B_; ++b) {
+    fill_lanes(p + static_cast<size_t>(b) * Ng_, Ng_, static_cast<Real>(req.theta[b * P + i]));
+  }
 }
 
 void Interp::bind(const RunRequest& req, std::vector<uint32_t>& leaves) {
@@ -491,15 +493,35 @@ void Interp::poll_interrupt() {
   if (poll_(poll_ctx_)) throw Interrupted{};
 }
 
+void RunOutput::clear() {
+  numeric = true;
+  value.clear();
+  value_shape.clear();
+  status.clear();
+  has_grad = false;
+  grad_needs_numeric = false;
+  grad.clear();
+  errors.clear();
+  groups.clear();
+  steps = tape = heap = 0;
+  replayed = false;
+}
+
 RunOutput Interp::run(const RunRequest& req) {
+  RunOutput out;
+  run(req, out);
+  return out;
+}
+
+void Interp::run(const RunRequest& req, RunOutput& out) {
+  out.clear();
   ready_ = false;
   if (req.interrupted != poll_ || req.interrupt_ctx != poll_ctx_) {
     poll_ = req.interrupted;
     poll_ctx_ = req.interrupt_ctx;
     polled_ = std::chrono::steady_clock::now();
   }
-  RunOutput out;
-  if (replay(req, out)) return out;
+  if (replay(req, out)) return;
   start_recording(req);
   reset(req);
   leaves_.clear();
@@ -513,7 +535,6 @@ RunOutput Interp::run(const RunRequest& req) {
   }
   finish_run(req, out);
   finish_recording(out);
-  return out;
 }
 
 // The tree walker's part of an evaluation: the root expression, then the threads of joins
@@ -552,9 +573,13 @@ void Interp::finish_run(const RunRequest& req, RunOutput& out) {
 
 std::vector<double> Interp::gradient(const double* cotangent) {
   std::vector<double> grad;
+  gradient(cotangent, grad);
+  return grad;
+}
+
+void Interp::gradient(const double* cotangent, std::vector<double>& grad) {
   if (!can_differentiate()) throw std::logic_error("gradient: no numeric result to differentiate");
   backward(cotangent, grad);
-  return grad;
 }
 
 }  // namespace ndvm

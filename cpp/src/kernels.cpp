@@ -233,6 +233,10 @@ NDVM_SIMD void fwd_ADD(const Fw& k) {
   if (k.n == 2) {  // (0.0 + x) + y in one pass
     return map2(k.out, k.W, k.S, k.a(0), k.a(1), [](Real x, Real y) { return (0.0 + x) + y; });
   }
+  if (k.n == 3) {  // ((0.0 + x) + y) + z in one pass
+    return map3(k.out, k.W, k.S, k.a(0), k.a(1), k.a(2),
+                [](Real x, Real y, Real z) { return ((0.0 + x) + y) + z; });
+  }
   map1(k.out, k.W, k.S, k.a(0), [](Real x) { return 0.0 + x; });
   for (int j = 1; j < k.n; ++j) {
     map2(k.out, k.W, k.S, src_out(k.out, k.W, k.S), k.a(j), [](Real x, Real y) { return x + y; });
@@ -256,6 +260,10 @@ NDVM_SIMD void fwd_MUL(const Fw& k) {
   if (k.n == 2) {  // (1.0 * x) * y in one pass
     return map2(k.out, k.W, k.S, k.a(0), k.a(1), [](Real x, Real y) { return (1.0 * x) * y; });
   }
+  if (k.n == 3) {  // ((1.0 * x) * y) * z in one pass
+    return map3(k.out, k.W, k.S, k.a(0), k.a(1), k.a(2),
+                [](Real x, Real y, Real z) { return ((1.0 * x) * y) * z; });
+  }
   map1(k.out, k.W, k.S, k.a(0), [](Real x) { return 1.0 * x; });
   for (int j = 1; j < k.n; ++j) {
     map2(k.out, k.W, k.S, src_out(k.out, k.W, k.S), k.a(j), [](Real x, Real y) { return x * y; });
@@ -265,6 +273,13 @@ NDVM_SIMD void fwd_MUL(const Fw& k) {
 NDVM_SIMD Grad vjp_MUL(const Bw& k) {
   if (k.n == 2) {
     map2(k.ct, k.W, k.S, k.g(), k.a(1 - k.which), [](Real g, Real y) { return g * (1.0 * y); });
+    return Grad::WRITTEN;
+  }
+  if (k.n == 3) {  // g * ((1.0 * x_p) * x_q), p < q the other two, in one pass
+    const int p = k.which == 0 ? 1 : 0;
+    const int q = k.which == 2 ? 1 : 2;
+    map3(k.ct, k.W, k.S, k.g(), k.a(p), k.a(q),
+         [](Real g, Real x, Real y) { return g * ((1.0 * x) * y); });
     return Grad::WRITTEN;
   }
   // rest = ((1.0 * x_0) * x_1) ... over j != which, one operand per pass; then g * rest
@@ -596,6 +611,22 @@ NDVM_SIMD void accumulate_lanes(Real* adj, const Real* ct, uint32_t W, size_t S,
       for (uint32_t l = 0; l < W; ++l) a[l] += bits[l] ? c[l] : 0.0;
     }
   }
+}
+
+NDVM_SIMD void fill_lanes(Real* p, size_t n, Real x) {
+  for (size_t k = 0; k < n; ++k) p[k] = x;
+}
+
+// x - x is 0 for a finite x and NaN for an infinite or NaN one; four sums of those (0 unless
+// a NaN joins them) keep the loop free of branches and of a serial dependency.
+NDVM_SIMD bool all_finite(const double* v, size_t n) {
+  double acc[4] = {0, 0, 0, 0};
+  size_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    for (size_t j = 0; j < 4; ++j) acc[j] += v[k + j] - v[k + j];
+  }
+  for (; k < n; ++k) acc[0] += v[k] - v[k];
+  return (acc[0] + acc[1]) + (acc[2] + acc[3]) == 0;
 }
 
 }  // namespace ndvm

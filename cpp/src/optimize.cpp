@@ -15,6 +15,21 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// sq = (v - t)^2, and with ct the cotangent of the tape of (* r r) under cotangent w (w*r
+// from each operand, summed).
+NDVM_SIMD void residuals(const double* v, const double* t, size_t M, double w, double* sq,
+                         double* ct) {
+  for (size_t m = 0; m < M; ++m) {
+    const double r = v[m] - t[m];
+    sq[m] = r * r;
+  }
+  if (ct == nullptr) return;
+  for (size_t m = 0; m < M; ++m) {
+    const double wr = w * (v[m] - t[m]);
+    ct[m] = wr + wr;
+  }
+}
+
 // One objective evaluation of every lane (ProgramObjective.__call__ for a weighted sum).
 struct Eval {
   std::vector<double> loss;
@@ -59,7 +74,7 @@ class AdamRun {
 bool AdamRun::evaluate(const std::vector<double>& theta, bool grad, bool final) {
   run_.theta = theta.data();
   run_.grad = false;
-  last_ = in_.run(run_);
+  in_.run(run_, last_);  // into last_'s capacity
   if (!last_.numeric) return false;
   const size_t M = last_.value.size() / B_;
   const double* val = last_.value.data();
@@ -73,16 +88,7 @@ bool AdamRun::evaluate(const std::vector<double>& theta, bool grad, bool final) 
     if (grad) ct_.resize(last_.value.size());
     for (uint32_t b = 0; b < B_; ++b) {
       const double* t = rq_.target + (rq_.target_per_lane ? b * M : 0);
-      const double* v = val + b * M;
-      for (size_t m = 0; m < M; ++m) {
-        const double r = v[m] - t[m];
-        sq_[m] = r * r;
-        if (grad) {
-          // the tape of (* r r) under cotangent w: w*r from each operand, summed
-          const double wr = w * r;
-          ct_[b * M + m] = wr + wr;
-        }
-      }
+      residuals(val + b * M, t, M, w, sq_.data(), grad ? ct_.data() + b * M : nullptr);
       ev_.sse[b] = pairwise_sum(sq_.data(), M);
       ev_.loss[b] = ev_.sse[b] * w;
       ev_.bad_loss[b] = !std::isfinite(ev_.loss[b]);
@@ -98,7 +104,7 @@ bool AdamRun::evaluate(const std::vector<double>& theta, bool grad, bool final) 
     if (grad) ct_.assign(last_.value.size(), w);
   }
   if (grad) {
-    ev_.grad = in_.gradient(ct_.data());
+    in_.gradient(ct_.data(), ev_.grad);
     for (uint32_t b = 0; b < B_ && !final; ++b) {
       bool bad = false;
       for (uint32_t i = 0; i < P_; ++i) bad = bad || !std::isfinite(ev_.grad[b * P_ + i]);

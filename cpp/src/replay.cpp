@@ -104,6 +104,26 @@ void Interp::forward_record(const TapeRecord& rec) {
                       out.width, out.size());
 }
 
+// Records [r, end) forward, each by its fast form where it has one; returns end.
+size_t Interp::forward_span(const FastRec* fast, size_t r, size_t end) {
+  Real* base = pay_.base();  // fast kernels write into allocated payloads: it stays put
+  for (; r < end; ++r) {
+    const FastRec& f = fast[r];
+    if (f.forward) {
+      f.forward(f, base, scratch_);
+    } else {
+      forward_record(tape_.records[r]);
+      base = pay_.base();
+    }
+  }
+  return end;
+}
+
+size_t Interp::forward_general(size_t r, size_t end) {
+  for (; r < end; ++r) forward_record(tape_.records[r]);
+  return end;
+}
+
 bool Interp::replay_forward() {
   const std::vector<TapeRecord>& recs = tape_.records;
   const std::vector<Guard>& guards = trace_.guards;
@@ -116,13 +136,11 @@ bool Interp::replay_forward() {
       }
       if (r == recs.size()) return true;
       const size_t stop = g < guards.size() ? guards[g].at : recs.size();  // the next guard
-      for (; r < stop; ++r) {
+      while (r < stop) {
         if ((r & 1023) == 1023 && scratch_.clock.past()) return false;  // the walk reports it
-        if (fast && fast[r].forward) {
-          fast[r].forward(fast[r], pay_.base(), scratch_);
-        } else {
-          forward_record(recs[r]);
-        }
+        // the records up to the next clock check (at record 1023 mod 1024)
+        const size_t end = std::min(stop, (r + 1) | 1023);
+        r = fast ? forward_span(fast, r, end) : forward_general(r, end);
       }
     }
   } catch (const LimitError&) {

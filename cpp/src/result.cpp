@@ -18,6 +18,42 @@ void mask_bytes(const MaskTable& masks, uint32_t id, std::vector<uint8_t>& out) 
   out.assign(masks.bits(id), masks.bits(id) + masks.W());
 }
 
+// Status 1 (non-finite value) on the lanes of a one-element result without a status yet.
+NDVM_SIMD void mark_nonfinite(const double* value, size_t W, int8_t* status) {
+  if (all_finite(value, W)) return;
+  for (size_t l = 0; l < W; ++l) {
+    const bool bad = !std::isfinite(value[l]) && status[l] == 0;
+    status[l] = bad ? int8_t{1} : status[l];
+  }
+}
+
+// A result group's cotangent into its adjoint a (S elements x W lanes): element e of lane l
+// is cotangent[l * S + e] (1 without a cotangent) on the lanes of bits (nullptr: all), 0
+// elsewhere; stored when `first`, else added.
+NDVM_SIMD void seed_adjoint(Real* a, const double* cotangent, const uint8_t* bits, size_t S, uint32_t W,
+                  bool first) {
+  if (bits == nullptr && first && cotangent != nullptr && S == 1) {  // a copy
+    for (uint32_t l = 0; l < W; ++l) a[l] = static_cast<Real>(cotangent[l]);
+    return;
+  }
+  for (size_t e = 0; e < S; ++e) {
+    for (uint32_t l = 0; l < W; ++l) {
+      const bool on = bits == nullptr || bits[l];
+      const Real c = on ? (cotangent ? static_cast<Real>(cotangent[l * S + e]) : 1) : 0;
+      a[e * W + l] = first ? c : a[e * W + l] + c;
+    }
+  }
+}
+
+// ((a[0] + a[1]) + a[2]) + ... (n >= 1): np.sum's order over a lane row, four terms a turn.
+Real ordered_sum(const Real* a, uint32_t n) {
+  Real s = a[0];
+  uint32_t k = 1;
+  for (; k + 4 <= n; k += 4) s = (((s + a[k]) + a[k + 1]) + a[k + 2]) + a[k + 3];
+  for (; k < n; ++k) s += a[k];
+  return s;
+}
+
 }  // namespace
 
 void Interp::assemble(RunOutput& out) {
@@ -66,6 +102,13 @@ void Interp::assemble(RunOutput& out) {
   out.value_shape = {static_cast<int64_t>(B_), static_cast<int64_t>(Ng_)};
   if (!groups_.empty() && shape.rank >= 1) out.value_shape.push_back(shape.rows);
   if (!groups_.empty() && shape.rank == 2) out.value_shape.push_back(shape.cols);
+  if (groups_.size() == 1 && S == 1 && masks_.full(groups_[0].first) &&
+      pay_[groups_[0].second.id].width > 1) {  // one value per lane on every lane: a copy
+    const Real* src = pay_.ptr(groups_[0].second.id);
+    out.value.assign(src, src + W);
+    mark_nonfinite(out.value.data(), W, out.status.data());
+    return;
+  }
   out.value.assign(W * S, kNaN);
   double* value = out.value.data();
   for (const auto& [mask, v] : groups_) {
@@ -83,6 +126,7 @@ void Interp::assemble(RunOutput& out) {
     }
   }
   auto* status = out.status.data();
+  if (S == 1) return mark_nonfinite(value, W, status);
   for (size_t l = 0; l < W; ++l) {
     bool finite = true;
     for (size_t e = 0; e < S; ++e) finite = finite && std::isfinite(value[l * S + e]);
@@ -112,25 +156,17 @@ void Interp::backward(const double* cotangent, std::vector<double>& grad) {
   for (const auto& [mask, v] : groups_) {
     const Payload& p = pay_[v.id];
     if (!p.taped) continue;
-    const uint8_t* bits = masks_.bits(mask);
-    Real* a = adj.data() + p.off;
-    const bool first = !touched_[v.id];
-    for (size_t e = 0; e < S; ++e) {
-      for (uint32_t l = 0; l < W_; ++l) {
-        const Real c = bits[l] ? (cotangent ? static_cast<Real>(cotangent[l * S + e]) : 1) : 0;
-        a[e * W_ + l] = first ? c : a[e * W_ + l] + c;
-      }
-    }
+    const uint8_t* bits = masks_.full(mask) ? nullptr : masks_.bits(mask);
+    seed_adjoint(adj.data() + p.off, cotangent, bits, S, W_, !touched_[v.id]);
     touched_[v.id] = 1;
   }
-  const FastRec* fast = fast_.size() == tape_.records.size() ? fast_.data() : nullptr;
-  for (size_t r = tape_.records.size(); r-- > 0;) {
-    if (fast && fast[r].vjp) {
-      if (touched_[fast[r].out_pid]) fast[r].vjp(fast[r], pay_.base(), adj.data(), touched_.data());
-      continue;
+  if (fast_.size() == tape_.records.size()) {
+    vjp_fast(fast_.data());
+  } else {
+    for (size_t r = tape_.records.size(); r-- > 0;) {
+      const TapeRecord& rec = tape_.records[r];
+      if (touched_[rec.out]) vjp_record(rec, adj);
     }
-    const TapeRecord& rec = tape_.records[r];
-    if (touched_[rec.out]) vjp_record(rec, adj);
   }
   const uint32_t P = static_cast<uint32_t>(leaves.size());
   grad.assign(static_cast<size_t>(B_) * P, 0.0);
@@ -138,16 +174,30 @@ void Interp::backward(const double* cotangent, std::vector<double>& grad) {
     const Real* a = adj.data() + pay_[leaves[i]].off;
     if (!touched_[leaves[i]]) continue;  // unused parameter: gradient 0
     for (uint32_t b = 0; b < B_; ++b) {  // sum over data lanes as np.sum (first term first)
-      Real s = a[b * Ng_];
-      for (uint32_t k = 1; k < Ng_; ++k) s += a[b * Ng_ + k];
-      grad[b * P + i] = s;
+      grad[b * P + i] = ordered_sum(a + static_cast<size_t>(b) * Ng_, Ng_);
     }
   }
-  for (uint32_t b = 0; b < B_; ++b) {
+  for (uint32_t b = 0; b < B_ && !errors_.empty(); ++b) {  // status 2 only where an error is
     bool failed = false;
     for (uint32_t k = 0; k < Ng_; ++k) failed = failed || status_[b * Ng_ + k] == 2;
     if (failed) {
       for (uint32_t i = 0; i < P; ++i) grad[b * P + i] = kNaN;
+    }
+  }
+}
+
+// The reverse sweep with the records' fast forms (fast_[r] beside tape record r): the arena,
+// the adjoints and the touched flags stay where they are while it runs.
+void Interp::vjp_fast(const FastRec* fast) {
+  const Real* v = pay_.base();
+  Real* adj = adj_.data();
+  uint8_t* touched = touched_.data();
+  for (size_t r = tape_.records.size(); r-- > 0;) {
+    const FastRec& f = fast[r];
+    if (f.vjp) {
+      if (touched[f.out_pid]) f.vjp(f, v, adj, touched);
+    } else if (touched[tape_.records[r].out]) {
+      vjp_record(tape_.records[r], adj_);
     }
   }
 }

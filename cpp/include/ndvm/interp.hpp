@@ -135,6 +135,9 @@ struct RunOutput {
   uint64_t tape = 0;
   uint64_t heap = 0;
   bool replayed = false;  // the result came from replaying the recorded trace
+
+  // Empties every field and keeps the vectors' capacity (a reused output allocates nothing).
+  void clear();
 };
 
 // K_VM: a return point of the bytecode VM (i: pc, env; node: kVmArm for a lane split's)
@@ -197,9 +200,12 @@ class Interp {
 
  public:
   RunOutput run(const RunRequest& req);
+  // The same into `out` (cleared first), reusing its capacity: no allocation once warm.
+  void run(const RunRequest& req, RunOutput& out);
   // Reverse mode over the tape of the last run (which must have had a numeric result):
   // the gradient [B, P] of sum(cotangent * value); cotangent [B, Ng, *struct] or nullptr.
   std::vector<double> gradient(const double* cotangent);
+  void gradient(const double* cotangent, std::vector<double>& grad);  // into grad's capacity
   bool can_differentiate() const { return ready_ && last_numeric_; }
   size_t value_size() const { return value_elems_; }
   const Trace& trace() const { return trace_; }
@@ -319,6 +325,7 @@ class Interp {
   bool forward_one_lane(int code, const Value* args, uint32_t n, uint32_t out);
   void backward(const double* cotangent, std::vector<double>& grad);
   void vjp_record(const TapeRecord& rec, std::vector<Real>& adj);
+  void vjp_fast(const FastRec* fast);
   void accumulate(uint32_t pid, const Real* ct, size_t ct_elems, uint32_t mask,
                   std::vector<Real>& adj);
   void assemble(RunOutput& out);
@@ -327,6 +334,8 @@ class Interp {
   // replay.cpp
   bool replay(const RunRequest& req, RunOutput& out);
   bool replay_forward();
+  size_t forward_span(const FastRec* fast, size_t r, size_t end);
+  size_t forward_general(size_t r, size_t end);
   void forward_record(const TapeRecord& rec);
   bool guard_holds(const Guard& g);
   void start_recording(const RunRequest& req);

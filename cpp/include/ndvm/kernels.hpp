@@ -75,6 +75,10 @@ Grad elementwise_vjp(int code, bool dmci, const Real* g, const Real* ans,
 void accumulate_lanes(Real* adj, const Real* ct, uint32_t W, size_t S, size_t ct_elems,
                       const uint8_t* bits, bool first);
 
+// p[0..n) = x, and whether every v[0..n) is finite (vectorized helpers of the hot paths).
+void fill_lanes(Real* p, size_t n, Real x);
+bool all_finite(const double* v, size_t n);
+
 // The deadline inside long kernels: big linear algebra counts its element work and looks at
 // the clock every kClockWork operations (a 1500 x 1500 matmul checks ~800 times). Kernels
 // built as NDVM_SIMD clones never throw (an exception unwinding through a target_clones
