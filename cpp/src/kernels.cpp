@@ -36,7 +36,7 @@ Src src_out(const Real* p, uint32_t W, size_t S) {
 }
 
 template <class F>
-NDVM_INLINE void map1(Real* o, uint32_t W, size_t S, Src a, F f) {
+NDVM_INLINE void map1(Real* __restrict o, uint32_t W, size_t S, Src a, F f) {
   for (size_t e = 0; e < S; ++e) {
     Real* oe = o + e * W;
     const Real* ap = a.p + e * a.es;
@@ -50,7 +50,7 @@ NDVM_INLINE void map1(Real* o, uint32_t W, size_t S, Src a, F f) {
 }
 
 template <class F>
-NDVM_INLINE void map2(Real* o, uint32_t W, size_t S, Src a, Src b, F f) {
+NDVM_INLINE void map2(Real* __restrict o, uint32_t W, size_t S, Src a, Src b, F f) {
   for (size_t e = 0; e < S; ++e) {
     Real* oe = o + e * W;
     const Real* ap = a.p + e * a.es;
@@ -72,7 +72,7 @@ NDVM_INLINE void map2(Real* o, uint32_t W, size_t S, Src a, Src b, F f) {
 }
 
 template <class F>
-NDVM_INLINE void map3(Real* o, uint32_t W, size_t S, Src a, Src b, Src c, F f) {
+NDVM_INLINE void map3(Real* __restrict o, uint32_t W, size_t S, Src a, Src b, Src c, F f) {
   for (size_t e = 0; e < S; ++e) {
     Real* oe = o + e * W;
     const Real* ap = a.p + e * a.es;
@@ -86,11 +86,27 @@ NDVM_INLINE void map3(Real* o, uint32_t W, size_t S, Src a, Src b, Src c, F f) {
   }
 }
 
+// o = f(o, b) element by element, in place (map1..map3 write an output that none of their
+// operands overlaps: restrict, so that their loops need no runtime overlap checks).
+template <class F>
+NDVM_INLINE void map2_into(Real* o, uint32_t W, size_t S, Src b, F f) {
+  for (size_t e = 0; e < S; ++e) {
+    Real* oe = o + e * W;
+    const Real* bp = b.p + e * b.es;
+    if (b.ls) {
+      for (uint32_t l = 0; l < W; ++l) oe[l] = f(oe[l], bp[l]);
+    } else {
+      const Real y = bp[0];
+      for (uint32_t l = 0; l < W; ++l) oe[l] = f(oe[l], y);
+    }
+  }
+}
+
 // out = fold(op, init, args) left to right, as the reference's `_fold`/`_add`/`_mul`.
 template <class F>
 NDVM_INLINE void fold(Real* o, uint32_t W, size_t S, const Operand* args, int n, F f) {
   map1(o, W, S, src_of(args[0]), [](Real x) { return x; });
-  for (int j = 1; j < n; ++j) map2(o, W, S, src_out(o, W, S), src_of(args[j]), f);
+  for (int j = 1; j < n; ++j) map2_into(o, W, S, src_of(args[j]), f);
 }
 
 void fill_value(Real* o, uint32_t W, size_t S, Real v) {
@@ -239,7 +255,7 @@ NDVM_SIMD void fwd_ADD(const Fw& k) {
   }
   map1(k.out, k.W, k.S, k.a(0), [](Real x) { return 0.0 + x; });
   for (int j = 1; j < k.n; ++j) {
-    map2(k.out, k.W, k.S, src_out(k.out, k.W, k.S), k.a(j), [](Real x, Real y) { return x + y; });
+    map2_into(k.out, k.W, k.S, k.a(j), [](Real x, Real y) { return x + y; });
   }
 }
 Grad vjp_ADD(const Bw&) { return Grad::IDENTITY; }
@@ -266,7 +282,7 @@ NDVM_SIMD void fwd_MUL(const Fw& k) {
   }
   map1(k.out, k.W, k.S, k.a(0), [](Real x) { return 1.0 * x; });
   for (int j = 1; j < k.n; ++j) {
-    map2(k.out, k.W, k.S, src_out(k.out, k.W, k.S), k.a(j), [](Real x, Real y) { return x * y; });
+    map2_into(k.out, k.W, k.S, k.a(j), [](Real x, Real y) { return x * y; });
   }
 }
 // product of the other operands (not ans / x_i, which breaks when some x_i is 0)
@@ -284,11 +300,10 @@ NDVM_SIMD Grad vjp_MUL(const Bw& k) {
   }
   // rest = ((1.0 * x_0) * x_1) ... over j != which, one operand per pass; then g * rest
   fill_value(k.ct, k.W, k.S, 1.0);
-  const Src rest = src_out(k.ct, k.W, k.S);
   for (int j = 0; j < k.n; ++j) {
-    if (j != k.which) map2(k.ct, k.W, k.S, rest, k.a(j), [](Real r, Real x) { return r * x; });
+    if (j != k.which) map2_into(k.ct, k.W, k.S, k.a(j), [](Real r, Real x) { return r * x; });
   }
-  map2(k.ct, k.W, k.S, k.g(), rest, [](Real g, Real r) { return g * r; });
+  map2_into(k.ct, k.W, k.S, k.g(), [](Real r, Real g) { return g * r; });
   return Grad::WRITTEN;
 }
 

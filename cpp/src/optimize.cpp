@@ -17,8 +17,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // sq = (v - t)^2, and with ct the cotangent of the tape of (* r r) under cotangent w (w*r
 // from each operand, summed).
-NDVM_SIMD void residuals(const double* v, const double* t, size_t M, double w, double* sq,
-                         double* ct) {
+NDVM_SIMD void residuals(const double* v, const double* t, size_t M, double w,
+                         double* __restrict sq, double* __restrict ct) {
   for (size_t m = 0; m < M; ++m) {
     const double r = v[m] - t[m];
     sq[m] = r * r;

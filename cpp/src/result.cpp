@@ -30,8 +30,8 @@ NDVM_SIMD void mark_nonfinite(const double* value, size_t W, int8_t* status) {
 // A result group's cotangent into its adjoint a (S elements x W lanes): element e of lane l
 // is cotangent[l * S + e] (1 without a cotangent) on the lanes of bits (nullptr: all), 0
 // elsewhere; stored when `first`, else added.
-NDVM_SIMD void seed_adjoint(Real* a, const double* cotangent, const uint8_t* bits, size_t S, uint32_t W,
-                  bool first) {
+NDVM_SIMD void seed_adjoint(Real* __restrict a, const double* cotangent, const uint8_t* bits,
+                            size_t S, uint32_t W, bool first) {
   if (bits == nullptr && first && cotangent != nullptr && S == 1) {  // a copy
     for (uint32_t l = 0; l < W; ++l) a[l] = static_cast<Real>(cotangent[l]);
     return;
@@ -45,12 +45,14 @@ NDVM_SIMD void seed_adjoint(Real* a, const double* cotangent, const uint8_t* bit
   }
 }
 
-// ((a[0] + a[1]) + a[2]) + ... (n >= 1): np.sum's order over a lane row, four terms a turn.
+// ((a[0] + a[1]) + a[2]) + ... (n >= 1): np.sum's order over a lane row, four terms a turn
+// (a pointer walk: no index arithmetic per term).
 Real ordered_sum(const Real* a, uint32_t n) {
   Real s = a[0];
-  uint32_t k = 1;
-  for (; k + 4 <= n; k += 4) s = (((s + a[k]) + a[k + 1]) + a[k + 2]) + a[k + 3];
-  for (; k < n; ++k) s += a[k];
+  const Real* p = a + 1;
+  const Real* const end = a + n;
+  for (; end - p >= 4; p += 4) s = (((s + p[0]) + p[1]) + p[2]) + p[3];
+  for (; p < end; ++p) s += *p;
   return s;
 }
 
