@@ -35,71 +35,86 @@ Src src_out(const Real* p, uint32_t W, size_t S) {
   return {p, S > 1 ? static_cast<size_t>(W) : 0, W > 1 ? size_t{1} : 0};
 }
 
+// One element row of W lanes: o[l] = f(a[l * als], ...) with als 1 (one value per lane) or
+// 0 (one value for every lane). The maps below run the rows of S elements, S == 1 (a number
+// per lane, the commonest case) without the element loop's setup.
 template <class F>
-NDVM_INLINE void map1(Real* __restrict o, uint32_t W, size_t S, Src a, F f) {
-  for (size_t e = 0; e < S; ++e) {
-    Real* oe = o + e * W;
-    const Real* ap = a.p + e * a.es;
-    if (a.ls) {
-      for (uint32_t l = 0; l < W; ++l) oe[l] = f(ap[l]);
-    } else {
-      const Real x = ap[0];
-      for (uint32_t l = 0; l < W; ++l) oe[l] = f(x);
-    }
+NDVM_INLINE void row1(Real* __restrict o, uint32_t W, const Real* ap, size_t als, F f) {
+  if (als) {
+    for (uint32_t l = 0; l < W; ++l) o[l] = f(ap[l]);
+  } else {
+    const Real x = ap[0];
+    for (uint32_t l = 0; l < W; ++l) o[l] = f(x);
   }
 }
 
 template <class F>
+NDVM_INLINE void row2(Real* __restrict o, uint32_t W, const Real* ap, size_t als, const Real* bp,
+                      size_t bls, F f) {
+  if (als && bls) {
+    for (uint32_t l = 0; l < W; ++l) o[l] = f(ap[l], bp[l]);
+  } else if (als) {
+    const Real y = bp[0];
+    for (uint32_t l = 0; l < W; ++l) o[l] = f(ap[l], y);
+  } else if (bls) {
+    const Real x = ap[0];
+    for (uint32_t l = 0; l < W; ++l) o[l] = f(x, bp[l]);
+  } else {
+    const Real x = ap[0];
+    const Real y = bp[0];
+    for (uint32_t l = 0; l < W; ++l) o[l] = f(x, y);
+  }
+}
+
+template <class F>
+NDVM_INLINE void row3(Real* __restrict o, uint32_t W, const Real* ap, size_t als, const Real* bp,
+                      size_t bls, const Real* cp, size_t cls, F f) {
+  if (als && bls && cls) {
+    for (uint32_t l = 0; l < W; ++l) o[l] = f(ap[l], bp[l], cp[l]);
+  } else {
+    for (uint32_t l = 0; l < W; ++l) o[l] = f(ap[l * als], bp[l * bls], cp[l * cls]);
+  }
+}
+
+// o = f(o, b) on one row, in place (o's own elements as the first operand).
+template <class F>
+NDVM_INLINE void row_into(Real* o, uint32_t W, const Real* bp, size_t bls, F f) {
+  if (bls) {
+    for (uint32_t l = 0; l < W; ++l) o[l] = f(o[l], bp[l]);
+  } else {
+    const Real y = bp[0];
+    for (uint32_t l = 0; l < W; ++l) o[l] = f(o[l], y);
+  }
+}
+
+// The maps write an output that none of their operands overlaps (restrict: their vector loops
+// need no runtime overlap checks); map2_into updates its output in place.
+template <class F>
+NDVM_INLINE void map1(Real* __restrict o, uint32_t W, size_t S, Src a, F f) {
+  if (S == 1) return row1(o, W, a.p, a.ls, f);
+  for (size_t e = 0; e < S; ++e) row1(o + e * W, W, a.p + e * a.es, a.ls, f);
+}
+
+template <class F>
 NDVM_INLINE void map2(Real* __restrict o, uint32_t W, size_t S, Src a, Src b, F f) {
+  if (S == 1) return row2(o, W, a.p, a.ls, b.p, b.ls, f);
   for (size_t e = 0; e < S; ++e) {
-    Real* oe = o + e * W;
-    const Real* ap = a.p + e * a.es;
-    const Real* bp = b.p + e * b.es;
-    if (a.ls && b.ls) {
-      for (uint32_t l = 0; l < W; ++l) oe[l] = f(ap[l], bp[l]);
-    } else if (a.ls) {
-      const Real y = bp[0];
-      for (uint32_t l = 0; l < W; ++l) oe[l] = f(ap[l], y);
-    } else if (b.ls) {
-      const Real x = ap[0];
-      for (uint32_t l = 0; l < W; ++l) oe[l] = f(x, bp[l]);
-    } else {
-      const Real x = ap[0];
-      const Real y = bp[0];
-      for (uint32_t l = 0; l < W; ++l) oe[l] = f(x, y);
-    }
+    row2(o + e * W, W, a.p + e * a.es, a.ls, b.p + e * b.es, b.ls, f);
   }
 }
 
 template <class F>
 NDVM_INLINE void map3(Real* __restrict o, uint32_t W, size_t S, Src a, Src b, Src c, F f) {
+  if (S == 1) return row3(o, W, a.p, a.ls, b.p, b.ls, c.p, c.ls, f);
   for (size_t e = 0; e < S; ++e) {
-    Real* oe = o + e * W;
-    const Real* ap = a.p + e * a.es;
-    const Real* bp = b.p + e * b.es;
-    const Real* cp = c.p + e * c.es;
-    if (a.ls && b.ls && c.ls) {
-      for (uint32_t l = 0; l < W; ++l) oe[l] = f(ap[l], bp[l], cp[l]);
-    } else {
-      for (uint32_t l = 0; l < W; ++l) oe[l] = f(ap[l * a.ls], bp[l * b.ls], cp[l * c.ls]);
-    }
+    row3(o + e * W, W, a.p + e * a.es, a.ls, b.p + e * b.es, b.ls, c.p + e * c.es, c.ls, f);
   }
 }
 
-// o = f(o, b) element by element, in place (map1..map3 write an output that none of their
-// operands overlaps: restrict, so that their loops need no runtime overlap checks).
 template <class F>
 NDVM_INLINE void map2_into(Real* o, uint32_t W, size_t S, Src b, F f) {
-  for (size_t e = 0; e < S; ++e) {
-    Real* oe = o + e * W;
-    const Real* bp = b.p + e * b.es;
-    if (b.ls) {
-      for (uint32_t l = 0; l < W; ++l) oe[l] = f(oe[l], bp[l]);
-    } else {
-      const Real y = bp[0];
-      for (uint32_t l = 0; l < W; ++l) oe[l] = f(oe[l], y);
-    }
-  }
+  if (S == 1) return row_into(o, W, b.p, b.ls, f);
+  for (size_t e = 0; e < S; ++e) row_into(o + e * W, W, b.p + e * b.es, b.ls, f);
 }
 
 // out = fold(op, init, args) left to right, as the reference's `_fold`/`_add`/`_mul`.

@@ -45,13 +45,16 @@ NDVM_SIMD void seed_adjoint(Real* __restrict a, const double* cotangent, const u
   }
 }
 
-// ((a[0] + a[1]) + a[2]) + ... (n >= 1): np.sum's order over a lane row, four terms a turn
+// ((a[0] + a[1]) + a[2]) + ... (n >= 1): np.sum's order over a lane row, eight terms a turn
 // (a pointer walk: no index arithmetic per term).
 Real ordered_sum(const Real* a, uint32_t n) {
   Real s = a[0];
   const Real* p = a + 1;
   const Real* const end = a + n;
-  for (; end - p >= 4; p += 4) s = (((s + p[0]) + p[1]) + p[2]) + p[3];
+  for (; end - p >= 8; p += 8) {
+    s = (((s + p[0]) + p[1]) + p[2]) + p[3];
+    s = (((s + p[4]) + p[5]) + p[6]) + p[7];
+  }
   for (; p < end; ++p) s += *p;
   return s;
 }
