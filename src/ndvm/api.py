@@ -9,7 +9,6 @@ theta of the declared initial values; ``constrain``/``unconstrain`` convert.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -17,6 +16,7 @@ import numpy as np
 from ndvm.backends.base import STATUS_ERROR, RunResult
 from ndvm.errors import BackendUnsupported, NdvmError
 from ndvm.eval.limits import Limits
+from ndvm.frozen import frozen
 from ndvm.lang.front import compile_source, skeleton_of
 from ndvm.lang.ir import CompiledProgram, ParamSpec
 from ndvm.prims import constraints
@@ -60,7 +60,7 @@ def _backend(name: str | None) -> Any:
     return registry.get(name)
 
 
-@dataclass(frozen=True)
+@frozen
 class Program:
     """A compiled program bound to a backend. Immutable; safe to share across threads."""
 
@@ -106,12 +106,12 @@ class Program:
                 c.source, c.params, c.inputs, changes.get("limits", self.limits), dialect
             )
             changes = {**changes, "compiled": compiled}
-        return replace(self, **changes)
+        return Program(**{**vars(self), **changes})
 
     # -- parameter spaces --------------------------------------------------------------
     def init_theta(self) -> np.ndarray:
         """Unconstrained theta ``[P]`` of the declared initial values."""
-        return self.unconstrain([s.init for s in self.compiled.params])
+        return constraints.init_theta(self.compiled.params)
 
     def constrain(self, theta: Any) -> np.ndarray:
         """Parameter values the program sees for unconstrained ``theta`` (``[P]``/``[B, P]``)."""

@@ -468,4 +468,5 @@ class NativeBackend:
                 for c in raw["reason"].tolist()
             ],
             "evaluations": int(raw["evaluations"]),
+            "fresh": True,  # the core's arrays, new to this call
         }

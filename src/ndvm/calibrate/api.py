@@ -27,7 +27,20 @@ POLISH_STARTS = 8  # optimizer="auto": L-BFGS polishes this many best starts
 POLISH_ITERATIONS = 200
 
 
-_SEEDS: dict[int, np.random.SeedSequence] = {}  # seed -> its SeedSequence (hashing it is slow)
+class _Seed(np.random.SeedSequence):
+    """An int seed's ``SeedSequence`` that hashes its entropy into a bit generator's state
+    once (``PCG64(seed)`` asks for the same four words on every call); the same stream."""
+
+    def generate_state(self, n_words: int, dtype: Any = np.uint32) -> np.ndarray:
+        key = (n_words, np.dtype(dtype).str)
+        cache = self.__dict__.setdefault("_states", {})
+        state = cache.get(key)
+        if state is None:
+            state = cache[key] = super().generate_state(n_words, dtype)
+        return state.copy()
+
+
+_SEEDS: dict[int, _Seed] = {}  # seed -> its SeedSequence
 
 
 def _rng(seed: Any) -> np.random.Generator:
@@ -38,7 +51,7 @@ def _rng(seed: Any) -> np.random.Generator:
     if seq is None or seq.n_children_spawned:  # spawned from: no longer as new
         if len(_SEEDS) >= 1024:
             _SEEDS.clear()
-        seq = _SEEDS[seed] = np.random.SeedSequence(seed)
+        seq = _SEEDS[seed] = _Seed(seed)
     return np.random.Generator(np.random.PCG64(seq))
 
 
@@ -143,6 +156,7 @@ def calibrate(
     time_limit: float | None = None,
     polish: int | None = None,
     diagnostics: bool = True,
+    warn: bool = True,
 ) -> Calibration:
     """Fit ``program``'s parameters to ``target`` (or minimize its value) from ``starts`` starts.
 
@@ -185,6 +199,8 @@ def calibrate(
             the optimum and the convergence verdict and warning (``success`` then only says no
             start failed) — e.g. co-search, which calibrates thousands of candidates in worker
             processes.
+        warn: False does not warn ``ConvergenceWarning`` (``success`` and ``message`` still
+            give the verdict), e.g. for a protocol whose step count is fixed.
 
     Returns a ``Calibration``; warns ``ConvergenceWarning`` when ``success`` is False.
     """
@@ -234,7 +250,7 @@ def calibrate(
     name = "adam+lbfgs-polish" if n_polish > 0 and auto else opt.name
     meta = dict(nit=nit, optimizer=name, loss_name=loss_name, inputs=inputs, target=target)
     return build(
-        program, trace, extra_names, prepared, objective, meta, control.project, diagnostics
+        program, trace, extra_names, prepared, objective, meta, control.project, diagnostics, warn
     )
 
 

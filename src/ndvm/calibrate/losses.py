@@ -20,6 +20,7 @@ from ndvm.backends import registry as backend_registry
 from ndvm.backends.base import RunResult
 from ndvm.backends.inputs import classify_inputs
 from ndvm.errors import NdvmError
+from ndvm.frozen import frozen
 from ndvm.lang import ir
 from ndvm.prims import PRIMS
 
@@ -36,7 +37,7 @@ class Loss(Protocol):
     def prepare(self, program: Program, inputs: Mapping[str, Any], target: Any) -> Prepared: ...
 
 
-@dataclass(frozen=True)
+@frozen
 class Prepared:
     """A loss bound to a program and data: what the optimizer's objective needs per step.
 
@@ -122,6 +123,12 @@ class Prepared:
 
     def constrain_extra(self, extra: np.ndarray) -> np.ndarray:
         return np.exp(extra) if self.extra0 else extra
+
+
+def total_sum_of_squares(y: np.ndarray) -> float:
+    """The sum of squares of ``y [N]`` about its mean."""
+    d = y - y.sum() / y.shape[0]  # y.mean(), bitwise
+    return float((d * d).sum())
 
 
 def augmented(model: Program) -> Program:

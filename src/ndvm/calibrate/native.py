@@ -18,13 +18,13 @@ back to the NumPy optimizer on the loss-augmented program.
         state int8[B] (1 ok, 2 failed, 3 converged), reasons list[str | None], evaluations int,
         and optionally best_grad f64[B, P] (the loss gradient at best_theta), best_sse f64[B]
         (the sum of squared residuals there) and data_lanes bool (the inputs have data lanes),
-        which spare the result an evaluation
+        which spare the result an evaluation, and fresh bool (every array is new to this call
+        and shared with nothing: taken without copies)
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,7 @@ from ndvm.calibrate import optim
 from ndvm.calibrate.losses import Prepared
 from ndvm.calibrate.objective import Objective
 from ndvm.errors import BackendUnsupported
+from ndvm.frozen import frozen
 
 
 def supports(backend: Any, prepared: Prepared | None, opt: Any) -> bool:
@@ -49,6 +50,7 @@ def supports(backend: Any, prepared: Prepared | None, opt: Any) -> bool:
 
 
 CHUNK = 25  # steps per runtime call when a callback wants progress
+_NO_EXTRA = np.zeros((1, 0))  # no loss-owned parameters (what the runtime's loss has)
 
 
 class _Run:
@@ -70,23 +72,8 @@ class _Run:
         bl = np.asarray(out["best_loss"], dtype=np.float64)
         st = np.asarray(out["state"], dtype=np.int8)
         took = h.shape[0] - 1
-        if self.done == 0:  # every lane, from theta0: taken as they are (copies of them)
-            better = np.isfinite(bl)
-            if better.all():
-                self.best_loss = bl.copy()
-                self.best_theta = np.array(out["best_theta"], dtype=np.float64)
-            else:
-                self.best_loss = np.where(better, bl, np.inf)
-                self.best_theta = np.where(better[:, None], out["best_theta"], self.theta)
-            if took < self.steps:
-                h = np.concatenate([h, np.full((self.steps - took, h.shape[1]), np.nan)])
-            self.history = h.copy() if h is out["history"] else h
-            self.theta = np.array(out["theta"], dtype=np.float64)
-            self.state = st.copy()
-            bg, bs = out.get("best_grad"), out.get("best_sse")
-            self.best_grad = None if bg is None else np.array(bg, dtype=np.float64)
-            self.best_sse = None if bs is None else np.array(bs, dtype=np.float64)
-            self.data_lanes = bool(out.get("data_lanes"))
+        if self.done == 0:
+            self._first(out, h, bl, st, took)
         else:
             self.history[self.done : self.done + h.shape[0], lanes] = h
             better = np.isfinite(bl) & (bl < self.best_loss[lanes])
@@ -99,42 +86,78 @@ class _Run:
             else:
                 self.best_grad[lanes[better]] = np.asarray(out["best_grad"])[better]
                 self.best_sse[lanes[better]] = np.asarray(out["best_sse"])[better]
-        reasons = out["reasons"]
-        for i in np.nonzero(st == optim.FAILED)[0].tolist():
-            self.reasons[lanes[i]] = reasons[i]
+        codes = st.tolist()
+        if optim.FAILED in codes:
+            reasons = out["reasons"]
+            for i, code in enumerate(codes):
+                if code == optim.FAILED:
+                    self.reasons[lanes[i]] = reasons[i]
         self.evaluations += int(out["evaluations"])
         self.done += took
         return took
 
+    def _first(self, out: dict[str, Any], h: np.ndarray, bl: np.ndarray, st: np.ndarray,
+               took: int) -> None:  # fmt: skip
+        """The first call ran every lane from theta0: its arrays are taken as they are (the
+        runtime's, owned by this run; copies of what it did not make)."""
+        copy = None if out.get("fresh") else True  # fresh: the runtime's arrays, new to the call
+
+        def own(a: Any) -> np.ndarray:
+            return np.array(a, dtype=np.float64, copy=copy)
+
+        if optim.all_finite(bl):
+            self.best_loss = own(bl)
+            self.best_theta = own(out["best_theta"])
+        else:
+            better = np.isfinite(bl)
+            self.best_loss = np.where(better, bl, np.inf)
+            self.best_theta = np.where(better[:, None], out["best_theta"], self.theta)
+        if took < self.steps:
+            h = np.concatenate([h, np.full((self.steps - took, h.shape[1]), np.nan)])
+        else:
+            h = own(h) if h is out["history"] else h
+        self.history = h
+        self.theta = own(out["theta"])
+        self.state = st if copy is None else st.copy()
+        bg, bs = out.get("best_grad"), out.get("best_sse")
+        self.best_grad = None if bg is None else own(bg)
+        self.best_sse = None if bs is None else own(bs)
+        self.data_lanes = bool(out.get("data_lanes"))
+
     def trace(self, known: bool) -> optim.Trace:
         """The run's Trace; ``known``: its best_grad is the objective's (``_same_loss``)."""
         hist = self.history[: self.done + 1]
-        for b in np.nonzero(self.state == optim.CONVERGED)[0].tolist():  # frozen: loss stays
-            col = hist[:, b]
-            last = np.flatnonzero(np.isfinite(col))
-            if last.size:
-                col[last[-1] + 1 :] = col[last[-1]]
-        failed = ~np.isfinite(self.best_loss)
         state, best_loss = self.state, self.best_loss
-        if failed.any():
+        codes = state.tolist()
+        for b, code in enumerate(codes):
+            if code == optim.CONVERGED:  # a frozen lane: its loss stays
+                col = hist[:, b]
+                last = np.flatnonzero(np.isfinite(col))
+                if last.size:
+                    col[last[-1] + 1 :] = col[last[-1]]
+        if not optim.all_finite(best_loss):
+            failed = ~np.isfinite(best_loss)
             state = np.where(failed, optim.FAILED, state).astype(np.int8)
             best_loss = np.where(failed, np.nan, best_loss)
-        codes = state.tolist()
+            codes = state.tolist()
+        reasons: list[str | None] = [None] * len(codes)
+        if optim.FAILED in codes:
+            reasons = [r if s == optim.FAILED else None for r, s in zip(self.reasons, codes)]
         return optim.Trace(
-            theta=self.theta,
-            best_theta=self.best_theta,
-            best_loss=best_loss,
-            history=hist,
-            state=state,
-            reasons=[r if s == optim.FAILED else None for r, s in zip(self.reasons, codes)],
-            restarts=np.zeros(self.theta.shape[0], dtype=np.int64),
-            evaluations=self.evaluations,
-            best_grad=self.best_grad if known else None,
-            best_sse=self.best_sse if known else None,
+            self.theta,
+            self.best_theta,
+            best_loss,
+            hist,
+            state,
+            reasons,
+            np.zeros(self.theta.shape[0], dtype=np.int64),
+            self.evaluations,
+            self.best_grad if known else None,
+            self.best_sse if known else None,
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class NativeOptimizer:
     """Runs ``inner``'s algorithm inside the backend runtime; same ``Optimizer`` protocol.
 
@@ -225,7 +248,7 @@ class NativeOptimizer:
         objective's cotangent, and its residual is the objective's entry for entry (the
         augmented program's grid spreads a model without data lanes over the target's)."""
         prep = self.prepared
-        if float(prep.cotangent(np.zeros((1, 0)))) != self._weight():
+        if float(prep.cotangent(_NO_EXTRA)) != self._weight():
             return False
         if prep.target is None or prep.per_lane:
             return True

@@ -9,6 +9,7 @@ being evaluated at their last theta so the batch never changes and no other lane
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,8 +18,18 @@ from typing import Protocol
 import numpy as np
 
 from ndvm.calibrate.objective import Eval, Objective
+from ndvm.frozen import frozen
 
 RUNNING, OK, FAILED, CONVERGED = 0, 1, 2, 3
+
+
+def all_finite(a: np.ndarray) -> bool:
+    """``np.isfinite(a).all()``; a small 1-D array (a fit's per-start bookkeeping) is checked
+    without NumPy's reduction machinery, which costs more than the check."""
+    if a.ndim == 1 and a.shape[0] <= 64:
+        return all(map(math.isfinite, a.tolist()))
+    return bool(np.isfinite(a).all())
+
 
 # (rng, n) -> theta rows [n, D] for restarted lanes
 Sampler = Callable[[np.random.Generator, int], np.ndarray]
@@ -212,7 +223,7 @@ class _Book:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class Adam:
     """Adam with torch.optim.Adam's update order and rounding (no weight decay, no amsgrad)."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from functools import cached_property
 from typing import Any
 
@@ -19,7 +19,9 @@ import numpy as np
 
 from ndvm.api import Program
 from ndvm.calibrate import optim, uncertainty
+from ndvm.calibrate.losses import total_sum_of_squares
 from ndvm.calibrate.objective import ProgramObjective
+from ndvm.frozen import frozen
 
 STATUS_NAMES = {optim.OK: "ok", optim.CONVERGED: "ok", optim.FAILED: "failed"}
 GTOL = 1e-5  # converged when max |d loss / d theta| <= GTOL * max(1, |loss|) at the best start
@@ -29,7 +31,7 @@ class ConvergenceWarning(UserWarning):
     """A calibration ended without meeting its convergence test (``Calibration.message``)."""
 
 
-@dataclass(frozen=True, repr=False)
+@frozen(repr=False)
 class Calibration:
     """The result of ``calibrate``: the best start, every start's trajectory, diagnostics.
 
@@ -203,7 +205,7 @@ def _diagnose(
             y = prep.target[best] if prep.per_lane else prep.target
     if trace.best_grad is not None:
         g = trace.best_grad[best]
-        grad = g if np.isfinite(g).all() else None
+        grad = g if optim.all_finite(g) else None
         assert trace.best_sse is not None
         sse = float(trace.best_sse[best])
     else:
@@ -215,8 +217,7 @@ def _diagnose(
         sse = None if y is None else _sse(program, prep, theta, y, None if failed else ev.sq)
     if y is None or sse is None:
         return grad, None
-    d = y - y.sum() / y.shape[0]  # y.mean(), bitwise
-    sst = float((d * d).sum())
+    sst = total_sum_of_squares(y)
     return grad, 1.0 - sse / sst if sst > 0 else None
 
 
@@ -261,8 +262,10 @@ def build(
     meta: dict[str, Any],
     project: optim.Project | None = None,
     diagnostics: bool = True,
+    warn: bool = True,
 ) -> Calibration:
-    """The Calibration of a finished trace; warns (``ConvergenceWarning``) if not converged.
+    """The Calibration of a finished trace; warns (``ConvergenceWarning``) if not converged
+    (and ``warn``).
     Without ``diagnostics`` no further evaluation is made (no gradient norm, no R², no
     warning) and ``success`` means only that the best start did not fail."""
     P = len(program.param_specs)
@@ -285,7 +288,7 @@ def build(
         grad = theta - project((theta - grad)[None, :])[0]
     fields: dict[str, Any] = dict(
         loss=loss,
-        grad_norm=float("nan") if grad is None else float(np.abs(grad).max(initial=0.0)),
+        grad_norm=float("nan") if grad is None else max(map(abs, grad.tolist()), default=0.0),
         status=status,
     )
     if diagnostics:
@@ -313,6 +316,6 @@ def build(
         **fields,
         **meta,
     )
-    if not success and diagnostics:
+    if not success and diagnostics and warn:
         warnings.warn(message, ConvergenceWarning, stacklevel=3)
     return cal

@@ -12,6 +12,7 @@ needs it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -96,11 +97,26 @@ def constraint(name: str) -> Constraint:
     return BY_NAME[name]
 
 
+def _columns(specs: Any) -> tuple[tuple[int, Constraint], ...]:
+    """The columns of ``specs`` whose constraint is not ``free``, with their constraint."""
+    kinds = tuple(s.constraint for s in specs)
+    hit = _COLUMNS.get(kinds)
+    if hit is None:
+        hit = tuple((i, BY_NAME[k]) for i, k in enumerate(kinds) if BY_NAME[k].prim_name)
+        if len(_COLUMNS) >= 1024:
+            _COLUMNS.clear()
+        _COLUMNS[kinds] = hit
+    return hit
+
+
+_COLUMNS: dict[tuple[str, ...], tuple[tuple[int, Constraint], ...]] = {}
+
+
 def constrain(specs: Any, theta: Any) -> np.ndarray:
     """Values the program sees for theta ``[..., P]`` (``specs``: the ``ParamSpec``s)."""
     t = np.array(theta, dtype=np.float64)
-    for i, s in enumerate(specs):
-        t[..., i] = BY_NAME[s.constraint].forward(t[..., i])
+    for i, c in _columns(specs):
+        t[..., i] = c.forward(t[..., i])
     return t
 
 
@@ -108,14 +124,26 @@ def constrain_jacobian(specs: Any, theta: Any) -> np.ndarray:
     """d value / d theta per parameter (diagonal)."""
     t = np.array(theta, dtype=np.float64)
     out = np.ones_like(t)
-    for i, s in enumerate(specs):
-        out[..., i] = BY_NAME[s.constraint].derivative(t[..., i])
+    for i, c in _columns(specs):
+        out[..., i] = c.derivative(t[..., i])
     return out
 
 
 def unconstrain(specs: Any, values: Any) -> np.ndarray:
     """Inverse of ``constrain``; ValueError for values outside a constraint."""
     v = np.array(values, dtype=np.float64)
-    for i, s in enumerate(specs):
-        v[..., i] = BY_NAME[s.constraint].inverse(v[..., i], s.name)
+    for i, c in _columns(specs):
+        v[..., i] = c.inverse(v[..., i], specs[i].name)
     return v
+
+
+@functools.lru_cache(maxsize=1024)
+def _init_theta(specs: tuple[Any, ...]) -> np.ndarray:
+    theta = unconstrain(specs, [s.init for s in specs])
+    theta.setflags(write=False)
+    return theta
+
+
+def init_theta(specs: tuple[Any, ...]) -> np.ndarray:
+    """Theta ``[P]`` of the declared initial values (a new array)."""
+    return _init_theta(specs).copy()

@@ -13,7 +13,6 @@ fitted with its own parameters, ``starts`` lanes per series, and the best lane o
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache, partial
@@ -23,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ndvm.api import Program
-from ndvm.calibrate import Calibration, ConvergenceWarning, calibrate
+from ndvm.calibrate import Calibration, calibrate
 from ndvm.errors import NdvmError
 from ndvm.tasks.columns import DEFAULT_BINARY, DEFAULT_UNARY, check_operators, read_csv, split_rows
 from ndvm.tasks.grammar import Grammar
@@ -164,9 +163,8 @@ class Task:
         else:
             kw["target"] = target
         # a task's protocol fixes its steps: the verdict is on the result, not a warning
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            return calibrate(program, data.train_inputs, **kw)
+        kw.setdefault("warn", False)
+        return calibrate(program, data.train_inputs, **kw)
 
     def evaluate(self, candidate: Any, *, backend: str | None = None, **overrides: Any) -> Any:
         """Calibrate and score one candidate; errors become a failed ``TaskResult``."""
