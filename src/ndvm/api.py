@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ndvm.backends import registry
 from ndvm.backends.base import STATUS_ERROR, RunResult
 from ndvm.errors import BackendUnsupported, NdvmError
 from ndvm.eval.limits import Limits
@@ -55,8 +56,6 @@ class LaneArray(np.ndarray):
 
 
 def _backend(name: str | None) -> Any:
-    from ndvm.backends import registry
-
     return registry.get(name)
 
 
@@ -340,8 +339,6 @@ def _choose_backend(name: str | None, compiled: CompiledProgram) -> str:
     A backend may define ``prepare(compiled)``; it raises ``BackendUnsupported`` for a program
     it cannot run. An explicitly named backend raises that error; auto-selection moves on.
     """
-    from ndvm.backends import registry
-
     names = (name,) if name is not None else registry.available()
     for i, candidate in enumerate(names):
         impl = registry.get(candidate)

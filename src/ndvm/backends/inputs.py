@@ -53,7 +53,7 @@ def classify_inputs(
         line, column = dict(zip(names, positions)).get(name, (0, 0))
         return NdvmError(f"input {name!r}: {message}", line or None, column if line else None)
 
-    if len(given) != len(names) or not all(n in given for n in names):
+    if len(given) != len(names) or given.keys() != set(names):
         missing = [n for n in names if n not in given]
         if missing:
             raise NdvmError(f"missing input(s): {', '.join(missing)}")
@@ -74,17 +74,18 @@ def classify_inputs(
             arr = np.asarray(value, dtype=np.float64)
         except (TypeError, ValueError) as exc:
             raise bad(name, f"not numeric ({_reason(exc)})") from None
-        if arr.ndim == 0:
+        ndim = arr.ndim
+        if ndim == 0:
             out.append(("scalar", arr))
-        elif arr.ndim == 1:
+        elif ndim == 1:
             if n_data is not None and arr.shape[0] != n_data:
                 raise bad(name, f"has {arr.shape[0]} data lanes, others have {n_data}")
             n_data = arr.shape[0]
             if n_data == 0:
                 raise bad(name, "is empty")
             out.append(("data", arr))
-        elif arr.ndim == 2:
+        elif ndim == 2:
             out.append(("const", arr))
         else:
-            raise bad(name, f"arrays of rank {arr.ndim} are not supported")
+            raise bad(name, f"arrays of rank {ndim} are not supported")
     return out, n_data

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from ndvm.errors import NdvmError
 
-_INSTANCES: dict[str, Any] = {}
+_INSTANCES: dict[str | None, Any] = {}  # None: the default backend's instance
 
 
+@functools.cache
 def available() -> tuple[str, ...]:
+    """The backends this install can run, the default first (looked up once)."""
     names = ["reference"]
     try:
         from ndvm.backends import native  # noqa: F401
@@ -21,6 +24,9 @@ def available() -> tuple[str, ...]:
 
 
 def get(name: str | None) -> Any:
+    hit = _INSTANCES.get(name)
+    if hit is not None:
+        return hit
     if name is None:
         name = available()[0]
     if name not in _INSTANCES:
@@ -37,4 +43,6 @@ def get(name: str | None) -> Any:
             raise NdvmError(
                 f"unknown or unavailable backend {name!r} (available: {', '.join(available())})"
             )
+    if available()[0] == name:
+        _INSTANCES[None] = _INSTANCES[name]
     return _INSTANCES[name]

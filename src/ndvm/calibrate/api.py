@@ -14,7 +14,8 @@ import numpy as np
 
 from ndvm.api import Program
 from ndvm.api import compile as compile_program
-from ndvm.calibrate import optim
+from ndvm.backends import registry
+from ndvm.calibrate import native, optim
 from ndvm.calibrate.losses import get_loss
 from ndvm.calibrate.objective import ProgramObjective, TorchObjective
 from ndvm.calibrate.result import Calibration, build, lane_objective
@@ -258,8 +259,6 @@ def _program(program: Program | str, inputs: Mapping[str, Any], backend: str | N
     if isinstance(program, str):
         return compile_program(program, inputs=tuple(inputs), backend=backend)
     if backend is not None:
-        from ndvm.backends import registry
-
         return program.with_options(backend=registry.get(backend).name)
     return program
 
@@ -311,9 +310,6 @@ def _native(prepared: Any, opt: optim.Optimizer, control: optim.Control) -> Any:
     """The backend's in-runtime optimizer for this built-in loss, when it has one (else None)."""
     if prepared is None or control.on_failure != "drop":
         return None
-    from ndvm.backends import registry
-    from ndvm.calibrate import native
-
     backend = registry.get(prepared.model.backend)
     if not native.supports(backend, prepared, opt):
         return None
