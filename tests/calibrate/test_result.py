@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import ndvm
+from ndvm import tasks
 from ndvm.calibrate.result import ConvergenceWarning
 
 MM = "(params (vmax 1.0 positive) (km 1.0 positive))\n(/ (* vmax s) (+ km s))"
@@ -72,6 +73,18 @@ def test_not_converged_warns_with_a_message() -> None:
     with pytest.warns(ConvergenceWarning, match="not converged"):
         cal = ndvm.calibrate(p, {"t": T}, _logistic_data(), starts=1, steps=5, optimizer="adam")
     assert not cal.success and "raise steps or starts" in cal.message
+
+
+def test_warn_false_keeps_the_verdict_without_the_warning() -> None:
+    p = ndvm.compile(LOGISTIC, inputs=("t",))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        cal = ndvm.calibrate(
+            p, {"t": T}, _logistic_data(), starts=1, steps=5, optimizer="adam", warn=False
+        )
+        task = tasks.get("sr-damped").calibrate(steps=3)  # a task's fixed protocol
+    assert not cal.success and cal.message.startswith("not converged")
+    assert not task.success and task.message.startswith("not converged")
 
 
 def test_box_bounds_beside_a_positive_parameter() -> None:
