@@ -7,7 +7,7 @@ from typing import Any
 
 from ndvm.errors import NdvmError
 
-_INSTANCES: dict[str | None, Any] = {}  # None: the default backend's instance
+_INSTANCES: dict[str, Any] = {}
 
 
 @functools.cache
@@ -24,25 +24,22 @@ def available() -> tuple[str, ...]:
 
 
 def get(name: str | None) -> Any:
+    if name is None:
+        name = available()[0]
     hit = _INSTANCES.get(name)
     if hit is not None:
         return hit
-    if name is None:
-        name = available()[0]
-    if name not in _INSTANCES:
-        if name == "reference":
-            from ndvm.backends.reference import ReferenceBackend
+    if name == "reference":
+        from ndvm.backends.reference import ReferenceBackend
 
-            _INSTANCES[name] = ReferenceBackend()
-        elif name in ("native", "vm") and name in available():
-            from ndvm.backends.native import NativeBackend
+        _INSTANCES[name] = ReferenceBackend()
+    elif name in ("native", "vm") and name in available():
+        from ndvm.backends.native import NativeBackend
 
-            # "vm": the native core's bytecode client on the same runtime (docs/native.md)
-            _INSTANCES[name] = NativeBackend(client=name)
-        else:
-            raise NdvmError(
-                f"unknown or unavailable backend {name!r} (available: {', '.join(available())})"
-            )
-    if available()[0] == name:
-        _INSTANCES[None] = _INSTANCES[name]
+        # "vm": the native core's bytecode client on the same runtime (docs/native.md)
+        _INSTANCES[name] = NativeBackend(client=name)
+    else:
+        raise NdvmError(
+            f"unknown or unavailable backend {name!r} (available: {', '.join(available())})"
+        )
     return _INSTANCES[name]

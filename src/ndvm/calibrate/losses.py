@@ -125,12 +125,6 @@ class Prepared:
         return np.exp(extra) if self.extra0 else extra
 
 
-def total_sum_of_squares(y: np.ndarray) -> float:
-    """The sum of squares of ``y [N]`` about its mean."""
-    d = y - y.sum() / y.shape[0]  # y.mean(), bitwise
-    return float((d * d).sum())
-
-
 def augmented(model: Program) -> Program:
     """The loss-augmented program ``(let ((r (- E target))) (* r r))``, built from the model's
     resolved IR (nothing is re-read or re-resolved); the target is a new last input. Errors

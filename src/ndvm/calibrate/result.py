@@ -19,7 +19,6 @@ import numpy as np
 
 from ndvm.api import Program
 from ndvm.calibrate import optim, uncertainty
-from ndvm.calibrate.losses import total_sum_of_squares
 from ndvm.calibrate.objective import ProgramObjective
 from ndvm.frozen import frozen
 
@@ -217,7 +216,8 @@ def _diagnose(
         sse = None if y is None else _sse(program, prep, theta, y, None if failed else ev.sq)
     if y is None or sse is None:
         return grad, None
-    sst = total_sum_of_squares(y)
+    d = y - y.sum() / y.shape[0]  # y.mean(), bitwise
+    sst = float((d * d).sum())
     return grad, 1.0 - sse / sst if sst > 0 else None
 
 

@@ -99,17 +99,12 @@ def constraint(name: str) -> Constraint:
 
 def _columns(specs: Any) -> tuple[tuple[int, Constraint], ...]:
     """The columns of ``specs`` whose constraint is not ``free``, with their constraint."""
-    kinds = tuple(s.constraint for s in specs)
-    hit = _COLUMNS.get(kinds)
-    if hit is None:
-        hit = tuple((i, BY_NAME[k]) for i, k in enumerate(kinds) if BY_NAME[k].prim_name)
-        if len(_COLUMNS) >= 1024:
-            _COLUMNS.clear()
-        _COLUMNS[kinds] = hit
-    return hit
+    return _columns_of(tuple(s.constraint for s in specs))
 
 
-_COLUMNS: dict[tuple[str, ...], tuple[tuple[int, Constraint], ...]] = {}
+@functools.lru_cache(maxsize=1024)
+def _columns_of(kinds: tuple[str, ...]) -> tuple[tuple[int, Constraint], ...]:
+    return tuple((i, BY_NAME[k]) for i, k in enumerate(kinds) if BY_NAME[k].prim_name)
 
 
 def constrain(specs: Any, theta: Any) -> np.ndarray:
