@@ -58,3 +58,30 @@ def test_augmented_keeps_model_positions_in_lane_errors(backend: str) -> None:
     ((_, error),) = out.errors
     assert (error.line, error.column) == (2, 4)
     assert str(error) == str(model.eval(np.array([[1.0]])).errors[0][1])
+
+
+@pytest.mark.parametrize("engine", ["auto", "numpy"])
+@pytest.mark.parametrize("loss", ["mse", "gaussian_nll"])
+def test_a_model_without_data_lanes_fits_its_vector_against_the_target(
+    engine: str, loss: str
+) -> None:
+    """A model without data inputs that returns a vector of N meets a target [N] entry for
+    entry (N residuals), on either engine: the least-squares line through the points."""
+    t = np.array([1.0, 2.0, 3.0, 4.5, 0.5])
+    y = np.array([2.0, 4.0, 6.5, 9.0, 1.5])
+    src = f"(params (a 1.0) (b 0.0))\n(+ (* a (vector {' '.join(map(str, t))})) b)"
+    program = ndvm.compile(src, backend=BACKENDS[-1])
+    fit = ndvm.calibrate(program, target=y, loss=loss, engine=engine, steps=400, seed=1)
+    a, b = np.polyfit(t, y, 1)
+    np.testing.assert_allclose(fit.theta[:2], [a, b], rtol=1e-6, atol=1e-6)
+    r2 = 1.0 - np.sum((a * t + b - y) ** 2) / np.sum((y - y.mean()) ** 2)
+    np.testing.assert_allclose(fit.r2, r2, rtol=1e-6)
+
+
+@pytest.mark.parametrize("engine", ["auto", "numpy"])
+def test_a_scalar_model_without_data_lanes_fits_the_targets_mean(engine: str) -> None:
+    y = np.array([2.0, 4.0, 6.5])
+    program = ndvm.compile("(params (a 1.0))\n(* 2 a)", backend=BACKENDS[-1])
+    fit = ndvm.calibrate(program, target=y, engine=engine, steps=300, seed=1)
+    np.testing.assert_allclose(fit.theta, [y.mean() / 2], rtol=1e-7)
+    assert fit.r2 == pytest.approx(0.0, abs=1e-9)

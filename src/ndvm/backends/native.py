@@ -427,8 +427,8 @@ class NativeBackend:
         running when it passes. Only ``method="adam"`` (``optimize_methods``). Raises
         ``NativeUnsupported`` when the value grid does not have N numbers per lane. Besides
         ``ndvm.calibrate.native``'s fields it returns best_grad [B, P], the loss gradient at
-        best_theta (NaN for a lane without one), best_sse [B], the unweighted sum there
-        (of squared residuals, with a target), and data_lanes (the inputs have data lanes).
+        best_theta (NaN for a lane without one), and best_sse [B], the unweighted sum there
+        (of squared residuals, with a target).
         """
         if method not in self.optimize_methods:
             raise NativeUnsupported(f"native backend: no in-runtime {method!r} optimizer")
@@ -458,7 +458,6 @@ class NativeBackend:
             "best_loss": raw["best_loss"],
             "best_grad": raw["best_grad"],
             "best_sse": raw["best_sse"],
-            "data_lanes": n_data is not None,
             "history": raw["history"],
             "state": raw["state"],
             "reasons": [

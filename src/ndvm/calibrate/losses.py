@@ -18,7 +18,7 @@ import numpy as np
 from ndvm.api import Program
 from ndvm.backends import registry as backend_registry
 from ndvm.backends.base import RunResult
-from ndvm.backends.inputs import classify_inputs
+from ndvm.backends.inputs import Const, classify_inputs
 from ndvm.errors import NdvmError
 from ndvm.frozen import frozen
 from ndvm.lang import ir
@@ -64,13 +64,15 @@ class Prepared:
         """One target series per parameter lane ([B, N]): the residual is formed in NumPy."""
         return self.target is not None and self.target.ndim == 2
 
-    @cached_property
+    @property
     def squares(self) -> bool:
-        """The objective's value grid is the model's squared residual entry for entry: a target
-        ``[N]`` over a model with data lanes (without them the augmented grid would spread the
-        model's value over the target's lanes)."""
-        if self.target is None or self.target.ndim != 1:
-            return False
+        """The objective's value grid is the squared residual entry for entry (a target
+        ``[N]``)."""
+        return self.target is not None and self.target.ndim == 1
+
+    @cached_property
+    def data_lanes(self) -> bool:
+        """The model runs over data lanes (its inputs hold a data-lane array)."""
         return classify_inputs(self.model.inputs, self.model_inputs)[1] is not None
 
     @cached_property
@@ -84,7 +86,12 @@ class Prepared:
         if self.target is None or self.per_lane:
             return self.model_inputs
         inp = dict(self.model_inputs)
-        inp[TARGET] = self.target if self.target.ndim == 1 else float(self.target)
+        if self.target.ndim == 0:
+            inp[TARGET] = float(self.target)
+        elif self.data_lanes:  # one target entry per data lane
+            inp[TARGET] = self.target
+        else:  # a model without data lanes: its value against the target entry for entry
+            inp[TARGET] = Const(self.target)
         return inp
 
     @property

@@ -17,9 +17,8 @@ back to the NumPy optimizer on the loss-augmented program.
         theta f64[B, P], best_theta f64[B, P], best_loss f64[B], history f64[k+1, B],
         state int8[B] (1 ok, 2 failed, 3 converged), reasons list[str | None], evaluations int,
         and optionally best_grad f64[B, P] (the loss gradient at best_theta), best_sse f64[B]
-        (the sum of squared residuals there) and data_lanes bool (the inputs have data lanes),
-        which spare the result an evaluation, and fresh bool (every array is new to this call
-        and shared with nothing: taken without copies)
+        (the sum of squared residuals there), which spare the result an evaluation, and fresh
+        bool (every array is new to this call and shared with nothing: taken without copies)
 """
 
 from __future__ import annotations
@@ -122,7 +121,6 @@ class _Run:
         bg, bs = out.get("best_grad"), out.get("best_sse")
         self.best_grad = None if bg is None else own(bg)
         self.best_sse = None if bs is None else own(bs)
-        self.data_lanes = bool(out.get("data_lanes"))
 
     def trace(self, known: bool) -> optim.Trace:
         """The run's Trace; ``known``: its best_grad is the objective's (``_same_loss``)."""
@@ -211,7 +209,7 @@ class NativeOptimizer:
             lanes = lanes[run.state[lanes] == optim.OK]
             if lanes.size == 0:
                 break
-        return run.trace(self._same_loss(run))
+        return run.trace(self._same_loss())
 
     def _call(self, theta, n, schedule, target, time_limit, control):  # type: ignore[no-untyped-def]
         prep = self.prepared
@@ -243,16 +241,14 @@ class NativeOptimizer:
             time_limit=time_limit,
         )
 
-    def _same_loss(self, run: _Run) -> bool:
+    def _same_loss(self) -> bool:
         """The runtime's gradient is the NumPy objective's, bitwise: the loss weight is the
-        objective's cotangent, and its residual is the objective's entry for entry (the
-        augmented program's grid spreads a model without data lanes over the target's)."""
+        objective's cotangent, and its residual is the objective's entry for entry (a target
+        ``[N]``; one series per start is formed by the objective in NumPy)."""
         prep = self.prepared
         if float(prep.cotangent(_NO_EXTRA)) != self._weight():
             return False
-        if prep.target is None or prep.per_lane:
-            return True
-        return prep.target.ndim == 1 and run.data_lanes  # prep.squares, known from the call
+        return prep.target is None or prep.per_lane or prep.squares
 
     def _weight(self) -> float:
         """The runtime's loss weight (gaussian_nll with fixed sigma: of the sum of squares)."""
