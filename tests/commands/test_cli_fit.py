@@ -220,3 +220,14 @@ def test_fit_max_steps_fails_the_starts(tmp_path: Path) -> None:
     res = _ndvm(*base, *quick, "--max-steps", "1000")
     assert res.returncode == 1 and "StepLimitExceeded: step limit of 1000" in res.stderr
     assert json.loads(_ndvm(*base, *quick).stdout)["failed"] == 0
+
+
+@pytest.mark.parametrize("brk", ["\r", "\x0c", "\x0b", "\r\n"])
+def test_free_names_count_lines_as_the_reader_does(brk: str) -> None:
+    """Only "\\n" ends a line for the reader; other line-break characters inside the header
+    (whitespace to the reader) must not shift where the body starts."""
+    from ndvm.commands.common import free_names
+
+    src = f"(params{brk} (a 1.0)\n  (k 0.5 positive){brk})\n\n  (+ a (* k b x))"
+    assert free_names(src) == (("a", "k", "b", "x"), ("a", "k"))
+    assert free_names(f"(params{brk}(a 1.0))\n(+ a x)") == (("a", "x"), ("a",))

@@ -166,9 +166,9 @@ def free_names(source: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     data = read(source)
     if len(data) < 2 or head_name(data[0]) != "params":
         return ndvm.compile(source).params, ()
-    lines = source.splitlines(keepends=True)
     body = data[1]
-    offset = sum(len(s) for s in lines[: body.line - 1]) + body.column - 1
+    lines = source.split("\n")  # the reader's lines: only "\n" ends one
+    offset = sum(len(s) + 1 for s in lines[: body.line - 1]) + body.column - 1
     # the header alone, checked as the compiler checks it (a 0 in the body's place)
     declared = ndvm.compile(source[:offset] + "0").params
     used = ndvm.compile("\n" * (body.line - 1) + source[offset:]).params
