@@ -128,18 +128,23 @@ void ndvm::raise_front_error(const front::FrontError& e) {
   throw nb::python_error();
 }
 
+ndvm::front::ReadOutput ndvm::read_or_raise(Arena& arena, nb::handle source,
+                                            const front::ReadLimits& limits, bool allow_empty) {
+  const std::string text = utf8_of(source);
+  try {
+    return front::read(arena, text, limits, allow_empty);
+  } catch (const front::FrontError& e) {
+    raise_front_error(e);
+  }
+}
+
 void ndvm::bind_front_data(nb::module_& m) {
   m.def(
       "read",
       [](nb::handle source, bool allow_empty, int64_t max_source_chars, int64_t max_forms) {
-        const std::string text = utf8_of(source);
         Arena arena;
-        front::ReadOutput out;
-        try {
-          out = front::read(arena, text, {max_source_chars, max_forms}, allow_empty);
-        } catch (const front::FrontError& e) {
-          raise_front_error(e);
-        }
+        const front::ReadOutput out =
+            read_or_raise(arena, source, {max_source_chars, max_forms}, allow_empty);
         nb::tuple data = data_to_python(arena, out.top.data(), out.top.size());
         PyObject* names = PyFrozenSet_New(nullptr);
         if (names == nullptr) throw nb::python_error();

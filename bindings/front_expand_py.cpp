@@ -34,14 +34,9 @@ void ndvm::bind_front_expand(nb::module_& m) {
   m.def(
       "expand",
       [](nb::handle source, bool dmci, int64_t max_source_chars, int64_t max_forms) {
-        const std::string text = utf8_of(source);
         Arena arena;
-        front::ReadOutput out;
-        try {
-          out = front::read(arena, text, {max_source_chars, max_forms}, false);
-        } catch (const front::FrontError& e) {
-          raise_front_error(e);
-        }
+        const front::ReadOutput out =
+            read_or_raise(arena, source, {max_source_chars, max_forms}, false);
         return expand_all(arena, out.top, dmci);
       },
       nb::arg("source"), nb::arg("dmci") = false, nb::arg("max_source_chars") = 5'000'000,

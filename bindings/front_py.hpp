@@ -24,6 +24,10 @@ nanobind::tuple data_to_python(const front::Arena& arena, const front::DRef* ref
 // Raise `e` as the ndvm.errors class of its kind (ReadError, CompileError, UnsupportedForm).
 [[noreturn]] void raise_front_error(const front::FrontError& e);
 
+// front::read of the str `source` into `arena`; a FrontError is raised as its Python error.
+front::ReadOutput read_or_raise(front::Arena& arena, nanobind::handle source,
+                                const front::ReadLimits& limits, bool allow_empty);
+
 // A Python str as UTF-8 (lone surrogates kept, as "surrogatepass" encodes them), and back.
 std::string utf8_of(nanobind::handle str);
 nanobind::str str_of(std::string_view utf8);

@@ -221,6 +221,34 @@ int32_t Expander::State::bind_binding_names(DRef spec, int32_t n) {
   return pushed_n;
 }
 
+DRef Expander::State::binding_names(DRef spec, int32_t n) {
+  const size_t base = scratch.size();
+  for (int32_t i = 0; i < n; ++i) push(item(item(spec, i), 0));
+  return build(base, spec);
+}
+
+// The inits expanded in order (the order in which expansion draws generated names).
+DRef Expander::State::expanded_bindings(DRef spec, int32_t n) {
+  const size_t base = scratch.size();
+  for (int32_t i = 0; i < n; ++i) {
+    const DRef b = item(spec, i);
+    const DRef value = expand(item(b, 1));
+    push(list2(item(b, 0), value, item(b, 0)));
+  }
+  return build(base, spec);
+}
+
+DRef Expander::State::apply_letrec(DRef name, DRef fn, DRef spec, int32_t n, DRef d) {
+  const DRef rec = list3(sym(kw::LETREC, d), list1(list2(name, fn, d), d), name, d);
+  const size_t base = scratch.size();
+  push(rec);
+  for (int32_t i = 0; i < n; ++i) {
+    const DRef value = expand(item(item(spec, i), 1));
+    push(value);
+  }
+  return build(base, d);
+}
+
 // Whether `id`, the name at index i, occurred among the names before it (up to 8 names are
 // compared directly; longer lists mark the ids seen with a fresh stamp, set up at i == 0).
 bool Expander::State::repeated(DRef list, int32_t i, int32_t id, bool nested) {
@@ -530,13 +558,7 @@ DRef Expander::State::f_let(DRef d) {
     const DRef n = item(item(spec, i), 0);
     if (repeated(spec, i, a[n].text, true)) fail_repr(n, "let: duplicate binding ", n, "");
   }
-  const size_t base = scratch.size();
-  for (int32_t i = 0; i < nb; ++i) {
-    const DRef b = item(spec, i);
-    const DRef value = expand(item(b, 1));
-    push(list2(item(b, 0), value, item(b, 0)));
-  }
-  const DRef inits = build(base, spec);
+  const DRef inits = expanded_bindings(spec, nb);
   const int32_t pushed_n = bind_binding_names(spec, nb);
   const DRef b = body(d, 2, d);
   unbind(pushed_n);
@@ -552,10 +574,8 @@ DRef Expander::State::named_let(DRef d) {
   const DRef spec = item(d, 2);
   check_bindings(d, spec);
   const int32_t nb = count(spec);
-  size_t base = scratch.size();
-  for (int32_t i = 0; i < nb; ++i) push(item(item(spec, i), 0));
-  const DRef formals = build(base, spec);
-  base = scratch.size();
+  const DRef formals = binding_names(spec, nb);
+  const size_t base = scratch.size();
   push(sym(kw::LAMBDA, d));
   push(formals);
   push_items(d, 3);
@@ -563,14 +583,7 @@ DRef Expander::State::named_let(DRef d) {
   const int32_t pushed_n = bind(name);
   const DRef fn = f_lambda(lam);
   unbind(pushed_n);
-  const DRef rec = list3(sym(kw::LETREC, d), list1(list2(name, fn, d), d), name, d);
-  base = scratch.size();
-  push(rec);
-  for (int32_t i = 0; i < nb; ++i) {
-    const DRef value = expand(item(item(spec, i), 1));
-    push(value);
-  }
-  return build(base, d);
+  return apply_letrec(name, fn, spec, nb, d);
 }
 
 // let*: nested lets; the body first, then the inits from the last (each sees the names
@@ -604,13 +617,7 @@ DRef Expander::State::f_letrec(DRef d) {
   check_bindings(d, spec);
   const int32_t nb = count(spec);
   const int32_t pushed_n = bind_binding_names(spec, nb);
-  const size_t base = scratch.size();
-  for (int32_t i = 0; i < nb; ++i) {
-    const DRef b = item(spec, i);
-    const DRef value = expand(item(b, 1));
-    push(list2(item(b, 0), value, item(b, 0)));
-  }
-  const DRef inits = build(base, spec);
+  const DRef inits = expanded_bindings(spec, nb);
   const DRef b = body(d, 2, d);
   unbind(pushed_n);
   return list3(sym(kw::LETREC, d), inits, b, d);

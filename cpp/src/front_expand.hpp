@@ -112,6 +112,10 @@ struct Expander::State {
   void check_bindings(DRef d, DRef spec) const;
   int32_t bind_formals(DRef formals);
   int32_t bind_binding_names(DRef spec, int32_t n);
+  DRef binding_names(DRef spec, int32_t n);     // (name ...) of spec's n bindings, at spec
+  DRef expanded_bindings(DRef spec, int32_t n);  // ((name expanded-init) ...), at spec
+  // ((letrec ((name fn)) name) expanded-init ...) of spec's n bindings, at d
+  DRef apply_letrec(DRef name, DRef fn, DRef spec, int32_t n, DRef d);
   DRef f_if(DRef d);
   DRef f_begin(DRef d);
   DRef f_lambda(DRef d);

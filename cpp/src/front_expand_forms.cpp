@@ -214,9 +214,7 @@ DRef Expander::State::f_loop(DRef d) {
   check_bindings(d, spec);
   const int32_t nb = count(spec);
   const DRef name = gensym("loop", d);
-  size_t base = scratch.size();
-  for (int32_t i = 0; i < nb; ++i) push(item(item(spec, i), 0));
-  const DRef formals = build(base, spec);
+  const DRef formals = binding_names(spec, nb);
   const int32_t saved_name = loop_name, saved_arity = loop_arity;
   loop_name = a[name].text;  // the innermost loop only
   loop_arity = nb;
@@ -226,14 +224,7 @@ DRef Expander::State::f_loop(DRef d) {
   loop_name = saved_name;
   loop_arity = saved_arity;
   const DRef lam = list3(sym(kw::LAMBDA, d), formals, b, d);
-  const DRef rec = list3(sym(kw::LETREC, d), list1(list2(name, lam, d), d), name, d);
-  base = scratch.size();
-  push(rec);
-  for (int32_t i = 0; i < nb; ++i) {
-    const DRef value = expand(item(item(spec, i), 1));
-    push(value);
-  }
-  return build(base, d);
+  return apply_letrec(name, lam, spec, nb, d);
 }
 
 DRef Expander::State::f_recur(DRef d) {
