@@ -121,14 +121,18 @@ int32_t Arena::add_text(std::string_view text) {
   return static_cast<int32_t>(texts.size() - 1);
 }
 
-DRef Arena::sym(int32_t name_id, int32_t line, int32_t column) {
-  Datum d;
-  d.kind = DKind::SYM;
-  d.text = name_id;
+DRef Arena::add(Datum d, int32_t line, int32_t column) {
   d.line = line;
   d.column = column;
   data.push_back(d);
   return static_cast<DRef>(data.size() - 1);
+}
+
+DRef Arena::sym(int32_t name_id, int32_t line, int32_t column) {
+  Datum d;
+  d.kind = DKind::SYM;
+  d.text = name_id;
+  return add(d, line, column);
 }
 
 DRef Arena::num(double value, std::string_view text, int32_t line, int32_t column) {
@@ -136,30 +140,21 @@ DRef Arena::num(double value, std::string_view text, int32_t line, int32_t colum
   d.kind = DKind::NUM;
   d.num = value;
   d.text = add_text(text);
-  d.line = line;
-  d.column = column;
-  data.push_back(d);
-  return static_cast<DRef>(data.size() - 1);
+  return add(d, line, column);
 }
 
 DRef Arena::str(std::string_view value, int32_t line, int32_t column) {
   Datum d;
   d.kind = DKind::STR;
   d.text = add_text(value);
-  d.line = line;
-  d.column = column;
-  data.push_back(d);
-  return static_cast<DRef>(data.size() - 1);
+  return add(d, line, column);
 }
 
 DRef Arena::boolean(bool value, int32_t line, int32_t column) {
   Datum d;
   d.kind = DKind::BOOL;
   d.flag = value;
-  d.line = line;
-  d.column = column;
-  data.push_back(d);
-  return static_cast<DRef>(data.size() - 1);
+  return add(d, line, column);
 }
 
 DRef Arena::list(const DRef* elems, size_t n, DRef tail, int32_t line, int32_t column) {
@@ -168,11 +163,8 @@ DRef Arena::list(const DRef* elems, size_t n, DRef tail, int32_t line, int32_t c
   d.first = static_cast<int32_t>(items.size());
   d.count = static_cast<int32_t>(n);
   d.tail = tail;
-  d.line = line;
-  d.column = column;
   items.insert(items.end(), elems, elems + n);
-  data.push_back(d);
-  return static_cast<DRef>(data.size() - 1);
+  return add(d, line, column);
 }
 
 int32_t Arena::head_id(DRef d) const {

@@ -121,6 +121,7 @@ class Arena {
   int32_t head_id(DRef d) const;
 
  private:
+  DRef add(Datum d, int32_t line, int32_t column);  // d at (line, column), appended
   // interned names other than the keywords: an open-addressing table of ids into texts
   // (-1: empty), at most half full
   std::vector<int32_t> slots_;
