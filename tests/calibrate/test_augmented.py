@@ -85,3 +85,14 @@ def test_a_scalar_model_without_data_lanes_fits_the_targets_mean(engine: str) ->
     fit = ndvm.calibrate(program, target=y, engine=engine, steps=300, seed=1)
     np.testing.assert_allclose(fit.theta, [y.mean() / 2], rtol=1e-7)
     assert fit.r2 == pytest.approx(0.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("engine", ["auto", "numpy"])
+def test_a_scalar_model_without_data_lanes_fits_each_series_mean(engine: str) -> None:
+    """One target series per start: the one number of each lane predicts every entry."""
+    Y = np.array([[2.0, 4.0, 6.5], [1.0, 1.0, 1.5]])
+    program = ndvm.compile("(params (a 1.0))\n(* 2 a)", backend=BACKENDS[-1])
+    fit = ndvm.calibrate(program, target=Y, starts=2, engine=engine, steps=300, seed=1)
+    assert fit.status == ("ok", "ok")
+    np.testing.assert_allclose(fit.all_params[:, 0], Y.mean(axis=1) / 2, rtol=1e-7)
+    np.testing.assert_allclose(fit.all_losses, Y.var(axis=1), rtol=1e-6)

@@ -102,19 +102,23 @@ class ProgramObjective:
         res = prep.model.evaluate(theta[:, :P], prep.model_inputs)
         reasons = lane_reasons(res)
         value = np.asarray(res.value, dtype=np.float64) if res.numeric else None
-        if value is None or value.reshape(B, -1).shape != prep.target.shape:
+        flat = None if value is None else value.reshape(B, -1)
+        # one number per lane (a model without data lanes) predicts each entry of its series
+        spread = flat is not None and flat.shape[1] == 1 != prep.target.shape[1]
+        if flat is None or (flat.shape != prep.target.shape and not spread):
             why = "result is not numeric" if value is None else "value does not match target"
             loss = np.full(B, np.nan)
             g = np.full((B, self.dim), np.nan) if grad else None
             failed, reasons = _failures(loss, g, [r or why for r in reasons])
             return Eval(loss, g, failed, reasons)
-        r = value.reshape(B, -1) - prep.target
+        r = flat - prep.target
         sq = r * r
         loss, gextra = prep.reduce(sq, extra)
         g = None
         if grad:
             wr = prep.cotangent(extra, 2) * r  # the tape of (* r r), as the runtime's
-            ct = (wr + wr).reshape(value.shape)
+            ct = wr + wr
+            ct = (ct.sum(axis=1) if spread else ct).reshape(value.shape)
             back = prep.model.evaluate(theta[:, :P], prep.model_inputs, grad=True, cotangent=ct)
             assert back.grad is not None
             g = np.concatenate([back.grad, gextra], axis=1) if gextra.shape[1] else back.grad
