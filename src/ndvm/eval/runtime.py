@@ -26,6 +26,7 @@ from ndvm.tape import Tape
 from ndvm.values import NIL, VOID, Pair, String, Symbol
 
 CLOCK_EVERY = 1 << 22  # payload elements computed between two deadline checks
+INT64_MAX = 2**63 - 1  # indices beyond int64 are clamped to its bounds, as in the core
 
 # The reference machine's structural primitives, registered by ``ndvm.eval.lists`` and
 # ``ndvm.eval.vectors`` (imported by the machine, ``ndvm.eval.treewalk``).
@@ -186,6 +187,8 @@ class Runtime:
         v = self.uniform(x, what)
         if not float(v).is_integer():
             raise self.error(f"{what}: expected an integer, got {v!r}")
+        if abs(v) > 9.0e18:  # as the core: beyond int64, an index is its nearest bound
+            return INT64_MAX if v > 0 else -INT64_MAX - 1
         return int(v)
 
     def groups_of(self, val: np.ndarray) -> list[np.ndarray]:

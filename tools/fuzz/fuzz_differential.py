@@ -1,0 +1,182 @@
+"""Differential fuzzing over mutated programs: every client of one program must agree.
+
+    python tools/fuzz/fuzz_differential.py --iterations 3000 [--seed 0]
+    python tools/fuzz/fuzz_differential.py --minutes 10 --seed 7
+
+Inputs are the source fuzzer's (``fuzz_source.py``: the golden programs, the examples and the
+hostile corpus, mutated). Each one that compiles is evaluated with its gradient over 3
+parameter lanes by the native tree walker, the bytecode VM (both walking every evaluation)
+and the walker replaying its own trace (a second evaluation with the same inputs), which must
+agree bitwise: values, per-lane statuses, error types, messages and positions, gradients.
+The reference backend must agree on statuses and errors and, within a tolerance, on values
+and gradients. Inputs that reach a step, depth or time limit anywhere are skipped: the two
+clients count steps and depth differently. The first disagreement is written to
+``fuzz-diff-<n>.scm`` and the run fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import random
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fuzz_source import mutate, seeds  # noqa: E402
+
+NUMBER = re.compile(r"(?<![\w.#-])-?\d+(\.\d+)?(?![\w.])")
+UNARY = re.compile(r"\((exp|sin|cos|tanh|abs|square|sqrt|log|floor|-) ")
+BINARY = re.compile(r"\((\+|-|\*|/|max|min|<|>|=|<=|>=) ")
+RTOL = 1e-9  # reference vs native: NumPy's and the core's libm may differ in the last bits
+
+
+SEEN: collections.Counter[str] = collections.Counter()  # what the inputs came to
+
+
+class Skip(Exception):
+    """The input reached a limit whose accounting differs between clients."""
+
+
+def outcome(program: Any, theta: np.ndarray, twice: bool = False) -> tuple[Any, ...]:
+    """(kind, ...) of one evaluation with its gradient: a result's parts or the error."""
+    import ndvm
+
+    try:
+        res = program.evaluate(theta, {}, grad=True)
+        if twice:
+            res = program.evaluate(theta, {}, grad=True)
+            if not res.stats.get("replayed", True):
+                return ("walked again",)
+    except (ndvm.errors.StepLimitExceeded, ndvm.errors.DepthLimitExceeded,
+            ndvm.errors.DeadlineExceeded):  # fmt: skip
+        raise Skip from None
+    except ndvm.NdvmError as exc:
+        return ("error", type(exc).__name__, str(exc), exc.line, exc.column)
+    errors = [(np.asarray(m).tobytes(), type(e).__name__, str(e)) for m, e in res.errors]
+    if any(name in ("StepLimitExceeded", "DepthLimitExceeded", "DeadlineExceeded")
+           for _, name, _ in errors):  # fmt: skip
+        raise Skip
+    value = np.asarray(res.value)
+    grad = None if res.grad is None else np.asarray(res.grad)
+    return ("result", value, np.asarray(res.status), errors, grad)
+
+
+def same_array(a: Any, b: Any, rtol: float) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if a.shape != b.shape:
+        return False
+    if a.dtype == object or b.dtype == object:
+        return bool(a.dtype == b.dtype and repr(a.tolist()) == repr(b.tolist()))
+    if rtol == 0.0:
+        return a.tobytes() == b.tobytes()
+    return bool(np.allclose(a, b, rtol=rtol, atol=rtol, equal_nan=True))
+
+
+def same(a: tuple[Any, ...], b: tuple[Any, ...], rtol: float) -> bool:
+    if a[0] != b[0] or a[0] != "result":
+        return a == b
+    _, va, sa, ea, ga = a
+    _, vb, sb, eb, gb = b
+    return (
+        same_array(sa, sb, 0.0)
+        and ea == eb
+        and same_array(va, vb, rtol)
+        and same_array(ga, gb, rtol)
+    )
+
+
+def check(text: str) -> str | None:
+    """None, or which two clients disagree on ``text``."""
+    import ndvm
+    from ndvm.eval.limits import Limits
+
+    limits = Limits(max_steps=100_000, max_heap=200_000, max_depth=2_000, deadline=None)
+    try:
+        walker = ndvm.compile(text, backend="native", limits=limits, strict=False)
+    except ndvm.NdvmError:
+        SEEN["compile error"] += 1
+        return None
+    P = len(walker.params)
+    theta = np.linspace(-1.5, 1.5, 3 * max(1, P)).reshape(3, -1)[:, :P]
+    try:
+        walk = outcome(walker.with_options(replay=False), theta)
+        vm = outcome(walker.with_options(backend="vm", replay=False), theta)
+        replay = outcome(walker, theta, twice=True)
+        if walk[0] == "result" and np.asarray(walk[1]).dtype != object:
+            ref = outcome(walker.with_options(backend="reference"), theta)
+        else:
+            ref = walk
+    except Skip:
+        SEEN["limit (skipped)"] += 1
+        return None
+    SEEN[walk[0] if walk[0] == "error" else "result"] += 1
+    SEEN["replayed"] += replay != ("walked again",) and walk[0] == "result"
+    SEEN["against the reference"] += ref is not walk
+    if not same(walk, vm, 0.0):
+        return f"walker and VM differ:\n  walker {walk}\n  vm     {vm}"
+    if replay != ("walked again",) and not same(walk, replay, 0.0):
+        return f"walk and replay differ:\n  walk   {walk}\n  replay {replay}"
+    if not same(walk, ref, RTOL):
+        return f"native and reference differ:\n  native    {walk}\n  reference {ref}"
+    return None
+
+
+def vary(text: str, rng: random.Random) -> str:
+    """A program like ``text`` that still reads: numbers changed, unary or binary primitives
+    swapped for others of their kind (so more of the inputs run than raw mutations)."""
+    for _ in range(rng.randint(1, 3)):
+        kind = rng.randrange(3)
+        pattern = (NUMBER, UNARY, BINARY)[kind]
+        hits = list(pattern.finditer(text))
+        if not hits:
+            continue
+        m = rng.choice(hits)
+        if kind == 0:
+            new = rng.choice(["0", "1", "-1", "2", "0.5", "-2.5", "3", "1e-300", "1e300", "7"])
+        else:
+            names = UNARY.pattern if kind == 1 else BINARY.pattern
+            choices = names[names.index("(", 2) + 1 : names.index(")")].replace("\\", "")
+            new = "(" + rng.choice(choices.split("|")) + " "
+        text = text[: m.start()] + new + text[m.end() :]
+    return text
+
+
+def run(iterations: int, seed: int, minutes: float) -> int:
+    rng = random.Random(seed)
+    corpus = seeds()
+    stop = time.monotonic() + minutes * 60 if minutes else None
+    i = 0
+    while (i < iterations) if stop is None else (time.monotonic() < stop):
+        base = rng.choice(corpus)
+        text = vary(base, rng) if rng.random() < 0.7 else mutate(base, rng)
+        with np.errstate(all="ignore"):
+            why = check(text)
+        if why is not None:
+            path = Path(f"fuzz-diff-{i}.scm")
+            path.write_text(text)
+            print(f"{why}\ninput saved to {path}", file=sys.stderr)
+            return 1
+        i += 1
+    seen = ", ".join(f"{k} {v}" for k, v in sorted(SEEN.items()))
+    print(f"differential fuzz: {i} inputs, clients agree ({seen})")
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--iterations", type=int, default=1000)
+    ap.add_argument("--minutes", type=float, default=0.0, help="run for this long instead")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    return run(args.iterations, args.seed, args.minutes)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
