@@ -1,0 +1,40 @@
+"""A short fixed-seed run of the differential fuzzer (``tools/fuzz/fuzz_differential.py``):
+varied and mutated corpus programs on the walker, the VM, replay and the reference."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.native
+FUZZ = Path(__file__).resolve().parents[2] / "tools" / "fuzz"
+
+
+@pytest.fixture(scope="module")
+def fuzz():  # type: ignore[no-untyped-def]
+    sys.path.insert(0, str(FUZZ))
+    try:
+        import fuzz_differential
+    finally:
+        sys.path.remove(str(FUZZ))
+    return fuzz_differential
+
+
+def test_clients_agree_on_varied_programs(fuzz) -> None:  # type: ignore[no-untyped-def]
+    fuzz.SEEN.clear()
+    assert fuzz.run(300, seed=5, minutes=0) == 0
+    assert fuzz.SEEN["result"] >= 100 and fuzz.SEEN["replayed"] >= 50  # it compared something
+
+
+def test_the_comparison_catches_a_difference(fuzz) -> None:  # type: ignore[no-untyped-def]
+    a = np.array([[1.0, 2.0, np.nan]])
+    assert fuzz.same_array(a, a.copy(), 0.0)
+    assert not fuzz.same_array(a, a + [[0.0, 1e-15, 0.0]], 0.0)  # bitwise
+    assert fuzz.same_array(a, a + [[0.0, 1e-15, 0.0]], 1e-9)
+    assert not fuzz.same_array(a, a + [[0.0, 1e-6, 0.0]], 1e-9)
+    assert not fuzz.same_array(a, np.array([[1.0, 2.0, 0.0]]), 1e-9)  # NaN against a number
+    big = np.array([[6e19, 0.14]])
+    assert fuzz.same_array(big, np.array([[6e19, 2413.0]]), 1e-9)  # within the lane's rounding
