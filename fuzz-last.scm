@@ -1,1 +1,1 @@
-(*p a 2)
+(list-ref (list 1(let loop (() (loop (+ i 1))) iot) a)

@@ -107,7 +107,7 @@ def test_one_crossing_gradient_equals_run_then_gradient_bitwise(case: int, dtype
     P = len(program.params)
     theta = np.ascontiguousarray(RNG.normal(size=(4, P)))
     kinds, arrays, n_data = native._input_arrays(program, inputs)
-    ctx, core = backend._context(dtype), low.program(dtype)
+    ctx, core = backend._context(dtype), low.program(dtype, program)
     opts = native._run_options(Limits(), None, dtype)
     first = ctx.run(core, theta, low.constraints, kinds, arrays, n_data or 1, opts)
     ct = make_ct(first["value"].shape)

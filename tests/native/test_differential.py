@@ -92,8 +92,8 @@ PROGRAMS: list[tuple[str, str, dict[str, Any]]] = [
     ("assert", "(begin (assert (> a -0.5)) (* a b))", {}),
     ("shape-error", "(if (> a 0) (dot (vec a b) (vec a b 1)) a)", {}),
     # integers beyond int64 as sizes and indices: the same message (clamped to its bounds)
-    ("huge-size", "(if (> a 0) (vsum (ones (* (abs b) 1e300))) (+ a b))", {}),
-    ("huge-index", "(if (> a 0) (list-ref (list a b) (* (sign b) 1e300)) (ref (vec a) 1e19))", {}),
+    ("huge-size", "(if (> a 0) (vsum (ones (* (abs b) 1e30))) (+ a b))", {}),
+    ("huge-index", "(if (> a 0) (list-ref (list a b) (* (sign b) 1e30)) (ref (vec a) 1e19))", {}),
     ("nonfinite", "(/ a (- b b))", {}),
     ("dmci-like", "(+ (sqrt a) (log b))", {}),
 ]

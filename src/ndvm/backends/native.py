@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 import time
-import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -62,11 +61,10 @@ _KINDS = {"scalar": 0, "data": 1, "const": 2}
 class _Lowered:
     """The core's Program of one compiled program (per dtype), its strings and constraints."""
 
-    __slots__ = ("compiled", "strings", "constraints", "_cores", "__weakref__")
+    __slots__ = ("strings", "constraints", "_cores")
 
     def __init__(self, compiled: CompiledProgram) -> None:
         core, self.strings = lower_program(_core, compiled)
-        self.compiled = compiled
         self.constraints = constraint_codes(compiled)
         self._cores: dict[str, Any] = {"float64": core}
 
@@ -75,11 +73,12 @@ class _Lowered:
         """The float64 core's Program."""
         return self._cores["float64"]
 
-    def program(self, dtype: str) -> Any:
-        """The Program of the core computing in ``dtype`` (the float32 one built on first use)."""
+    def program(self, dtype: str, compiled: CompiledProgram) -> Any:
+        """The Program of the core computing in ``dtype`` (the float32 one lowered from
+        ``compiled``, the program this was lowered from, on first use)."""
         prog = self._cores.get(dtype)
         if prog is None:
-            prog = self._cores[dtype] = lower_program(_module(dtype), self.compiled)[0]
+            prog = self._cores[dtype] = lower_program(_module(dtype), compiled)[0]
         return prog
 
 
@@ -311,9 +310,6 @@ class NativeBackend:
         self.name = client
         self._client = CLIENTS[client]
         self._local = threading.local()
-        self._cache: weakref.WeakKeyDictionary[Any, _Lowered] = weakref.WeakKeyDictionary()
-        self._by_id: dict[int, tuple[Any, _Lowered]] = {}
-        self._lock = threading.Lock()
 
     def _context(self, dtype: str = "float64") -> Any:
         """This thread's context of the core computing in ``dtype``."""
@@ -325,16 +321,12 @@ class NativeBackend:
         return ctx
 
     def lowered(self, program: CompiledProgram) -> _Lowered:
-        """The cached lowered form of ``program`` (built on first use)."""
-        hit = self._by_id.get(id(program))
-        if hit is not None and hit[0] is program:
-            return hit[1]
-        low = lower(program)
-        with self._lock:
-            if len(self._by_id) > 4096:
-                self._by_id.clear()
-            self._by_id[id(program)] = (program, low)
-        return low
+        """The lowered form of ``program``, built on first use and kept with the program (both
+        clients share it; two threads lowering it at once build equal forms, one is kept)."""
+        low = program.derived.get("native")
+        if low is None:
+            low = program.derived.setdefault("native", lower(program))
+        return low  # type: ignore[no-any-return]
 
     def prepare(self, program: CompiledProgram) -> None:
         """Lower ``program`` now; raises ``NativeUnsupported`` for what the core cannot run."""
@@ -368,7 +360,7 @@ class NativeBackend:
         if grad and cotangent is not None:
             ct = np.ascontiguousarray(cotangent, dtype=np.float64)
         raw = ctx.run(
-            low.program(dtype),
+            low.program(dtype, program),
             theta,
             low.constraints,
             kinds,

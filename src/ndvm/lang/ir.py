@@ -171,7 +171,7 @@ class CompiledProgram:
 
     __slots__ = (
         "_body", "front", "params", "inputs", "source", "has_header", "prelude",
-        "input_positions", "dialect",
+        "input_positions", "dialect", "derived",
     )  # fmt: skip
 
     def __init__(
@@ -199,6 +199,9 @@ class CompiledProgram:
         # (line, column) of each input's first use in the source ((0, 0): unused)
         self.input_positions = input_positions
         self.dialect = dialect
+        # what backends derive from the program (the native backend's lowered form), by the
+        # backend's key: it lives as long as the program
+        self.derived: dict[str, Any] = {}
 
     @property
     def body(self) -> Node:
@@ -214,6 +217,16 @@ class CompiledProgram:
         fields["body"] = None if front is not None else self.body
         fields.update(changes)
         return CompiledProgram(**fields, front=front)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled as its fields and IR records (the front end's tables and what backends
+        derived are rebuilt where it is unpickled)."""
+        state = {n: getattr(self, n) for n in _FIELDS}
+        state["body"] = self.body
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        CompiledProgram.__init__(self, **state)
 
     def _key(self) -> tuple[Any, ...]:
         return (self.params, self.inputs, self.source, self.has_header, self.prelude,

@@ -1,0 +1,1 @@
+(det (inv (mat (vec a 1) (vec -2.5 0))))
