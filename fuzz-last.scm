@@ -1,1 +1,1 @@
-(list-ref (list 1(let loop (() (loop (+ i 1))) iot) a)
+((list a b)+ a "abc a "aelsebrecurc

@@ -41,3 +41,12 @@ def test_an_augmented_program_pickles() -> None:
     theta = np.array([[0.7, 1.3], [1.1, -0.4]])
     inputs = {"x": X, TARGET: np.cos(X)}
     assert copy.eval(theta, **inputs).tobytes() == aug.eval(theta, **inputs).tobytes()
+
+
+def test_a_calibration_pickles_with_its_program() -> None:
+    y = 2.0 * np.exp(-0.7 * X)
+    fit = ndvm.calibrate("(* a (exp (- (* k x))))", {"x": X}, y, steps=60, backend="native")
+    copy = pickle.loads(pickle.dumps(fit))
+    assert copy.params == fit.params and copy.r2 == fit.r2
+    np.testing.assert_allclose(copy.predict(), fit.predict(), rtol=0, atol=0)
+    np.testing.assert_allclose(copy.cov, fit.cov, rtol=1e-9, atol=1e-15)  # recomputed there
