@@ -1,1 +1,0 @@
-(det (inv (mat (vec a 1) (vec -2.5 0))))
