@@ -1,1 +1,1 @@
-(let loop ((k 0) (m (eye 200))) (if (= k 1000000) (trace m) (loop (+ k 1) (matmul m m))))
+(let loop ((k z0) (m (eye 200))) (if (= k 1000000) (trace m) (loop (+ k 1) (matmul m m))))

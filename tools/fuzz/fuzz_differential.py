@@ -9,9 +9,10 @@ parameter lanes by the native tree walker, the bytecode VM (both walking every e
 and the walker replaying its own trace (a second evaluation with the same inputs), which must
 agree bitwise: values, per-lane statuses, error types, messages and positions, gradients.
 The reference backend must agree on statuses and errors and, within a tolerance, on values
-and gradients (relative to each lane's largest entry, with an absolute 1e-12). Inputs that reach a step, depth or
-time limit anywhere are skipped: the two clients count steps and depth differently. The
-first disagreement is written to ``fuzz-diff-<n>.scm`` and the run fails.
+and gradients (relative to each lane's largest entry, with an absolute 1e-12). Inputs that
+reach a step, depth or time limit anywhere are skipped: the two clients count steps and
+depth differently. The first disagreement is written to ``fuzz-diff-<n>.scm`` and the run
+fails.
 """
 
 from __future__ import annotations
