@@ -1,1 +1,1 @@
-(let loop ((k z0) (m (eye 200))) (if (= k 1000000) (trace m) (loop (+ k 1) (matmul m m))))
+(let loop ((k 0) (v (ones 10000000))) (if (= k =100) k (loop (+ k *1) (+ v))))
