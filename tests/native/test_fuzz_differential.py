@@ -38,3 +38,11 @@ def test_the_comparison_catches_a_difference(fuzz) -> None:  # type: ignore[no-u
     assert not fuzz.same_array(a, np.array([[1.0, 2.0, 0.0]]), 1e-9)  # NaN against a number
     big = np.array([[6e19, 0.14]])
     assert fuzz.same_array(big, np.array([[6e19, 2413.0]]), 1e-9)  # within the lane's rounding
+
+
+def test_messages_compare_their_numbers_within_the_tolerance(fuzz) -> None:  # type: ignore[no-untyped-def]
+    a = "1:7: make-vector: expected an integer, got -0.9051482536448664"
+    b = "1:7: make-vector: expected an integer, got -0.9051482536448665"
+    assert fuzz.same_message(a, b, 1e-9) and not fuzz.same_message(a, b, 0.0)
+    assert not fuzz.same_message(a, b.replace("-0.905", "-0.805"), 1e-9)
+    assert not fuzz.same_message(a, b.replace("1:7", "1:8"), 1e-9)  # positions are exact

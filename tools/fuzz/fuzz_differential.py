@@ -8,11 +8,11 @@ hostile corpus, mutated). Each one that compiles is evaluated with its gradient 
 parameter lanes by the native tree walker, the bytecode VM (both walking every evaluation)
 and the walker replaying its own trace (a second evaluation with the same inputs), which must
 agree bitwise: values, per-lane statuses, error types, messages and positions, gradients.
-The reference backend must agree on statuses and errors and, within a tolerance, on values
-and gradients (relative to each lane's largest entry, with an absolute 1e-12). Inputs that
-reach a step, depth or time limit anywhere are skipped: the two clients count steps and
-depth differently. The first disagreement is written to ``fuzz-diff-<n>.scm`` and the run
-fails.
+The reference backend must agree on statuses and errors, and within a tolerance on values,
+gradients (relative to each lane's largest entry, with an absolute 1e-12) and the numbers
+the error messages print. Inputs that reach a step, depth or time limit anywhere are
+skipped: the two clients count steps and depth differently. The first disagreement is
+written to ``fuzz-diff-<n>.scm`` and the run fails.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from fuzz_source import mutate, seeds  # noqa: E402
 NUMBER = re.compile(r"(?<![\w.#-])-?\d+(\.\d+)?(?![\w.])")
 UNARY = re.compile(r"\((exp|sin|cos|tanh|abs|square|sqrt|log|floor|-) ")
 BINARY = re.compile(r"\((\+|-|\*|/|max|min|<|>|=|<=|>=) ")
+DECIMAL = re.compile(r"(-?\d+\.\d+(?:e[-+]?\d+)?)")
 RTOL = 1e-9  # reference vs native: NumPy's and the core's libm may differ in the last bits
 ATOL = 1e-12  # and a zero of one is the other's rounding (as the differential tests allow)
 
@@ -89,14 +90,37 @@ def same_array(a: Any, b: Any, rtol: float) -> bool:
     return bool((err <= rtol * (np.abs(np.where(fb, b2, 0.0)) + scale) + ATOL).all())
 
 
+def same_message(x: str, y: str, rtol: float) -> bool:
+    """Equal messages; with ``rtol``, the computed numbers in them (written with a point)
+    may differ as the values do."""
+    if rtol == 0.0 or x == y:
+        return x == y
+    px, py = DECIMAL.split(x), DECIMAL.split(y)
+    if len(px) != len(py) or px[::2] != py[::2]:
+        return False
+    a, b = np.array(px[1::2], dtype=float), np.array(py[1::2], dtype=float)
+    return bool(np.allclose(a, b, rtol=rtol, atol=ATOL))
+
+
+def same_errors(a: list[Any], b: list[Any], rtol: float) -> bool:
+    return len(a) == len(b) and all(
+        ma == mb and ta == tb and same_message(xa, xb, rtol)
+        for (ma, ta, xa), (mb, tb, xb) in zip(a, b)
+    )
+
+
 def same(a: tuple[Any, ...], b: tuple[Any, ...], rtol: float) -> bool:
-    if a[0] != b[0] or a[0] != "result":
+    if a[0] != b[0]:
+        return False
+    if a[0] == "error":
+        return a[1] == b[1] and a[3:] == b[3:] and same_message(a[2], b[2], rtol)
+    if a[0] != "result":
         return a == b
     _, va, sa, ea, ga = a
     _, vb, sb, eb, gb = b
     return (
         same_array(sa, sb, 0.0)
-        and ea == eb
+        and same_errors(ea, eb, rtol)
         and same_array(va, vb, rtol)
         and same_array(ga, gb, rtol)
     )

@@ -1,1 +1,0 @@
-(let loop ((k 0) (v (ones 10000000))) (if (= k =100) k (loop (+ k *1) (+ v))))
