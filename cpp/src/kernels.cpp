@@ -195,8 +195,8 @@ NDVM_INLINE Grad each(const Bw& c, F f) {
 
 // ---- unary rows: forward value FWD(x), derivative DER(ans, x); the VJP is g * DER ---------
 // Each row also has its lane form (fast.hpp): the same expressions over a record's f.S
-// contiguous elements, the cotangent stored into the operand's adjoint (its first) or added
-// (as accumulate_lanes does).
+// contiguous elements, the cotangent (rounded to Real, as the general path's buffer holds it)
+// stored into the operand's adjoint (its first) or added (as accumulate_lanes does).
 
 template <class F>
 NDVM_INLINE void lanes_map(Real* __restrict o, const Real* x, uint32_t n, F fn) {
@@ -216,7 +216,7 @@ NDVM_INLINE void lanes_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* 
   if (first) {
     for (uint32_t k = 0; k < n; ++k) a[k] = ct(g[k], ans[k], x[k]);
   } else {
-    for (uint32_t k = 0; k < n; ++k) a[k] = a[k] + ct(g[k], ans[k], x[k]);
+    for (uint32_t k = 0; k < n; ++k) a[k] = a[k] + static_cast<Real>(ct(g[k], ans[k], x[k]));
   }
 }
 
@@ -234,8 +234,8 @@ NDVM_INLINE void lanes_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* 
   NDVM_SIMD void lanes_fwd_##UP(const FastRec& f, Real* v, LinalgScratch&) {                  \
     lanes_map(v + f.out, v + f.off[0], f.S, [](Real x) { return FWD; });                      \
   }                                                                                           \
-  NDVM_SIMD void lanes_vjp_##UP(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) { \
-    lanes_vjp(f, v, adj, touched, [](Real g, [[maybe_unused]] Real ans, [[maybe_unused]] Real x) { \
+  NDVM_SIMD void lanes_vjp_##UP(const FastRec& f, const Real* v, Real* adj, uint8_t* t) {    \
+    lanes_vjp(f, v, adj, t, [](Real g, [[maybe_unused]] Real ans, [[maybe_unused]] Real x) {  \
       return g * (DER);                                                                       \
     });                                                                                       \
   }
