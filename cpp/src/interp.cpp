@@ -111,7 +111,7 @@ uint32_t Interp::tape_op(TapeOp op, const uint32_t* ins, uint32_t n, uint32_t ou
   r.aux = aux;
   tape_.operands.insert(tape_.operands.end(), ins, ins + n);
   tape_.records.push_back(r);
-  if (W_ == 1) note_fast(false, n, out);
+  note_fast(false, n, out);
   return static_cast<uint32_t>(tape_.records.size() - 1);
 }
 
@@ -128,9 +128,9 @@ void Interp::tape_values(int op, const Value* args, uint32_t n, uint32_t out) {
   tape_.records.push_back(r);
 }
 
-// At one lane (W_ == 1), fast_ keeps in step with the tape: for the record just taped, its fast
-// form when it has one (fast: op_fast_ is the one of its operation) and ran on every lane, else
-// none.
+// fast_ keeps in step with the tape: for the record just taped, its fast form (one lane) or lane
+// form (W_ > 1) when it has one (fast: op_fast_ is the one of its operation) and ran on every
+// lane, else none.
 void Interp::note_fast(bool fast, uint32_t n, uint32_t out) {
   FastRec& f = fast_.emplace_back();
   if (!fast || !(mask_ == 0 || masks_.full(mask_))) return;
@@ -205,7 +205,7 @@ Value Interp::numeric(int code, const Value* args, uint32_t n) {
   }
   if (taped) {
     tape_values(run, args, n, out);
-    if (W_ == 1) note_fast(fast, n, out);
+    note_fast(fast || (W_ > 1 && !dmci && lane_form(run, args, n, out)), n, out);
   }
   return make_value(Tag::NUM, out, shape.rank);
 }
@@ -239,7 +239,7 @@ Value Interp::custom(int code, const Value* args, uint32_t n) {
   if (!fast) custom_forward(run, ops_.data(), static_cast<int>(n), pay_.ptr(out), width, scratch_);
   if (taped) {
     tape_values(run, args, n, out);
-    if (W_ == 1) note_fast(fast, n, out);
+    note_fast(fast, n, out);
   }
   return make_value(Tag::NUM, out, shape.rank);
 }
@@ -253,6 +253,16 @@ bool Interp::forward_one_lane(int code, const Value* args, uint32_t n, uint32_t 
   if (!fast_resolve(code, pay_[out], in, static_cast<int>(n), op_fast_)) return false;
   op_fast_.forward(op_fast_, pay_.base(), scratch_);
   return true;
+}
+
+// Over W_ > 1 lanes, the lane form (fast.hpp) of the operation just run by its general kernel,
+// into op_fast_; false: it has none.
+bool Interp::lane_form(int code, const Value* args, uint32_t n, uint32_t out) {
+  if (n == 0 || n > kFastArgs) return false;
+  const Payload* in[kFastArgs];
+  for (uint32_t i = 0; i < n; ++i) in[i] = &pay_[args[i].id];
+  op_fast_ = FastRec{};
+  return fast_resolve_lanes(code, pay_[out], in, static_cast<int>(n), op_fast_);
 }
 
 Step Interp::call(Value fn, const Value* args, uint32_t n, uint32_t node) {

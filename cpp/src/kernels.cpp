@@ -10,6 +10,7 @@
 #include <limits>
 #include <new>
 
+#include "ndvm/fast.hpp"
 #include "ndvm/kernels.hpp"
 #include "ndvm/prims.hpp"
 
@@ -193,6 +194,31 @@ NDVM_INLINE Grad each(const Bw& c, F f) {
 }
 
 // ---- unary rows: forward value FWD(x), derivative DER(ans, x); the VJP is g * DER ---------
+// Each row also has its lane form (fast.hpp): the same expressions over a record's f.S
+// contiguous elements, the cotangent (rounded to Real, as the general path's buffer holds it)
+// stored into the operand's adjoint (its first) or added (as accumulate_lanes does).
+
+template <class F>
+NDVM_INLINE void lanes_map(Real* __restrict o, const Real* x, uint32_t n, F fn) {
+  for (uint32_t k = 0; k < n; ++k) o[k] = fn(x[k]);
+}
+
+template <class F>
+NDVM_INLINE void lanes_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched, F ct) {
+  if (!(f.taped & 1)) return;
+  const Real* g = adj + f.out;
+  const Real* ans = v + f.out;
+  const Real* x = v + f.off[0];
+  Real* __restrict a = adj + f.off[0];
+  const bool first = touched[f.pid[0]] == 0;
+  touched[f.pid[0]] = 1;
+  const uint32_t n = f.S;
+  if (first) {
+    for (uint32_t k = 0; k < n; ++k) a[k] = ct(g[k], ans[k], x[k]);
+  } else {
+    for (uint32_t k = 0; k < n; ++k) a[k] = a[k] + static_cast<Real>(ct(g[k], ans[k], x[k]));
+  }
+}
 
 #define NDVM_UNARY(UP, FWD, DER)                                                              \
   NDVM_SIMD void fwd_##UP(const Fw& k) {                                                      \
@@ -204,6 +230,14 @@ NDVM_INLINE Grad each(const Bw& c, F f) {
            return g * (DER);                                                                  \
          });                                                                                  \
     return Grad::WRITTEN;                                                                     \
+  }                                                                                           \
+  NDVM_SIMD void lanes_fwd_##UP(const FastRec& f, Real* v, LinalgScratch&) {                  \
+    lanes_map(v + f.out, v + f.off[0], f.S, [](Real x) { return FWD; });                      \
+  }                                                                                           \
+  NDVM_SIMD void lanes_vjp_##UP(const FastRec& f, const Real* v, Real* adj, uint8_t* t) {    \
+    lanes_vjp(f, v, adj, t, [](Real g, [[maybe_unused]] Real ans, [[maybe_unused]] Real x) {  \
+      return g * (DER);                                                                       \
+    });                                                                                       \
   }
 
 // piecewise-constant: no gradient flows
@@ -213,26 +247,29 @@ NDVM_INLINE Grad each(const Bw& c, F f) {
   }                                                                                           \
   Grad vjp_##UP(const Bw&) { return Grad::NONE; }
 
-NDVM_UNARY(ABS, std::fabs(x), np_sign(x))
-NDVM_UNARY(EXP, std::exp(x), ans)
-NDVM_UNARY(LOG1P, std::log1p(x), 1.0 / (1.0 + x))
-NDVM_UNARY(EXPM1, std::expm1(x), ans + 1.0)
-NDVM_UNARY(CBRT, std::cbrt(x), 1.0 / (3.0 * ans * ans))
-NDVM_UNARY(SQUARE, x * x, 2.0 * x)
-NDVM_UNARY(SIN, std::sin(x), std::cos(x))
-NDVM_UNARY(COS, std::cos(x), -std::sin(x))
-NDVM_UNARY(TAN, std::tan(x), 1.0 + ans * ans)
-NDVM_UNARY(ASIN, std::asin(x), 1.0 / std::sqrt(1.0 - x * x))
-NDVM_UNARY(ACOS, std::acos(x), -1.0 / std::sqrt(1.0 - x * x))
-NDVM_UNARY(SINH, std::sinh(x), std::cosh(x))
-NDVM_UNARY(COSH, std::cosh(x), std::sinh(x))
-NDVM_UNARY(TANH, std::tanh(x), 1.0 - ans * ans)
-NDVM_UNARY(ASINH, std::asinh(x), 1.0 / std::sqrt(x * x + 1.0))
-NDVM_UNARY(ACOSH, std::acosh(x), 1.0 / std::sqrt(x * x - 1.0))
-NDVM_UNARY(ATANH, std::atanh(x), 1.0 / (1.0 - x * x))
-NDVM_UNARY(SIGMOID, sigmoid(x), ans * (1.0 - ans))
-NDVM_UNARY(SOFTPLUS, softplus(x), sigmoid(x))
-NDVM_UNARY(ERF, std::erf(x), kTwoOverSqrtPi * std::exp(-x * x))
+#define NDVM_UNARY_ROWS(X)  \
+  X(ABS, std::fabs(x), np_sign(x)) \
+  X(EXP, std::exp(x), ans) \
+  X(LOG1P, std::log1p(x), 1.0 / (1.0 + x)) \
+  X(EXPM1, std::expm1(x), ans + 1.0) \
+  X(CBRT, std::cbrt(x), 1.0 / (3.0 * ans * ans)) \
+  X(SQUARE, x * x, 2.0 * x) \
+  X(SIN, std::sin(x), std::cos(x)) \
+  X(COS, std::cos(x), -std::sin(x)) \
+  X(TAN, std::tan(x), 1.0 + ans * ans) \
+  X(ASIN, std::asin(x), 1.0 / std::sqrt(1.0 - x * x)) \
+  X(ACOS, std::acos(x), -1.0 / std::sqrt(1.0 - x * x)) \
+  X(SINH, std::sinh(x), std::cosh(x)) \
+  X(COSH, std::cosh(x), std::sinh(x)) \
+  X(TANH, std::tanh(x), 1.0 - ans * ans) \
+  X(ASINH, std::asinh(x), 1.0 / std::sqrt(x * x + 1.0)) \
+  X(ACOSH, std::acosh(x), 1.0 / std::sqrt(x * x - 1.0)) \
+  X(ATANH, std::atanh(x), 1.0 / (1.0 - x * x)) \
+  X(SIGMOID, sigmoid(x), ans * (1.0 - ans)) \
+  X(SOFTPLUS, softplus(x), sigmoid(x)) \
+  X(ERF, std::erf(x), kTwoOverSqrtPi * std::exp(-x * x))
+
+NDVM_UNARY_ROWS(NDVM_UNARY)
 NDVM_PIECEWISE(FLOOR, std::floor(x))
 NDVM_PIECEWISE(CEILING, std::ceil(x))
 NDVM_PIECEWISE(ROUND, std::nearbyint(x))
@@ -240,6 +277,8 @@ NDVM_PIECEWISE(TRUNCATE, std::trunc(x))
 NDVM_PIECEWISE(SIGN, np_sign(x))
 
 #undef NDVM_UNARY
+#define NDVM_UNARY_CASE(UP, FWD, DER) \
+  case Prim::UP: return {&lanes_fwd_##UP, &lanes_vjp_##UP};
 #undef NDVM_PIECEWISE
 
 // sqrt: the dmci dialect clamps at 1e-8 and passes no gradient below it
@@ -587,6 +626,15 @@ bool has_numeric_kernels(int code) {
   const Row& r = tables().ew[static_cast<size_t>(code)];
   return r.fwd != nullptr && r.vjp != nullptr;
 }
+
+FastKernels unary_lane_kernels(int code) {
+  switch (static_cast<Prim>(code)) {
+    NDVM_UNARY_ROWS(NDVM_UNARY_CASE)
+    default: return {nullptr, nullptr};
+  }
+}
+#undef NDVM_UNARY_CASE
+#undef NDVM_UNARY_ROWS
 
 bool has_predicate_row(int code) {
   const PrimInfo& info = prim_info(code);

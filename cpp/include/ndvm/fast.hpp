@@ -9,6 +9,12 @@
 // adjoint exactly as accumulate_lanes does (the first one stored, later ones added; a
 // one-element operand of a broadcast gets the sum of the cotangent's elements, in index
 // order): results are bitwise those of the general path.
+//
+// Over W > 1 lanes, a taped + - * (and scale) of up to three operands and an elementwise
+// unary primitive have lane forms (fast_resolve_lanes): the walk runs the general kernel and
+// keeps the lane form beside the record (when it ran on every lane), for replay and the
+// reverse sweep. Their kernels loop over the S x W output elements as the general kernels'
+// rows do, with the same expression per element.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +36,7 @@ enum class FastOp : uint8_t {
   INV2,    // 2 x 2 inverse, log|det|, det
   LOGDET2,
   DET2,
+  UNARY,   // W lanes: an elementwise unary primitive (kernels.cpp's lane kernels)
 };
 
 constexpr int kFastArgs = 4;
@@ -49,7 +56,7 @@ struct FastRec {
   uint8_t n = 0;       // operands
   uint8_t taped = 0;   // bit i: operand i needs a cotangent
   uint8_t scalar = 0;  // bit i: operand i is one element broadcast over the S outputs
-  uint32_t S = 1;      // output elements
+  uint32_t S = 1;      // output elements (a lane form: over all its lanes)
   uint32_t r = 1;      // sums of products: operand 0 is r x c, operand 1 is c x m
   uint32_t c = 1;
   uint32_t m = 1;
@@ -63,5 +70,18 @@ struct FastRec {
 // operands `in` (n of them); false: it has no fast form. The caller sets the payload ids and
 // taped bits.
 bool fast_resolve(int code, const Payload& out, const Payload* const* in, int n, FastRec& f);
+
+// The same for an output of W > 1 lanes (its lane form; f.S: its elements over all lanes).
+bool fast_resolve_lanes(int code, const Payload& out, const Payload* const* in, int n,
+                        FastRec& f);
+
+struct FastKernels {
+  FastForward forward;
+  FastVjp vjp;
+};
+
+// The lane kernels of elementwise unary primitive `code` (kernels.cpp: the rows' own
+// expressions over f.S contiguous elements); null: it has none.
+FastKernels unary_lane_kernels(int code);
 
 }  // namespace ndvm

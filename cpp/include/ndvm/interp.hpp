@@ -234,6 +234,7 @@ class Interp {
                    uint32_t aux);
   void tape_values(int op, const Value* args, uint32_t n, uint32_t out);
   void note_fast(bool fast, uint32_t n, uint32_t out);
+  bool lane_form(int code, const Value* args, uint32_t n, uint32_t out);
   // Trace guards (replay.cpp): a predicate of parameter-dependent operands, and a read of a
   // payload's values; both record nothing unless a walk is recording.
   void guard_predicate(int code, const Value* args, uint32_t n, Value out);
@@ -381,8 +382,8 @@ class Interp {
   std::vector<Real> ct_;
   std::vector<Real> adj_;
   std::vector<uint8_t> touched_;
-  std::vector<FastRec> fast_;  // at one lane: per tape record, its fast form (fast.hpp)
-  FastRec op_fast_;            // the fast form of the operation forward_one_lane just ran
+  std::vector<FastRec> fast_;  // per tape record, its fast or lane form (fast.hpp)
+  FastRec op_fast_;            // the fast or lane form of the operation just run
   std::vector<uint32_t> leaves_;
   std::vector<int8_t> status_;
   size_t value_elems_ = 0;
