@@ -426,14 +426,18 @@ FastOp classify(Prim p, const Payload& out, const Payload* const* in, int n, Fas
   }
 }
 
+// Whether the payload's elements lie below 2^32 (FastRec's offsets and sizes are 32-bit).
+bool fits32(const Payload& p) { return p.off + p.count() <= UINT32_MAX; }
+
 // Fills f (op, sizes, offsets, kernels) for primitive `code` on one-lane payloads (in: the
 // operands'); false: it has no fast form (f.forward and f.vjp stay null).
 bool resolve(int code, const Payload& out, const Payload* const* in, int n, FastRec& f) {
-  if (code < 0 || code >= kPrimCodeLimit || n == 0 || n > kFastArgs || out.width != 1) {
+  if (code < 0 || code >= kPrimCodeLimit || n == 0 || n > kFastArgs || out.width != 1 ||
+      !fits32(out)) {
     return false;
   }
   for (int i = 0; i < n; ++i) {
-    if (in[i]->width != 1) return false;
+    if (in[i]->width != 1 || !fits32(*in[i])) return false;
   }
   f.op = classify(static_cast<Prim>(code), out, in, n, f);
   if (f.op == FastOp::NONE) return false;
@@ -445,9 +449,6 @@ bool resolve(int code, const Payload& out, const Payload* const* in, int n, Fast
   f.vjp = k.vjp;
   return true;
 }
-
-// Whether the payload's elements lie below 2^32 (FastRec's offsets and sizes are 32-bit).
-bool fits32(const Payload& p) { return p.off + p.count() <= UINT32_MAX; }
 
 // The lane form of + - * (and scale) over W-lane operands, or of an elementwise unary
 // primitive (its kernels from kernels.cpp); false: none. Operands are of the output's shape
