@@ -26,8 +26,9 @@ import ndvm
 from ndvm import tasks
 from ndvm.backends import registry
 
-# seconds: from the calibration issue, and the latency issue's compile + fit of a new structure
-TARGETS = {"sr1": 1e-3, "kalman": 5e-3, "srnew": 0.3e-3}
+# seconds: from the calibration issue (sr1), and the latency issue's compile + fit of a new
+# structure and Kalman-80 30-step fit (the calibration issue's was 5 ms)
+TARGETS = {"sr1": 1e-3, "kalman": 1e-3, "srnew": 0.3e-3}
 REFERENCE_SYSTEM = {"sr1": 22e-3, "kalman": (26e-3, 35e-3)}
 
 
@@ -164,17 +165,18 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"{'benchmark':44s} {'backend':10s} {'time':>12s} {'vs target':>10s}")
     for b in backends:
+        kalman_repeat = 1 if b == "reference" else args.repeat  # the reference: ~1.6 s a fit
         rows = [
             ("sr-damped 1 Adam step, 1 start (per fit)", "sr1x1", bench_sr(b, 1, 30, 1), 1),
             ("sr-damped 50 Adam, 1 start", "sr1", bench_sr(b, 1, args.repeat), 1),
             ("sr-damped 50 Adam, 256 starts (per start)", "sr256", bench_sr(b, 256, 1), 256),
             ("sr-damped new structure: compile + 50 Adam", "srnew", bench_sr_new(b, 30), 1),
-            ("kalman-80 30 Adam steps", "kalman", bench_kalman(b, 1), 1),
+            ("kalman-80 30 Adam steps", "kalman", bench_kalman(b, kalman_repeat), 1),
         ]
         for label, key, t, per in rows:
             per_t = t / per
             tgt = TARGETS.get(key)
-            ratio = f"{per_t / tgt:9.1f}x" if tgt else ""
+            ratio = f"{per_t / tgt:9.2f}x" if tgt else ""
             print(f"{label:44s} {b:10s} {per_t * 1e3:9.3f} ms {ratio:>10s}")
             res["rows"].append({"bench": key, "backend": b, "seconds": per_t})
         sr1 = next(r["seconds"] for r in res["rows"] if r["bench"] == "sr1" and r["backend"] == b)
