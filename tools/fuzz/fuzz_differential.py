@@ -187,9 +187,11 @@ def run(iterations: int, seed: int, minutes: float) -> int:
     corpus = seeds()
     stop = time.monotonic() + minutes * 60 if minutes else None
     i = 0
+    last = Path("fuzz-last.scm")
     while (i < iterations) if stop is None else (time.monotonic() < stop):
         base = rng.choice(corpus)
         text = vary(base, rng) if rng.random() < 0.7 else mutate(base, rng)
+        last.write_text(text)  # the input a crash or hang leaves behind
         with np.errstate(all="ignore"):
             why = check(text)
         if why is not None:
@@ -198,6 +200,7 @@ def run(iterations: int, seed: int, minutes: float) -> int:
             print(f"{why}\ninput saved to {path}", file=sys.stderr)
             return 1
         i += 1
+    last.unlink(missing_ok=True)
     seen = ", ".join(f"{k} {v}" for k, v in sorted(SEEN.items()))
     print(f"differential fuzz: {i} inputs, clients agree ({seen})")
     return 0

@@ -196,6 +196,8 @@ def _det_vjp(g: Arr, ans: Arr, a: Arr) -> tuple[Arr]:
     # d det/dA = adj(A)^T, finite even where A is singular: with A = U S V^T,
     # adj(A)^T = det(U) det(V) U diag(prod_{j != i} s_j) V^T.
     def cofactor(m: Arr) -> Arr:
+        if not np.isfinite(m).all():  # LAPACK's SVD may not return on inf/NaN: lane by lane
+            raise np.linalg.LinAlgError("non-finite matrix")
         u, s, vt = np.linalg.svd(m)
         n = s.shape[-1]
         others = np.stack([np.prod(np.delete(s, i, axis=-1), axis=-1) for i in range(n)], -1)
