@@ -450,19 +450,22 @@ bool resolve(int code, const Payload& out, const Payload* const* in, int n, Fast
   return true;
 }
 
-// The lane form of + - * (and scale) over W-lane operands, or of an elementwise unary
-// primitive (its kernels from kernels.cpp); false: none. Operands are of the output's shape
-// and lanes, or untaped lane-uniform numbers (+ - * only).
+// The lane form of + - * (and scale) over W-lane operands, of / (one or two operands), or of
+// an elementwise unary primitive, sqrt or one-operand log (their kernels from kernels.cpp);
+// false: none. Operands are of the output's shape and lanes, or untaped lane-uniform numbers
+// (+ - * / only). The caller never asks for a dmci record.
 bool resolve_lanes(int code, const Payload& out, const Payload* const* in, int n, FastRec& f) {
   if (code < 0 || code >= kPrimCodeLimit || n == 0 || n > 3 || out.width < 2 || !fits32(out)) {
     return false;
   }
   const Prim p = static_cast<Prim>(code);
   const bool arith = p == Prim::ADD || p == Prim::SUB || p == Prim::MUL || p == Prim::SCALE;
+  const bool div = p == Prim::DIV;
+  if (div && n > 2) return false;
   for (int i = 0; i < n; ++i) {
     const Payload& a = *in[i];
     const bool whole = a.width == out.width && a.size() == out.size();
-    const bool uniform = arith && a.width == 1 && a.size() == 1 && !a.taped;
+    const bool uniform = (arith || div) && a.width == 1 && a.size() == 1 && !a.taped;
     if (!(whole || uniform) || !fits32(a)) return false;
     if (uniform) f.scalar |= static_cast<uint8_t>(1u << i);
   }
@@ -473,7 +476,8 @@ bool resolve_lanes(int code, const Payload& out, const Payload* const* in, int n
   f.op = p == Prim::ADD ? FastOp::ADD : p == Prim::SUB ? FastOp::SUB : FastOp::MUL;
   if (!arith) f.op = FastOp::UNARY;
   Kernels k{nullptr, nullptr};
-  if (f.op == FastOp::UNARY && n == 1) k = unary_lane_kernels(code);
+  if (div) k = div_lane_kernels(n, f.scalar);
+  if (f.op == FastOp::UNARY && !div && n == 1) k = unary_lane_kernels(code);
   if (f.op == FastOp::ADD) k = lanes_kernels<FastOp::ADD>(f);
   if (f.op == FastOp::SUB) k = lanes_kernels<FastOp::SUB>(f);
   if (f.op == FastOp::MUL) k = lanes_kernels<FastOp::MUL>(f);

@@ -203,21 +203,27 @@ NDVM_INLINE void lanes_map(Real* __restrict o, const Real* x, uint32_t n, F fn) 
   for (uint32_t k = 0; k < n; ++k) o[k] = fn(x[k]);
 }
 
+// Operand i's adjoint gets ct(k), k < f.S: stored when it is its first cotangent, else added.
+template <class F>
+NDVM_INLINE void lanes_put(const FastRec& f, int i, Real* adj, uint8_t* touched, F ct) {
+  Real* __restrict a = adj + f.off[i];
+  const bool first = touched[f.pid[i]] == 0;
+  touched[f.pid[i]] = 1;
+  const uint32_t n = f.S;
+  if (first) {
+    for (uint32_t k = 0; k < n; ++k) a[k] = ct(k);
+  } else {
+    for (uint32_t k = 0; k < n; ++k) a[k] = a[k] + static_cast<Real>(ct(k));
+  }
+}
+
 template <class F>
 NDVM_INLINE void lanes_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched, F ct) {
   if (!(f.taped & 1)) return;
   const Real* g = adj + f.out;
   const Real* ans = v + f.out;
   const Real* x = v + f.off[0];
-  Real* __restrict a = adj + f.off[0];
-  const bool first = touched[f.pid[0]] == 0;
-  touched[f.pid[0]] = 1;
-  const uint32_t n = f.S;
-  if (first) {
-    for (uint32_t k = 0; k < n; ++k) a[k] = ct(g[k], ans[k], x[k]);
-  } else {
-    for (uint32_t k = 0; k < n; ++k) a[k] = a[k] + static_cast<Real>(ct(g[k], ans[k], x[k]));
-  }
+  lanes_put(f, 0, adj, touched, [&](uint32_t k) { return ct(g[k], ans[k], x[k]); });
 }
 
 #define NDVM_UNARY(UP, FWD, DER)                                                              \
@@ -294,6 +300,13 @@ NDVM_SIMD Grad vjp_SQRT(const Bw& k) {
     map2(k.ct, k.W, k.S, k.g(), k.ans(), [](Real g, Real a) { return 0.5 * g / a; });
   }
   return Grad::WRITTEN;
+}
+// its lane form: the non-dmci row (a dmci record keeps the general path)
+NDVM_SIMD void lanes_fwd_SQRT(const FastRec& f, Real* v, LinalgScratch&) {
+  lanes_map(v + f.out, v + f.off[0], f.S, [](Real x) { return std::sqrt(x); });
+}
+NDVM_SIMD void lanes_vjp_SQRT(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
+  lanes_vjp(f, v, adj, touched, [](Real g, Real a, Real) { return 0.5 * g / a; });
 }
 
 // ---- variadic arithmetic ------------------------------------------------------------------
@@ -386,6 +399,50 @@ NDVM_SIMD Grad vjp_DIV(const Bw& k) {
   return Grad::WRITTEN;
 }
 
+// The lane forms of / : (/ x) as the n == 1 rows; (/ x y) as the fold (x copied, then x / y)
+// and the VJP's den = 1.0 * y and -g * ans / y. Bit i of BC: operand i is an untaped
+// lane-uniform number, its one value read for every element.
+NDVM_SIMD void lanes_fwd_DIV1(const FastRec& f, Real* v, LinalgScratch&) {
+  lanes_map(v + f.out, v + f.off[0], f.S, [](Real x) { return 1.0 / x; });
+}
+NDVM_SIMD void lanes_vjp_DIV1(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
+  lanes_vjp(f, v, adj, touched, [](Real g, Real ans, Real) { return -g * ans * ans; });
+}
+
+template <unsigned BC>
+struct DivArgs {
+  const Real* x;
+  const Real* y;
+  DivArgs(const FastRec& f, const Real* v) : x(v + f.off[0]), y(v + f.off[1]) {}
+  Real a(uint32_t k) const { return (BC & 1) ? x[0] : x[k]; }
+  Real b(uint32_t k) const { return (BC & 2) ? y[0] : y[k]; }
+};
+
+template <unsigned BC>
+NDVM_SIMD void lanes_fwd_DIV2(const FastRec& f, Real* v, LinalgScratch&) {
+  const DivArgs<BC> d(f, v);
+  Real* __restrict o = v + f.out;
+  const uint32_t n = f.S;
+  for (uint32_t k = 0; k < n; ++k) o[k] = d.a(k) / d.b(k);
+}
+
+template <unsigned BC>
+NDVM_SIMD void lanes_vjp_DIV2(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
+  const DivArgs<BC> d(f, v);
+  const Real* g = adj + f.out;
+  const Real* ans = v + f.out;
+  if (f.taped & 1) {
+    lanes_put(f, 0, adj, touched, [&](uint32_t k) {
+      Real den = 1.0;
+      den = den * d.b(k);
+      return g[k] / den;
+    });
+  }
+  if (f.taped & 2) {
+    lanes_put(f, 1, adj, touched, [&](uint32_t k) { return -g[k] * ans[k] / d.b(k); });
+  }
+}
+
 // min/max: the gradient goes to the FIRST operand equal to the result
 Grad vjp_extremal(const Bw& k) {
   return each(k, [&](size_t e, uint32_t l, Real g, Real ans) {
@@ -412,6 +469,13 @@ void fwd_LOG(const Fw& k) {
                 [](Real v, Real base) { return std::log(dmci_clamp(v)) / std::log(base); });
   }
   map2(k.out, k.W, k.S, k.a(0), k.a(1), [](Real v, Real base) { return std::log(v) / std::log(base); });
+}
+// its lane form: the one-operand non-dmci rows (a dmci record keeps the general path)
+void lanes_fwd_LOG(const FastRec& f, Real* v, LinalgScratch&) {
+  lanes_map(v + f.out, v + f.off[0], f.S, [](Real x) { return std::log(x); });
+}
+NDVM_SIMD void lanes_vjp_LOG(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
+  lanes_vjp(f, v, adj, touched, [](Real g, Real, Real x) { return g / x; });
 }
 NDVM_SIMD Grad vjp_LOG(const Bw& k) {
   if (k.n == 1 && !k.dmci) {
@@ -630,8 +694,19 @@ bool has_numeric_kernels(int code) {
 FastKernels unary_lane_kernels(int code) {
   switch (static_cast<Prim>(code)) {
     NDVM_UNARY_ROWS(NDVM_UNARY_CASE)
+    case Prim::SQRT: return {&lanes_fwd_SQRT, &lanes_vjp_SQRT};
+    case Prim::LOG: return {&lanes_fwd_LOG, &lanes_vjp_LOG};
     default: return {nullptr, nullptr};
   }
+}
+
+FastKernels div_lane_kernels(int n, unsigned bc) {
+  if (n == 1) return {&lanes_fwd_DIV1, &lanes_vjp_DIV1};
+  if (n != 2) return {nullptr, nullptr};
+  if (bc == 0) return {&lanes_fwd_DIV2<0>, &lanes_vjp_DIV2<0>};
+  if (bc == 1) return {&lanes_fwd_DIV2<1>, &lanes_vjp_DIV2<1>};
+  if (bc == 2) return {&lanes_fwd_DIV2<2>, &lanes_vjp_DIV2<2>};
+  return {nullptr, nullptr};
 }
 #undef NDVM_UNARY_CASE
 #undef NDVM_UNARY_ROWS

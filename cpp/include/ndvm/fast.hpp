@@ -10,10 +10,11 @@
 // one-element operand of a broadcast gets the sum of the cotangent's elements, in index
 // order): results are bitwise those of the general path.
 //
-// Over W > 1 lanes, a taped + - * (and scale) of up to three operands and an elementwise
-// unary primitive have lane forms (fast_resolve_lanes): the walk runs the general kernel and
-// keeps the lane form beside the record (when it ran on every lane), for replay and the
-// reverse sweep. Their kernels loop over the S x W output elements as the general kernels'
+// Over W > 1 lanes, a taped + - * (and scale) of up to three operands, / of one or two, and
+// an elementwise unary primitive (sqrt and one-operand log included; their dmci records, which
+// clamp, keep the general path) have lane forms (fast_resolve_lanes): the walk runs the
+// general kernel and keeps the lane form beside the record (when it ran on every lane), for
+// replay and the reverse sweep. Their kernels loop over the S x W output elements as the general kernels'
 // rows do, with the same expression per element.
 #pragma once
 
@@ -36,7 +37,7 @@ enum class FastOp : uint8_t {
   INV2,    // 2 x 2 inverse, log|det|, det
   LOGDET2,
   DET2,
-  UNARY,   // W lanes: an elementwise unary primitive (kernels.cpp's lane kernels)
+  UNARY,   // W lanes: a unary row, sqrt, log or / (kernels.cpp's lane kernels)
 };
 
 constexpr int kFastArgs = 4;
@@ -82,6 +83,12 @@ struct FastKernels {
 
 // The lane kernels of elementwise unary primitive `code` (kernels.cpp: the rows' own
 // expressions over f.S contiguous elements); null: it has none.
+// (sqrt and one-operand log included: their non-dmci rows; a caller takes only n == 1 and no
+// dmci record.)
 FastKernels unary_lane_kernels(int code);
+
+// The lane kernels of / with n operands (1 or 2), bit i of bc: operand i an untaped
+// lane-uniform number; null: none.
+FastKernels div_lane_kernels(int n, unsigned bc);
 
 }  // namespace ndvm
