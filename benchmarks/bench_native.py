@@ -80,7 +80,7 @@ def core_runner(
     backend = registry.get(client)
     low = backend.lowered(prog.compiled)
     ctx = backend._context(dtype)
-    core = low.program(dtype)
+    core = low.program(dtype, prog.compiled)
     kinds = []
     arrays = []
     n_data = 1
