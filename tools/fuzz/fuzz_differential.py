@@ -1,7 +1,7 @@
 """Differential fuzzing over mutated programs: every client of one program must agree.
 
     python tools/fuzz/fuzz_differential.py --iterations 3000 [--seed 0]
-    python tools/fuzz/fuzz_differential.py --minutes 10 --seed 7
+    python tools/fuzz/fuzz_differential.py --minutes 10 --seed 7 [--hang 60]
 
 Inputs are the source fuzzer's (``fuzz_source.py``: the golden programs, the examples and the
 hostile corpus, mutated). Each one that compiles is evaluated with its gradient over 3
@@ -17,8 +17,8 @@ written to ``fuzz-diff-<n>.scm`` and the run fails.
 
 from __future__ import annotations
 
-import argparse
 import collections
+import faulthandler
 import random
 import re
 import sys
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fuzz_source import mutate, seeds  # noqa: E402
+from fuzz_source import mutate, parser, seeds  # noqa: E402
 
 NUMBER = re.compile(r"(?<![\w.#-])-?\d+(\.\d+)?(?![\w.])")
 UNARY = re.compile(r"\((exp|sin|cos|tanh|abs|square|sqrt|log|floor|-) ")
@@ -182,7 +182,9 @@ def vary(text: str, rng: random.Random) -> str:
     return text
 
 
-def run(iterations: int, seed: int, minutes: float) -> int:
+def run(iterations: int, seed: int, minutes: float, hang: float = 60.0) -> int:
+    """Fuzz ``iterations`` inputs (or for ``minutes``); an input that takes longer than
+    ``hang`` seconds dumps the stacks and exits 1, leaving it in ``fuzz-last.scm``."""
     rng = random.Random(seed)
     corpus = seeds()
     stop = time.monotonic() + minutes * 60 if minutes else None
@@ -192,8 +194,12 @@ def run(iterations: int, seed: int, minutes: float) -> int:
         base = rng.choice(corpus)
         text = vary(base, rng) if rng.random() < 0.7 else mutate(base, rng)
         last.write_text(text)  # the input a crash or hang leaves behind
-        with np.errstate(all="ignore"):
-            why = check(text)
+        faulthandler.dump_traceback_later(hang, exit=True)
+        try:
+            with np.errstate(all="ignore"):
+                why = check(text)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
         if why is not None:
             path = Path(f"fuzz-diff-{i}.scm")
             path.write_text(text)
@@ -207,12 +213,8 @@ def run(iterations: int, seed: int, minutes: float) -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--iterations", type=int, default=1000)
-    ap.add_argument("--minutes", type=float, default=0.0, help="run for this long instead")
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
-    return run(args.iterations, args.seed, args.minutes)
+    args = parser(__doc__).parse_args()
+    return run(args.iterations, args.seed, args.minutes, args.hang)
 
 
 if __name__ == "__main__":

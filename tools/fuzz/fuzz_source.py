@@ -176,13 +176,19 @@ def builtin(iterations: int, seed: int, backend: str, minutes: float, hang: floa
     return 0
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parser(doc: str) -> argparse.ArgumentParser:
+    """The options the fuzz targets share: how many inputs (or minutes), the seed, the hang."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--iterations", type=int, default=1000)
     ap.add_argument("--minutes", type=float, default=0.0, help="run for this long instead")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--backend", default=None, help="reference or native (default: auto)")
     ap.add_argument("--hang", type=float, default=60.0, help="seconds before an input hangs")
+    return ap
+
+
+def main() -> int:
+    ap = parser(__doc__)
+    ap.add_argument("--backend", default=None, help="reference or native (default: auto)")
     ap.add_argument("--atheris", action="store_true")
     args, rest = ap.parse_known_args()
     from ndvm.backends import registry
