@@ -47,24 +47,6 @@ NDVM_INLINE Real ew_cotangent(FastOp op, int n, int i, Real g, X x) {
   return g * rest;
 }
 
-// The adjoint `a` of an operand with `n` elements gets cotangent ct(e), e < n: stored when
-// `first`, else added (accumulate_lanes' equal-size case).
-template <class F>
-NDVM_INLINE void put(Real* __restrict a, uint32_t n, bool first, F ct) {
-  if (first) {
-    for (uint32_t e = 0; e < n; ++e) a[e] = ct(e);
-  } else {
-    for (uint32_t e = 0; e < n; ++e) a[e] = a[e] + ct(e);
-  }
-}
-
-// Operand i's adjoint, and whether this is its first cotangent (it is marked touched).
-NDVM_INLINE Real* target(const FastRec& f, int i, Real* adj, uint8_t* touched, bool& first) {
-  first = touched[f.pid[i]] == 0;
-  touched[f.pid[i]] = 1;
-  return adj + f.off[i];
-}
-
 // K elements read from p: copied into registers when K is a compile-time size (then the
 // stores that follow need no aliasing checks against them), else read in place (K = 0).
 template <uint32_t K>
@@ -104,8 +86,8 @@ NDVM_SIMD void ew_vjp_k(const FastRec& f, const Real* v, Real* adj, uint8_t* tou
   for (int i = 0; i < N; ++i) {
     if (!((f.taped >> i) & 1)) continue;
     bool first = false;
-    Real* a = target(f, i, adj, touched, first);
-    put(a, S, first, [&](uint32_t e) {
+    Real* a = fast_target(f, i, adj, touched, first);
+    fast_put(a, S, first, [&](uint32_t e) {
       return ew_cotangent(OP, N, i, g[e], [&](int j) { return x[j][e]; });
     });
   }
@@ -140,14 +122,14 @@ void ew_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
       return ew_cotangent(f.op, f.n, i, g[e], [&](int j) { return a.p[j][e * a.st[j]]; });
     };
     bool first = false;
-    Real* adj_i = target(f, i, adj, touched, first);
+    Real* adj_i = fast_target(f, i, adj, touched, first);
     if (((f.scalar >> i) & 1) && f.S > 1) {  // the sum ct(0) + ct(1) + ... (unbroadcast)
       Real s = ct(0);
       for (uint32_t e = 1; e < f.S; ++e) s += ct(e);
       adj_i[0] = first ? s : adj_i[0] + s;
       continue;
     }
-    put(adj_i, f.S, first, ct);
+    fast_put(adj_i, f.S, first, ct);
   }
 }
 
@@ -185,8 +167,8 @@ NDVM_SIMD void lanes_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* to
   for (int i = 0; i < N; ++i) {
     if (!((f.taped >> i) & 1)) continue;
     bool first = false;
-    Real* a = target(f, i, adj, touched, first);
-    put(a, f.S, first, [&](uint32_t k) {
+    Real* a = fast_target(f, i, adj, touched, first);
+    fast_put(a, f.S, first, [&](uint32_t k) {
       return ew_cotangent(OP, N, i, g[k], [&](int j) { return x(j, k); });
     });
   }
@@ -227,16 +209,16 @@ NDVM_SIMD void products_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t*
   for (int which = 0; which < 2; ++which) {
     if (!((f.taped >> which) & 1)) continue;
     bool first = false;
-    Real* a = target(f, which, adj, touched, first);
+    Real* a = fast_target(f, which, adj, touched, first);
     if (OP == FastOp::DOT) {
-      put(a, r, first, [&](uint32_t i) { return g[0] * (which == 0 ? B[i] : A[i]); });
+      fast_put(a, r, first, [&](uint32_t i) { return g[0] * (which == 0 ? B[i] : A[i]); });
     } else if (OP == FastOp::MATVEC && which == 0) {
       for (uint32_t i = 0; i < r; ++i) {
-        put(a + i * c, c, first, [&](uint32_t j) { return g[i] * B[j]; });
+        fast_put(a + i * c, c, first, [&](uint32_t j) { return g[i] * B[j]; });
       }
     } else if (which == 0) {  // G B^T (r x c)
       for (uint32_t i = 0; i < r; ++i) {
-        put(a + i * c, c, first, [&](uint32_t k) {
+        fast_put(a + i * c, c, first, [&](uint32_t k) {
           Real acc = kZero;
           for (uint32_t j = 0; j < m; ++j) acc += g[i * m + j] * B[k * m + j];
           return acc;
@@ -244,7 +226,7 @@ NDVM_SIMD void products_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t*
       }
     } else {  // A^T G (c x m; matvec: m = 1)
       for (uint32_t k = 0; k < c; ++k) {
-        put(a + k * m, m, first, [&](uint32_t j) {
+        fast_put(a + k * m, m, first, [&](uint32_t j) {
           Real acc = kZero;
           for (uint32_t i = 0; i < r; ++i) acc += A[i * c + k] * g[i * m + j];
           return acc;
@@ -283,8 +265,8 @@ NDVM_SIMD void inv2_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* tou
     }
   }
   bool first = false;
-  Real* a = target(f, 0, adj, touched, first);
-  put(a, 4, first, [&](uint32_t e) {
+  Real* a = fast_target(f, 0, adj, touched, first);
+  fast_put(a, 4, first, [&](uint32_t e) {
     const uint32_t i = e / 2, j = e % 2;
     Real acc = kZero;
     for (uint32_t k = 0; k < 2; ++k) acc += t2[i * 2 + k] * ans[j * 2 + k];
@@ -308,8 +290,8 @@ NDVM_SIMD void slogdet2_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t*
   const Real s = kDet ? g[0] * ans[0] : g[0];
   const Real inv_t[4] = {b.b00, b.b10, b.b01, b.b11};
   bool first = false;
-  Real* a = target(f, 0, adj, touched, first);
-  put(a, 4, first, [&](uint32_t e) { return s * inv_t[e]; });
+  Real* a = fast_target(f, 0, adj, touched, first);
+  fast_put(a, 4, first, [&](uint32_t e) { return s * inv_t[e]; });
 }
 
 // ---- the kernels of a record: compile-time sizes for the common small shapes ---------------

@@ -206,15 +206,9 @@ NDVM_INLINE void lanes_map(Real* __restrict o, const Real* x, uint32_t n, F fn) 
 // Operand i's adjoint gets ct(k), k < f.S: stored when it is its first cotangent, else added.
 template <class F>
 NDVM_INLINE void lanes_put(const FastRec& f, int i, Real* adj, uint8_t* touched, F ct) {
-  Real* __restrict a = adj + f.off[i];
-  const bool first = touched[f.pid[i]] == 0;
-  touched[f.pid[i]] = 1;
-  const uint32_t n = f.S;
-  if (first) {
-    for (uint32_t k = 0; k < n; ++k) a[k] = ct(k);
-  } else {
-    for (uint32_t k = 0; k < n; ++k) a[k] = a[k] + static_cast<Real>(ct(k));
-  }
+  bool first = false;
+  Real* a = fast_target(f, i, adj, touched, first);
+  fast_put(a, f.S, first, ct);
 }
 
 template <class F>

@@ -14,8 +14,8 @@
 // an elementwise unary primitive (sqrt and one-operand log included; their dmci records, which
 // clamp, keep the general path) have lane forms (fast_resolve_lanes): the walk runs the
 // general kernel and keeps the lane form beside the record (when it ran on every lane), for
-// replay and the reverse sweep. Their kernels loop over the S x W output elements as the general kernels'
-// rows do, with the same expression per element.
+// replay and the reverse sweep. Their kernels loop over the S x W output elements as the
+// general kernels' rows do, with the same expression per element.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +67,25 @@ struct FastRec {
   uint32_t pid[kFastArgs] = {};  // payload ids of the operands (their touched flags)
 };
 
+// Operand i's adjoint, and whether this is its first cotangent (it is marked touched).
+NDVM_INLINE Real* fast_target(const FastRec& f, int i, Real* adj, uint8_t* touched, bool& first) {
+  first = touched[f.pid[i]] == 0;
+  touched[f.pid[i]] = 1;
+  return adj + f.off[i];
+}
+
+// The adjoint `a` of an operand with `n` elements gets cotangent ct(e), e < n, rounded to Real
+// (as the general path's buffer holds it): stored when `first`, else added (accumulate_lanes'
+// equal-size case).
+template <class F>
+NDVM_INLINE void fast_put(Real* __restrict a, uint32_t n, bool first, F ct) {
+  if (first) {
+    for (uint32_t e = 0; e < n; ++e) a[e] = static_cast<Real>(ct(e));
+  } else {
+    for (uint32_t e = 0; e < n; ++e) a[e] = a[e] + static_cast<Real>(ct(e));
+  }
+}
+
 // Fills f's kernels, sizes and offsets for primitive `code` with output `out` on the one-lane
 // operands `in` (n of them); false: it has no fast form. The caller sets the payload ids and
 // taped bits.
@@ -82,9 +101,8 @@ struct FastKernels {
 };
 
 // The lane kernels of elementwise unary primitive `code` (kernels.cpp: the rows' own
-// expressions over f.S contiguous elements); null: it has none.
-// (sqrt and one-operand log included: their non-dmci rows; a caller takes only n == 1 and no
-// dmci record.)
+// expressions over f.S contiguous elements; sqrt and log: their one-operand non-dmci rows, so
+// a caller passes no dmci record); null: it has none.
 FastKernels unary_lane_kernels(int code);
 
 // The lane kernels of / with n operands (1 or 2), bit i of bc: operand i an untaped
