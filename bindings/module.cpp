@@ -49,6 +49,9 @@ struct AdamArgs {
   nb::object lr_schedule = nb::none();  // [steps] or None
   nb::object target = nb::none();       // [N] shared, [B, N] per lane, or None
   double time_limit = 0.0;              // seconds; <= 0: none
+  bool lm = false;                      // Levenberg–Marquardt (needs a target) instead of Adam
+  double ftol = 1.49012e-8, xtol = 1.49012e-8, gtol = 1e-8, lambda0 = 1e-3;
+  nb::object residual_weight = nb::none();  // [N] or None
 };
 
 }  // namespace ndvm
@@ -300,6 +303,7 @@ std::optional<A> take_array(const nb::object& obj, const char* what) {
 struct AdamArrays {
   std::optional<F64Opt> lower, upper, lr_schedule;
   std::optional<F64In> target;
+  std::optional<F64Opt> residual_weight;
 };
 
 void fill_adam(ndvm::OptimizeRequest& req, const AdamArgs& o, const AdamArrays& arr,
@@ -334,6 +338,16 @@ void fill_adam(ndvm::OptimizeRequest& req, const AdamArgs& o, const AdamArrays& 
     req.target_per_lane = per_lane;
   }
   req.time_limit = o.time_limit;
+  req.lm = ndvm::LMOptions{o.ftol, o.xtol, o.gtol, o.lambda0};
+  if (arr.residual_weight) {
+    if (req.target == nullptr || arr.residual_weight->shape(0) != req.target_len) {
+      throw std::invalid_argument("optimize: residual_weight needs one entry per target entry");
+    }
+    req.residual_weight = arr.residual_weight->data();
+  }
+  if (o.lm && req.target == nullptr) {
+    throw std::invalid_argument("optimize: Levenberg-Marquardt needs a target");
+  }
 }
 
 nb::dict optimize(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta0,
@@ -345,13 +359,14 @@ nb::dict optimize(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta0,
   const AdamArrays arr{take_array<F64Opt>(adam.lower, "lower"),
                        take_array<F64Opt>(adam.upper, "upper"),
                        take_array<F64Opt>(adam.lr_schedule, "lr_schedule"),
-                       take_array<F64In>(adam.target, "target")};
+                       take_array<F64In>(adam.target, "target"),
+                       take_array<F64Opt>(adam.residual_weight, "residual_weight")};
   fill_adam(req, adam, arr, prog.n_params);
   poll_if_main(req.run);
   ndvm::OptimizeOutput out;
   try {
     nb::gil_scoped_release release;
-    out = ndvm::optimize_adam(interp, req);
+    out = adam.lm ? ndvm::optimize_lm(interp, req) : ndvm::optimize_adam(interp, req);
   } catch (const ndvm::Interrupted&) {
     throw nb::python_error();  // the KeyboardInterrupt that PyErr_CheckSignals raised
   }
@@ -373,6 +388,10 @@ nb::dict optimize(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta0,
   for (ndvm::ErrorOut& e : out.errors) errors.append(error_tuple(e, B, Ng));
   d["errors"] = errors;
   d["evaluations"] = out.evaluations;
+  if (adam.lm) {
+    d["why"] = to_numpy<int8_t>(std::move(out.why), {B});
+    d["jtj"] = to_numpy<double>(std::move(out.jtj), {B, P, P});
+  }
   return d;
 }
 
@@ -443,7 +462,13 @@ void bind_options(nb::module_& m) {
       .def_rw("patience", &AdamArgs::patience)
       .def_rw("lr_schedule", &AdamArgs::lr_schedule, nb::arg("value").none())
       .def_rw("target", &AdamArgs::target, nb::arg("value").none())
-      .def_rw("time_limit", &AdamArgs::time_limit);
+      .def_rw("time_limit", &AdamArgs::time_limit)
+      .def_rw("lm", &AdamArgs::lm)
+      .def_rw("ftol", &AdamArgs::ftol)
+      .def_rw("xtol", &AdamArgs::xtol)
+      .def_rw("gtol", &AdamArgs::gtol)
+      .def_rw("lambda0", &AdamArgs::lambda0)
+      .def_rw("residual_weight", &AdamArgs::residual_weight, nb::arg("value").none());
 }
 
 nb::dict trace_dict(const ndvm::Interp& in) {

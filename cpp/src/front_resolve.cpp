@@ -174,7 +174,7 @@ int32_t Resolver::finish(INode n, size_t mark) {
   return add(n);
 }
 
-int32_t Resolver::lookup(DRef s) {
+int32_t Resolver::lookup(DRef s, bool callee) {
   const Datum& x = (*a_)[s];
   INode n;
   n.line = x.line;
@@ -188,13 +188,16 @@ int32_t Resolver::lookup(DRef s) {
     return add(n);
   }
   Info& in = info(x.text);
-  if (in.prim >= 0) {
+  // A declared parameter or input shadows a primitive of its name as a value; as the callee of
+  // an application (callee = true) the name is the primitive: parameters and inputs are data.
+  const bool declared = in.param >= 0 || in.input >= 0;
+  if (in.prim >= 0 && (callee || !declared)) {
     n.kind = NodeKind::PRIMREF;
     n.op = static_cast<uint16_t>(in.prim);
     return add(n);
   }
   const std::string& name = a_->texts[size_t(x.text)];
-  if (x.text == kw::VOID) {
+  if (x.text == kw::VOID && !declared) {
     n.kind = NodeKind::CONST;
     n.ck = 2;
     return add(n);
@@ -321,7 +324,7 @@ int32_t Resolver::call(DRef d, bool tail) {
       check_operator(items[1]);
     }
   }
-  const int32_t fn = resolve(head, false);
+  const int32_t fn = h.kind == DKind::SYM ? lookup(head, true) : resolve(head, false);
   if (nodes_[size_t(fn)].kind == NodeKind::PRIMREF) {
     const int code = nodes_[size_t(fn)].op;
     nodes_.pop_back();  // the operator is not a node of the call

@@ -81,7 +81,7 @@ class Resolver {
   int32_t finish(INode n, size_t mark);  // n with kids scratch_[mark..], scratch_ popped
   bool local(int32_t id, int32_t* depth, int32_t* index) const;
   bool local_outside_first(int32_t id) const;
-  int32_t lookup(DRef s);
+  int32_t lookup(DRef s, bool callee = false);
   int32_t call(DRef d, bool tail);
   int32_t prim_call(int code, DRef d);
   void check_operator(DRef head);

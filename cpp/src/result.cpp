@@ -149,11 +149,49 @@ void Interp::accumulate(uint32_t pid, const Real* ct, size_t ct_elems, uint32_t 
 }
 
 void Interp::backward(const double* cotangent, std::vector<double>& grad) {
+  reverse_sweep(cotangent);
   const std::vector<uint32_t>& leaves = leaves_;
+  const std::vector<Real>& adj = adj_;
+  const uint32_t P = static_cast<uint32_t>(leaves.size());
+  grad.assign(static_cast<size_t>(B_) * P, 0.0);
+  for (uint32_t i = 0; i < P; ++i) {
+    const Real* a = adj.data() + pay_[leaves[i]].off;
+    if (!touched_[leaves[i]]) continue;  // unused parameter: gradient 0
+    for (uint32_t b = 0; b < B_; ++b) {  // sum over data lanes as np.sum (first term first)
+      grad[b * P + i] = ordered_sum(a + static_cast<size_t>(b) * Ng_, Ng_);
+    }
+  }
+  for (uint32_t b = 0; b < B_ && !errors_.empty(); ++b) {  // status 2 only where an error is
+    bool failed = false;
+    for (uint32_t k = 0; k < Ng_; ++k) failed = failed || status_[b * Ng_ + k] == 2;
+    if (failed) {
+      for (uint32_t i = 0; i < P; ++i) grad[b * P + i] = kNaN;
+    }
+  }
+}
+
+void Interp::lane_jacobian(const double* cotangent, std::vector<double>& jac) {
+  if (!can_differentiate()) throw std::logic_error("jacobian: no numeric result to differentiate");
+  reverse_sweep(cotangent);
+  const uint32_t P = static_cast<uint32_t>(leaves_.size());
+  jac.assign(static_cast<size_t>(W_) * P, 0.0);
+  for (uint32_t i = 0; i < P; ++i) {
+    if (!touched_[leaves_[i]]) continue;  // unused parameter: column 0
+    const Real* a = adj_.data() + pay_[leaves_[i]].off;
+    for (uint32_t l = 0; l < W_; ++l) jac[static_cast<size_t>(l) * P + i] = a[l];
+  }
+  for (uint32_t l = 0; l < W_ && !errors_.empty(); ++l) {
+    if (status_[l] != 2) continue;
+    for (uint32_t i = 0; i < P; ++i) jac[static_cast<size_t>(l) * P + i] = kNaN;
+  }
+}
+
+// The seeding and the reverse sweep of ``backward``: afterwards adj_ holds, for each taped
+// payload, d sum(cotangent * value) / d payload per lane (touched_ says which are set). No
+// zeroing of adjoints: a payload's first cotangent is stored, later ones are added; untouched
+// ones are never read (records with an untouched output are skipped; untouched leaves give 0).
+void Interp::reverse_sweep(const double* cotangent) {
   std::vector<Real>& adj = adj_;
-  // No zeroing of adjoints: a payload's first cotangent is stored, later ones are added;
-  // untouched ones are never read (records with an untouched output are skipped; untouched
-  // leaves give 0).
   if (adj.size() < pay_.elems()) adj.resize(pay_.elems());
   scratch_.clock.deadline = 0.0;  // limits bound the run; reverse mode runs to completion
   touched_.assign(pay_.count(), 0);
@@ -171,22 +209,6 @@ void Interp::backward(const double* cotangent, std::vector<double>& grad) {
     for (size_t r = tape_.records.size(); r-- > 0;) {
       const TapeRecord& rec = tape_.records[r];
       if (touched_[rec.out]) vjp_record(rec, adj);
-    }
-  }
-  const uint32_t P = static_cast<uint32_t>(leaves.size());
-  grad.assign(static_cast<size_t>(B_) * P, 0.0);
-  for (uint32_t i = 0; i < P; ++i) {
-    const Real* a = adj.data() + pay_[leaves[i]].off;
-    if (!touched_[leaves[i]]) continue;  // unused parameter: gradient 0
-    for (uint32_t b = 0; b < B_; ++b) {  // sum over data lanes as np.sum (first term first)
-      grad[b * P + i] = ordered_sum(a + static_cast<size_t>(b) * Ng_, Ng_);
-    }
-  }
-  for (uint32_t b = 0; b < B_ && !errors_.empty(); ++b) {  // status 2 only where an error is
-    bool failed = false;
-    for (uint32_t k = 0; k < Ng_; ++k) failed = failed || status_[b * Ng_ + k] == 2;
-    if (failed) {
-      for (uint32_t i = 0; i < P; ++i) grad[b * P + i] = kNaN;
     }
   }
 }

@@ -150,9 +150,16 @@ class Program:
         self._raise_if_strict(result)
         return result
 
-    def eval(self, theta: Any = None, **inputs: Any) -> LaneArray:
-        """Values: ``[B]``, ``[B, N]`` (data lanes), ``[...,*struct]``; no B axis for 1-D theta."""
+    def eval(
+        self, theta: Any = None, inputs: Mapping[str, Any] | None = None, /, **named: Any
+    ) -> LaneArray:
+        """Values: ``[B]``, ``[B, N]`` (data lanes), ``[...,*struct]``; no B axis for 1-D theta.
+
+        Inputs by name: a mapping as the second argument, keywords, or both. ``theta`` and
+        ``inputs`` are positional-only, so an input may be named ``theta`` or ``inputs``.
+        """
         th, single = self._theta(theta)
+        inputs = merge_inputs(inputs, named)
         result = _backend(self.backend).run(
             self.compiled,
             th,
@@ -168,10 +175,24 @@ class Program:
         return self._shape(result, single)
 
     def value_and_grad(
-        self, theta: Any = None, cotangent: Any = None, **inputs: Any
+        self,
+        theta: Any = None,
+        cotangent: Any = None,
+        inputs: Mapping[str, Any] | None = None,
+        /,
+        **named: Any,
     ) -> tuple[LaneArray, np.ndarray]:
-        """Values and the gradient of ``sum(cotangent * value)`` w.r.t. theta (theta's shape)."""
+        """Values and the gradient of ``sum(cotangent * value)`` w.r.t. theta (theta's shape).
+
+        Inputs as in ``eval``. ``cotangent`` may also be given as a keyword when the program has
+        no input of that name.
+        """
         th, single = self._theta(theta)
+        if "cotangent" in named and "cotangent" not in self.compiled.inputs:
+            if cotangent is not None:
+                raise NdvmError("value_and_grad: cotangent given twice")
+            cotangent = named.pop("cotangent")
+        inputs = merge_inputs(inputs, named)
         ct = None
         if cotangent is not None:
             ct = np.asarray(cotangent, dtype=np.float64)
@@ -193,7 +214,9 @@ class Program:
             grad = grad.astype(np.float32)
         return self._shape(result, single), (grad[0] if single else grad)
 
-    def jacobian(self, theta: Any = None, **inputs: Any) -> np.ndarray:
+    def jacobian(
+        self, theta: Any = None, inputs: Mapping[str, Any] | None = None, /, **named: Any
+    ) -> np.ndarray:
         """d value / d theta per lane, in the unconstrained space of ``value_and_grad``.
 
         Shape ``[B, N, *struct, P]`` for ``[B, P]`` theta with N data lanes; the N axis is
@@ -205,6 +228,7 @@ class Program:
         (N * elements), batched as parameter lanes.
         """
         th, single = self._theta(theta)
+        inputs = merge_inputs(inputs, named)
         run = _backend(self.backend).run
         opts = {"limits": self.limits, "dialect": self.dialect, "replay": self.replay}
         first = run(self.compiled, th, inputs, grad=False, cotangent=None, **opts)
@@ -283,6 +307,20 @@ class Program:
         out.status = np.asarray(status)
         out.errors = result.errors
         return out
+
+
+def merge_inputs(inputs: Mapping[str, Any] | None, named: Mapping[str, Any]) -> dict[str, Any]:
+    """One dict of inputs from a mapping and keywords (a name in both is an error)."""
+    if inputs is None:
+        return dict(named)
+    if not isinstance(inputs, Mapping):
+        raise NdvmError(
+            f"inputs must be a mapping of input names to values, got {type(inputs).__name__}"
+        )
+    both = sorted(set(inputs) & set(named))
+    if both:
+        raise NdvmError(f"input(s) {both} given both in the mapping and as keywords")
+    return {**inputs, **named}
 
 
 def compile(  # noqa: A001 - the public name is part of the contract

@@ -110,6 +110,12 @@ class RequestFailed(NdvmError):
     a timeout, an HTTP error status or a malformed reply. The message is the reason."""
 
 
+class SearchAborted(NdvmError):
+    """A search stopped because its calibrations keep failing with the same internal error (a
+    bug in ndvm, not in the candidates); the message carries the reason and how to report it.
+    Results committed before the stop stay in the search's database."""
+
+
 class ProposerFailed(NdvmError):
     """A proposer cannot go on (its endpoint failed too many times in a row); the search stops
     and the message carries the last reason."""
@@ -130,6 +136,7 @@ __all__ = [
     "ProgramError",
     "ProposerFailed",
     "ReadError",
+    "SearchAborted",
     "RequestFailed",
     "ShapeError",
     "StepLimitExceeded",

@@ -206,6 +206,11 @@ class Interp {
   // the gradient [B, P] of sum(cotangent * value); cotangent [B, Ng, *struct] or nullptr.
   std::vector<double> gradient(const double* cotangent);
   void gradient(const double* cotangent, std::vector<double>& grad);  // into grad's capacity
+  // d value / d theta per lane for the last run: jac [B * Ng, P] (lane-major, as the value's
+  // lanes) of sum(cotangent * value) — with a one-hot cotangent over the value's elements,
+  // one column block of the Jacobian per element. NaN rows for lanes that failed.
+  void lane_jacobian(const double* cotangent, std::vector<double>& jac);
+  uint32_t value_elements() const { return static_cast<uint32_t>(value_elems_ / W_); }
   bool can_differentiate() const { return ready_ && last_numeric_; }
   size_t value_size() const { return value_elems_; }
   const Trace& trace() const { return trace_; }
@@ -325,6 +330,7 @@ class Interp {
   Value custom(int code, const Value* args, uint32_t n);
   bool forward_one_lane(int code, const Value* args, uint32_t n, uint32_t out);
   void backward(const double* cotangent, std::vector<double>& grad);
+  void reverse_sweep(const double* cotangent);
   void vjp_record(const TapeRecord& rec, std::vector<Real>& adj);
   void vjp_fast(const FastRec* fast);
   void accumulate(uint32_t pid, const Real* ct, size_t ct_elems, uint32_t mask,

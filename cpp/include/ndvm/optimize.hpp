@@ -30,6 +30,21 @@ struct AdamOptions {
   double eps = 1e-8;
 };
 
+// Levenberg–Marquardt's tolerances (optimize_lm), as scipy.optimize.least_squares names them.
+struct LMOptions {
+  double ftol = 1.49012e-8;  // relative reduction of the sum of squares, actual and predicted
+  double xtol = 1.49012e-8;  // step relative to the point
+  double gtol = 1e-8;        // cosine of every Jacobian column with the residual
+  double lambda0 = 1e-3; // initial damping (relative to diag(J'J))
+  bool project_linear = true;  // first trial: the exact solve of the linear parameters
+};
+
+// Why an LM lane stopped (OptimizeOutput::why).
+enum LMWhy : int8_t {
+  kWhyNone = 0, kWhyFtol = 1, kWhyXtol = 2, kWhyGtol = 3, kWhyZero = 4, kWhyNoProgress = 5,
+  kWhyTimeLimit = 6, kWhyDominated = 7,
+};
+
 struct OptimizeRequest {
   RunRequest run;                 // program, B, Ng, constraints, inputs, limits, dialect
   const double* theta0 = nullptr;  // [B, P]
@@ -47,6 +62,8 @@ struct OptimizeRequest {
   double rtol = 0.0;
   double atol = 0.0;
   int64_t patience = 0;
+  LMOptions lm;                           // optimize_lm only
+  const double* residual_weight = nullptr;  // [N] or nullptr: r = (value - target) * w
 };
 
 struct OptimizeOutput {
@@ -65,11 +82,17 @@ struct OptimizeOutput {
   bool target_mismatch = false;  // the value grid has not target_len numbers per lane
   bool timed_out = false;        // time_limit stopped the fit ...
   uint32_t stopped_at = 0;       // ... after this many steps
+  std::vector<int8_t> why;       // [B] optimize_lm: LMWhy of each lane
+  std::vector<double> jtj;       // [B, P, P] optimize_lm: J'J of the weighted residuals there
 };
 
 // Pairwise summation exactly as NumPy's float64 add.reduce over a contiguous row.
 double pairwise_sum(const double* a, size_t n);
 
 OptimizeOutput optimize_adam(Interp& interp, const OptimizeRequest& req);
+
+// Levenberg–Marquardt on the sum of squared (weighted) residuals against req.target, all
+// lanes in one walk per iteration; req.steps bounds the iterations. Needs a target.
+OptimizeOutput optimize_lm(Interp& interp, const OptimizeRequest& req);
 
 }  // namespace ndvm

@@ -258,6 +258,26 @@ def _f64(x: Any, shape: Any = -1) -> np.ndarray | None:
     return None if x is None else np.ascontiguousarray(x, dtype=np.float64).reshape(shape)
 
 
+def _lm_options(
+    weight: float,
+    steps: int,
+    options: Mapping[str, Any],
+    box: tuple[np.ndarray | None, np.ndarray | None],
+    target: np.ndarray,
+    time_limit: float | None,
+) -> Any:
+    """The core's options for Levenberg–Marquardt (``ndvm.calibrate.lm.LM``'s fields and the
+    per-entry residual weights ``options["residual_weight"]``)."""
+    opt = _adam_options(weight, steps, {}, box, None, None, target, time_limit)
+    opt.lm = True
+    for key in ("ftol", "xtol", "gtol", "lambda0"):
+        if key in options:
+            setattr(opt, key, float(options[key]))
+    if options.get("residual_weight") is not None:
+        opt.residual_weight = _f64(options["residual_weight"])
+    return opt
+
+
 def _adam_options(
     weight: float,
     steps: int,
@@ -300,7 +320,7 @@ class NativeBackend:
     walker, ``"vm"`` the bytecode VM (both on the same payloads, tape and lane machinery)."""
 
     # in-runtime optimizer methods (ndvm.calibrate.native.supports consults this)
-    optimize_methods = ("adam",)
+    optimize_methods = ("adam", "lm")
 
     def __init__(self, client: str = "native") -> None:
         if _core is None:
@@ -424,6 +444,8 @@ class NativeBackend:
         """
         if method not in self.optimize_methods:
             raise NativeUnsupported(f"native backend: no in-runtime {method!r} optimizer")
+        if method == "lm" and target is None:
+            raise NativeUnsupported("native backend: Levenberg-Marquardt needs a target")
         low = self.lowered(program)
         theta0 = np.ascontiguousarray(theta0, dtype=np.float64)
         kinds, arrays, n_data = _input_arrays(program, inputs)
@@ -438,7 +460,11 @@ class NativeBackend:
             _adam_options(
                 weight, steps, options, (lower, upper), early_stop, lr_schedule, target, time_limit
             ),
-        )
+        ) if method != "lm" else self._context().optimize(
+            low.core, theta0, low.constraints, kinds, arrays, n_data or 1,
+            _run_options(limits, dialect, "float64", self._client, replay),
+            _lm_options(weight, steps, options, (lower, upper), target, time_limit),
+        )  # fmt: skip
         if raw["target_mismatch"]:
             raise NativeUnsupported("native optimizer: value grid does not match the target")
         if raw["non_numeric"]:
@@ -460,4 +486,5 @@ class NativeBackend:
             ],
             "evaluations": int(raw["evaluations"]),
             "fresh": True,  # the core's arrays, new to this call
+            **({"jtj": raw["jtj"], "why": raw["why"]} if method == "lm" else {}),
         }

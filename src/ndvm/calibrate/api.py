@@ -8,6 +8,7 @@ backend offers an in-runtime optimizer (``backend.optimize``), built-in losses d
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,9 @@ from ndvm.api import Program
 from ndvm.api import compile as compile_program
 from ndvm.backends import registry
 from ndvm.calibrate import native, optim
+from ndvm.calibrate.lm import LM
 from ndvm.calibrate.losses import get_loss
+from ndvm.calibrate.native import prep_lm_ok
 from ndvm.calibrate.objective import ProgramObjective, TorchObjective
 from ndvm.calibrate.result import Calibration, build, lane_objective
 from ndvm.errors import NdvmError
@@ -24,7 +27,8 @@ from ndvm.prims.constraints import constraint
 
 __all__ = ["Calibration", "calibrate"]
 
-POLISH_STARTS = 8  # optimizer="auto": L-BFGS polishes this many best starts
+DEFAULT_STARTS = 8  # starts=None: the declared inits and 7 jittered starts
+POLISH_STARTS = 8  # optimizer="auto" with Adam: L-BFGS polishes this many best starts
 POLISH_ITERATIONS = 200
 
 
@@ -69,8 +73,10 @@ def _init_theta(
         return sample(rng, starts), sample
     base = program.init_theta()
 
+    scale = np.maximum(1.0, np.abs(base))  # jitter in proportion to each declared init
+
     def jitter(r: np.random.Generator, n: int) -> np.ndarray:
-        return base + r.standard_normal((n, P))
+        return base + scale * r.standard_normal((n, P))
 
     if init is None:
         theta = np.tile(base, (starts, 1))
@@ -85,9 +91,10 @@ def _init_theta(
         init = vals
     vals = np.asarray(init, dtype=np.float64)
     if vals.shape == (P,):
-        theta = np.tile(program.unconstrain(vals), (starts, 1))
+        center = program.unconstrain(vals)
+        theta = np.tile(center, (starts, 1))
         if starts > 1:
-            theta[1:] += rng.standard_normal((starts - 1, P))
+            theta[1:] += np.maximum(1.0, np.abs(center)) * rng.standard_normal((starts - 1, P))
         return theta, jitter
     if vals.shape == (starts, P):
         return program.unconstrain(vals), jitter
@@ -141,7 +148,7 @@ def calibrate(
     target: Any = None,
     *,
     loss: str | Any | Callable[..., Any] = "mse",
-    starts: int = 1,
+    starts: int | None = None,
     steps: int = 200,
     optimizer: str | optim.Optimizer = "auto",
     lr: float = 0.05,
@@ -158,6 +165,8 @@ def calibrate(
     polish: int | None = None,
     diagnostics: bool = True,
     warn: bool = True,
+    sigma: Any = None,
+    absolute_sigma: bool = False,
 ) -> Calibration:
     """Fit ``program``'s parameters to ``target`` (or minimize its value) from ``starts`` starts.
 
@@ -170,14 +179,17 @@ def calibrate(
         loss: "mse", "gaussian_nll" (learned noise; ``GaussianNLL(sigma=..)`` fixes it),
             "value" (the program's output is the loss), or a callable
             ``fn(value: torch.Tensor [B, ...], target: torch.Tensor) -> [B]`` (torch path).
-        starts: independent starts, run as parameter lanes of one evaluation per step.
-        steps: optimizer steps (L-BFGS: iterations). history has steps + 1 rows.
-        optimizer: "auto" (Adam for ``steps``, then an L-BFGS polish of the best starts),
+        starts: independent starts, run as parameter lanes of one evaluation per step (None:
+            ``DEFAULT_STARTS``; the first at ``init``, the others jittered around it).
+        steps: optimizer steps (L-BFGS and LM: iterations). history has steps + 1 rows.
+        optimizer: "auto" (Levenberg–Marquardt for a sum of squares against a target — mse —
+            else Adam for ``steps``, then an L-BFGS polish of the best starts), "lm",
             "adam", "lbfgs", "adam+lbfgs" (every start polished), or an ``optim.Optimizer``.
         lr: Adam learning rate.
         lr_final: if given, Adam's learning rate decays from ``lr`` to ``lr_final`` on a
             cosine over each start's steps.
-        init: None (declared inits; further starts jittered by N(0, 1) in theta space), values
+        init: None (declared inits; further starts jittered by N(0, max(1, |init|)²) in theta
+            space), values
             [P] / [starts, P] / {name: value} in the constrained space, or a callable
             ``(rng, shape) -> values``, which also draws restarts.
         seed: seeds the start jitter and restarts.
@@ -202,6 +214,10 @@ def calibrate(
             processes.
         warn: False does not warn ``ConvergenceWarning`` (``success`` and ``message`` still
             give the verdict), e.g. for a protocol whose step count is fixed.
+        sigma: per-entry uncertainties of ``target`` (``[N]``, or one number), as
+            ``curve_fit``'s: the loss is then ``mean(((f - y) / sigma)**2)`` (mse only).
+        absolute_sigma: as ``curve_fit``'s: ``cov`` is ``(JᵀJ)⁻¹`` of the sigma-weighted
+            residuals, not scaled by their reduced chi-square.
 
     Returns a ``Calibration``; warns ``ConvergenceWarning`` when ``success`` is False.
     """
@@ -209,6 +225,7 @@ def calibrate(
         raise NdvmError(f"engine must be 'auto', 'numpy' or 'native', got {engine!r}")
     if on_failure not in ("drop", "restart"):
         raise NdvmError(f"on_failure must be 'drop' or 'restart', got {on_failure!r}")
+    starts = DEFAULT_STARTS if starts is None else starts
     if starts < 1 or steps < 0:
         raise NdvmError("calibrate needs starts >= 1 and steps >= 0")
     inputs = dict(inputs or {})
@@ -216,6 +233,8 @@ def calibrate(
     rng = _rng(seed)
     theta0, sampler = _init_theta(program, init, starts, rng)
     prepared, objective, extra_names, loss_name = _objective(program, loss, inputs, target)
+    if sigma is not None:
+        prepared, objective = _weighted(prepared, sigma)
     if prepared is not None and prepared.extra0:
         theta0 = np.concatenate([theta0, np.tile(prepared.extra0, (starts, 1))], axis=1)
         base_sampler = sampler
@@ -237,8 +256,7 @@ def calibrate(
     tgt = getattr(prepared, "target", None)
     if tgt is not None and tgt.ndim == 2 and tgt.shape[0] != starts:
         raise NdvmError(f"a per-start target has one row per start: {starts}, got {tgt.shape[0]}")
-    auto = optimizer == "auto"
-    opt = optim.make_optimizer("adam" if auto else optimizer, lr, lr_final)
+    opt, auto = _optimizer(optimizer, prepared, on_failure, lr, lr_final, sigma)
     native = _native(prepared, opt, control) if engine in ("auto", "native") else None
     if engine == "native" and native is None:
         raise NdvmError(f"backend {program.backend!r} has no in-runtime optimizer for this fit")
@@ -249,10 +267,39 @@ def calibrate(
         trace, extra_it = _polish(trace, objective, prepared, control, n_polish)
         nit += extra_it
     name = "adam+lbfgs-polish" if n_polish > 0 and auto else opt.name
-    meta = dict(nit=nit, optimizer=name, loss_name=loss_name, inputs=inputs, target=target)
+    meta = dict(nit=nit, optimizer=name, loss_name=loss_name, inputs=inputs, target=target,
+                absolute_sigma=bool(absolute_sigma))  # fmt: skip
     return build(
         program, trace, extra_names, prepared, objective, meta, control.project, diagnostics, warn
     )
+
+
+def _optimizer(
+    optimizer: Any, prepared: Any, on_failure: str, lr: float, lr_final: float | None, sigma: Any
+) -> tuple[optim.Optimizer, bool]:
+    """(the optimizer, whether it is auto's Adam + polish): "auto" is Levenberg–Marquardt for
+    a sum of squares against a target (unless restarts are asked for), else Adam."""
+    auto = optimizer == "auto"
+    least_squares = prepared is not None and prep_lm_ok(prepared)
+    if auto and least_squares and on_failure == "drop":  # restarts: the Adam path
+        optimizer, auto = "lm", False
+    opt = optim.make_optimizer("adam" if auto else optimizer, lr, lr_final)
+    if sigma is not None and not isinstance(opt, LM):
+        raise NdvmError("sigma= weights a least-squares fit: use loss='mse' with optimizer "
+                        "'auto' or 'lm'")  # fmt: skip
+    return opt, auto
+
+
+def _weighted(prepared: Any, sigma: Any) -> tuple[Any, Any]:
+    """The least-squares loss with residuals divided by ``sigma`` (one per target entry)."""
+    if prepared is None or prepared.kind != "mse" or prepared.target is None:
+        raise NdvmError("sigma= needs loss='mse' and a target")
+    n = prepared.target.shape[-1] if prepared.target.ndim else 1
+    sig = np.broadcast_to(np.asarray(sigma, dtype=np.float64), (n,)).copy()
+    if not (np.isfinite(sig).all() and (sig > 0).all()):
+        raise NdvmError("sigma must be finite and > 0 for every target entry")
+    prepared = replace(prepared, residual_weight=1.0 / sig)
+    return prepared, ProgramObjective(prepared)
 
 
 def _program(program: Program | str, inputs: Mapping[str, Any], backend: str | None) -> Program:

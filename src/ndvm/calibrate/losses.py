@@ -58,6 +58,7 @@ class Prepared:
     sigma: float | None = None
     extra0: tuple[float, ...] = ()
     target: np.ndarray | None = field(default=None, compare=False)
+    residual_weight: np.ndarray | None = field(default=None, compare=False)  # 1/sigma per entry
 
     @property
     def per_lane(self) -> bool:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ndvm.calibrate import optim
+from ndvm.calibrate.lm import LM
 from ndvm.calibrate.losses import Prepared
 from ndvm.calibrate.objective import Objective
 from ndvm.errors import BackendUnsupported
@@ -42,10 +43,17 @@ def supports(backend: Any, prepared: Prepared | None, opt: Any) -> bool:
     # a learned noise scale (gaussian_nll) needs loss-owned parameters: NumPy path
     if prepared.extra0 or (prepared.kind == "gaussian_nll" and prepared.sigma is None):
         return False
+    if isinstance(opt, LM):
+        return prep_lm_ok(prepared) and "lm" in getattr(backend, "optimize_methods", ())
     if not isinstance(opt, (optim.Adam, optim.LBFGS)):
         return False
     # a backend may run only some methods in-runtime (e.g. Adam); the rest stay in NumPy
     return opt.name in getattr(backend, "optimize_methods", ("adam", "lbfgs"))
+
+
+def prep_lm_ok(prepared: Prepared) -> bool:
+    """Levenberg–Marquardt applies: a sum of squares (mse) against a target."""
+    return prepared.kind == "mse" and prepared.target is not None and prepared.target.ndim >= 1
 
 
 CHUNK = 25  # steps per runtime call when a callback wants progress
@@ -118,6 +126,7 @@ class _Run:
         self.history = h
         self.theta = own(out["theta"])
         self.state = st if copy is None else st.copy()
+        self.jtj, self.why = out.get("jtj"), out.get("why")
         bg, bs = out.get("best_grad"), out.get("best_sse")
         self.best_grad = None if bg is None else own(bg)
         self.best_sse = None if bs is None else own(bs)
@@ -152,6 +161,8 @@ class _Run:
             self.evaluations,
             self.best_grad if known else None,
             self.best_sse if known else None,
+            jtj=getattr(self, "jtj", None),
+            why=getattr(self, "why", None),
         )
 
 
@@ -167,7 +178,7 @@ class NativeOptimizer:
     """
 
     backend: Any
-    inner: optim.Adam | optim.LBFGS
+    inner: optim.Adam | optim.LBFGS | LM
     prepared: Prepared
     name: str = "native"
 
@@ -178,7 +189,8 @@ class NativeOptimizer:
         schedule = self.inner.schedule(steps) if isinstance(self.inner, optim.Adam) else None
         run = _Run(np.array(theta0, dtype=np.float64), steps)
         lanes = np.arange(theta0.shape[0])
-        chunk = steps if control.callback is None else CHUNK
+        # one call for LM (its damping would restart per chunk); progress after it
+        chunk = steps if control.callback is None or isinstance(self.inner, LM) else CHUNK
         t0 = time.perf_counter()
         while True:
             n = min(chunk, steps - run.done)
@@ -221,7 +233,10 @@ class NativeOptimizer:
             upper = control.project(np.full((1, P), np.inf))[0]
         es = control.early_stop
         inner = self.inner  # the fields the runtime reads (no dataclasses.asdict deep copy)
-        options = {k: getattr(inner, k) for k in ("lr", "betas", "eps") if hasattr(inner, k)}
+        keys = ("lr", "betas", "eps", "ftol", "xtol", "gtol", "lambda0")
+        options = {k: getattr(inner, k) for k in keys if hasattr(inner, k)}
+        if isinstance(inner, LM):
+            options["residual_weight"] = prep.residual_weight
         return self.backend.optimize(
             program.compiled,
             theta,

@@ -82,6 +82,7 @@ class Trace:
     state: RUNNING/OK at the end -> OK; FAILED; CONVERGED (stopped early, ok).
     best_grad [B, D] / best_sse [B]: the objective's gradient and sum of squared residuals at
     best_theta, where the optimizer has them (an in-runtime one); None: evaluate them.
+    jtj / why: Levenberg–Marquardt's J'J at best_theta and stopping reasons (``lm``).
     """
 
     theta: np.ndarray
@@ -94,6 +95,8 @@ class Trace:
     evaluations: int = 0
     best_grad: np.ndarray | None = None
     best_sse: np.ndarray | None = None
+    jtj: np.ndarray | None = None  # [B, D, D] Gauss-Newton J'J at best_theta (least squares)
+    why: np.ndarray | None = None  # [B] why each least-squares lane stopped (lm.WHY_*)
 
 
 @dataclass
@@ -427,7 +430,8 @@ def _join(a: Trace, b: Trace) -> Trace:
 
 
 def make_optimizer(name: str | Optimizer, lr: float, lr_final: float | None = None) -> Optimizer:
-    """``"adam"``, ``"lbfgs"``, ``"adam+lbfgs"`` (Adam for ``steps``, then 50 L-BFGS), or one.
+    """``"adam"``, ``"lbfgs"``, ``"adam+lbfgs"`` (Adam for ``steps``, then 50 L-BFGS), ``"lm"``
+    (Levenberg–Marquardt, sum-of-squares losses), or an Optimizer.
 
     ``lr_final``: Adam's learning rate decays from ``lr`` to it on a cosine over the steps."""
     if not isinstance(name, str):
@@ -438,6 +442,12 @@ def make_optimizer(name: str | Optimizer, lr: float, lr_final: float | None = No
         return LBFGS()
     if name == "adam+lbfgs":
         return Chain(((Adam(lr=lr, lr_final=lr_final), None), (LBFGS(), 50)))
+    if name == "lm":
+        from ndvm.calibrate.lm import LM
+
+        return LM()
     from ndvm.errors import NdvmError
 
-    raise NdvmError(f"unknown optimizer {name!r} (adam, lbfgs, adam+lbfgs, or an Optimizer)")
+    raise NdvmError(
+        f"unknown optimizer {name!r} (auto, lm, adam, lbfgs, adam+lbfgs, or an Optimizer)"
+    )

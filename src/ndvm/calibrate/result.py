@@ -19,6 +19,7 @@ import numpy as np
 
 from ndvm.api import Program
 from ndvm.calibrate import optim, uncertainty
+from ndvm.calibrate.lm import verdict as lm_verdict
 from ndvm.calibrate.objective import ProgramObjective
 from ndvm.frozen import frozen
 
@@ -68,6 +69,9 @@ class Calibration:
     r2: float | None = None
     objective: Any = field(default=None, compare=False)
     prepared: Any = field(default=None, compare=False)
+    jtj: np.ndarray | None = field(default=None, compare=False)  # least squares: J'J at theta
+    absolute_sigma: bool = False
+    n_best: int = 0  # starts whose loss is within 1e-6 (relative) of the best
 
     @property
     def ok(self) -> bool:
@@ -85,9 +89,17 @@ class Calibration:
     def cov(self) -> np.ndarray | None:
         """Covariance [P', P'] of the fitted values (``names`` order), as curve_fit's ``pcov``.
 
-        None for a callable loss or a failed fit; NaN where the Hessian is not positive
-        definite."""
+        A least-squares fit (Levenberg–Marquardt) gives the Gauss–Newton ``(JᵀJ)⁻¹`` scaled
+        as ``curve_fit`` does (``uncertainty.gauss_newton``); other fits the inverse Hessian of
+        the loss (``uncertainty.covariance``). None for a callable loss or a failed fit; NaN
+        where the matrix is singular (not a minimum, or a flat direction)."""
         prep = self.prepared
+        if self.jtj is not None and self.ok and prep is not None:
+            sse = self.loss / prep.weight
+            jac = uncertainty.value_jacobian(self.program, prep, self.theta)
+            return uncertainty.gauss_newton(
+                self.jtj, sse, _n_obs(prep), self.absolute_sigma, jac
+            )
         factor = (
             None
             if prep is None
@@ -115,7 +127,7 @@ class Calibration:
         """The program's value at the best (or given lane's) parameters on ``inputs``."""
         P = len(self.program.params)
         th = self.theta if lane is None else self.all_theta[lane]
-        return self.program.eval(th[:P], **dict(self.inputs if inputs is None else inputs))
+        return self.program.eval(th[:P], dict(self.inputs if inputs is None else inputs))
 
     def plot(self, path: str | None = None, **kwargs: Any) -> Any:
         """Loss history of every start and (for 1-D data) the fit; needs matplotlib."""
@@ -184,12 +196,16 @@ def lane_objective(objective: Any, prepared: Any, rows: np.ndarray) -> Any:
 
 
 def _best(losses: np.ndarray) -> int:
-    """The lowest loss's lane (NaN ignored; lane 0 when every loss is NaN or infinite)."""
+    """The lowest loss's lane (NaN ignored; lane 0 when every loss is NaN or infinite); of
+    starts that reached it within 1e-9 relative, the first."""
     if losses.shape[0] == 1:
         return 0
     if not np.isfinite(losses).any():
         return 0
-    return int(np.argmin(np.where(np.isnan(losses), np.inf, losses)))  # np.nanargmin's rule
+    finite = np.where(np.isnan(losses), np.inf, losses)
+    low = finite.min()
+    # ties within 1e-9 (relative) go to the first start: the declared init's, if it got there
+    return int(np.flatnonzero(finite <= low + 1e-9 * abs(low))[0])
 
 
 def _diagnose(
@@ -235,6 +251,17 @@ def _sse(
         f = np.asarray(res.value, dtype=np.float64).reshape(-1)
         sq = (f - y) ** 2 if f.shape == y.shape else None
     return None if sq is None or sq.shape != y.shape else float(sq.sum())
+
+
+def _cosine(grad: np.ndarray | None, jtj: np.ndarray, loss: float, prep: Any) -> float:
+    """The largest cosine of a Jacobian column with the residual, from the (projected) loss
+    gradient ``2 w Jᵀr``: ``|g_i| / (2 w ‖J_i‖ ‖r‖)``."""
+    if grad is None:
+        return math.inf
+    norms = np.sqrt(np.maximum(np.diag(jtj), 0.0)) * math.sqrt(max(loss / prep.weight, 0.0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        c = np.where(norms > 0, np.abs(grad[: norms.size]) / (2.0 * prep.weight * norms), 0.0)
+    return float(c.max(initial=0.0))
 
 
 def _verdict(cal: dict[str, Any], steps: int, starts: int) -> tuple[bool, str]:
@@ -291,7 +318,12 @@ def build(
         grad_norm=float("nan") if grad is None else max(map(abs, grad.tolist()), default=0.0),
         status=status,
     )
-    if diagnostics:
+    n_best = int(np.sum(losses <= loss + 1e-6 * abs(loss))) if math.isfinite(loss) else 0
+    jtj = None if trace.jtj is None or not math.isfinite(loss) else trace.jtj[best]
+    if diagnostics and trace.why is not None and jtj is not None:
+        cos = _cosine(grad, jtj, loss, prepared)
+        success, message = lm_verdict(int(trace.why[best]), jtj, names, cos, n_best, len(status))
+    elif diagnostics:
         success, message = _verdict(fields, meta["nit"], len(status))
     else:
         success = math.isfinite(loss)
@@ -313,6 +345,8 @@ def build(
         r2=r2,
         objective=objective,
         prepared=prepared,
+        jtj=jtj,
+        n_best=n_best,
         **fields,
         **meta,
     )

@@ -70,3 +70,22 @@ def value_jacobian(program: Any, prepared: Any, theta: np.ndarray) -> np.ndarray
     if theta.shape[0] > P and prepared is not None:
         jac[P:] = prepared.constrain_extra(theta[P:])  # sigma = exp(s): d sigma / d s = sigma
     return jac
+
+
+def gauss_newton(
+    jtj: np.ndarray, sse: float, n_obs: int, absolute_sigma: bool, jac: np.ndarray
+) -> np.ndarray:
+    """``curve_fit``'s ``pcov`` from the Gauss-Newton ``JᵀJ`` (of the residuals, weighted by
+    ``1/sigma``, in theta space) at the optimum: ``(JᵀJ)⁻¹``, times ``SSE / (N - D)`` unless
+    ``absolute_sigma``, mapped to the constrained values by the diagonal ``jac``. NaN when
+    ``JᵀJ`` is singular (a parameter the residuals do not depend on), inf when ``N <= D``."""
+    D = jtj.shape[0]
+    try:
+        c = np.linalg.cholesky(jtj)
+    except np.linalg.LinAlgError:
+        return np.full((D, D), np.nan)
+    inv_c = np.linalg.inv(c)
+    cov = inv_c.T @ inv_c
+    if not absolute_sigma:
+        cov = cov * (sse / (n_obs - D) if n_obs > D else np.inf)
+    return cov * np.outer(jac, jac)

@@ -155,31 +155,43 @@ def number(option: str, name: str, text: str) -> float:
         raise NdvmError(f"{option} {name}={text}: {text!r} is not a number") from None
 
 
-def free_names(source: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def free_names(
+    source: str, inputs: Iterable[str] = ()
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(the program's free names in order of first use, the names its params header declares).
 
-    Free names are what the host can bind: parameters and inputs."""
-    import ndvm
+    Free names are what the host can bind: parameters and inputs. A name in ``inputs`` is
+    free where the program uses it, even the name of a primitive (``exp`` as a column)."""
     from ndvm.lang.datum import head_name
     from ndvm.lang.reader import read
 
+    given = tuple(inputs)
     data = read(source)
     if len(data) < 2 or head_name(data[0]) != "params":
-        return ndvm.compile(source).params, ()
+        return _used(source, given), ()
     body = data[1]
     lines = source.split("\n")  # the reader's lines: only "\n" ends one
     offset = sum(len(s) + 1 for s in lines[: body.line - 1]) + body.column - 1
     # the header alone, checked as the compiler checks it (a 0 in the body's place)
-    declared = ndvm.compile(source[:offset] + "0").params
-    used = ndvm.compile("\n" * (body.line - 1) + source[offset:]).params
+    declared = tuple(n for n in _used(source[:offset] + "0", ()) if n not in given)
+    used = _used("\n" * (body.line - 1) + source[offset:], given)
     return tuple(dict.fromkeys((*declared, *used))), declared
+
+
+def _used(source: str, inputs: tuple[str, ...]) -> tuple[str, ...]:
+    """The inferred parameters and the used inputs of ``source``, with ``inputs`` declared."""
+    import ndvm
+
+    compiled = ndvm.compile(source, inputs=inputs).compiled
+    used = [n for n, pos in zip(compiled.inputs, compiled.input_positions) if pos != (0, 0)]
+    return tuple(s.name for s in compiled.params) + tuple(used)
 
 
 def check_inputs(source: str, inputs: Iterable[str], *, complete: bool) -> None:
     """Every input named on the command line must be a free name of the program; with
     ``complete``, every free name that is not a declared parameter must be given as an input."""
-    names, declared = free_names(source)
     given = list(inputs)
+    names, declared = free_names(source, given)
     unused = [n for n in given if n not in names]
     listing = ", ".join(names) or "none"
     if unused:

@@ -117,12 +117,12 @@ def run(args: argparse.Namespace) -> int:
         theta = program.unconstrain(values)
         out: dict[str, Any] = {}
         if args.grad:
-            value, grad = program.value_and_grad(theta, **inputs)
+            value, grad = program.value_and_grad(theta, None, inputs)
             grad = grad / program.constrain_jacobian(theta)  # d value / d parameter
             out["grad"] = {p: float(g) for p, g in zip(program.params, grad)}
             out["grad_of"] = GRAD_OF
         else:
-            value = program.eval(theta, **inputs)
+            value = program.eval(theta, inputs)
         cells = print_cells(value)
         text = encode(np.asarray(value).tolist(), args.json, cells)
     except NdvmError as exc:

@@ -1,6 +1,6 @@
 """``ndvm fit``: calibrate a program's parameters to columns of a CSV file.
 
-ndvm fit PROGRAM --data FILE.csv --x COL [--x COL ...] --y COL [--starts 64] [--steps 200]
+ndvm fit PROGRAM --data FILE.csv --x COL [--x COL ...] --y COL [--starts 8] [--steps 200]
          [--optimizer auto] [--loss mse] [--json] [--plot out.png] [--backend NAME]
 """
 
@@ -31,8 +31,9 @@ def register(sub: Any) -> None:
         "fit",
         help="calibrate a program's parameters to CSV data",
         description="Fit a program's parameters to columns of a CSV file: many starts run as "
-        "lanes of one evaluation, Adam then an L-BFGS polish of the best starts. Prints the "
-        "fitted values with standard errors and whether the fit converged.",
+        "lanes of one evaluation; Levenberg-Marquardt in the runtime for mse, Adam then an "
+        "L-BFGS polish of the best starts for gaussian_nll. Prints the fitted values with "
+        "standard errors (curve_fit's pcov for mse) and whether the fit converged.",
         formatter_class=HelpFormatter,
     )
     p.add_argument("program", help="program file")
@@ -53,14 +54,16 @@ def register(sub: Any) -> None:
         metavar="NAME",
         help="input name for the matching --x (default: the column's name)",
     )
-    p.add_argument("--starts", type=int, default=64, help="independent starts (lanes)")
-    p.add_argument("--steps", type=int, default=200, help="Adam steps (L-BFGS: iterations)")
+    p.add_argument("--starts", type=int, default=None,
+                   help="independent starts (lanes; default 8, as ndvm.calibrate)")  # fmt: skip
+    p.add_argument("--steps", type=int, default=200,
+                   help="iterations (LM, L-BFGS) or Adam steps")  # fmt: skip
     p.add_argument("--loss", default="mse", choices=("mse", "gaussian_nll"), help="loss")
     p.add_argument(
         "--optimizer",
         default="auto",
-        choices=("auto", "adam", "lbfgs", "adam+lbfgs"),
-        help="auto: Adam, then L-BFGS on the best starts",
+        choices=("auto", "lm", "adam", "lbfgs", "adam+lbfgs"),
+        help="auto: Levenberg-Marquardt for mse, else Adam then L-BFGS on the best starts",
     )
     p.add_argument("--polish", type=int, default=None, help="starts L-BFGS polishes (auto: 8)")
     p.add_argument("--lr", type=float, default=0.05, help="Adam learning rate")
@@ -132,7 +135,7 @@ def _fit(
     )
     show = args.progress
     if show is None:
-        show = sys.stderr.isatty() and args.steps * args.starts >= 5000
+        show = sys.stderr.isatty() and args.steps * (args.starts or 8) >= 5000
     update, close = progress_bar(args.steps + 1) if show else (None, lambda: None)
     t0 = time.perf_counter()
     try:
@@ -159,7 +162,7 @@ def _fit(
 def _print_text(cal: Any, args: argparse.Namespace, elapsed: float) -> None:
     se = cal.stderr or {}
     r2 = "" if cal.r2 is None else f", R² {cal.r2:.6g}"
-    print(f"loss: {cal.loss:.6g}  ({args.loss}, best of {args.starts} start(s){r2})")
+    print(f"loss: {cal.loss:.6g}  ({args.loss}, best of {len(cal.status)} start(s){r2})")
     for pname, v in cal.params.items():
         err = se.get(pname)
         print(f"{pname} = {v:.10g}" + ("" if err is None else f"  ± {err:.3g}"))

@@ -74,8 +74,21 @@ def build(info: dict[str, Any], recs: list[Any], export: bool = True) -> dict[st
         "distinct_success_skeletons": s.distinct_success_skeletons,
         "calibrations_per_s": s.calibrations_per_s, "start_lanes_per_s": s.lanes_per_s,
         "time_to_first_success": s.time_to_first_success,
+        "failures": failure_reasons(recs),
         "best": best, "hall_of_fame": hof, "trajectory": s.trajectory,
     }  # fmt: skip
+
+
+def failure_reasons(recs: list[Any], most: int = 20) -> dict[str, int]:
+    """Failed calibrations by reason (the ``most`` commonest, most frequent first)."""
+    counts: dict[str, int] = {}
+    for r in recs:
+        ev = r.evaluation
+        if ev is not None and ev.status == "failed":
+            reason = (ev.reason or "no reason recorded")[:300]
+            counts[reason] = counts.get(reason, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return dict(ranked[:most])
 
 
 def _selection(row: dict[str, Any]) -> float:
@@ -97,6 +110,10 @@ def print_text(rep: dict[str, Any]) -> None:
     print(f"  {rep['calibrations_per_s']:.1f} calibrations/s, {rep['start_lanes_per_s']:.0f} "
           f"start lanes/s, successes {rep['successes']}, first success "
           f"{'-' if first is None else f'{first:.1f} s'}")  # fmt: skip
+    if rep["failures"]:
+        print("  failed calibrations by reason:")
+        for reason, n in rep["failures"].items():
+            print(f"  {n:8d}  {reason}")
     print("\nhall of fame (selected on validation; test scores only reported):")
     print(f"  {'cx':>3} {'train':>10} {'valid':>10} {'val R²':>8} {'score':>7} "
           f"{'test R²':>8}  program / equation")  # fmt: skip

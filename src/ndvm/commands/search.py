@@ -180,7 +180,20 @@ def run(args: argparse.Namespace) -> int:
     if getattr(proposer, "stop_reason", ""):
         print(f"ndvm search: {proposer.stop_reason}", file=sys.stderr)
     _print_summary(task.name, state, args.db)
+    _warn_internal(state)
     return 0
+
+
+def _warn_internal(state: Any) -> None:
+    """Internal errors that did not repeat enough to stop the search are still bugs: say so."""
+    from ndvm.search.driver import INTERNAL
+
+    evs = [r.evaluation for r in state.records if r.evaluation is not None]
+    reasons = [ev.reason for ev in evs if ev.reason.startswith(INTERNAL)]
+    if reasons:
+        print(f"ndvm search: warning: {len(reasons)} calibration(s) failed with an internal "
+              f"error, a bug in ndvm (first: {reasons[0][len(INTERNAL):]}); please report it "
+              "to ndvm's issue tracker", file=sys.stderr)  # fmt: skip
 
 
 class _progress_line:  # noqa: N801 - used like a function

@@ -2,8 +2,8 @@
 
 - ``to_torch(program)``: a ``torch.nn.Module`` whose named ``nn.Parameter``s are the program's
   parameters (unconstrained theta, as ``Program.value_and_grad`` uses; constraints are applied
-  in ``forward``); ``forward(**inputs)`` evaluates over batches of inputs.
-- ``to_jax(program)``: ``(fn, params)``, a pure function ``fn(params, **inputs)`` and the
+  in ``forward``); ``forward(inputs)`` (or keywords) evaluates over batches of inputs.
+- ``to_jax(program)``: ``(fn, params)``, a pure function ``fn(params, inputs)`` and the
   parameter pytree (a dict of theta scalars), usable under ``jit``, ``vmap`` and ``grad``.
 - ``to_sympy(program)``: an exact expression for a closed-form scalar program (constants keep
   every digit; parameters are symbols, or numbers given in ``values``).
@@ -41,7 +41,7 @@ def to_torch(program: Any, *, inputs: Mapping[str, Any] | None = None) -> Any:
 
     module = ExportedModule(program_of(program, tuple(inputs or ())))
     if inputs is not None or not module.program.inputs:
-        module(**dict(inputs or {}))
+        module(dict(inputs or {}))
     return module
 
 

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-from ndvm.api import Program
+from ndvm.api import Program, merge_inputs
 from ndvm.export.binding import bind_inputs, bind_params, trace
 from ndvm.export.namespaces import torch_namespace
 
 
 class ExportedModule(torch.nn.Module):
-    """``forward(**inputs)`` evaluates the program; its parameters are named as the program's.
+    """``forward(inputs)`` or ``forward(**inputs)`` evaluates the program; its parameters are
+    named as the program's (a name torch cannot take as an attribute, one with a ``.`` or one
+    of ``torch.nn.Module``'s own, is registered as ``param_<i>``: ``parameter(name)`` and
+    ``attribute_names`` map program names to attributes).
 
     Each parameter holds the unconstrained theta (``Program.init_theta()`` initially), so
     gradients match ``Program.value_and_grad``; ``positive``/``unit``/``signed-unit`` are
@@ -22,20 +26,30 @@ class ExportedModule(torch.nn.Module):
     def __init__(self, program: Program) -> None:
         super().__init__()
         self.program = program
-        for spec, t in zip(program.param_specs, program.init_theta()):
+        self.attribute_names: dict[str, str] = {}  # program parameter name -> attribute
+        for i, (spec, t) in enumerate(zip(program.param_specs, program.init_theta())):
+            attr = spec.name
+            if "." in attr or hasattr(self, attr):  # torch's rule, or a Module attribute
+                attr = f"param_{i}"
+            self.attribute_names[spec.name] = attr
             self.register_parameter(
-                spec.name, torch.nn.Parameter(torch.tensor(float(t), dtype=torch.float64))
+                attr, torch.nn.Parameter(torch.tensor(float(t), dtype=torch.float64))
             )
 
+    def parameter(self, name: str) -> torch.nn.Parameter:
+        """The torch parameter of the program's parameter ``name``."""
+        return getattr(self, self.attribute_names[name])
+
     def theta(self) -> list[torch.Tensor]:
-        return [getattr(self, name) for name in self.program.params]
+        return [self.parameter(name) for name in self.program.params]
 
     def constrained(self) -> dict[str, float]:
         values = self.program.constrain([t.detach().item() for t in self.theta()])
         return dict(zip(self.program.params, (float(v) for v in values)))
 
-    def forward(self, **inputs: Any) -> torch.Tensor:
+    def forward(self, inputs: Mapping[str, Any] | None = None, /, **named: Any) -> torch.Tensor:
         ns = torch_namespace()
         compiled = self.program.compiled
         params = bind_params(ns, compiled, self.theta())
-        return trace(ns, compiled, params, bind_inputs(ns, compiled, inputs)).val
+        data = merge_inputs(inputs, named)
+        return trace(ns, compiled, params, bind_inputs(ns, compiled, data)).val

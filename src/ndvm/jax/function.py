@@ -7,27 +7,30 @@ cached. Values are float64 when ``jax_enable_x64`` is on, else float32 (computed
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ndvm.api import Program
+from ndvm.api import Program, merge_inputs
 
 
-def _host(inputs: dict[str, Any]) -> dict[str, Any]:
+def _host(inputs: Mapping[str, Any]) -> dict[str, Any]:
     out = {}
     for k, v in inputs.items():
         out[k] = np.asarray(v, dtype=np.float64) if isinstance(v, jax.Array) else v
     return out
 
 
-def op(program: Program, **inputs: Any) -> Callable[[Any], Any]:
-    """``f(theta)`` with theta ``[B, P]`` or ``[P]`` (unconstrained) -> values like ``eval``."""
-    host = _host(inputs)
-    probe = np.asarray(program.eval(program.init_theta()[None], **host))
+def op(
+    program: Program, inputs: Mapping[str, Any] | None = None, /, **named: Any
+) -> Callable[[Any], Any]:
+    """``f(theta)`` with theta ``[B, P]`` or ``[P]`` (unconstrained) -> values like ``eval``.
+    Inputs by name as a mapping, keywords, or both."""
+    host = _host(merge_inputs(inputs, named))
+    probe = np.asarray(program.eval(program.init_theta()[None], host))
     trailing = probe.shape[1:]
 
     def out_struct(theta_shape: tuple[int, ...], dtype: Any) -> jax.ShapeDtypeStruct:
@@ -36,11 +39,11 @@ def op(program: Program, **inputs: Any) -> Callable[[Any], Any]:
 
     def fwd_host(theta: np.ndarray) -> np.ndarray:
         th = np.asarray(theta, dtype=np.float64)
-        return np.asarray(program.eval(th, **host), dtype=theta.dtype)
+        return np.asarray(program.eval(th, host), dtype=theta.dtype)
 
     def vjp_host(theta: np.ndarray, ct: np.ndarray) -> np.ndarray:
         th = np.asarray(theta, dtype=np.float64)
-        _, g = program.value_and_grad(th, np.asarray(ct, dtype=np.float64), **host)
+        _, g = program.value_and_grad(th, np.asarray(ct, dtype=np.float64), host)
         return np.asarray(g, dtype=theta.dtype)
 
     @jax.custom_vjp

@@ -66,6 +66,29 @@ def compile_source(
     )
 
 
+def check_name(name: str, role: str = "input") -> None:
+    """Raise ``CompileError`` unless ``name`` can name an input or parameter that a program's
+    text refers to: it reads as one symbol of the language and is not a special form. (Any
+    such name works, including names of primitives, Python keywords and API argument names.)"""
+    if not isinstance(name, str) or not name:
+        raise CompileError(f"{role} names must be non-empty strings, got {name!r}")
+    try:
+        data = read(name)
+    except (ReadError, CompileError) as exc:
+        raise CompileError(
+            f"{role} name {name!r} is not a symbol of the language ({exc}); rename it"
+        ) from None
+    if len(data) != 1 or not isinstance(data[0], Sym) or data[0].name != name:
+        raise CompileError(
+            f"{role} name {name!r} does not read as one symbol of the language (see "
+            "docs/language.md, 'Names'); rename it"
+        )
+    try:
+        compile_source(name, params=(), inputs=(name,))
+    except CompileError as exc:
+        raise CompileError(f"{role} name {name!r} cannot be used: {exc}; rename it") from None
+
+
 def _specs_function(params: ParamsArg) -> Any:
     """The host's ``params`` as the function the native driver calls with the header's specs
     (at the point of the checks where the header is known)."""

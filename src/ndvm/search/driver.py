@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ndvm.errors import SearchAborted
 from ndvm.search.candidate import Evaluation, Record, skeleton_hash
 from ndvm.search.evaluate import CalibLimits, Job, Result
 from ndvm.search.scheduler import ProcessExecutor, SerialExecutor
@@ -26,6 +27,8 @@ from ndvm.search.store import Store
 from ndvm.tasks.base import Task
 
 DEFAULT_LIMITS = CalibLimits()
+INTERNAL_ERROR_LIMIT = 3  # the same internal error this many times stops the search
+INTERNAL = "internal error: "  # how a worker's record of an internal error starts
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,7 @@ class _Book:
         self.counts = {"evaluated": 0, "rejected": 0, "successes": 0}
         self.stages: dict[str, int] = {}
         self.best_r2 = float("nan")
+        self.internal: dict[str, int] = {}  # internal-error reason -> count (this process)
         for r in records:
             self._count(r.evaluation)
 
@@ -238,7 +242,23 @@ class _Book:
                 self.done_calibrated += res.evaluation.status != "rejected"
                 self.lanes += res.evaluation.lanes
                 self._count(res.evaluation)
+                self._check_internal(res.evaluation)
         return True
+
+    def _check_internal(self, ev: Evaluation) -> None:
+        """Stop the search when one internal error repeats: every further candidate would
+        fail the same way, and a bug is not a search result."""
+        if ev.status != "failed" or not ev.reason.startswith(INTERNAL):
+            return
+        reason = ev.reason[len(INTERNAL) :]
+        n = self.internal[reason] = self.internal.get(reason, 0) + 1
+        if n >= INTERNAL_ERROR_LIMIT:
+            raise SearchAborted(
+                f"{n} calibrations failed with the same internal error: {reason}. This is a "
+                "bug in ndvm, not in the candidates: please report it to ndvm's issue tracker "
+                "with the command line, `python -c 'import ndvm; print(ndvm.__version__)'` and the "
+                "data's column names"
+            )
 
     def _decide(self, res: Result) -> Result:
         ev = res.evaluation

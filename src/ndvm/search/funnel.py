@@ -76,7 +76,7 @@ def check_compiled(
         return Verdict(False, "params", f"declared but unused: {', '.join(unused)}", **base)
     train = task.data().train_inputs
     try:
-        value = prog.eval(theta, **dict(train))
+        value = prog.eval(theta, dict(train))
     except NdvmError as exc:
         return Verdict(False, "finite", f"{type(exc).__name__}: {exc}", **base)
     if value.errors:

@@ -81,7 +81,7 @@ def plot_best_fit(task: Any, rec: Record, path: str | Path) -> None:
             continue
         xs = np.asarray(inputs[x])
         ys = np.asarray(target).reshape(S, -1)
-        pred = np.asarray(prog.eval(theta, **dict(inputs))).reshape(S, -1)
+        pred = np.asarray(prog.eval(theta, dict(inputs))).reshape(S, -1)
         order = np.argsort(xs)
         for lane in range(S):
             lab = lane == 0

@@ -24,6 +24,7 @@ import numpy as np
 from ndvm.api import Program
 from ndvm.calibrate import Calibration, calibrate
 from ndvm.errors import NdvmError
+from ndvm.lang.front import check_name
 from ndvm.tasks.columns import DEFAULT_BINARY, DEFAULT_UNARY, check_operators, read_csv, split_rows
 from ndvm.tasks.grammar import Grammar
 
@@ -301,7 +302,7 @@ def predict_lanes(cal: Calibration, inputs: Mapping[str, Any], lanes: np.ndarray
     """The model's values ``[len(lanes), N]`` at the given lanes' best parameters."""
     P = len(cal.program.params)
     theta = np.asarray(cal.all_theta)[np.asarray(lanes), :P]
-    out = np.asarray(cal.program.eval(theta, **dict(inputs)), dtype=np.float64)
+    out = np.asarray(cal.program.eval(theta, dict(inputs)), dtype=np.float64)
     return out.reshape(len(lanes), -1)
 
 
@@ -346,8 +347,11 @@ def from_arrays(
     lr: float = 0.05,
     max_size: int = 30,
     loops: bool = False,
+    optimizer: str = "auto",
 ) -> Task:
-    """A regression task on ``y ~ f(X)``: X ``[N]`` or ``[N, d]``, y ``[N]``."""
+    """A regression task on ``y ~ f(X)``: X ``[N]`` or ``[N, d]``, y ``[N]``. Candidates are
+    calibrated by ``optimizer`` ("auto": Levenberg–Marquardt on the mse, at most ``steps``
+    iterations; "adam": ``steps`` Adam steps at ``lr``), every start a lane."""
     Xa = np.asarray(X, dtype=np.float64)
     ya = np.asarray(y, dtype=np.float64).reshape(-1)
     if Xa.ndim == 1:
@@ -358,6 +362,8 @@ def from_arrays(
     cols = list(names) if names is not None else (["x"] if d == 1 else [f"x{i}" for i in range(d)])
     if len(cols) != d or len(set(cols)) != d:
         raise NdvmError(f"names must be {d} distinct input names, got {cols}")
+    for col in cols:
+        check_name(col)
     for i, col in enumerate(cols):
         bad = np.flatnonzero(~np.isfinite(Xa[:, i]))
         if bad.size:
@@ -389,7 +395,7 @@ def from_arrays(
         description=prompt,
         inputs=tuple(cols),
         build_data=partial(constant_data, data),
-        calib=CalibSpec(loss="mse", steps=steps, lr=lr, optimizer="adam", init_scale=1.0),
+        calib=CalibSpec(loss="mse", steps=steps, lr=lr, optimizer=optimizer, init_scale=1.0),
         score=regression_score,
         success=validation_success,
         search=SearchSpec(grammar, tuple(f"(* a {c})" for c in cols), prompt),

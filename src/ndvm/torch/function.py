@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ndvm.api import Program
+from ndvm.api import Program, merge_inputs
 from ndvm.errors import NdvmError
 
 SECOND_ORDER = (
@@ -51,7 +51,7 @@ class ProgramFunction(torch.autograd.Function):
     @staticmethod
     def forward(theta: torch.Tensor, program: Program, inputs: Mapping[str, Any]) -> torch.Tensor:
         th = _host_array(theta)
-        value = np.asarray(program.eval(th, **inputs), dtype=np.float64)
+        value = np.asarray(program.eval(th, inputs), dtype=np.float64)
         return torch.from_numpy(value.copy()).to(dtype=theta.dtype, device=theta.device)
 
     @staticmethod
@@ -70,19 +70,29 @@ class ProgramFunction(torch.autograd.Function):
             raise NdvmError(SECOND_ORDER)
         (theta,) = ctx.saved_tensors
         th = _host_array(theta)
-        _, grad = ctx.program.value_and_grad(th, ct, **ctx.host_inputs)
+        _, grad = ctx.program.value_and_grad(th, ct, ctx.host_inputs)
         g = torch.from_numpy(np.asarray(grad, dtype=np.float64).copy())
         return g.to(dtype=theta.dtype, device=theta.device), None, None
 
 
-def apply(program: Program, theta: torch.Tensor, **inputs: Any) -> torch.Tensor:
-    """Evaluate ``program`` at unconstrained ``theta`` as a differentiable torch op."""
-    return ProgramFunction.apply(theta, program, _host(inputs))
+def apply(
+    program: Program,
+    theta: torch.Tensor,
+    inputs: Mapping[str, Any] | None = None,
+    /,
+    **named: Any,
+) -> torch.Tensor:
+    """Evaluate ``program`` at unconstrained ``theta`` as a differentiable torch op. Inputs
+    by name as a mapping, keywords, or both (any input name works: the API's own arguments
+    are positional-only)."""
+    return ProgramFunction.apply(theta, program, _host(merge_inputs(inputs, named)))
 
 
-def op(program: Program, **inputs: Any) -> Callable[[torch.Tensor], torch.Tensor]:
+def op(
+    program: Program, inputs: Mapping[str, Any] | None = None, /, **named: Any
+) -> Callable[[torch.Tensor], torch.Tensor]:
     """A callable ``theta [B, P] -> values`` with ``inputs`` bound (converted once)."""
-    host = _host(inputs)
+    host = _host(merge_inputs(inputs, named))
 
     def f(theta: torch.Tensor) -> torch.Tensor:
         return ProgramFunction.apply(theta, program, host)

@@ -1,0 +1,644 @@
+// In-runtime Levenberg–Marquardt (see optimize.hpp): nonlinear least squares over the B
+// parameter lanes of one program, every start a lane of the same walk.
+//
+// Each iteration evaluates all lanes at their trial points in one taped walk. A lane whose
+// trial lowered its sum of squares accepts it; the exact Jacobian of the residuals at the
+// accepted points comes from the same tape — one reverse sweep per element of the value (one
+// in all for a scalar model over data lanes), the per-lane adjoints of the parameter leaves
+// being the rows d r[b, n] / d theta[b] (data lanes are independent evaluations). Then every
+// running lane solves its damped normal equations (J'J + lambda D) delta = -J'r by Cholesky,
+// D = diag(J'J) floored (Marquardt's scaling: the step does not depend on the parameters'
+// units), with Nielsen's damping update. Steps are projected on the theta box. A lane whose
+// trial fails (a lane error, a non-finite residual) rejects it and damps harder: LM backs
+// out of a domain error instead of failing the lane; only a lane whose start fails fails.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "ndvm/optimize.hpp"
+
+namespace ndvm {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kMaxLambda = 1e16;  // damping past this: no step lowers the loss
+constexpr uint32_t kDominatedWindow = 10;
+constexpr double kDominatedDrop = 0.01;
+constexpr double kRadiusFactor = 100.0;
+
+// Cholesky solve of the P x P SPD system a x = rhs in place (a is overwritten); false if
+// not positive definite.
+bool cholesky_solve(std::vector<double>& a, std::vector<double>& x, uint32_t P) {
+  for (uint32_t j = 0; j < P; ++j) {
+    double d = a[j * P + j];
+    for (uint32_t k = 0; k < j; ++k) d -= a[j * P + k] * a[j * P + k];
+    if (!(d > 0.0) || !std::isfinite(d)) return false;
+    d = std::sqrt(d);
+    a[j * P + j] = d;
+    for (uint32_t i = j + 1; i < P; ++i) {
+      double s = a[i * P + j];
+      for (uint32_t k = 0; k < j; ++k) s -= a[i * P + k] * a[j * P + k];
+      a[i * P + j] = s / d;
+    }
+  }
+  for (uint32_t i = 0; i < P; ++i) {  // L y = rhs
+    double s = x[i];
+    for (uint32_t k = 0; k < i; ++k) s -= a[i * P + k] * x[k];
+    x[i] = s / a[i * P + i];
+  }
+  for (uint32_t i = P; i-- > 0;) {  // L' x = y
+    double s = x[i];
+    for (uint32_t k = i + 1; k < P; ++k) s -= a[k * P + i] * x[k];
+    x[i] = s / a[i * P + i];
+  }
+  return true;
+}
+
+class LMRun {
+ public:
+  LMRun(Interp& interp, const OptimizeRequest& req)
+      : in_(interp), rq_(req), B_(req.run.B), P_(req.run.program->n_params) {}
+
+  OptimizeOutput go();
+
+ private:
+  void start();
+  bool out_of_time(uint32_t it, std::chrono::steady_clock::time_point t0, double base);
+  bool evaluate(const std::vector<double>& theta);
+  void normal_equations();
+  void decide(uint32_t it);
+  bool step(uint32_t b);
+  bool converged_gradient(uint32_t b) const;
+  void converge(uint32_t b, int8_t why);
+  int32_t reason_of(uint32_t b);
+  void finish();
+  void drop_dominated();
+  void detect_linear();
+  bool probe_columns(const std::vector<double>& rows, uint32_t n, std::vector<double>& jac);
+  bool project_linear(uint32_t b);
+  bool damped_solve(uint32_t b, const std::vector<uint8_t>& free, double dfloor, double lam);
+
+  Interp& in_;
+  const OptimizeRequest& rq_;
+  const uint32_t B_;
+  const uint32_t P_;
+  size_t M_ = 0;  // residuals per lane
+  RunRequest run_;
+  RunOutput last_;
+  std::vector<double> trial_;    // [B, P] the points of the last walk
+  std::vector<double> r_;        // [B, M] weighted residuals there
+  std::vector<double> f_;        // [B] their sums of squares (inf: the lane failed)
+  std::vector<double> jtj_t_;    // [B, P, P] J'J at the trial points (accepting lanes)
+  std::vector<double> jtr_t_;    // [B, P] J'r there
+  std::vector<double> theta_;    // [B, P] accepted points
+  std::vector<double> fc_;       // [B] their sums of squares
+  std::vector<double> jtj_;      // [B, P, P] J'J at the accepted points
+  std::vector<double> jtr_;      // [B, P]
+  std::vector<double> lambda_, nu_, pred_;  // damping, its growth, predicted reduction
+  std::vector<double> scale_;    // [B, P] D: running max of J's column norms (MINPACK's diag)
+  std::vector<double> radius_;   // [B] trust radius on |D delta|
+  std::vector<double> sn_;       // [B] |D delta| of the last trial step
+  std::vector<uint8_t> linear_;  // [P] parameters the model is jointly affine in
+  bool any_linear_ = false;
+  std::vector<uint8_t> projected_;  // [B] the last trial was the linear parameters' solve
+  RunOutput probe_;
+  std::vector<uint8_t> accept_;
+  std::vector<double> ct_, jac_, a_, x_, y_;
+  std::vector<uint32_t> idx_;
+  std::vector<uint8_t> free_;
+  std::vector<int32_t> err_map_;
+  OptimizeOutput out_;
+};
+
+// One taped walk at ``theta``: residuals and sums of squares per lane; false when the
+// result is not numeric or does not match the target.
+bool LMRun::evaluate(const std::vector<double>& theta) {
+  run_.theta = theta.data();
+  run_.grad = false;
+  in_.run(run_, last_);
+  out_.evaluations += 1;
+  if (!last_.numeric) return false;
+  const size_t M = last_.value.size() / B_;
+  if (M != rq_.target_len) {
+    out_.target_mismatch = true;
+    return false;
+  }
+  M_ = M;
+  r_.resize(static_cast<size_t>(B_) * M);
+  f_.assign(B_, 0.0);
+  const double* val = last_.value.data();
+  for (uint32_t b = 0; b < B_; ++b) {
+    const double* t = rq_.target + (rq_.target_per_lane ? b * M : 0);
+    double* r = r_.data() + static_cast<size_t>(b) * M;
+    for (size_t m = 0; m < M; ++m) {
+      const double w = rq_.residual_weight ? rq_.residual_weight[m] : 1.0;
+      r[m] = (val[static_cast<size_t>(b) * M + m] - t[m]) * w;
+    }
+    const bool lane_failed = !last_.status.empty() && [&] {
+      for (uint32_t n = 0; n < run_.Ng; ++n) {
+        if (last_.status[static_cast<size_t>(b) * run_.Ng + n] == 2) return true;
+      }
+      return false;
+    }();
+    for (size_t m = 0; m < M; ++m) f_[b] += r[m] * r[m];
+    if (lane_failed || !std::isfinite(f_[b])) f_[b] = kInf;
+  }
+  err_map_.assign(last_.errors.size(), -1);
+  return true;
+}
+
+// J'J and J'r at the trial points of the accepting lanes: one reverse sweep per element of
+// the value, each giving every lane's row d value[b, n, s] / d theta[b].
+void LMRun::normal_equations() {
+  const uint32_t S = in_.value_elements();
+  const uint32_t Ng = run_.Ng;
+  const size_t W = static_cast<size_t>(B_) * Ng;
+  const size_t PP = static_cast<size_t>(P_) * P_;
+  jtj_t_.assign(static_cast<size_t>(B_) * PP, 0.0);
+  jtr_t_.assign(static_cast<size_t>(B_) * P_, 0.0);
+  ct_.assign(W * S, 0.0);
+  for (uint32_t s = 0; s < S; ++s) {
+    for (size_t l = 0; l < W; ++l) ct_[l * S + s] = 1.0;
+    in_.lane_jacobian(ct_.data(), jac_);
+    for (size_t l = 0; l < W; ++l) ct_[l * S + s] = 0.0;
+    for (uint32_t b = 0; b < B_; ++b) {
+      if (!accept_[b]) continue;
+      double* jtj = jtj_t_.data() + b * PP;
+      double* jtr = jtr_t_.data() + static_cast<size_t>(b) * P_;
+      for (uint32_t n = 0; n < Ng; ++n) {
+        const size_t m = static_cast<size_t>(n) * S + s;
+        const double w = rq_.residual_weight ? rq_.residual_weight[m] : 1.0;
+        const double* row = jac_.data() + (static_cast<size_t>(b) * Ng + n) * P_;
+        const double rm = r_[static_cast<size_t>(b) * M_ + m];
+        for (uint32_t i = 0; i < P_; ++i) {
+          const double ji = row[i] * w;
+          jtr[i] += ji * rm;
+          for (uint32_t k = 0; k <= i; ++k) jtj[i * P_ + k] += ji * row[k] * w;
+        }
+      }
+    }
+  }
+  for (uint32_t b = 0; b < B_; ++b) {
+    double* jtj = jtj_t_.data() + b * PP;
+    bool finite = true;
+    for (uint32_t i = 0; i < P_; ++i) {
+      for (uint32_t k = 0; k < i; ++k) jtj[k * P_ + i] = jtj[i * P_ + k];
+      finite = finite && std::isfinite(jtr_t_[static_cast<size_t>(b) * P_ + i]);
+    }
+    if (accept_[b] && !finite) {  // a non-finite derivative: the point cannot be stepped from
+      accept_[b] = 0;
+      f_[b] = kInf;
+    }
+  }
+}
+
+// lane_reasons (the first error naming the lane), else a non-finite loss.
+int32_t LMRun::reason_of(uint32_t b) {
+  for (size_t e = 0; e < last_.errors.size(); ++e) {
+    bool hit = false;
+    for (int64_t lane : last_.errors[e].lanes) hit = hit || lane == static_cast<int64_t>(b);
+    if (!hit) continue;
+    if (err_map_[e] < 0) {
+      err_map_[e] = static_cast<int32_t>(out_.errors.size());
+      out_.errors.push_back(last_.errors[e]);
+    }
+    return err_map_[e];
+  }
+  return kNonFiniteLoss;
+}
+
+void LMRun::converge(uint32_t b, int8_t why) {
+  out_.state[b] = LANE_CONVERGED;
+  out_.why[b] = why;
+}
+
+// The cosine test (MINPACK's gtol): every column of J is orthogonal to r within gtol.
+bool LMRun::converged_gradient(uint32_t b) const {
+  const size_t PP = static_cast<size_t>(P_) * P_;
+  const double rn = std::sqrt(fc_[b]);
+  if (rn == 0.0) return true;
+  double worst = 0.0;
+  for (uint32_t i = 0; i < P_; ++i) {
+    const double cn = std::sqrt(jtj_[b * PP + i * P_ + i]);
+    if (cn > 0.0) worst = std::max(worst, std::fabs(jtr_[static_cast<size_t>(b) * P_ + i]) / (cn * rn));
+  }
+  return worst <= rq_.lm.gtol;
+}
+
+// Accept or reject each running lane's trial; update damping; test convergence.
+void LMRun::decide(uint32_t it) {
+  const size_t PP = static_cast<size_t>(P_) * P_;
+  for (uint32_t b = 0; b < B_; ++b) {
+    if (out_.state[b] != LANE_RUNNING) continue;
+    const double ft = f_[b];
+    if (it == 0) {
+      if (!accept_[b]) {
+        out_.state[b] = LANE_FAILED;
+        out_.reason[b] = reason_of(b);
+        continue;
+      }
+    } else if (accept_[b]) {
+      const double actual = fc_[b] - ft;
+      const double rho = pred_[b] > 0.0 ? actual / pred_[b] : 0.0;
+      const double c = 2.0 * rho - 1.0;
+      lambda_[b] *= std::max(1.0 / 3.0, 1.0 - c * c * c);
+      nu_[b] = 2.0;
+      if (rho < 0.25) {
+        radius_[b] *= 0.5;
+      } else if (rho > 0.75) {
+        radius_[b] = std::max(radius_[b], 2.0 * sn_[b]);
+      }
+      const bool small_f = actual <= rq_.lm.ftol * fc_[b] && pred_[b] <= rq_.lm.ftol * fc_[b];
+      double dn = 0.0, tn = 0.0;
+      for (uint32_t i = 0; i < P_; ++i) {
+        const double d = trial_[static_cast<size_t>(b) * P_ + i] - theta_[static_cast<size_t>(b) * P_ + i];
+        dn += d * d;
+        tn += trial_[static_cast<size_t>(b) * P_ + i] * trial_[static_cast<size_t>(b) * P_ + i];
+      }
+      if (small_f) out_.why[b] = kWhyFtol;
+      if (std::sqrt(dn) <= rq_.lm.xtol * (std::sqrt(tn) + rq_.lm.xtol)) out_.why[b] = kWhyXtol;
+    } else {
+      lambda_[b] *= nu_[b];
+      nu_[b] *= 2.0;
+      if (!projected_[b]) radius_[b] = 0.5 * sn_[b];
+      if (lambda_[b] > kMaxLambda) converge(b, kWhyNoProgress);
+      continue;
+    }
+    // accepted: the trial is the lane's point
+    fc_[b] = ft;
+    std::copy_n(trial_.data() + static_cast<size_t>(b) * P_, P_, theta_.data() + static_cast<size_t>(b) * P_);
+    std::copy_n(jtj_t_.data() + b * PP, PP, jtj_.data() + b * PP);
+    std::copy_n(jtr_t_.data() + static_cast<size_t>(b) * P_, P_, jtr_.data() + static_cast<size_t>(b) * P_);
+    double xn = 0.0;
+    for (uint32_t i = 0; i < P_; ++i) {
+      double& d = scale_[static_cast<size_t>(b) * P_ + i];
+      d = std::max(d, std::sqrt(std::max(jtj_[b * PP + i * P_ + i], 0.0)));
+      const double v = d * theta_[static_cast<size_t>(b) * P_ + i];
+      xn += v * v;
+    }
+    if (it == 0 || projected_[b]) {  // MINPACK's initial radius: 100 |D theta| (100 at 0)
+      radius_[b] = xn > 0.0 ? kRadiusFactor * std::sqrt(xn) : kRadiusFactor;
+    }
+    out_.best_loss[b] = ft * rq_.weight;
+    out_.best_sse[b] = ft;
+    if (ft == 0.0) {
+      converge(b, kWhyZero);
+    } else if (converged_gradient(b)) {
+      converge(b, kWhyGtol);
+    } else if (out_.why[b] != kWhyNone) {
+      converge(b, out_.why[b]);
+    }
+  }
+}
+
+// The damped Gauss–Newton step of lane b from its accepted point into trial_; false when the
+// damped system cannot be solved at any damping.
+// The damped system of lane b over the parameters in ``free`` (the others' step 0) into x_;
+// false if it is not positive definite.
+bool LMRun::damped_solve(uint32_t b, const std::vector<uint8_t>& free, double dfloor,
+                         double lam) {
+  const size_t PP = static_cast<size_t>(P_) * P_;
+  const double* jtj = jtj_.data() + b * PP;
+  const double* g = jtr_.data() + static_cast<size_t>(b) * P_;
+  idx_.clear();
+  for (uint32_t i = 0; i < P_; ++i) {
+    if (free[i]) idx_.push_back(i);
+  }
+  const uint32_t F = static_cast<uint32_t>(idx_.size());
+  a_.assign(static_cast<size_t>(F) * F, 0.0);
+  y_.assign(F, 0.0);
+  for (uint32_t i = 0; i < F; ++i) {
+    const uint32_t r = idx_[i];
+    for (uint32_t k = 0; k < F; ++k) a_[i * F + k] = jtj[r * P_ + idx_[k]];
+    a_[i * F + i] += lam * std::max(jtj[r * P_ + r], dfloor);
+    y_[i] = -g[r];
+  }
+  if (F > 0 && !cholesky_solve(a_, y_, F)) return false;
+  x_.assign(P_, 0.0);
+  for (uint32_t i = 0; i < F; ++i) x_[idx_[i]] = y_[i];
+  return true;
+}
+
+// The damped Gauss–Newton step of lane b from its accepted point into trial_, inside the
+// trust radius and the box: a parameter on a bound that the step pushes outward is held
+// there and the step solved again for the others (so a bound-active optimum converges);
+// false when no damping gives a solvable system.
+bool LMRun::step(uint32_t b) {
+  const size_t PP = static_cast<size_t>(P_) * P_;
+  const double* jtj = jtj_.data() + b * PP;
+  const double* g = jtr_.data() + static_cast<size_t>(b) * P_;
+  double* t = trial_.data() + static_cast<size_t>(b) * P_;
+  const double* th = theta_.data() + static_cast<size_t>(b) * P_;
+  double dmax = 0.0;
+  for (uint32_t i = 0; i < P_; ++i) dmax = std::max(dmax, jtj[i * P_ + i]);
+  const double dfloor = std::max(dmax * 1e-12, std::numeric_limits<double>::min());
+  std::vector<uint8_t>& free = free_;
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    free.assign(P_, 1);
+    bool solved = true;
+    for (uint32_t pass = 0; pass <= P_; ++pass) {
+      if (!damped_solve(b, free, dfloor, lambda_[b])) {
+        solved = false;
+        break;
+      }
+      bool blocked = false;
+      for (uint32_t i = 0; i < P_; ++i) {
+        double v = th[i] + x_[i];
+        if (rq_.lower && v < rq_.lower[i]) v = rq_.lower[i];
+        if (rq_.upper && v > rq_.upper[i]) v = rq_.upper[i];
+        t[i] = v;
+        if (free[i] && x_[i] != 0.0 && v == th[i]) {  // on its bound, pushed outward
+          free[i] = 0;
+          blocked = true;
+        }
+      }
+      if (!blocked) break;
+    }
+    if (!solved) {
+      lambda_[b] = std::max(lambda_[b] * 10.0, 1e-12);
+      if (lambda_[b] > kMaxLambda) break;
+      continue;
+    }
+    double sn = 0.0;
+    for (uint32_t i = 0; i < P_; ++i) {
+      const double v = scale_[static_cast<size_t>(b) * P_ + i] * (t[i] - th[i]);
+      sn += v * v;
+    }
+    sn = std::sqrt(sn);
+    if (sn > radius_[b] && lambda_[b] < kMaxLambda) {  // outside the trust region
+      lambda_[b] = std::max(lambda_[b] * 4.0, 1e-12);
+      continue;
+    }
+    sn_[b] = sn;
+    // predicted reduction of the linear model: -2 d'g - d'J'J d, d the projected step
+    double pr = 0.0;
+    for (uint32_t i = 0; i < P_; ++i) {
+      const double di = t[i] - th[i];
+      double jd = 0.0;
+      for (uint32_t k = 0; k < P_; ++k) jd += jtj[i * P_ + k] * (t[k] - th[k]);
+      pr -= di * (2.0 * g[i] + jd);
+    }
+    pred_[b] = pr;
+    return true;
+  }
+  return false;
+}
+
+// The Gauss–Newton step on the linear parameters alone from lane b's point: exact (the
+// model is affine in them), so the first trial puts every amplitude and offset at its
+// least-squares value for the start's other parameters, whatever their scale.
+bool LMRun::project_linear(uint32_t b) {
+  if (!damped_solve(b, linear_, 0.0, 0.0)) return false;
+  const size_t PP = static_cast<size_t>(P_) * P_;
+  const double* jtj = jtj_.data() + b * PP;
+  const double* g = jtr_.data() + static_cast<size_t>(b) * P_;
+  double* t = trial_.data() + static_cast<size_t>(b) * P_;
+  const double* th = theta_.data() + static_cast<size_t>(b) * P_;
+  for (uint32_t i = 0; i < P_; ++i) {
+    double v = th[i] + x_[i];
+    if (rq_.lower && v < rq_.lower[i]) v = rq_.lower[i];
+    if (rq_.upper && v > rq_.upper[i]) v = rq_.upper[i];
+    t[i] = v;
+  }
+  double pr = 0.0;
+  for (uint32_t i = 0; i < P_; ++i) {
+    double jd = 0.0;
+    for (uint32_t k = 0; k < P_; ++k) jd += jtj[i * P_ + k] * (t[k] - th[k]);
+    pr -= (t[i] - th[i]) * (2.0 * g[i] + jd);
+  }
+  pred_[b] = pr;
+  sn_[b] = 0.0;
+  projected_[b] = 1;
+  return true;
+}
+
+// d value / d theta at ``n`` parameter rows (one small walk, the model's own data lanes):
+// jac [n * Ng * S, P], element-major within a lane as the value. False if the walk fails.
+bool LMRun::probe_columns(const std::vector<double>& rows, uint32_t n, std::vector<double>& jac) {
+  RunRequest rq = run_;
+  rq.B = n;
+  rq.theta = rows.data();
+  rq.grad = false;
+  in_.run(rq, probe_);
+  out_.evaluations += 1;
+  if (!probe_.numeric) return false;
+  const uint32_t S = in_.value_elements();
+  const size_t W = static_cast<size_t>(n) * rq.Ng;
+  jac.assign(W * S * P_, kNaN);
+  ct_.assign(W * S, 0.0);
+  for (uint32_t s = 0; s < S; ++s) {
+    for (size_t l = 0; l < W; ++l) ct_[l * S + s] = 1.0;
+    in_.lane_jacobian(ct_.data(), jac_);
+    for (size_t l = 0; l < W; ++l) ct_[l * S + s] = 0.0;
+    for (size_t l = 0; l < W; ++l) {
+      std::copy_n(jac_.data() + l * P_, P_, jac.data() + (l * S + s) * P_);
+    }
+  }
+  return true;
+}
+
+// Which parameters the model is jointly affine in, at the first start's point: parameter i
+// is a candidate when its Jacobian column does not move as it shifts alone; the candidates
+// are kept when their columns do not move as they all shift together (no products).
+void LMRun::detect_linear() {
+  linear_.assign(P_, 0);
+  if (P_ == 0) return;
+  const double* th0 = rq_.theta0;
+  std::vector<double> rows(static_cast<size_t>(P_ + 1) * P_);
+  for (uint32_t r = 0; r <= P_; ++r) {
+    std::copy_n(th0, P_, rows.data() + static_cast<size_t>(r) * P_);
+    if (r > 0) rows[static_cast<size_t>(r) * P_ + r - 1] += 1.0 + std::fabs(th0[r - 1]);
+  }
+  std::vector<double> jac;
+  if (!probe_columns(rows, P_ + 1, jac)) return;
+  const size_t per = jac.size() / (P_ + 1) / P_;  // Jacobian rows per parameter row
+  auto same = [&](const double* a, const double* b, uint32_t i) {
+    double top = 0.0;
+    for (size_t m = 0; m < per; ++m) top = std::max(top, std::fabs(a[m * P_ + i]));
+    for (size_t m = 0; m < per; ++m) {
+      const double x = a[m * P_ + i], y = b[m * P_ + i];
+      if (!std::isfinite(x) || !std::isfinite(y) || std::fabs(x - y) > 1e-9 * top) return false;
+    }
+    return top > 0.0;
+  };
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < P_; ++i) {
+    linear_[i] = same(jac.data(), jac.data() + (i + 1) * per * P_, i);
+    n += linear_[i];
+  }
+  any_linear_ = n > 0;
+  if (n < 2) return;
+  std::vector<double> both(2 * static_cast<size_t>(P_));
+  std::copy_n(th0, P_, both.data());
+  std::copy_n(th0, P_, both.data() + P_);
+  for (uint32_t i = 0; i < P_; ++i) {
+    if (linear_[i]) both[P_ + i] += 1.0 + std::fabs(th0[i]);
+  }
+  if (!probe_columns(both, 2, jac)) {
+    linear_.assign(P_, 0);
+    any_linear_ = false;
+    return;
+  }
+  for (uint32_t i = 0; i < P_; ++i) {
+    if (linear_[i] && !same(jac.data(), jac.data() + per * P_, i)) {
+      linear_.assign(P_, 0);  // a product of candidates: no exact linear solve
+      any_linear_ = false;
+      return;
+    }
+  }
+}
+
+// Once a lane has converged, a running lane whose loss is above it and fell by less than
+// kDominatedDrop over the last kDominatedWindow iterations stops (it creeps along a valley of
+// a worse optimum); the fit's verdict rests on the best lane.
+void LMRun::drop_dominated() {
+  const uint32_t k = out_.iterates;
+  if (k <= kDominatedWindow) return;
+  double best = kInf;
+  for (uint32_t b = 0; b < B_; ++b) {
+    if (out_.state[b] == LANE_CONVERGED && out_.why[b] != kWhyNoProgress) {
+      best = std::min(best, fc_[b]);
+    }
+  }
+  if (best == kInf) return;
+  const double* then = out_.history.data() + static_cast<size_t>(k - 1 - kDominatedWindow) * B_;
+  for (uint32_t b = 0; b < B_; ++b) {
+    if (out_.state[b] != LANE_RUNNING || !(fc_[b] > best * (1.0 + 1e-6))) continue;
+    if (fc_[b] * rq_.weight > then[b] * (1.0 - kDominatedDrop)) {
+      out_.state[b] = LANE_OK;
+      out_.why[b] = kWhyDominated;
+    }
+  }
+}
+
+void LMRun::finish() {
+  const size_t PP = static_cast<size_t>(P_) * P_;
+  for (uint32_t b = 0; b < B_; ++b) {
+    if (out_.state[b] == LANE_RUNNING) out_.state[b] = LANE_OK;
+    if (out_.state[b] == LANE_FAILED) {
+      out_.best_loss[b] = kNaN;
+      continue;
+    }
+    out_.reason[b] = kNoReason;
+    for (uint32_t i = 0; i < P_; ++i) {
+      out_.best_grad[static_cast<size_t>(b) * P_ + i] = 2.0 * rq_.weight * jtr_[static_cast<size_t>(b) * P_ + i];
+    }
+  }
+  out_.best_theta = theta_;
+  out_.theta = theta_;
+  out_.jtj = jtj_;
+  (void)PP;
+  out_.history.resize(static_cast<size_t>(out_.iterates) * B_);
+}
+
+void LMRun::start() {
+  const size_t BP = static_cast<size_t>(B_) * P_;
+  const size_t PP = static_cast<size_t>(P_) * P_;
+  run_ = rq_.run;
+  trial_.assign(rq_.theta0, rq_.theta0 + BP);
+  theta_ = trial_;
+  fc_.assign(B_, kInf);
+  jtj_.assign(B_ * PP, kNaN);
+  jtr_.assign(BP, kNaN);
+  lambda_.assign(B_, rq_.lm.lambda0);
+  nu_.assign(B_, 2.0);
+  pred_.assign(B_, 0.0);
+  accept_.assign(B_, 0);
+  scale_.assign(BP, 0.0);
+  radius_.assign(B_, kInf);
+  sn_.assign(B_, 0.0);
+  projected_.assign(B_, 0);
+  out_.best_theta = theta_;
+  out_.best_loss.assign(B_, kNaN);
+  out_.best_grad.assign(BP, kNaN);
+  out_.best_sse.assign(B_, kNaN);
+  out_.history.assign(static_cast<size_t>(rq_.steps + 1) * B_, kNaN);
+  out_.state.assign(B_, LANE_RUNNING);
+  out_.reason.assign(B_, kNoReason);
+  out_.why.assign(B_, kWhyNone);
+}
+
+// The fit's time limit passed before iteration ``it``: running lanes keep their point (not
+// converged); before the first evaluation they fail. True when it passed.
+bool LMRun::out_of_time(uint32_t it, std::chrono::steady_clock::time_point t0, double base) {
+  if (rq_.time_limit <= 0) return false;
+  const double left = rq_.time_limit -
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (left > 0) {  // no single walk may outlive the fit's budget
+    run_.limits.deadline = base > 0 ? std::min(base, left) : left;
+    return false;
+  }
+  out_.timed_out = true;
+  out_.stopped_at = it;
+  for (uint32_t b = 0; b < B_; ++b) {
+    if (out_.state[b] == LANE_RUNNING && it == 0) {
+      out_.state[b] = LANE_FAILED;
+      out_.reason[b] = kTimeLimit;
+    } else if (out_.state[b] == LANE_RUNNING) {
+      out_.why[b] = kWhyTimeLimit;
+    }
+  }
+  return true;
+}
+
+OptimizeOutput LMRun::go() {
+  start();
+  const auto t0 = std::chrono::steady_clock::now();
+  const double base_deadline = run_.limits.deadline;
+  for (uint32_t it = 0; it <= rq_.steps; ++it) {
+    in_.poll_interrupt();
+    if (out_of_time(it, t0, base_deadline)) break;
+    if (it == 0 && rq_.lm.project_linear) detect_linear();
+    if (!evaluate(trial_)) {
+      out_.non_numeric = !out_.target_mismatch;
+      return std::move(out_);
+    }
+    bool any = false;
+    for (uint32_t b = 0; b < B_; ++b) {
+      accept_[b] = out_.state[b] == LANE_RUNNING && f_[b] < fc_[b];
+      any = any || accept_[b];
+    }
+    if (any) normal_equations();
+    decide(it);
+    std::fill(projected_.begin(), projected_.end(), 0);
+    double* hist = out_.history.data() + static_cast<size_t>(out_.iterates) * B_;
+    for (uint32_t b = 0; b < B_; ++b) {
+      hist[b] = out_.state[b] == LANE_FAILED ? kNaN : fc_[b] * rq_.weight;
+    }
+    out_.iterates += 1;
+    drop_dominated();
+    if (it == rq_.steps) break;
+    bool running = false;
+    for (uint32_t b = 0; b < B_; ++b) {
+      if (out_.state[b] != LANE_RUNNING) {
+        std::copy_n(theta_.data() + static_cast<size_t>(b) * P_, P_, trial_.data() + static_cast<size_t>(b) * P_);
+        continue;
+      }
+      if (it == 0 && any_linear_ && project_linear(b)) {
+        running = true;
+        continue;
+      }
+      if (!step(b)) {
+        converge(b, kWhyNoProgress);
+        std::copy_n(theta_.data() + static_cast<size_t>(b) * P_, P_, trial_.data() + static_cast<size_t>(b) * P_);
+        continue;
+      }
+      running = true;
+    }
+    if (!running) break;
+  }
+  finish();
+  return std::move(out_);
+}
+
+}  // namespace
+
+OptimizeOutput optimize_lm(Interp& interp, const OptimizeRequest& req) {
+  LMRun run(interp, req);
+  return run.go();
+}
+
+}  // namespace ndvm
