@@ -51,9 +51,9 @@ def test_defaults_converge_and_report_json(files: dict[str, Path]) -> None:
     )
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
-    assert out["success"] and out["message"].startswith("converged") and out["starts"] == 64
+    assert out["success"] and out["message"].startswith("converged") and out["starts"] == 16
     assert abs(out["params"]["K"] - 50.0) < 2.0 and out["r2"] > 0.99
-    assert out["stderr"]["K"] > 0 and len(out["cov"]) == 3 and out["nit"] > 200
+    assert out["stderr"]["K"] > 0 and len(out["cov"]) == 3 and out["optimizer"] == "lm"
     assert "warning" not in res.stderr
 
 
@@ -95,7 +95,7 @@ def test_help_shows_defaults() -> None:
     res = _ndvm("fit", "--help")
     assert res.returncode == 0
     text = " ".join(res.stdout.split())
-    assert "(default: 64)" in text and "(default: 200)" in text and "(default: auto)" in text
+    assert "default 16" in text and "(default: 200)" in text and "(default: auto)" in text
     top = _ndvm("--help").stdout
     assert "Evaluate, fit and search small model programs" in top and "examples:" in top
 

@@ -27,7 +27,7 @@ from ndvm.prims.constraints import constraint
 
 __all__ = ["Calibration", "calibrate"]
 
-DEFAULT_STARTS = 8  # starts=None: the declared inits and 7 jittered starts
+DEFAULT_STARTS = 16  # starts=None: the declared inits and 15 jittered starts (as search)
 POLISH_STARTS = 8  # optimizer="auto" with Adam: L-BFGS polishes this many best starts
 POLISH_ITERATIONS = 200
 

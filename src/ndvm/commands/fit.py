@@ -1,6 +1,6 @@
 """``ndvm fit``: calibrate a program's parameters to columns of a CSV file.
 
-ndvm fit PROGRAM --data FILE.csv --x COL [--x COL ...] --y COL [--starts 8] [--steps 200]
+ndvm fit PROGRAM --data FILE.csv --x COL [--x COL ...] --y COL [--starts 16] [--steps 200]
          [--optimizer auto] [--loss mse] [--json] [--plot out.png] [--backend NAME]
 """
 
@@ -55,7 +55,7 @@ def register(sub: Any) -> None:
         help="input name for the matching --x (default: the column's name)",
     )
     p.add_argument("--starts", type=int, default=None,
-                   help="independent starts (lanes; default 8, as ndvm.calibrate)")  # fmt: skip
+                   help="independent starts (lanes; default 16, as ndvm.calibrate)")  # fmt: skip
     p.add_argument("--steps", type=int, default=200,
                    help="iterations (LM, L-BFGS) or Adam steps")  # fmt: skip
     p.add_argument("--loss", default="mse", choices=("mse", "gaussian_nll"), help="loss")
@@ -135,7 +135,7 @@ def _fit(
     )
     show = args.progress
     if show is None:
-        show = sys.stderr.isatty() and args.steps * (args.starts or 8) >= 5000
+        show = sys.stderr.isatty() and args.steps * (args.starts or 16) >= 5000
     update, close = progress_bar(args.steps + 1) if show else (None, lambda: None)
     t0 = time.perf_counter()
     try:
