@@ -283,7 +283,9 @@ def _optimizer(
     least_squares = prepared is not None and prep_lm_ok(prepared)
     if auto and least_squares and on_failure == "drop":  # restarts: the Adam path
         optimizer, auto = "lm", False
-    opt = optim.make_optimizer("adam" if auto else optimizer, lr, lr_final)
+    opt = LM() if optimizer == "lm" else optim.make_optimizer(
+        "adam" if auto else optimizer, lr, lr_final
+    )
     if sigma is not None and not isinstance(opt, LM):
         raise NdvmError("sigma= weights a least-squares fit: use loss='mse' with optimizer "
                         "'auto' or 'lm'")  # fmt: skip

@@ -430,8 +430,8 @@ def _join(a: Trace, b: Trace) -> Trace:
 
 
 def make_optimizer(name: str | Optimizer, lr: float, lr_final: float | None = None) -> Optimizer:
-    """``"adam"``, ``"lbfgs"``, ``"adam+lbfgs"`` (Adam for ``steps``, then 50 L-BFGS), ``"lm"``
-    (Levenberg–Marquardt, sum-of-squares losses), or an Optimizer.
+    """``"adam"``, ``"lbfgs"``, ``"adam+lbfgs"`` (Adam for ``steps``, then 50 L-BFGS), or an
+    Optimizer (``calibrate`` makes ``"lm"``: ``ndvm.calibrate.lm.LM``).
 
     ``lr_final``: Adam's learning rate decays from ``lr`` to it on a cosine over the steps."""
     if not isinstance(name, str):
@@ -442,10 +442,6 @@ def make_optimizer(name: str | Optimizer, lr: float, lr_final: float | None = No
         return LBFGS()
     if name == "adam+lbfgs":
         return Chain(((Adam(lr=lr, lr_final=lr_final), None), (LBFGS(), 50)))
-    if name == "lm":
-        from ndvm.calibrate.lm import LM
-
-        return LM()
     from ndvm.errors import NdvmError
 
     raise NdvmError(

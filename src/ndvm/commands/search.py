@@ -33,6 +33,11 @@ def register(sub: Any) -> None:
     what.add_argument("--unary-operators", default="exp,log,sqrt,sin,cos", help="(with --data)")
     what.add_argument("--split", default="0.6,0.2,0.2", help="train,validation,test fractions")
     what.add_argument("--split-seed", type=int, default=0, help="seed of the row split")
+    what.add_argument("--optimizer", default="auto", choices=("auto", "lm", "adam"),
+                      help="(with --data) how each candidate is calibrated: auto is "
+                      "Levenberg-Marquardt on the mse (default auto)")  # fmt: skip
+    what.add_argument("--steps", type=int, default=100, help="(with --data) LM iterations or "
+                      "Adam steps per candidate (default 100)")  # fmt: skip
     how = p.add_argument_group("how")
     how.add_argument("--proposer", default="evolve", help="evolve, replay:FILE or llm")
     how.add_argument("--budget", type=float, default=60.0, help="wall-clock seconds (default 60)")
@@ -80,7 +85,7 @@ def _task(args: argparse.Namespace) -> Any:
             args.data, args.x.split(","), args.y,
             binary_operators=tuple(o for o in args.binary_operators.split(",") if o),
             unary_operators=tuple(o for o in args.unary_operators.split(",") if o),
-            split=split, seed=args.split_seed,
+            split=split, seed=args.split_seed, optimizer=args.optimizer, steps=args.steps,
         )  # fmt: skip
     if args.task is None:
         if not args.resume:
