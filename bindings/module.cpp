@@ -50,6 +50,9 @@ struct AdamArgs {
   nb::object target = nb::none();       // [N] shared, [B, N] per lane, or None
   double time_limit = 0.0;              // seconds; <= 0: none
   bool lm = false;                      // Levenberg–Marquardt (needs a target) instead of Adam
+  bool lbfgs = false;                   // L-BFGS instead of Adam
+  uint32_t memory = 10, max_ls = 15;
+  double c1 = 1e-4, lbfgs_gtol = 1e-10, lbfgs_ftol = 1e-13;
   double ftol = 1.49012e-8, xtol = 1.49012e-8, gtol = 1e-8, lambda0 = 1e-3;
   nb::object residual_weight = nb::none();  // [N] or None
 };
@@ -339,6 +342,7 @@ void fill_adam(ndvm::OptimizeRequest& req, const AdamArgs& o, const AdamArrays& 
   }
   req.time_limit = o.time_limit;
   req.lm = ndvm::LMOptions{o.ftol, o.xtol, o.gtol, o.lambda0};
+  req.lbfgs = ndvm::LBFGSOptions{o.memory, o.c1, o.max_ls, o.lbfgs_gtol, o.lbfgs_ftol};
   if (arr.residual_weight) {
     if (req.target == nullptr || arr.residual_weight->shape(0) != req.target_len) {
       throw std::invalid_argument("optimize: residual_weight needs one entry per target entry");
@@ -366,7 +370,9 @@ nb::dict optimize(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta0,
   ndvm::OptimizeOutput out;
   try {
     nb::gil_scoped_release release;
-    out = adam.lm ? ndvm::optimize_lm(interp, req) : ndvm::optimize_adam(interp, req);
+    out = adam.lm      ? ndvm::optimize_lm(interp, req)
+          : adam.lbfgs ? ndvm::optimize_lbfgs(interp, req)
+                       : ndvm::optimize_adam(interp, req);
   } catch (const ndvm::Interrupted&) {
     throw nb::python_error();  // the KeyboardInterrupt that PyErr_CheckSignals raised
   }
@@ -464,6 +470,12 @@ void bind_options(nb::module_& m) {
       .def_rw("target", &AdamArgs::target, nb::arg("value").none())
       .def_rw("time_limit", &AdamArgs::time_limit)
       .def_rw("lm", &AdamArgs::lm)
+      .def_rw("lbfgs", &AdamArgs::lbfgs)
+      .def_rw("memory", &AdamArgs::memory)
+      .def_rw("max_ls", &AdamArgs::max_ls)
+      .def_rw("c1", &AdamArgs::c1)
+      .def_rw("lbfgs_gtol", &AdamArgs::lbfgs_gtol)
+      .def_rw("lbfgs_ftol", &AdamArgs::lbfgs_ftol)
       .def_rw("ftol", &AdamArgs::ftol)
       .def_rw("xtol", &AdamArgs::xtol)
       .def_rw("gtol", &AdamArgs::gtol)

@@ -46,7 +46,8 @@ class AdamRun {
 
   OptimizeOutput go();
 
- private:
+ protected:
+  void init(const std::vector<double>& theta);
   bool evaluate(const std::vector<double>& theta, bool grad, bool final = false);
   void record(const std::vector<double>& theta);
   void stop_running(uint32_t it);
@@ -175,13 +176,10 @@ void AdamRun::record(const std::vector<double>& theta) {
   out_.iterates = k + 1;
 }
 
-OptimizeOutput AdamRun::go() {
+// The per-lane bookkeeping of _Book.__init__ for a run from ``theta``.
+void AdamRun::init(const std::vector<double>& theta) {
   const size_t BP = static_cast<size_t>(B_) * P_;
   run_ = rq_.run;
-  std::vector<double> theta(rq_.theta0, rq_.theta0 + BP);
-  m_.assign(BP, 0.0);
-  v_.assign(BP, 0.0);
-  t_.assign(B_, 0.0);
   ev_.loss.assign(B_, 0.0);
   ev_.sse.assign(B_, 0.0);
   ev_.failed.assign(B_, 0);
@@ -194,6 +192,15 @@ OptimizeOutput AdamRun::go() {
   out_.history.assign(static_cast<size_t>(rq_.steps + 1) * B_, kNaN);
   out_.state.assign(B_, LANE_RUNNING);
   out_.reason.assign(B_, kNoReason);
+}
+
+OptimizeOutput AdamRun::go() {
+  const size_t BP = static_cast<size_t>(B_) * P_;
+  std::vector<double> theta(rq_.theta0, rq_.theta0 + BP);
+  init(theta);
+  m_.assign(BP, 0.0);
+  v_.assign(BP, 0.0);
+  t_.assign(B_, 0.0);
   std::vector<uint8_t> act(B_);
   bool broke = false;
   const auto t0 = std::chrono::steady_clock::now();
@@ -278,6 +285,216 @@ void AdamRun::finish(std::vector<double>& theta) {
   out_.theta = std::move(theta);
 }
 
+// In-runtime L-BFGS: optim.LBFGS.minimize operation for operation (Armijo backtracking,
+// each trial one walk of every pending lane; a bound holds the coordinates it blocks).
+class LbfgsRun : public AdamRun {
+ public:
+  using AdamRun::AdamRun;
+  OptimizeOutput go();
+
+ private:
+  void direction(uint32_t b, uint32_t it, double* r);
+  double dot(const double* a, const double* b);
+  void line_search(const std::vector<double>& theta, const std::vector<double>& f);
+  void update_memory(uint32_t it, const std::vector<double>& theta, const std::vector<double>& g);
+
+  std::vector<double> S_, Y_, rho_, gamma_, alpha_, prod_;
+  std::vector<double> d_, slope_, step_, new_t_, new_f_, new_g_, trial_, sv_, yv_;
+  std::vector<uint8_t> act_, pending_, stuck_, held_, flat_lanes_;
+};
+
+double LbfgsRun::dot(const double* a, const double* b) {  // (a * b).sum() as NumPy
+  prod_.resize(P_);
+  for (uint32_t i = 0; i < P_; ++i) prod_[i] = a[i] * b[i];
+  return pairwise_sum(prod_.data(), P_);
+}
+
+// LBFGS._direction for lane b: the two-loop recursion over the last min(it, memory) pairs.
+void LbfgsRun::direction(uint32_t b, uint32_t it, double* r) {
+  const uint32_t M = rq_.lbfgs.memory;
+  const uint32_t m = std::min(it, M);
+  const size_t BP = static_cast<size_t>(B_) * P_;
+  const double* g = ev_.grad.data() + static_cast<size_t>(b) * P_;  // gf, held zeroed
+  std::vector<double>& q = alpha_;  // q, then alpha per pair behind it
+  q.assign(P_ + m, 0.0);
+  std::copy_n(g, P_, q.begin());
+  for (uint32_t j = 0; j < m; ++j) {
+    const uint32_t k = (it - 1 - j) % M;
+    const double* Sk = S_.data() + k * BP + static_cast<size_t>(b) * P_;
+    const double* Yk = Y_.data() + k * BP + static_cast<size_t>(b) * P_;
+    const double a = rho_[k * B_ + b] * dot(Sk, q.data());
+    q[P_ + j] = a;
+    for (uint32_t i = 0; i < P_; ++i) q[i] -= a * Yk[i];
+  }
+  for (uint32_t i = 0; i < P_; ++i) r[i] = gamma_[b] * q[i];
+  for (uint32_t j = m; j-- > 0;) {
+    const uint32_t k = (it - 1 - j) % M;
+    const double* Sk = S_.data() + k * BP + static_cast<size_t>(b) * P_;
+    const double* Yk = Y_.data() + k * BP + static_cast<size_t>(b) * P_;
+    const double beta = rho_[k * B_ + b] * dot(Yk, r);
+    for (uint32_t i = 0; i < P_; ++i) r[i] += Sk[i] * (q[P_ + j] - beta);
+  }
+}
+
+// Armijo backtracking of the pending lanes from theta along d_ (steps halve, max_ls trials).
+void LbfgsRun::line_search(const std::vector<double>& theta, const std::vector<double>& f) {
+  const double c1 = rq_.lbfgs.c1;
+  for (uint32_t ls = 0; ls < rq_.lbfgs.max_ls; ++ls) {
+    bool any = false;
+    for (uint32_t b = 0; b < B_; ++b) any = any || pending_[b];
+    if (!any) break;
+    for (uint32_t b = 0; b < B_; ++b) {
+      for (uint32_t i = 0; i < P_; ++i) {
+        const size_t j = static_cast<size_t>(b) * P_ + i;
+        if (!pending_[b]) {
+          trial_[j] = new_t_[j];
+          continue;
+        }
+        double x = theta[j] + step_[b] * d_[j];
+        if (rq_.lower && x < rq_.lower[i]) x = rq_.lower[i];
+        if (rq_.upper && x > rq_.upper[i]) x = rq_.upper[i];
+        trial_[j] = x;
+      }
+    }
+    if (!evaluate(trial_, true)) return;
+    out_.evaluations += 1;
+    for (uint32_t b = 0; b < B_; ++b) {
+      const bool ok = pending_[b] && !ev_.failed[b] &&
+                      ev_.loss[b] <= f[b] + c1 * step_[b] * slope_[b];
+      if (ok) {
+        const size_t o = static_cast<size_t>(b) * P_;
+        std::copy_n(trial_.data() + o, P_, new_t_.data() + o);
+        std::copy_n(ev_.grad.data() + o, P_, new_g_.data() + o);
+        new_f_[b] = ev_.loss[b];
+        pending_[b] = 0;
+      }
+      if (pending_[b]) step_[b] *= 0.5;
+    }
+  }
+}
+
+// The new (s, y) pair of each lane that moved with curvature, and gamma.
+void LbfgsRun::update_memory(uint32_t it, const std::vector<double>& theta,
+                             const std::vector<double>& g) {
+  const size_t BP = static_cast<size_t>(B_) * P_;
+  const uint32_t k = it % rq_.lbfgs.memory;
+  std::vector<double>& sv = sv_;
+  std::vector<double>& yv = yv_;
+  sv.resize(P_);
+  yv.resize(P_);
+  for (uint32_t b = 0; b < B_; ++b) {
+    const size_t o = static_cast<size_t>(b) * P_;
+    for (uint32_t i = 0; i < P_; ++i) {
+      sv[i] = new_t_[o + i] - theta[o + i];
+      yv[i] = new_g_[o + i] - g[o + i];
+    }
+    const double sy = dot(sv.data(), yv.data());
+    const bool good = act_[b] && !stuck_[b] && sy > 1e-300;
+    for (uint32_t i = 0; i < P_; ++i) {
+      S_[k * BP + o + i] = good ? sv[i] : 0.0;
+      Y_[k * BP + o + i] = good ? yv[i] : 0.0;
+    }
+    rho_[k * B_ + b] = good ? 1.0 / sy : 0.0;
+    const double yy = dot(yv.data(), yv.data());
+    if (good) gamma_[b] = sy / yy;
+  }
+}
+
+OptimizeOutput LbfgsRun::go() {
+  const size_t BP = static_cast<size_t>(B_) * P_;
+  const uint32_t M = std::max<uint32_t>(rq_.lbfgs.memory, 1);
+  std::vector<double> theta(rq_.theta0, rq_.theta0 + BP);
+  init(theta);
+  S_.assign(M * BP, 0.0);
+  Y_.assign(M * BP, 0.0);
+  rho_.assign(static_cast<size_t>(M) * B_, 0.0);
+  gamma_.assign(B_, 1.0);
+  d_.assign(BP, 0.0);
+  trial_.assign(BP, 0.0);
+  slope_.assign(B_, 0.0);
+  step_.assign(B_, 0.0);
+  act_.assign(B_, 0);
+  pending_.assign(B_, 0);
+  stuck_.assign(B_, 0);
+  if (!evaluate(theta, true)) {
+    out_.non_numeric = !out_.target_mismatch;
+    return std::move(out_);
+  }
+  record(theta);
+  std::vector<double> f = ev_.loss, g = ev_.grad;
+  for (uint32_t b = 0; b < B_; ++b) {
+    if (ev_.failed[b]) std::fill_n(g.data() + static_cast<size_t>(b) * P_, P_, 0.0);
+  }
+  for (uint32_t it = 0; it < rq_.steps; ++it) {
+    in_.poll_interrupt();
+    bool any = false;
+    for (uint32_t b = 0; b < B_; ++b) {
+      act_[b] = out_.state[b] == LANE_RUNNING;
+      any = any || act_[b];
+    }
+    if (!any) break;
+    // gf: the gradient with the coordinates a bound holds zeroed (kept in ev_.grad)
+    ev_.grad = g;
+    std::vector<uint8_t>& held = held_;
+    held.assign(BP, 0);
+    for (uint32_t b = 0; b < B_; ++b) {
+      for (uint32_t i = 0; i < P_; ++i) {
+        const size_t j = static_cast<size_t>(b) * P_ + i;
+        held[j] = (rq_.lower && theta[j] <= rq_.lower[i] && g[j] > 0) ||
+                  (rq_.upper && theta[j] >= rq_.upper[i] && g[j] < 0);
+        if (held[j]) ev_.grad[j] = 0.0;
+      }
+    }
+    for (uint32_t b = 0; b < B_; ++b) {
+      double* d = d_.data() + static_cast<size_t>(b) * P_;
+      const double* gf = ev_.grad.data() + static_cast<size_t>(b) * P_;
+      direction(b, it, d);
+      for (uint32_t i = 0; i < P_; ++i) d[i] = held[static_cast<size_t>(b) * P_ + i] ? 0.0 : -d[i];
+      slope_[b] = dot(gf, d);
+      if (slope_[b] >= 0) {
+        for (uint32_t i = 0; i < P_; ++i) d[i] = -gf[i];
+        slope_[b] = -dot(gf, gf);
+      }
+      double gmax = 0.0;
+      for (uint32_t i = 0; i < P_; ++i) gmax = std::max(gmax, std::fabs(gf[i]));
+      if (it == 0) {
+        const double sc = std::min(1.0, 1.0 / std::max(gmax, 1e-300));
+        for (uint32_t i = 0; i < P_; ++i) d[i] *= sc;
+        slope_[b] *= sc;
+      }
+      step_[b] = act_[b] ? 1.0 : 0.0;
+      pending_[b] = act_[b] && gmax > rq_.lbfgs.gtol;
+      if (act_[b] && !pending_[b]) out_.state[b] = LANE_CONVERGED;
+    }
+    new_t_ = theta;
+    new_f_ = f;
+    new_g_ = g;
+    line_search(theta, f);
+    if (out_.non_numeric || out_.target_mismatch) return std::move(out_);
+    for (uint32_t b = 0; b < B_; ++b) stuck_[b] = act_[b] && pending_[b];
+    update_memory(it, theta, g);
+    std::vector<uint8_t>& flat = flat_lanes_;
+    flat.assign(B_, 0);
+    for (uint32_t b = 0; b < B_; ++b) {
+      flat[b] = act_[b] && !stuck_[b] &&
+                f[b] - new_f_[b] <= rq_.lbfgs.ftol * std::max(std::fabs(f[b]), 1.0);
+    }
+    theta = new_t_;
+    f = new_f_;
+    g = new_g_;
+    ev_.loss = f;  // the iterate's record: losses and gradients of the accepted points
+    ev_.grad = g;
+    std::fill(ev_.failed.begin(), ev_.failed.end(), 0);
+    out_.evaluations -= 1;  // (the trials were counted)
+    record(theta);
+    for (uint32_t b = 0; b < B_; ++b) {
+      if ((stuck_[b] || flat[b]) && out_.state[b] == LANE_RUNNING) out_.state[b] = LANE_CONVERGED;
+    }
+  }
+  finish(theta);
+  return std::move(out_);
+}
+
 double pairwise_rec(const double* a, size_t n) {
   if (n < 8) {
     double res = 0.0;
@@ -306,6 +523,11 @@ double pairwise_sum(const double* a, size_t n) { return pairwise_rec(a, n); }
 
 OptimizeOutput optimize_adam(Interp& interp, const OptimizeRequest& req) {
   AdamRun run(interp, req);
+  return run.go();
+}
+
+OptimizeOutput optimize_lbfgs(Interp& interp, const OptimizeRequest& req) {
+  LbfgsRun run(interp, req);
   return run.go();
 }
 

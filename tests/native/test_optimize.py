@@ -11,7 +11,7 @@ import pytest
 import ndvm
 from ndvm.backends import registry
 from ndvm.calibrate import optim
-from ndvm.calibrate.losses import MSE, Prepared, Value
+from ndvm.calibrate.losses import GaussianNLL, MSE, Prepared, Value
 from ndvm.calibrate.objective import ProgramObjective
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -157,12 +157,11 @@ def test_calibrate_dispatches_adam_to_the_runtime() -> None:
     np.testing.assert_allclose(native.history, plain.history, rtol=1e-12)
     assert native.params == pytest.approx(plain.params, rel=1e-12)
     assert native.status == plain.status
-    # L-BFGS stays in NumPy: "auto" falls back, "native" refuses
+    # a learned noise scale (a loss-owned parameter) stays in NumPy: "native" refuses
     with pytest.raises(ndvm.NdvmError):
-        ndvm.calibrate(p, {"x": X}, y, steps=2, optimizer="lbfgs", engine="native")
-    assert ndvm.calibrate(p, {"x": X}, y, starts=1, steps=3, optimizer="lbfgs").status == ("ok",)
+        ndvm.calibrate(p, {"x": X}, y, steps=2, loss="gaussian_nll", engine="native")
     with pytest.raises(ndvm.NdvmError):
-        _native(MSE().prepare(p, {"x": X}, y), np.zeros((1, 4)), 1, method="lbfgs")
+        _native(MSE().prepare(p, {"x": X}, y), np.zeros((1, 4)), 1, method="bfgs")
 
 
 def test_residual_formed_in_runtime_equals_loss_augmented_program() -> None:
@@ -266,3 +265,35 @@ def test_calibration_grad_norm_and_r2_at_the_best_start() -> None:
     assert g is not None and cal.grad_norm == np.abs(g).max()
     f = np.asarray(cal.predict())
     assert cal.r2 == pytest.approx(1.0 - ((f - y) ** 2).sum() / ((y - y.mean()) ** 2).sum())
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"constraints": {"a": (None, 1.1), "k": (0.35, None)}},
+        {"loss": GaussianNLL(sigma=0.05)},
+        {"early_stop": 1e-6},
+    ],
+)
+def test_lbfgs_in_the_runtime_equals_numpys(kw: dict[str, Any]) -> None:
+    """The runtime's L-BFGS is optim.LBFGS operation for operation: the same iterates."""
+    p, y = _damped()
+    y = y + np.random.default_rng(1).normal(0.0, 0.02, y.shape)
+    runs = [
+        ndvm.calibrate(p, {"x": X}, y, starts=5, steps=40, optimizer="lbfgs", engine=e,
+                       warn=False, **kw)
+        for e in ("native", "numpy")
+    ]  # fmt: skip
+    if "loss" in kw:  # the runtime adds gaussian_nll's constant after the fit: last bits
+        np.testing.assert_allclose(runs[0].all_losses, runs[1].all_losses, rtol=1e-12)
+        np.testing.assert_allclose(runs[0].all_theta, runs[1].all_theta, rtol=1e-6)
+        return
+    np.testing.assert_array_equal(runs[0].history, runs[1].history)
+    np.testing.assert_array_equal(runs[0].all_theta, runs[1].all_theta)
+    assert runs[0].nfev == runs[1].nfev and runs[0].status == runs[1].status
+    q = ndvm.compile("(params (a 3.0) (b -1.0)) (+ (square (- a 1.5)) (square (* 2 (- b a))))")
+    runs = [ndvm.calibrate(q, {}, loss="value", steps=30, optimizer="lbfgs", engine=e)
+            for e in ("native", "numpy")]  # fmt: skip
+    np.testing.assert_array_equal(runs[0].history, runs[1].history)
+    assert runs[0].params == pytest.approx({"a": 1.5, "b": 1.5}, abs=1e-8)

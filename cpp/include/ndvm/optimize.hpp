@@ -45,6 +45,15 @@ enum LMWhy : int8_t {
   kWhyTimeLimit = 6, kWhyDominated = 7,
 };
 
+// L-BFGS's options (optimize_lbfgs): ndvm.calibrate.optim.LBFGS's fields.
+struct LBFGSOptions {
+  uint32_t memory = 10;
+  double c1 = 1e-4;
+  uint32_t max_ls = 15;
+  double gtol = 1e-10;
+  double ftol = 1e-13;
+};
+
 struct OptimizeRequest {
   RunRequest run;                 // program, B, Ng, constraints, inputs, limits, dialect
   const double* theta0 = nullptr;  // [B, P]
@@ -63,6 +72,7 @@ struct OptimizeRequest {
   double atol = 0.0;
   int64_t patience = 0;
   LMOptions lm;                           // optimize_lm only
+  LBFGSOptions lbfgs;                     // optimize_lbfgs only
   const double* residual_weight = nullptr;  // [N] or nullptr: r = (value - target) * w
 };
 
@@ -90,6 +100,10 @@ struct OptimizeOutput {
 double pairwise_sum(const double* a, size_t n);
 
 OptimizeOutput optimize_adam(Interp& interp, const OptimizeRequest& req);
+
+// L-BFGS with Armijo backtracking (ndvm.calibrate.optim.LBFGS, operation for operation) on
+// the same losses as optimize_adam; req.steps bounds the iterations.
+OptimizeOutput optimize_lbfgs(Interp& interp, const OptimizeRequest& req);
 
 // Levenberg–Marquardt on the sum of squared (weighted) residuals against req.target, all
 // lanes in one walk per iteration; req.steps bounds the iterations. Needs a target.

@@ -278,6 +278,25 @@ def _lm_options(
     return opt
 
 
+def _lbfgs_options(
+    weight: float,
+    steps: int,
+    options: Mapping[str, Any],
+    box: tuple[np.ndarray | None, np.ndarray | None],
+    early_stop: tuple[float, float, int] | None,
+    target: np.ndarray | None,
+) -> Any:
+    """The core's options for L-BFGS (``ndvm.calibrate.optim.LBFGS``'s fields)."""
+    opt = _adam_options(weight, steps, {}, box, early_stop, None, target, None)
+    opt.lbfgs = True
+    opt.memory = int(options.get("memory", 10))
+    opt.max_ls = int(options.get("max_ls", 15))
+    opt.c1 = float(options.get("c1", 1e-4))
+    opt.lbfgs_gtol = float(options.get("gtol", 1e-10))
+    opt.lbfgs_ftol = float(options.get("ftol", 1e-13))
+    return opt
+
+
 def _adam_options(
     weight: float,
     steps: int,
@@ -320,7 +339,7 @@ class NativeBackend:
     walker, ``"vm"`` the bytecode VM (both on the same payloads, tape and lane machinery)."""
 
     # in-runtime optimizer methods (ndvm.calibrate.native.supports consults this)
-    optimize_methods = ("adam", "lm")
+    optimize_methods = ("adam", "lm", "lbfgs")
 
     def __init__(self, client: str = "native") -> None:
         if _core is None:
@@ -460,10 +479,12 @@ class NativeBackend:
             _adam_options(
                 weight, steps, options, (lower, upper), early_stop, lr_schedule, target, time_limit
             ),
-        ) if method != "lm" else self._context().optimize(
+        ) if method not in ("lm", "lbfgs") else self._context().optimize(
             low.core, theta0, low.constraints, kinds, arrays, n_data or 1,
             _run_options(limits, dialect, "float64", self._client, replay),
-            _lm_options(weight, steps, options, (lower, upper), target, time_limit),
+            _lm_options(weight, steps, options, (lower, upper), target, time_limit)
+            if method == "lm"
+            else _lbfgs_options(weight, steps, options, (lower, upper), early_stop, target),
         )  # fmt: skip
         if raw["target_mismatch"]:
             raise NativeUnsupported("native optimizer: value grid does not match the target")

@@ -336,7 +336,11 @@ def _polish(
     rows = finite if per_lane else finite[np.argsort(trace.best_loss[finite])[:k]]
     sub = optim.Control(project=control.project, rng=control.rng)
     obj = lane_objective(objective, prepared, rows)
-    out = optim.LBFGS().minimize(obj, trace.best_theta[rows], POLISH_ITERATIONS, sub)
+    lbfgs = optim.LBFGS()
+    if prepared is not None and per_lane:
+        prepared = replace(prepared, target=prepared.target[rows])
+    runner = _native(prepared, lbfgs, sub) or lbfgs  # in the runtime where the backend can
+    out = runner.minimize(obj, trace.best_theta[rows], POLISH_ITERATIONS, sub)
     gain = np.isfinite(out.best_loss) & (out.best_loss < trace.best_loss[rows])
     best_theta = trace.best_theta.copy()
     best_loss = trace.best_loss.copy()

@@ -190,7 +190,8 @@ class NativeOptimizer:
         run = _Run(np.array(theta0, dtype=np.float64), steps)
         lanes = np.arange(theta0.shape[0])
         # one call for LM (its damping would restart per chunk); progress after it
-        chunk = steps if control.callback is None or isinstance(self.inner, LM) else CHUNK
+        one_call = control.callback is None or not isinstance(self.inner, optim.Adam)
+        chunk = steps if one_call else CHUNK  # LM's damping, L-BFGS's memory: one call
         t0 = time.perf_counter()
         while True:
             n = min(chunk, steps - run.done)
@@ -233,7 +234,8 @@ class NativeOptimizer:
             upper = control.project(np.full((1, P), np.inf))[0]
         es = control.early_stop
         inner = self.inner  # the fields the runtime reads (no dataclasses.asdict deep copy)
-        keys = ("lr", "betas", "eps", "ftol", "xtol", "gtol", "lambda0")
+        keys = ("lr", "betas", "eps", "ftol", "xtol", "gtol", "lambda0", "memory", "c1",
+                "max_ls")  # fmt: skip
         options = {k: getattr(inner, k) for k in keys if hasattr(inner, k)}
         if isinstance(inner, LM):
             options["residual_weight"] = prep.residual_weight
