@@ -11,7 +11,7 @@ import pytest
 import ndvm
 from ndvm.backends import registry
 from ndvm.calibrate import optim
-from ndvm.calibrate.losses import GaussianNLL, MSE, Prepared, Value
+from ndvm.calibrate.losses import MSE, GaussianNLL, Prepared, Value
 from ndvm.calibrate.objective import ProgramObjective
 
 ROOT = Path(__file__).resolve().parents[2]
