@@ -297,6 +297,7 @@ class LbfgsRun : public AdamRun {
   double dot(const double* a, const double* b);
   void line_search(const std::vector<double>& theta, const std::vector<double>& f);
   void update_memory(uint32_t it, const std::vector<double>& theta, const std::vector<double>& g);
+  void plan(uint32_t it, const std::vector<double>& theta, const std::vector<double>& g);
 
   std::vector<double> S_, Y_, rho_, gamma_, alpha_, prod_;
   std::vector<double> d_, slope_, step_, new_t_, new_f_, new_g_, trial_, sv_, yv_;
@@ -356,7 +357,10 @@ void LbfgsRun::line_search(const std::vector<double>& theta, const std::vector<d
         trial_[j] = x;
       }
     }
-    if (!evaluate(trial_, true)) return;
+    if (!evaluate(trial_, true)) {
+      out_.non_numeric = !out_.target_mismatch;
+      return;
+    }
     out_.evaluations += 1;
     for (uint32_t b = 0; b < B_; ++b) {
       const bool ok = pending_[b] && !ev_.failed[b] &&
@@ -400,6 +404,45 @@ void LbfgsRun::update_memory(uint32_t it, const std::vector<double>& theta,
   }
 }
 
+// The search direction, slope, first step and pending flag of every lane (the loop body of
+// optim.LBFGS.minimize before its line search); gf, the gradient with the coordinates a
+// bound holds zeroed, is left in ev_.grad.
+void LbfgsRun::plan(uint32_t it, const std::vector<double>& theta, const std::vector<double>& g) {
+  const size_t BP = static_cast<size_t>(B_) * P_;
+  ev_.grad = g;
+  std::vector<uint8_t>& held = held_;
+  held.assign(BP, 0);
+  for (uint32_t b = 0; b < B_; ++b) {
+    for (uint32_t i = 0; i < P_; ++i) {
+      const size_t j = static_cast<size_t>(b) * P_ + i;
+      held[j] = (rq_.lower && theta[j] <= rq_.lower[i] && g[j] > 0) ||
+                (rq_.upper && theta[j] >= rq_.upper[i] && g[j] < 0);
+      if (held[j]) ev_.grad[j] = 0.0;
+    }
+  }
+  for (uint32_t b = 0; b < B_; ++b) {
+    double* d = d_.data() + static_cast<size_t>(b) * P_;
+    const double* gf = ev_.grad.data() + static_cast<size_t>(b) * P_;
+    direction(b, it, d);
+    for (uint32_t i = 0; i < P_; ++i) d[i] = held[static_cast<size_t>(b) * P_ + i] ? 0.0 : -d[i];
+    slope_[b] = dot(gf, d);
+    if (slope_[b] >= 0) {
+      for (uint32_t i = 0; i < P_; ++i) d[i] = -gf[i];
+      slope_[b] = -dot(gf, gf);
+    }
+    double gmax = 0.0;
+    for (uint32_t i = 0; i < P_; ++i) gmax = std::max(gmax, std::fabs(gf[i]));
+    if (it == 0) {
+      const double sc = std::min(1.0, 1.0 / std::max(gmax, 1e-300));
+      for (uint32_t i = 0; i < P_; ++i) d[i] *= sc;
+      slope_[b] *= sc;
+    }
+    step_[b] = act_[b] ? 1.0 : 0.0;
+    pending_[b] = act_[b] && gmax > rq_.lbfgs.gtol;
+    if (act_[b] && !pending_[b]) out_.state[b] = LANE_CONVERGED;
+  }
+}
+
 OptimizeOutput LbfgsRun::go() {
   const size_t BP = static_cast<size_t>(B_) * P_;
   const uint32_t M = std::max<uint32_t>(rq_.lbfgs.memory, 1);
@@ -433,39 +476,7 @@ OptimizeOutput LbfgsRun::go() {
       any = any || act_[b];
     }
     if (!any) break;
-    // gf: the gradient with the coordinates a bound holds zeroed (kept in ev_.grad)
-    ev_.grad = g;
-    std::vector<uint8_t>& held = held_;
-    held.assign(BP, 0);
-    for (uint32_t b = 0; b < B_; ++b) {
-      for (uint32_t i = 0; i < P_; ++i) {
-        const size_t j = static_cast<size_t>(b) * P_ + i;
-        held[j] = (rq_.lower && theta[j] <= rq_.lower[i] && g[j] > 0) ||
-                  (rq_.upper && theta[j] >= rq_.upper[i] && g[j] < 0);
-        if (held[j]) ev_.grad[j] = 0.0;
-      }
-    }
-    for (uint32_t b = 0; b < B_; ++b) {
-      double* d = d_.data() + static_cast<size_t>(b) * P_;
-      const double* gf = ev_.grad.data() + static_cast<size_t>(b) * P_;
-      direction(b, it, d);
-      for (uint32_t i = 0; i < P_; ++i) d[i] = held[static_cast<size_t>(b) * P_ + i] ? 0.0 : -d[i];
-      slope_[b] = dot(gf, d);
-      if (slope_[b] >= 0) {
-        for (uint32_t i = 0; i < P_; ++i) d[i] = -gf[i];
-        slope_[b] = -dot(gf, gf);
-      }
-      double gmax = 0.0;
-      for (uint32_t i = 0; i < P_; ++i) gmax = std::max(gmax, std::fabs(gf[i]));
-      if (it == 0) {
-        const double sc = std::min(1.0, 1.0 / std::max(gmax, 1e-300));
-        for (uint32_t i = 0; i < P_; ++i) d[i] *= sc;
-        slope_[b] *= sc;
-      }
-      step_[b] = act_[b] ? 1.0 : 0.0;
-      pending_[b] = act_[b] && gmax > rq_.lbfgs.gtol;
-      if (act_[b] && !pending_[b]) out_.state[b] = LANE_CONVERGED;
-    }
+    plan(it, theta, g);
     new_t_ = theta;
     new_f_ = f;
     new_g_ = g;

@@ -19,6 +19,7 @@ import numpy as np
 from ndvm.backends.base import RunResult
 from ndvm.backends.inputs import classify_inputs
 from ndvm.backends.native_lower import NativeUnsupported, constraint_codes, lower_program
+from ndvm.backends.native_options import adam_options, lbfgs_options, lm_options
 from ndvm.errors import (
     DeadlineExceeded,
     DepthLimitExceeded,
@@ -254,86 +255,6 @@ def _reason_text(code: int, errors: list[tuple[np.ndarray, NdvmError]]) -> str |
 _REASONS = {-2: "non-finite loss", -3: "non-finite gradient"}
 
 
-def _f64(x: Any, shape: Any = -1) -> np.ndarray | None:
-    return None if x is None else np.ascontiguousarray(x, dtype=np.float64).reshape(shape)
-
-
-def _lm_options(
-    weight: float,
-    steps: int,
-    options: Mapping[str, Any],
-    box: tuple[np.ndarray | None, np.ndarray | None],
-    target: np.ndarray,
-    time_limit: float | None,
-) -> Any:
-    """The core's options for Levenberg–Marquardt (``ndvm.calibrate.lm.LM``'s fields and the
-    per-entry residual weights ``options["residual_weight"]``)."""
-    opt = _adam_options(weight, steps, {}, box, None, None, target, time_limit)
-    opt.lm = True
-    for key in ("ftol", "xtol", "gtol", "lambda0"):
-        if key in options:
-            setattr(opt, key, float(options[key]))
-    if options.get("residual_weight") is not None:
-        opt.residual_weight = _f64(options["residual_weight"])
-    return opt
-
-
-def _lbfgs_options(
-    weight: float,
-    steps: int,
-    options: Mapping[str, Any],
-    box: tuple[np.ndarray | None, np.ndarray | None],
-    early_stop: tuple[float, float, int] | None,
-    target: np.ndarray | None,
-) -> Any:
-    """The core's options for L-BFGS (``ndvm.calibrate.optim.LBFGS``'s fields)."""
-    opt = _adam_options(weight, steps, {}, box, early_stop, None, target, None)
-    opt.lbfgs = True
-    opt.memory = int(options.get("memory", 10))
-    opt.max_ls = int(options.get("max_ls", 15))
-    opt.c1 = float(options.get("c1", 1e-4))
-    opt.lbfgs_gtol = float(options.get("gtol", 1e-10))
-    opt.lbfgs_ftol = float(options.get("ftol", 1e-13))
-    return opt
-
-
-def _adam_options(
-    weight: float,
-    steps: int,
-    options: Mapping[str, Any],
-    box: tuple[np.ndarray | None, np.ndarray | None],
-    early_stop: tuple[float, float, int] | None,
-    lr_schedule: np.ndarray | None,
-    target: np.ndarray | None,
-    time_limit: float | None,
-) -> Any:
-    """The core's ``AdamOptions`` (a target [B, N] is per lane, any other shape shared);
-    what is None keeps the core's default (none)."""
-    opt = _core.AdamOptions()
-    opt.weight, opt.steps = float(weight), int(steps)
-    opt.lr, opt.eps = float(options.get("lr", 0.05)), float(options.get("eps", 1e-8))
-    b1, b2 = options.get("betas", (0.9, 0.999))
-    opt.beta1, opt.beta2 = float(b1), float(b2)
-    if box[0] is not None:
-        opt.lower = _f64(box[0])
-    if box[1] is not None:
-        opt.upper = _f64(box[1])
-    if early_stop is not None:
-        opt.early_stop = True
-        opt.rtol, opt.atol, opt.patience = (
-            float(early_stop[0]),
-            float(early_stop[1]),
-            int(early_stop[2]),
-        )
-    if lr_schedule is not None:
-        opt.lr_schedule = _f64(lr_schedule)
-    if target is not None:
-        opt.target = _f64(target, np.shape(target) if np.ndim(target) == 2 else -1)
-    if time_limit:
-        opt.time_limit = float(time_limit)
-    return opt
-
-
 class NativeBackend:
     """The native runtime; ``client`` picks the core's evaluator: ``"native"`` the CEK tree
     walker, ``"vm"`` the bytecode VM (both on the same payloads, tape and lane machinery)."""
@@ -476,15 +397,15 @@ class NativeBackend:
             arrays,
             n_data or 1,
             _run_options(limits, dialect, "float64", self._client, replay),
-            _adam_options(
+            adam_options(
                 weight, steps, options, (lower, upper), early_stop, lr_schedule, target, time_limit
             ),
         ) if method not in ("lm", "lbfgs") else self._context().optimize(
             low.core, theta0, low.constraints, kinds, arrays, n_data or 1,
             _run_options(limits, dialect, "float64", self._client, replay),
-            _lm_options(weight, steps, options, (lower, upper), target, time_limit)
+            lm_options(weight, steps, options, (lower, upper), target, time_limit)
             if method == "lm"
-            else _lbfgs_options(weight, steps, options, (lower, upper), early_stop, target),
+            else lbfgs_options(weight, steps, options, (lower, upper), early_stop, target),
         )  # fmt: skip
         if raw["target_mismatch"]:
             raise NativeUnsupported("native optimizer: value grid does not match the target")
