@@ -69,6 +69,7 @@ class LMRun {
   bool out_of_time(uint32_t it, std::chrono::steady_clock::time_point t0, double base);
   bool evaluate(const std::vector<double>& theta);
   void normal_equations();
+  void accumulate(uint32_t b, uint32_t s, uint32_t S);
   void decide(uint32_t it);
   bool step(uint32_t b);
   bool converged_gradient(uint32_t b) const;
@@ -106,7 +107,7 @@ class LMRun {
   std::vector<uint8_t> projected_;  // [B] the last trial was the linear parameters' solve
   RunOutput probe_;
   std::vector<uint8_t> accept_;
-  std::vector<double> ct_, jac_, a_, x_, y_;
+  std::vector<double> ct_, jac_, a_, x_, y_, w_, wrow_;
   std::vector<uint32_t> idx_;
   std::vector<uint8_t> free_;
   std::vector<int32_t> err_map_;
@@ -129,25 +130,53 @@ bool LMRun::evaluate(const std::vector<double>& theta) {
   M_ = M;
   r_.resize(static_cast<size_t>(B_) * M);
   f_.assign(B_, 0.0);
-  const double* val = last_.value.data();
+  if (w_.size() != M) {  // the residual weights (1 without sigma), once per fit
+    w_.assign(M, 1.0);
+    if (rq_.residual_weight) std::copy_n(rq_.residual_weight, M, w_.data());
+  }
+  const double* __restrict val = last_.value.data();
+  const double* __restrict w = w_.data();
   for (uint32_t b = 0; b < B_; ++b) {
-    const double* t = rq_.target + (rq_.target_per_lane ? b * M : 0);
-    double* r = r_.data() + static_cast<size_t>(b) * M;
+    const double* __restrict t = rq_.target + (rq_.target_per_lane ? b * M : 0);
+    double* __restrict r = r_.data() + static_cast<size_t>(b) * M;
+    const double* __restrict v = val + static_cast<size_t>(b) * M;
+    double sum = 0.0;
     for (size_t m = 0; m < M; ++m) {
-      const double w = rq_.residual_weight ? rq_.residual_weight[m] : 1.0;
-      r[m] = (val[static_cast<size_t>(b) * M + m] - t[m]) * w;
+      r[m] = (v[m] - t[m]) * w[m];
+      sum += r[m] * r[m];
     }
-    const bool lane_failed = !last_.status.empty() && [&] {
-      for (uint32_t n = 0; n < run_.Ng; ++n) {
-        if (last_.status[static_cast<size_t>(b) * run_.Ng + n] == 2) return true;
-      }
-      return false;
-    }();
-    for (size_t m = 0; m < M; ++m) f_[b] += r[m] * r[m];
-    if (lane_failed || !std::isfinite(f_[b])) f_[b] = kInf;
+    bool lane_failed = false;
+    if (!last_.status.empty()) {
+      const int8_t* st = last_.status.data() + static_cast<size_t>(b) * run_.Ng;
+      for (uint32_t n = 0; n < run_.Ng; ++n) lane_failed = lane_failed || st[n] == 2;
+    }
+    f_[b] = (lane_failed || !std::isfinite(sum)) ? kInf : sum;
   }
   err_map_.assign(last_.errors.size(), -1);
   return true;
+}
+
+// Adds lane b's rows of the last sweep (value element s of S) to its J'J and J'r.
+void LMRun::accumulate(uint32_t b, uint32_t s, uint32_t S) {
+  const uint32_t Ng = run_.Ng;
+  const size_t PP = static_cast<size_t>(P_) * P_;
+  double* __restrict jtj = jtj_t_.data() + b * PP;
+  double* __restrict jtr = jtr_t_.data() + static_cast<size_t>(b) * P_;
+  double* __restrict wrow = wrow_.data();
+  const double* __restrict w = w_.data();
+  const double* __restrict r = r_.data() + static_cast<size_t>(b) * M_;
+  for (uint32_t n = 0; n < Ng; ++n) {
+    const size_t m = static_cast<size_t>(n) * S + s;
+    const double* __restrict row = jac_.data() + (static_cast<size_t>(b) * Ng + n) * P_;
+    for (uint32_t i = 0; i < P_; ++i) wrow[i] = row[i] * w[m];
+    const double rm = r[m];
+    for (uint32_t i = 0; i < P_; ++i) {
+      const double ji = wrow[i];
+      jtr[i] += ji * rm;
+      double* __restrict out = jtj + static_cast<size_t>(i) * P_;
+      for (uint32_t k = 0; k <= i; ++k) out[k] += ji * wrow[k];
+    }
+  }
 }
 
 // J'J and J'r at the trial points of the accepting lanes: one reverse sweep per element of
@@ -157,6 +186,7 @@ void LMRun::normal_equations() {
   const uint32_t Ng = run_.Ng;
   const size_t W = static_cast<size_t>(B_) * Ng;
   const size_t PP = static_cast<size_t>(P_) * P_;
+  wrow_.resize(P_);
   jtj_t_.assign(static_cast<size_t>(B_) * PP, 0.0);
   jtr_t_.assign(static_cast<size_t>(B_) * P_, 0.0);
   ct_.assign(W * S, 0.0);
@@ -165,20 +195,7 @@ void LMRun::normal_equations() {
     in_.lane_jacobian(ct_.data(), jac_);
     for (size_t l = 0; l < W; ++l) ct_[l * S + s] = 0.0;
     for (uint32_t b = 0; b < B_; ++b) {
-      if (!accept_[b]) continue;
-      double* jtj = jtj_t_.data() + b * PP;
-      double* jtr = jtr_t_.data() + static_cast<size_t>(b) * P_;
-      for (uint32_t n = 0; n < Ng; ++n) {
-        const size_t m = static_cast<size_t>(n) * S + s;
-        const double w = rq_.residual_weight ? rq_.residual_weight[m] : 1.0;
-        const double* row = jac_.data() + (static_cast<size_t>(b) * Ng + n) * P_;
-        const double rm = r_[static_cast<size_t>(b) * M_ + m];
-        for (uint32_t i = 0; i < P_; ++i) {
-          const double ji = row[i] * w;
-          jtr[i] += ji * rm;
-          for (uint32_t k = 0; k <= i; ++k) jtj[i * P_ + k] += ji * row[k] * w;
-        }
-      }
+      if (accept_[b]) accumulate(b, s, S);
     }
   }
   for (uint32_t b = 0; b < B_; ++b) {
