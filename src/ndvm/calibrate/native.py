@@ -136,12 +136,13 @@ class _Run:
         hist = self.history[: self.done + 1]
         state, best_loss = self.state, self.best_loss
         codes = state.tolist()
-        for b, code in enumerate(codes):
-            if code == optim.CONVERGED:  # a frozen lane: its loss stays
-                col = hist[:, b]
-                last = np.flatnonzero(np.isfinite(col))
-                if last.size:
-                    col[last[-1] + 1 :] = col[last[-1]]
+        if optim.CONVERGED in codes:  # a frozen lane: its loss stays after its last iterate
+            cols = np.flatnonzero(state == optim.CONVERGED)
+            sub = hist[:, cols]
+            fin = np.isfinite(sub)
+            last = sub.shape[0] - 1 - np.argmax(fin[::-1], axis=0)
+            after = (np.arange(sub.shape[0])[:, None] > last) & fin.any(axis=0)
+            hist[:, cols] = np.where(after, sub[last, np.arange(cols.size)], sub)
         if not optim.all_finite(best_loss):
             failed = ~np.isfinite(best_loss)
             state = np.where(failed, optim.FAILED, state).astype(np.int8)
