@@ -85,6 +85,11 @@ class DeadlineExceeded(LimitExceeded):
     """Wall-clock deadline ``Limits.deadline`` passed."""
 
 
+class ResultTooLarge(NdvmError, ValueError):
+    """A result too big to print or to convert as asked (more elements than the limit given,
+    shared parts counted once per path when expanded)."""
+
+
 class BackendUnsupported(NdvmError):
     """A backend cannot run this program (a feature it does not implement yet)."""
 
@@ -131,6 +136,7 @@ __all__ = [
     "ProposerFailed",
     "ReadError",
     "RequestFailed",
+    "ResultTooLarge",
     "ShapeError",
     "StepLimitExceeded",
     "UnsupportedForm",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import pickle
 import sys
 import tempfile
 import time
@@ -37,6 +38,10 @@ def run_api(case: Case, backend: str) -> dict[str, Any]:
     if res.numeric and case.grad:
         res = prog.evaluate(case.theta, case.inputs, grad=True)
     printed = repr(prog.eval(case.theta, **case.inputs))
+    printed += repr(res.value) + str(res.value) + "".join(str(e) for _, e in res.errors)
+    if not res.numeric:  # structural lanes: pickling and equality never expand sharing
+        back = pickle.loads(pickle.dumps(res.value))
+        assert repr(back) == repr(res.value)
     return {
         "outcome": "value",
         "status": np.asarray(res.status).reshape(-1).tolist(),
