@@ -120,6 +120,11 @@ class ProposerFailed(NdvmError):
     and the message carries the last reason."""
 
 
+class FreeNameWarning(UserWarning):
+    """Free names of a program were taken as parameters (no ``params`` header or
+    ``params=``); ``ndvm.compile(..., free_params=True)`` accepts them silently."""
+
+
 __all__ = [
     "BackendUnsupported",
     "CompileError",
@@ -127,6 +132,7 @@ __all__ = [
     "DeadlineExceeded",
     "DepthLimitExceeded",
     "ExportUnsupported",
+    "FreeNameWarning",
     "HeapLimitExceeded",
     "LimitExceeded",
     "MissingExtra",

@@ -114,13 +114,13 @@ def free_names(source: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
     data = read(source)
     if len(data) < 2 or head_name(data[0]) != "params":
-        return ndvm.compile(source).params, ()
+        return ndvm.compile(source, free_params=True).params, ()
     body = data[1]
     lines = source.split("\n")  # the reader's lines: only "\n" ends one
     offset = sum(len(s) + 1 for s in lines[: body.line - 1]) + body.column - 1
     # the header alone, checked as the compiler checks it (a 0 in the body's place)
     declared = ndvm.compile(source[:offset] + "0").params
-    used = ndvm.compile("\n" * (body.line - 1) + source[offset:]).params
+    used = ndvm.compile("\n" * (body.line - 1) + source[offset:], free_params=True).params
     return tuple(dict.fromkeys((*declared, *used))), declared
 
 

@@ -96,10 +96,14 @@ def load_candidate(candidate: Any, inputs: tuple[str, ...], backend: str | None 
     if isinstance(candidate, Mapping):
         params = candidate.get("params")
         return ndvm.compile(
-            candidate["src"], None if params is None else list(params), inputs, backend=backend
+            candidate["src"],
+            None if params is None else list(params),
+            inputs,
+            backend=backend,
+            free_params=True,  # a candidate's free names are its parameters (docs/tasks.md)
         )
     if isinstance(candidate, str):
-        return ndvm.compile(candidate, inputs=inputs, backend=backend)
+        return ndvm.compile(candidate, inputs=inputs, backend=backend, free_params=True)
     raise NdvmError(f"a candidate is source text, a Program or a JSON record, not {candidate!r}")
 
 
