@@ -43,7 +43,7 @@ def tree(levels: int) -> list[Any]:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_small_results_print_as_python_lists(backend: str) -> None:
-    v = value("(list 1 (list 2.5 -3) 'a \"s\" #t (list))", backend)
+    v = value('(list 1 (list 2.5 -3) \'a "s" #t (list))', backend)
     expect = [1.0, [2.5, -3.0], "a", "s", True, []]
     assert type(v) is StructList and v == expect and expect == v
     assert repr(v) == repr(expect) and str(v) == str(expect)

@@ -15,5 +15,12 @@ from ndvm.prims.table import PRIMS
 
 __all__ = [
     "CONSTANTS",
-    "PRIMS", "Arity", "Domain", "ImplTable", "Kind", "Prim", "Registry", "Shape",
+    "PRIMS",
+    "Arity",
+    "Domain",
+    "ImplTable",
+    "Kind",
+    "Prim",
+    "Registry",
+    "Shape",
 ]

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ndvm.api import Program
+from ndvm.backends.inputs import as_array, as_table
 from ndvm.calibrate import Calibration, calibrate
 from ndvm.errors import NdvmError
 from ndvm.tasks.columns import DEFAULT_BINARY, DEFAULT_UNARY, check_operators, read_csv, split_rows
@@ -351,9 +352,14 @@ def from_arrays(
     max_size: int = 30,
     loops: bool = False,
 ) -> Task:
-    """A regression task on ``y ~ f(X)``: X ``[N]`` or ``[N, d]``, y ``[N]``."""
+    """A regression task on ``y ~ f(X)``: X ``[N]`` or ``[N, d]``, y ``[N]``. A pandas
+    DataFrame X gives the input names (its columns) unless ``names`` is given; a pandas Series
+    X its name; y may be a Series."""
+    X, columns = as_table(X, "X")
+    if names is None:
+        names = columns
     Xa = np.asarray(X, dtype=np.float64)
-    ya = np.asarray(y, dtype=np.float64).reshape(-1)
+    ya = np.asarray(as_array(y, "y"), dtype=np.float64).reshape(-1)
     if Xa.ndim == 1:
         Xa = Xa[:, None]
     if Xa.ndim != 2 or Xa.shape[0] != ya.shape[0]:
