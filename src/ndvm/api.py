@@ -337,7 +337,7 @@ def compile(  # noqa: A001 - the public name is part of the contract
         inputs = (inputs,)
     limits = limits or _DEFAULT_LIMITS
     compiled = compile_source(source, params, tuple(inputs), limits, dialect)
-    if params is None and not compiled.has_header and compiled.params and not free_params:
+    if free_names_guessed(compiled, params) and not free_params:
         if free_params is False:
             compile_source(source, (), tuple(inputs), limits, dialect)  # raises, positioned
         warnings.warn(free_name_message(compiled), FreeNameWarning, stacklevel=2)
@@ -345,10 +345,15 @@ def compile(  # noqa: A001 - the public name is part of the contract
     return Program(compiled, name, dtype, dialect, limits, strict, replay)
 
 
-def free_name_message(compiled: CompiledProgram) -> str:
-    """One line naming the free names taken as parameters, with a "did you mean" for the
-    ones close to an input or a named constant."""
-    names = [s.name for s in compiled.params]
+def free_names_guessed(compiled: CompiledProgram, params: Any) -> bool:
+    """Whether the parameters of ``compiled`` are its free names (no header, no ``params``)."""
+    return params is None and not compiled.has_header and bool(compiled.params)
+
+
+def free_name_message(compiled: CompiledProgram, names: Sequence[str] | None = None) -> str:
+    """One line naming the free names taken as parameters (``names``: those of them to name),
+    with a "did you mean" for the ones close to an input or a named constant."""
+    names = [s.name for s in compiled.params] if names is None else list(names)
     known = [*compiled.inputs, *CONSTANTS]
     hints = [f"{n}: {h}" for n in names if (h := did_you_mean(n, known))]
     return (

@@ -65,7 +65,7 @@ def run_cli(case: Case) -> dict[str, Any]:
                 rc = main(argv)
             except SystemExit as exc:  # argparse
                 rc = exc.code if isinstance(exc.code, int) else 2
-    lines = err.getvalue().strip().splitlines()
+    lines = [ln for ln in err.getvalue().strip().splitlines() if "warning:" not in ln]
     one_line = rc == 0 or (len(lines) == 1 and "Traceback" not in err.getvalue())
     if rc == 0:
         return {"outcome": "value", "status": [], "lane_errors": [], "lane_lines": [], "printed": 0}

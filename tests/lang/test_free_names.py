@@ -93,11 +93,14 @@ def test_free_names_are_errors_when_asked() -> None:
 def test_cli_warns_in_one_line(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
     src = tmp_path / "m.scm"
     src.write_text("(* amp (sin (* 2 pi t)))")
-    assert main(["eval", str(src), "--input", "t=0.25", "--param", "amp=2"]) == 0
+    assert main(["eval", str(src), "--input", "t=0.25"]) == 0  # amp: its initial value, 0
     out = capsys.readouterr()
-    assert out.out.strip() == "value: 2"
+    assert out.out.strip() == "value: 0"
     lines = out.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("ndvm: warning: free name(s) amp taken")
+    assert main(["eval", str(src), "--input", "t=0.25", "--param", "amp=2"]) == 0
+    out = capsys.readouterr()  # a value given by --param is no guess
+    assert out.out.strip() == "value: 2" and out.err == ""
     src.write_text("(params (amp 1.0)) (* amp (sin (* 2 pi t)))")
     assert main(["eval", str(src), "--input", "t=0.25"]) == 0
     assert capsys.readouterr().err == ""
