@@ -1,7 +1,8 @@
 // The resolver: core forms -> a tree of resolved nodes -> the node tables (preorder).
 //
 // Free names resolve, in order, to: a lexical variable, a primitive (opcode), `#void`, a
-// declared parameter, a data input, or (when parameters are inferred) a new parameter; else an
+// declared parameter, a data input, a named constant (constants.inc: `pi`), or (when
+// parameters are inferred) a new parameter; else an
 // unbound-variable error with the closest known names. A name in operator position must be a
 // lexical variable or a primitive. Calls to primitives are checked for arity here.
 #include "front_resolve.hpp"
@@ -34,6 +35,18 @@ const PrimNames& primitives() {
     return t;
   }();
   return *p;
+}
+
+// The named constants of the language (ndvm.prims.constants), by name.
+const std::unordered_map<std::string_view, double>& constants() {
+  static const auto* t = [] {
+    auto* m = new std::unordered_map<std::string_view, double>;
+#define NDVM_CONST(name, value) m->emplace(name, value);
+#include "ndvm/constants.inc"
+#undef NDVM_CONST
+    return m;
+  }();
+  return *t;
 }
 
 // The special forms (forms.SPECIAL_FORMS): candidates in operator position.
@@ -214,6 +227,11 @@ int32_t Resolver::lookup(DRef s, bool callee) {
     n.a = in.input;
     return add(n);
   }
+  if (auto c = constants().find(name); c != constants().end()) {
+    n.kind = NodeKind::CONST;
+    n.num = c->second;
+    return add(n);
+  }
   if (infer_ && (name.empty() || name[0] != '#')) {
     params_.push_back(name);
     param_index_.emplace(name, int32_t(params_.size() - 1));
@@ -235,6 +253,7 @@ std::vector<std::string> Resolver::known(bool operator_position) const {
   if (operator_position) {
     for (const char* f : kSpecialForms) out.emplace_back(f);
   } else {
+    for (const auto& c : constants()) out.emplace_back(c.first);
     out.insert(out.end(), params_.begin(), params_.end());
     out.insert(out.end(), inputs_.begin(), inputs_.end());
   }

@@ -11,11 +11,13 @@ from ndvm.backends.inputs import const as const
 from ndvm.calibrate import Calibration as Calibration
 from ndvm.calibrate import calibrate as calibrate
 from ndvm.errors import CompileError as CompileError
+from ndvm.errors import FreeNameWarning as FreeNameWarning
 from ndvm.errors import LimitExceeded as LimitExceeded
 from ndvm.errors import MissingExtra as MissingExtra
 from ndvm.errors import NdvmError as NdvmError
 from ndvm.errors import ProgramError as ProgramError
 from ndvm.errors import ReadError as ReadError
+from ndvm.errors import ResultTooLarge as ResultTooLarge
 from ndvm.errors import ShapeError as ShapeError
 from ndvm.errors import UnsupportedForm as UnsupportedForm
 from ndvm.eval.limits import Limits as Limits
@@ -24,6 +26,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CompileError",
+    "FreeNameWarning",
     "LaneArray",
     "LimitExceeded",
     "Limits",
@@ -32,6 +35,7 @@ __all__ = [
     "Program",
     "ProgramError",
     "ReadError",
+    "ResultTooLarge",
     "ShapeError",
     "UnsupportedForm",
     "compile",

@@ -8,6 +8,7 @@ theta of the declared initial values; ``constrain``/``unconstrain`` convert.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,12 +16,13 @@ import numpy as np
 
 from ndvm.backends import registry
 from ndvm.backends.base import STATUS_ERROR, RunResult
-from ndvm.errors import BackendUnsupported, NdvmError
+from ndvm.errors import BackendUnsupported, FreeNameWarning, NdvmError
 from ndvm.eval.limits import Limits
 from ndvm.frozen import frozen
 from ndvm.lang.front import compile_source, skeleton_of
 from ndvm.lang.ir import CompiledProgram, ParamSpec
-from ndvm.prims import constraints
+from ndvm.lang.suggest import did_you_mean
+from ndvm.prims import CONSTANTS, constraints
 from ndvm.values import show
 
 DIALECTS = (None, "dmci")
@@ -334,6 +336,7 @@ def compile(  # noqa: A001 - the public name is part of the contract
     limits: Limits | None = None,
     strict: bool | None = None,
     replay: bool = True,
+    free_params: bool | None = None,
 ) -> Program:
     """Compile ``source`` once; evaluate it many times over lanes.
 
@@ -341,7 +344,8 @@ def compile(  # noqa: A001 - the public name is part of the contract
         source: program text (docs/language.md).
         params: parameter names (or ``(name, init[, constraint])`` specs / a mapping); None
             means the ``params`` header if present, else every free variable that is not an
-            input, in order of first appearance.
+            input or a named constant (``pi``), in order of first appearance (see
+            ``free_params``).
         inputs: names of data inputs bound at evaluation time.
         backend: "reference", "native" (the native core's tree walker) or "vm" (its bytecode VM)
             (None: the default backend).
@@ -358,6 +362,10 @@ def compile(  # noqa: A001 - the public name is part of the contract
             next one has the same inputs and its guards (branch outcomes, indices read from
             parameter-dependent values) hold; results are bitwise those of a full walk
             (docs/native.md, "Trace replay"). False walks every evaluation.
+        free_params: what free names become without a ``params`` header or ``params=``:
+            None (default) parameters, with a ``FreeNameWarning`` naming them; True
+            parameters, silently; False a ``CompileError`` at the first one, with a "did
+            you mean" (an input, a constant or a primitive of a close name).
     """
     if dtype not in DTYPES:
         raise NdvmError(f"dtype must be one of {DTYPES}, got {dtype!r}")
@@ -367,8 +375,31 @@ def compile(  # noqa: A001 - the public name is part of the contract
         inputs = (inputs,)
     limits = limits or _DEFAULT_LIMITS
     compiled = compile_source(source, params, tuple(inputs), limits, dialect)
+    if free_names_guessed(compiled, params) and not free_params:
+        if free_params is False:
+            compile_source(source, (), tuple(inputs), limits, dialect)  # raises, positioned
+        warnings.warn(free_name_message(compiled), FreeNameWarning, stacklevel=2)
     name = _choose_backend(backend, compiled)
     return Program(compiled, name, dtype, dialect, limits, strict, replay)
+
+
+def free_names_guessed(compiled: CompiledProgram, params: Any) -> bool:
+    """Whether the parameters of ``compiled`` are its free names (no header, no ``params``)."""
+    return params is None and not compiled.has_header and bool(compiled.params)
+
+
+def free_name_message(compiled: CompiledProgram, names: Sequence[str] | None = None) -> str:
+    """One line naming the free names taken as parameters (``names``: those of them to name),
+    with a "did you mean" for the ones close to an input or a named constant."""
+    names = [s.name for s in compiled.params] if names is None else list(names)
+    known = [*compiled.inputs, *CONSTANTS]
+    hints = [f"{n}: {h}" for n in names if (h := did_you_mean(n, known))]
+    return (
+        f"free name(s) {', '.join(names)} taken as parameters (no params header or params=)"
+        + (f" ({'; '.join(hints)})" if hints else "")
+        + "; declare them in a (params ...) header (API: params=, or free_params=True to "
+        "accept free names silently, False to reject them)"
+    )
 
 
 def _choose_backend(name: str | None, compiled: CompiledProgram) -> str:

@@ -11,6 +11,8 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
+from typing import Any
 
 # Each module defines ``register(subparsers)`` which adds its parser and sets ``func``.
 _SUBCOMMANDS = (
@@ -58,13 +60,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line_warning(message: Any, category: Any, *args: Any, **kwargs: Any) -> None:
+    """A warning as one line on stderr (``ndvm: warning: ...``), not Python's two."""
+    print(f"ndvm: warning: {message}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     from ndvm.errors import MissingExtra
 
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warning
+            return int(args.func(args) or 0)
     except MissingExtra as exc:
         print(f"ndvm: error: {exc}", file=sys.stderr)
         return 2

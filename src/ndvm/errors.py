@@ -85,6 +85,11 @@ class DeadlineExceeded(LimitExceeded):
     """Wall-clock deadline ``Limits.deadline`` passed."""
 
 
+class ResultTooLarge(NdvmError, ValueError):
+    """A result too big to print or to convert as asked (more elements than the limit given,
+    shared parts counted once per path when expanded)."""
+
+
 class BackendUnsupported(NdvmError):
     """A backend cannot run this program (a feature it does not implement yet)."""
 
@@ -121,6 +126,11 @@ class ProposerFailed(NdvmError):
     and the message carries the last reason."""
 
 
+class FreeNameWarning(UserWarning):
+    """Free names of a program were taken as parameters (no ``params`` header or
+    ``params=``); ``ndvm.compile(..., free_params=True)`` accepts them silently."""
+
+
 __all__ = [
     "BackendUnsupported",
     "CompileError",
@@ -128,6 +138,7 @@ __all__ = [
     "DeadlineExceeded",
     "DepthLimitExceeded",
     "ExportUnsupported",
+    "FreeNameWarning",
     "HeapLimitExceeded",
     "LimitExceeded",
     "MissingExtra",
@@ -138,6 +149,7 @@ __all__ = [
     "ReadError",
     "SearchAborted",
     "RequestFailed",
+    "ResultTooLarge",
     "ShapeError",
     "StepLimitExceeded",
     "UnsupportedForm",

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ndvm.printer import Style, render
+
 
 class Symbol:
     """Interned symbol: equal names give the identical object, so ``eq?`` is ``is``."""
@@ -90,50 +92,29 @@ def from_iterable(items: Any, tail: Any = NIL) -> Any:
 
 
 PRINT_LIMIT = 10_000  # characters of a printed structural value before it is cut with "..."
+PRINT_DEPTH = 1_000  # levels of a printed structural value; deeper ones print as (...)
+
+
+def _pair_chain(x: Any, width: int) -> tuple[list[Any], Any, bool] | None:
+    """The printer's view of a pair: up to ``width`` elements, the tail, whether proper."""
+    if type(x) is not Pair:
+        return None
+    items = []
+    while type(x) is Pair and len(items) < width:
+        items.append(x.car)
+        x = x.cdr
+    return items, x, x is NIL
 
 
 def show(value: Any, limit: int = PRINT_LIMIT, leaf: Any = repr) -> str:
-    """The printed form of a value, cut after ``limit`` characters (then ``...`` is appended).
+    """The printed form of a value (``ndvm.printer``), cut after ``limit`` characters.
 
     Pairs print as Scheme lists ``(a b . c)``, Python lists/tuples (exported results) as
-    ``[a, b]``; anything else through ``leaf``. Iterative, and it stops at ``limit``, so a
-    deeply nested value or a DAG with exponentially many paths prints in bounded time.
+    ``[a, b]``, anything else through ``leaf``; a list reached twice is labelled (``#0=``,
+    then ``#0#``). Iterative and bounded, so a deeply nested value or a DAG with
+    exponentially many paths prints in bounded time.
     """
-    out: list[str] = []
-    size = 0
-    stack: list[Any] = [value]
-    while stack and size < limit:
-        x = stack.pop()
-        if type(x) is _Text:
-            text = x.text
-        elif type(x) is Pair:
-            items: list[Any] = [_OPEN_PAREN]
-            while type(x) is Pair and len(items) < limit:
-                items += [x.car, _SPACE]
-                x = x.cdr
-            items[-1:] = [_CLOSE_PAREN] if x is NIL else [_DOT, x, _CLOSE_PAREN]
-            stack.extend(reversed(items))
-            continue
-        elif type(x) is list or type(x) is tuple:
-            parts: list[Any] = [_OPEN_BRACKET]
-            for k, item in enumerate(x[:limit]):
-                parts += [_COMMA, item] if k else [item]
-            parts.append(_CLOSE_BRACKET)
-            stack.extend(reversed(parts))
-            continue
-        else:
-            text = leaf(x)
-        out.append(text)
-        size += len(text)
-    return "".join(out) + ("..." if stack else "")
-
-
-class _Text:
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-
-_OPEN_PAREN, _CLOSE_PAREN, _SPACE, _DOT = _Text("("), _Text(")"), _Text(" "), _Text(" . ")
-_OPEN_BRACKET, _CLOSE_BRACKET, _COMMA = _Text("["), _Text("]"), _Text(", ")
+    style = Style("[", "]", ", ", leaf)
+    return render(
+        value, style, max_chars=limit, max_depth=PRINT_DEPTH, labels=True, chain=_pair_chain
+    )

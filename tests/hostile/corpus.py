@@ -36,6 +36,7 @@ class Case:
     csv: str = ""  # contents of the temporary CSV file of a cli case
     grad: bool = True
     params: tuple[Any, ...] | None = None  # ndvm.compile(params=...)
+    hang_after: float | None = None  # seconds before it counts as a hang (default: see supervisor)
 
 
 DAG = "(let loop ((l '()) (k 0)) (if (= k 60) l (loop (cons l l) (+ k 1))))"
@@ -47,6 +48,19 @@ SMALL_STEPS = {"max_steps": 5_000, "deadline": 5.0}
 
 def _fit(y: str = "y", *extra: str) -> tuple[str, ...]:
     return ("fit", "{src}", "--data", "{csv}", "--x", "x", "--y", y, *extra)
+
+
+BULK_LIMITS = {"deadline": 1.0}
+BULK_END = "DeadlineExceeded|HeapLimitExceeded|StepLimitExceeded|value"
+DOUBLED = (
+    "(let loop ((v (vec a)) (k 0)) (if (= k 40) (vlen v) "
+    "(loop (list->vector (append (vector->list v) (vector->list v))) (+ k 1))))"
+)
+
+
+def _bulk(name: str, source: str, expect: str = BULK_END) -> Case:
+    """Bulk list/vector work under a 1 s deadline: it must end, typed, within 6 s."""
+    return Case(name, "bulk", source, expect, limits=BULK_LIMITS, hang_after=6.0, grad=False)
 
 
 def _many(n: int) -> str:
@@ -63,6 +77,11 @@ CASES: list[Case] = [
     Case("dag-length", "sharing", f"(length {DAG})"),
     Case("dag-list-of", "sharing", f"(let ((d {DAG})) (list d d d))"),
     Case("dag-error-irritant", "sharing", f'(error "bad" {DAG})', "ProgramError", positioned=True),
+    Case("dag-assoc-value", "sharing", f"(cdr (assoc 'k (list (cons 'k {DAG}))))"),
+    Case(
+        "dag-error-lanes", "sharing", f'(if (> a 0) (error "bad" {DAG}) a)', theta=[[1.0], [-1.0]]
+    ),
+    Case("deep-100k", "sharing", DEEP.replace("20000", "100000"), limits={"deadline": 5.0}),
     Case("dag-lane-split", "sharing", f"(if (> a 0) {DAG} (list a))", theta=[[1.0], [-1.0]]),
     Case("deep-result", "sharing", DEEP, limits={"deadline": 5.0}),
     Case("deep-equal", "sharing", f"(let ((d {DEEP})) (equal? d d))", limits={"deadline": 5.0}),
@@ -72,10 +91,23 @@ CASES: list[Case] = [
         "(let loop ((l '()) (k 0)) (if (= k 3000) l (loop (cons (vec k a) l) (+ k 1))))",
         limits={"deadline": 5.0},
     ),
-    Case("dag-eval-text", "sharing", DAG, cli=("eval", "{src}"), expect="NdvmError"),
+    Case("dag-eval-text", "sharing", DAG, cli=("eval", "{src}")),  # printed with #n= labels
     Case("dag-eval-json", "sharing", DAG, cli=("eval", "{src}", "--json"), expect="NdvmError"),
     Case("deep-eval-text", "sharing", DEEP, cli=("eval", "{src}")),
     Case("deep-eval-json", "sharing", DEEP, cli=("eval", "{src}", "--json")),
+    # 1b. bulk primitives under a deadline
+    _bulk("bulk-apply-iota", "(length (apply list (iota 3000000)))"),
+    _bulk("bulk-iota", "(+ a (length (iota 3000000)))"),
+    _bulk("bulk-iota-param", "(length (iota 3000000 a))"),
+    _bulk("bulk-make-vector", "(vlen (make-vector 3000000 a))"),
+    _bulk("bulk-reduce", "(reduce + 0 (iota 3000000))"),
+    _bulk("bulk-fold", "(fold-left + a (iota 3000000))"),
+    _bulk("bulk-error-irritant", "(error (make-vector 10000000 1))", "ProgramError|Deadline"),
+    _bulk("bulk-vector-doubling", DOUBLED),
+    _bulk("bulk-apply-vec", "(vlen (apply vec (iota 3000000)))"),
+    _bulk("bulk-reverse-append", "(let ((l (iota 3000000))) (length (append l (reverse l))))"),
+    _bulk("bulk-vector-list", "(length (vector->list (make-vector 3000000 a)))"),
+    _bulk("bulk-rest-args", "(apply (lambda xs (length xs)) (iota 3000000))"),
     # 2. compilation size and big kernels
     Case("many-args", "size", _many(1_000_000), "CompileError", positioned=True),
     Case(

@@ -21,6 +21,8 @@ MARGIN = 20.0  # seconds past a case's deadline before it counts as a hang (CI i
 
 
 def allowance(case: Case) -> float:
+    if case.hang_after is not None:
+        return case.hang_after
     deadline = case.limits.get("deadline", LIMITS["deadline"])
     return float(deadline) * (2 if case.grad else 1) + MARGIN
 

@@ -49,5 +49,14 @@ def test_hostile_case(backend: str, case: Case) -> None:
 
 def test_corpus_covers_every_category() -> None:
     categories = {c.category for c in CASES}
-    assert categories == {"sharing", "size", "index", "runaway", "payload", "files", "covered"}
+    assert categories == {
+        "sharing",
+        "bulk",
+        "size",
+        "index",
+        "runaway",
+        "payload",
+        "files",
+        "covered",
+    }
     assert len({c.name for c in CASES}) == len(CASES)

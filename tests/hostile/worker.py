@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import pickle
 import sys
 import tempfile
 import time
@@ -37,6 +38,10 @@ def run_api(case: Case, backend: str) -> dict[str, Any]:
     if res.numeric and case.grad:
         res = prog.evaluate(case.theta, case.inputs, grad=True)
     printed = repr(prog.eval(case.theta, **case.inputs))
+    printed += repr(res.value) + str(res.value) + "".join(str(e) for _, e in res.errors)
+    if not res.numeric:  # structural lanes: pickling and equality never expand sharing
+        back = pickle.loads(pickle.dumps(res.value))
+        assert repr(back) == repr(res.value)
     return {
         "outcome": "value",
         "status": np.asarray(res.status).reshape(-1).tolist(),
@@ -60,7 +65,7 @@ def run_cli(case: Case) -> dict[str, Any]:
                 rc = main(argv)
             except SystemExit as exc:  # argparse
                 rc = exc.code if isinstance(exc.code, int) else 2
-    lines = err.getvalue().strip().splitlines()
+    lines = [ln for ln in err.getvalue().strip().splitlines() if "warning:" not in ln]
     one_line = rc == 0 or (len(lines) == 1 and "Traceback" not in err.getvalue())
     if rc == 0:
         return {"outcome": "value", "status": [], "lane_errors": [], "lane_lines": [], "printed": 0}

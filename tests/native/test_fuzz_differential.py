@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ndvm.structure import StructList
+
 pytestmark = pytest.mark.native
 FUZZ = Path(__file__).resolve().parents[2] / "tools" / "fuzz"
 
@@ -27,6 +29,7 @@ def test_clients_agree_on_varied_programs(fuzz) -> None:  # type: ignore[no-unty
     fuzz.SEEN.clear()
     assert fuzz.run(300, seed=5, minutes=0) == 0
     assert fuzz.SEEN["result"] >= 100 and fuzz.SEEN["replayed"] >= 50  # it compared something
+    assert fuzz.SEEN["float32"] >= 100
 
 
 def test_the_comparison_catches_a_difference(fuzz) -> None:  # type: ignore[no-untyped-def]
@@ -46,3 +49,20 @@ def test_messages_compare_their_numbers_within_the_tolerance(fuzz) -> None:  # t
     assert fuzz.same_message(a, b, 1e-9) and not fuzz.same_message(a, b, 0.0)
     assert not fuzz.same_message(a, b.replace("-0.905", "-0.805"), 1e-9)
     assert not fuzz.same_message(a, b.replace("1:7", "1:8"), 1e-9)  # positions are exact
+
+
+def _dag(levels: int, leaf: float) -> StructList:
+    v = StructList([leaf])
+    for _ in range(levels):
+        v = StructList([v, *v])  # 2^levels paths over levels + 1 lists
+    return v
+
+
+def test_the_structural_comparison_walks_shared_lists_once(fuzz) -> None:  # type: ignore[no-untyped-def]
+    a, b = _dag(60, 1.0), _dag(60, 1.0)
+    assert fuzz.same_struct([a], [b], 0.0)
+    assert not fuzz.same_struct([a], [_dag(60, 1.0 + 1e-12)], 0.0)  # bitwise
+    assert fuzz.same_struct([a], [_dag(60, 1.0 + 1e-12)], 1e-9)
+    assert not fuzz.same_struct([a], [_dag(59, 1.0)], 1e-9)
+    assert not fuzz.same_struct([StructList(["a", 1.0])], [StructList(["b", 1.0])], 1e-9)
+    assert fuzz.same_struct([StructList([1.0])], [StructList([7.0])], -1.0)  # float32: any number

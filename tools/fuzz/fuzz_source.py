@@ -8,10 +8,10 @@ Modes:
   tools/sanitize.sh --fuzz 30                                     # 30 minutes under ASan/UBSan
 
 Seeds are the golden programs, the examples and the hostile corpus (tests/hostile). Each input
-is compiled (free variables become parameters) and evaluated on the native backend (the
-reference backend when the native one is not built, or ``--backend``) over 3 lanes, with small
-limits so nothing should hang. Any exception that is not an ``ndvm.NdvmError`` is a bug: the
-input is written to ``fuzz-crash-<n>.scm`` and the run fails. A hang (no answer within
+is compiled (free variables become parameters), evaluated and its result printed on the native
+backend (the reference backend when the native one is not built, or ``--backend``) over 3 lanes,
+with small limits so nothing should hang. Any exception that is not an ``ndvm.NdvmError`` is a
+bug: the input is written to ``fuzz-crash-<n>.scm`` and the run fails. A hang (no answer within
 ``--hang`` seconds, even inside the native core) dumps the stacks and exits 1; the input is in
 ``fuzz-last.scm``. A crash (a signal, an ASan report) leaves it there too.
 """
@@ -105,6 +105,14 @@ TOKENS = [
     "(zeros 100000 100000)",
     "(outer (ones 9) (ones 9))",
     "(params (a -1.0 positive))",
+    "pi",
+    "(make-vector 100000 a)",
+    "(vector->list (vec a b 1))",
+    "(list->vector (iota 5 a))",
+    "(apply list (iota 100000))",
+    "(reverse (append (list a) (list b)))",
+    "(let ((l (list a b))) (list l l))",
+    '(error "bad" (let ((l (list a))) (cons l l)))',
 ]
 
 
@@ -144,9 +152,11 @@ def check(text: str, backend: str) -> None:
 
     limits = Limits(max_steps=200_000, max_heap=200_000, max_depth=5_000, deadline=2.0)
     try:
-        prog = ndvm.compile(text, backend=backend, limits=limits, strict=False)
+        prog = ndvm.compile(text, backend=backend, limits=limits, strict=False, free_params=True)
         theta = np.linspace(-1.5, 1.5, 3 * max(1, len(prog.params))).reshape(3, -1)
-        prog.evaluate(theta[:, : len(prog.params)], {}, grad=True)
+        res = prog.evaluate(theta[:, : len(prog.params)], {}, grad=True)
+        if len(repr(res.value)) > 1_000_000:  # results print bounded (ndvm.printer)
+            raise AssertionError("the printed result is not bounded")
     except ndvm.NdvmError:
         pass
 

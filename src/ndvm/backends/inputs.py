@@ -33,6 +33,80 @@ def const(array: Any) -> Const:
     return Const(array)
 
 
+def _is_pandas(x: Any, kind: str) -> bool:
+    """``x`` is a pandas ``kind`` ("DataFrame" or "Series"), without importing pandas."""
+    return type(x).__name__ == kind and type(x).__module__.split(".")[0] == "pandas"
+
+
+def _column(series: Any, what: str) -> np.ndarray:
+    try:
+        return np.asarray(series.to_numpy(dtype=np.float64))
+    except (TypeError, ValueError) as exc:
+        raise NdvmError(f"{what}: not numeric ({_reason(exc)})") from None
+
+
+def _columns(frame: Any, what: str) -> dict[str, np.ndarray]:
+    names = list(frame.columns)
+    bad = [c for c in names if not isinstance(c, str)]
+    if bad:
+        raise NdvmError(f"{what}: DataFrame columns must be named by strings, got {bad[0]!r}")
+    return {c: _column(frame[c], f"{what} column {c!r}") for c in names}
+
+
+def as_inputs(
+    inputs: Any, names: tuple[str, ...] | None = None, what: str = "inputs"
+) -> dict[str, Any]:
+    """Inputs by name as a dict: a mapping (pandas Series values become arrays), a pandas
+    DataFrame (one data input per column, named by the column; with ``names``, the program's
+    inputs, only those columns), or None (no inputs)."""
+    if inputs is None:
+        return {}
+    if _is_pandas(inputs, "DataFrame"):
+        cols = _columns(inputs, what)
+        if names is None:
+            return cols
+        missing = [n for n in names if n not in cols]
+        if missing:
+            raise NdvmError(
+                f"{what}: the DataFrame has no column {missing[0]!r} (an input of the program); "
+                f"its columns: {', '.join(cols) or 'none'}"
+            )
+        return {n: cols[n] for n in names}
+    if not isinstance(inputs, Mapping):
+        raise NdvmError(
+            f"{what} must be a mapping of names to values or a pandas DataFrame, "
+            f"got {type(inputs).__name__}"
+        )
+    return {k: _column(v, f"input {k!r}") if _is_pandas(v, "Series") else v
+            for k, v in inputs.items()}  # fmt: skip
+
+
+def as_array(value: Any, what: str = "target") -> Any:
+    """``value`` with a pandas Series (or one-column DataFrame) as a float array; anything
+    else unchanged."""
+    if _is_pandas(value, "Series"):
+        return _column(value, what)
+    if _is_pandas(value, "DataFrame"):
+        cols = _columns(value, what)
+        if len(cols) != 1:
+            raise NdvmError(f"{what}: a DataFrame needs exactly one column, got {list(cols)}")
+        return next(iter(cols.values()))
+    return value
+
+
+def as_table(value: Any, what: str = "X") -> tuple[Any, list[str] | None]:
+    """``(array, column names)`` of a pandas DataFrame (``[N, d]``) or a named Series
+    (``[N]``, its name); anything else is returned with no names."""
+    if _is_pandas(value, "DataFrame"):
+        cols = _columns(value, what)
+        rows = np.column_stack(list(cols.values())) if cols else np.zeros((len(value), 0))
+        return rows, list(cols)
+    if _is_pandas(value, "Series"):
+        name = value.name
+        return _column(value, what), [name] if isinstance(name, str) else None
+    return value, None
+
+
 def _reason(exc: Exception) -> str:
     text = str(exc)
     return "ragged nesting" if "inhomogeneous" in text or "sequence" in text else text

@@ -16,6 +16,7 @@ import numpy as np
 from ndvm.api import Program
 from ndvm.api import compile as compile_program
 from ndvm.backends import registry
+from ndvm.backends.inputs import as_array, as_inputs
 from ndvm.calibrate import native, optim
 from ndvm.calibrate.lm import LM
 from ndvm.calibrate.losses import get_loss
@@ -144,7 +145,7 @@ def _projector(program: Program, constraints: Any) -> optim.Project | None:
 
 def calibrate(
     program: Program | str,
-    inputs: Mapping[str, Any] | None = None,
+    inputs: Mapping[str, Any] | Any = None,
     target: Any = None,
     *,
     loss: str | Any | Callable[..., Any] = "mse",
@@ -172,8 +173,10 @@ def calibrate(
 
     Args:
         program: a compiled Program or source text (inputs are then the keys of ``inputs``).
-        inputs: data inputs by name (1-D arrays are data lanes; ``ndvm.const`` for matrices).
-        target: observed values (mse / gaussian_nll): ``[N]`` per data lane, or ``[starts, N]``
+        inputs: data inputs by name (1-D arrays are data lanes; ``ndvm.const`` for matrices),
+            or a pandas DataFrame (a data input per column, by column name).
+        target: observed values (mse / gaussian_nll; a pandas Series is an array): ``[N]`` per
+            data lane, or ``[starts, N]``
             one series per start (each start fits its own series, e.g. one cell per lane);
             None for ``loss="value"``.
         loss: "mse", "gaussian_nll" (learned noise; ``GaussianNLL(sigma=..)`` fixes it),
@@ -228,7 +231,8 @@ def calibrate(
     starts = DEFAULT_STARTS if starts is None else starts
     if starts < 1 or steps < 0:
         raise NdvmError("calibrate needs starts >= 1 and steps >= 0")
-    inputs = dict(inputs or {})
+    inputs = as_inputs(inputs, getattr(program, "inputs", None))  # a DataFrame: by column
+    target = as_array(target)  # a pandas Series / one-column DataFrame
     program = _program(program, inputs, backend)
     rng = _rng(seed)
     theta0, sampler = _init_theta(program, init, starts, rng)

@@ -264,7 +264,10 @@ def _cosine(grad: np.ndarray | None, jtj: np.ndarray, loss: float, prep: Any) ->
     return float(c.max(initial=0.0))
 
 
-def _verdict(cal: dict[str, Any], steps: int, starts: int) -> tuple[bool, str]:
+AUTO_NAME = "adam+lbfgs-polish"  # what optimizer="auto" reports (calibrate.api)
+
+
+def _verdict(cal: dict[str, Any], steps: int, starts: int, optimizer: str = "") -> tuple[bool, str]:
     loss, g = cal["loss"], cal["grad_norm"]
     if not math.isfinite(loss):
         why = next((s for s in cal["status"] if s != "ok"), "no finite loss")
@@ -273,10 +276,16 @@ def _verdict(cal: dict[str, Any], steps: int, starts: int) -> tuple[bool, str]:
     tol = GTOL * max(1.0, abs(loss))
     if math.isfinite(g) and g <= tol:
         return True, f"converged: max |gradient| {g:.3g} <= {tol:.3g} (best of {starts} starts)"
+    advice = (
+        "raise steps, starts or polish (optimizer='auto' was in use: Adam, then an L-BFGS "
+        "polish of the best starts)"
+        if optimizer == AUTO_NAME
+        else "raise steps or starts, or use optimizer='auto' (Adam, then an L-BFGS polish of "
+        "the best starts)"
+    )
     return False, (
         f"not converged: max |gradient| {g:.3g} > {tol:.3g} after {steps} steps at the best of "
-        f"{starts} starts; raise steps or starts, or use optimizer='auto' (Adam, then an "
-        "L-BFGS polish of the best starts)"
+        f"{starts} starts; {advice}"
     )
 
 
@@ -324,7 +333,7 @@ def build(
         cos = _cosine(grad, jtj, loss, prepared)
         success, message = lm_verdict(int(trace.why[best]), jtj, names, cos, n_best, len(status))
     elif diagnostics:
-        success, message = _verdict(fields, meta["nit"], len(status))
+        success, message = _verdict(fields, meta["nit"], len(status), meta.get("optimizer", ""))
     else:
         success = math.isfinite(loss)
         message = "finished (diagnostics off)" if success else "every start failed"

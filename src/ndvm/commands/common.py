@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from collections.abc import Iterable
 from typing import Any
@@ -12,6 +11,7 @@ import numpy as np
 
 from ndvm.errors import NdvmError
 from ndvm.lang.suggest import did_you_mean
+from ndvm.printer import JSON, SCHEME, render
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -44,66 +44,15 @@ def json_safe(x: Any) -> Any:
     return x
 
 
-def _write_leaf(x: Any) -> str:
-    if isinstance(x, (bool, np.bool_)):
-        return "#t" if x else "#f"
-    if isinstance(x, (float, int, np.floating, np.integer)):
-        v = float(x)
-        if math.isnan(v):
-            return "+nan.0"
-        if math.isinf(v):
-            return "+inf.0" if v > 0 else "-inf.0"
-        text = repr(v)
-        return text[:-2] if text.endswith(".0") else text
-    return str(x)
-
-
-def _json_leaf(x: Any) -> str:
-    if isinstance(x, np.generic):
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return "null"
-    return json.dumps(x)
-
-
-class _Token:
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-
 def encode(value: Any, as_json: bool = False, max_cells: int = MAX_PRINT_CELLS) -> str:
     """``value`` (numbers, lists, arrays, symbols/strings, booleans) as the language writes it
-    (``#t``, ``2.5``, ``+nan.0``, ``(1 2 a)``) or as JSON (``null`` for NaN/±inf). Iterative
-    and bounded: a deeply nested value prints, and one with more than ``max_cells`` elements
-    (e.g. a DAG of shared lists, printed once per path) is an ``NdvmError``, not a hang."""
-    open_, close, sep = (_Token("["), _Token("]"), _Token(", ")) if as_json else (
-        _Token("("), _Token(")"), _Token(" "))  # fmt: skip
-    leaf = _json_leaf if as_json else _write_leaf
-    out: list[str] = []
-    stack: list[Any] = [value]
-    cells = 0
-    while stack:
-        x = stack.pop()
-        if type(x) is _Token:
-            out.append(x.text)
-            continue
-        cells += 1
-        if cells > max_cells:
-            raise NdvmError(f"the value has more than {max_cells} elements to print")
-        if isinstance(x, np.ndarray):
-            x = x.tolist()
-        if isinstance(x, (list, tuple)):
-            stack.append(close)
-            for k in range(len(x) - 1, -1, -1):
-                stack.append(x[k])
-                if k:
-                    stack.append(sep)
-            stack.append(open_)
-            continue
-        out.append(leaf(x))
-    return "".join(out)
+    (``#t``, ``2.5``, ``+nan.0``, ``(1 2 a)``) or as JSON (``null`` for NaN/±inf), through the
+    one printer (``ndvm.printer``). Iterative and bounded: a deeply nested value prints; in
+    the written form a list reached twice prints once (``#0=(...)``, then ``#0#``); JSON
+    copies shared parts per path, and more than ``max_cells`` elements is a
+    ``ResultTooLarge`` error, not a hang."""
+    style = JSON if as_json else SCHEME
+    return render(value, style, max_cells=max_cells, labels=not as_json)
 
 
 def write_value(x: Any, max_cells: int = MAX_PRINT_CELLS) -> str:
@@ -182,7 +131,7 @@ def _used(source: str, inputs: tuple[str, ...]) -> tuple[str, ...]:
     """The inferred parameters and the used inputs of ``source``, with ``inputs`` declared."""
     import ndvm
 
-    compiled = ndvm.compile(source, inputs=inputs).compiled
+    compiled = ndvm.compile(source, inputs=inputs, free_params=True).compiled
     used = [n for n, pos in zip(compiled.inputs, compiled.input_positions) if pos != (0, 0)]
     return tuple(s.name for s in compiled.params) + tuple(used)
 

@@ -82,6 +82,7 @@ def _parse_value(name: str, text: str) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     import ndvm
+    from ndvm.api import free_name_message, free_names_guessed
 
     name = "<stdin>" if args.file == "-" else args.file
     try:
@@ -101,7 +102,11 @@ def run(args: argparse.Namespace) -> int:
             dialect=args.dialect,
             limits=limits_from(args),
             strict=True,
+            free_params=True,  # warned below, for the names --param does not give
         )
+        guessed = [p for p in program.params if p not in params]
+        if free_names_guessed(program.compiled, None) and guessed:
+            print(f"ndvm: warning: {free_name_message(program.compiled, guessed)}", file=sys.stderr)
         unknown = [p for p in params if p not in program.params]
         if unknown:
             hints = [h for p in unknown if (h := did_you_mean(p, program.params))]

@@ -167,8 +167,25 @@ def _print_text(cal: Any, args: argparse.Namespace, elapsed: float) -> None:
         err = se.get(pname)
         print(f"{pname} = {v:.10g}" + ("" if err is None else f"  ± {err:.3g}"))
     if cal.n_failed:
-        print(f"{cal.n_failed} start(s) failed", file=sys.stderr)
+        print(f"{cal.n_failed} start(s) failed: {_reasons(cal)}", file=sys.stderr)
     print(f"{elapsed:.3f} s, {cal.nit} iterations, {cal.nfev} evaluations", file=sys.stderr)
+
+
+def failure_groups(status: list[str]) -> list[dict[str, Any]]:
+    """The failed starts grouped by reason, most frequent first (ties: first seen first):
+    ``{"reason", "count", "starts"}``."""
+    groups: dict[str, list[int]] = {}
+    for i, s in enumerate(status):
+        if s != "ok":
+            groups.setdefault(s.removeprefix("failed: "), []).append(i)
+    ranked = sorted(groups.items(), key=lambda kv: -len(kv[1]))
+    return [{"reason": r, "count": len(ix), "starts": ix} for r, ix in ranked]
+
+
+def _reasons(cal: Any) -> str:
+    """Each reason once, with its count: ``reason (64 starts)``; ``; `` between reasons."""
+    return "; ".join(f"{g['reason']} ({g['count']} of {len(cal.status)} starts)"
+                     for g in failure_groups(list(cal.status)))  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -209,10 +226,14 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     out = cal.to_dict()
+    out["failures"] = failure_groups(list(cal.status))
     out["elapsed_s"] = elapsed
     if args.json:
         print(json.dumps(json_safe(out), allow_nan=False))
-    else:
+    if not cal.ok:  # no start left a value: the reasons, each once, and no numbers
+        print(f"{args.program}: error: every start failed: {_reasons(cal)}", file=sys.stderr)
+        return 1
+    if not args.json:
         _print_text(cal, args, elapsed)
     if not cal.success:
         print(f"warning: {cal.message}", file=sys.stderr)
@@ -220,4 +241,4 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         cal.plot(args.plot)
         print(f"plot: {args.plot}", file=sys.stderr)
-    return 0 if cal.ok else 1
+    return 0

@@ -1,7 +1,8 @@
 """Structural results -> plain Python data, within the evaluation's limits.
 
 A structural result (lists, symbols, booleans, procedures) becomes one Python value per lane:
-floats, lists, ``str`` for symbols and strings, NumPy arrays for vectors and matrices. Sharing
+floats, lists (``ndvm.structure.StructList``: bounded printing, sharing-aware equality and
+pickling), ``str`` for symbols and strings, NumPy arrays for vectors and matrices. Sharing
 is preserved within a lane (a pair reached twice becomes the same Python list), so a result
 built from a few shared pairs with exponentially many paths exports in linear time. The work
 counts against the limits: every exported element is a cell against ``Limits.max_heap``, and
@@ -18,7 +19,8 @@ import numpy as np
 from ndvm.errors import DeadlineExceeded, HeapLimitExceeded
 from ndvm.eval.limits import Limits
 from ndvm.payload import Arr, BoolArr
-from ndvm.values import NIL, VOID, Pair, String, Symbol
+from ndvm.structure import StructList
+from ndvm.values import NIL, VOID, Pair, String, Symbol, show
 
 _DOT = object()
 _CHECK_EVERY = 4096
@@ -73,7 +75,7 @@ def to_python(v: Any, b: int, n: int, budget: Budget | None = None) -> Any:
             items += [_DOT, x]
         if budget is not None:
             budget.spend(len(items))
-        out: list[Any] = [None] * len(items)
+        out = StructList([None] * len(items))
         memo[id(head)] = into[i] = out
         for k, item in enumerate(items):
             if item is _DOT:
@@ -108,7 +110,7 @@ def _leaf(v: Any, b: int, n: int) -> Any:
     if t is bool:
         return v
     if v is NIL:
-        return []
+        return StructList()
     if t is Symbol:
         return v.name
     if t is String:
@@ -131,7 +133,6 @@ def error_message(args: tuple[Any, ...]) -> str:
 
 def show_value(a: Any, limit: int = 200) -> str:
     """A runtime value printed for a message (lists cut at ``limit`` characters)."""
-    from ndvm.values import show
 
     def leaf(x: Any) -> str:
         if type(x) is Arr:

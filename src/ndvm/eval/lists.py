@@ -17,21 +17,14 @@ from ndvm.eval.runtime import REFERENCE, Closure, PrimProc, type_name
 from ndvm.payload import Arr, BoolArr
 from ndvm.prims import PRIMS
 from ndvm.prims.structural import CXR_PATHS
-from ndvm.values import NIL, VOID, Pair, String, Symbol, from_iterable
+from ndvm.values import NIL, VOID, Pair, String, Symbol
 
-_LIST_LIMIT = 10_000_000
 _NUM_EQ, _ADD, _MUL = PRIMS.by_name("="), PRIMS.by_name("+"), PRIMS.by_name("*")
 
 
 def elements(rt: Any, lst: Any, who: str) -> list[Any]:
     """The elements of a proper list; each element traversed is a step of the running lanes."""
-    out = []
-    x = lst
-    while type(x) is Pair:
-        out.append(x.car)
-        x = x.cdr
-        if len(out) > _LIST_LIMIT:
-            raise rt.error(f"{who}: list too long")
+    out, x = rt.walk(lst, who)
     rt.spend(len(out))
     if x is not NIL:
         raise rt.error(f"{who}: expected a proper list, got {type_name(lst)}")
@@ -64,7 +57,7 @@ def _cxr(path: str) -> Any:
 
 def _list(rt: Any, *xs: Any) -> Any:
     rt.alloc(len(xs))
-    return from_iterable(xs)
+    return rt.build(xs)
 
 
 def _length(rt: Any, x: Any) -> float:
@@ -78,22 +71,24 @@ def _append(rt: Any, *xs: Any) -> Any:
     for lst in reversed(xs[:-1]):
         items = elements(rt, lst, "append")
         rt.alloc(len(items))
-        out = from_iterable(items, out)
+        out = rt.build(items, out)
     return out
 
 
 def _reverse(rt: Any, x: Any) -> Any:
     items = elements(rt, x, "reverse")
     rt.alloc(len(items))
-    return from_iterable(reversed(items))
+    items.reverse()
+    return rt.build(items)
 
 
 def _list_tail(rt: Any, x: Any, k: Any) -> Any:
     n = rt.index(k, "list-tail")
-    for _ in range(n):
-        if type(x) is not Pair:
-            raise rt.error(f"list-tail: index {n} out of range")
-        x = x.cdr
+    for part in rt.chunks(max(n, 0)):
+        for _ in part:
+            if type(x) is not Pair:
+                raise rt.error(f"list-tail: index {n} out of range")
+            x = x.cdr
     if n < 0:
         raise rt.error(f"list-tail: index {n} out of range")
     rt.spend(n)
@@ -113,9 +108,15 @@ def _iota(rt: Any, n: Any, start: Any = 0.0, step: Any = 1.0) -> Any:
     if count < 0:
         raise rt.error(f"iota: count must be non-negative, got {count}")
     rt.alloc(count)
-    add, mul = _ADD, _MUL
-    items = [rt.numeric(add, (start, rt.numeric(mul, (float(k), step)))) for k in range(count)]
-    return from_iterable(items)
+    items: list[Any] = []
+    if type(start) is float and type(step) is float:  # constants: plain floats, as + and * give
+        for part in rt.chunks(count):
+            items += [start + k * step for k in part]
+    else:
+        add, mul = _ADD, _MUL
+        for part in rt.chunks(count):
+            items += [rt.numeric(add, (start, rt.numeric(mul, (float(k), step)))) for k in part]
+    return rt.build(items)
 
 
 # -- predicates and equality ------------------------------------------------------------
@@ -130,12 +131,9 @@ def _is_number(rt: Any, x: Any) -> bool:
 
 
 def _is_list(rt: Any, x: Any) -> bool:
-    n = 0
-    while type(x) is Pair:
-        x = x.cdr
-        n += 1
-    rt.spend(n)
-    return x is NIL
+    items, tail = rt.walk(x, "list?", cap=False)
+    rt.spend(len(items))
+    return tail is NIL
 
 
 def _is_procedure(rt: Any, x: Any) -> bool:

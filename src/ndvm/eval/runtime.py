@@ -7,6 +7,7 @@ implementations receive it as their first argument.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,8 @@ from ndvm.tape import Tape
 from ndvm.values import NIL, VOID, Pair, String, Symbol
 
 CLOCK_EVERY = 1 << 22  # payload elements computed between two deadline checks
+LIST_LIMIT = 10_000_000  # elements of a list a primitive walks
+BULK_CHUNK = 4096  # elements a bulk primitive handles between two deadline checks
 INT64_MAX = 2**63 - 1  # indices beyond int64 are clamped to its bounds, as in the core
 
 # The reference machine's structural primitives, registered by ``ndvm.eval.lists`` and
@@ -168,6 +171,39 @@ class Runtime:
     def tick(self) -> None:
         """Check the deadline now (the machine replaces this)."""
 
+    def chunks(self, n: int) -> Iterator[range]:
+        """``range(n)`` in chunks of ``BULK_CHUNK``, the deadline checked before each chunk
+        after the first: a bulk primitive (``iota``, ``apply``, ``make-vector``, list
+        building) stops within a chunk of its deadline, as the native core's does."""
+        for lo in range(0, n, BULK_CHUNK):
+            if lo:
+                self.tick()
+            yield range(lo, min(n, lo + BULK_CHUNK))
+
+    def build(self, items: Sequence[Any], tail: Any = NIL) -> Any:
+        """The list of ``items`` ending in ``tail`` (cells counted by the caller)."""
+        out = tail
+        n = len(items)
+        for part in self.chunks(n):
+            for k in part:
+                out = Pair(items[n - 1 - k], out)
+        return out
+
+    def walk(self, lst: Any, who: str, cap: bool = True) -> tuple[list[Any], Any]:
+        """The elements of the pairs of ``lst`` and the tail after them. No steps are charged
+        (each caller charges what the native core charges); the deadline is checked as the
+        walk goes."""
+        out: list[Any] = []
+        x = lst
+        while type(x) is Pair:
+            out.append(x.car)
+            x = x.cdr
+            if not len(out) & (BULK_CHUNK - 1):
+                if cap and len(out) > LIST_LIMIT:
+                    raise self.error(f"{who}: list too long")
+                self.tick()
+        return out, x
+
     def prim_proc(self, code: int) -> PrimProc:
         return self._prim_procs[code]
 
@@ -299,10 +335,18 @@ class Runtime:
         return self._result(prim, vjp, args, payloads, out, len(out_struct))
 
     def tape_op(
-        self, vjp: Any, args: tuple[Any, ...], payloads: tuple[Any, ...], out: np.ndarray, rank: int
+        self,
+        vjp: Any,
+        args: tuple[Any, ...],
+        payloads: tuple[Any, ...],
+        out: np.ndarray,
+        rank: int,
+        counted: bool = False,
     ) -> Arr:
-        """Record a generic numeric op (stack, gather, merge) defined outside the table."""
-        self.payload_alloc(out.size)
+        """Record a generic numeric op (stack, gather, merge) defined outside the table;
+        ``counted``: its payload was accounted (``payload_alloc``) before it was computed."""
+        if not counted:
+            self.payload_alloc(out.size)
         ins = tuple(a.node if type(a) is Arr else -1 for a in args)
         if max(ins, default=-1) < 0:
             return constant(out, rank)

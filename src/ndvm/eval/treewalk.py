@@ -54,7 +54,7 @@ from ndvm.eval.runtime import (
 )
 from ndvm.lang import ir
 from ndvm.prims import PRIMS, Kind, Prim
-from ndvm.values import from_iterable, iter_list
+from ndvm.values import NIL
 
 _APPLY = PRIMS.by_name("apply").code
 _ERROR = PRIMS.by_name("error").code
@@ -402,8 +402,8 @@ class Machine(LaneTests):
             if n == lam.nreq and not lam.rest:
                 vals = list(args)
             elif lam.rest and n >= lam.nreq:
-                vals = [*args[: lam.nreq], from_iterable(args[lam.nreq :])]
                 self.rt.alloc(n - lam.nreq)
+                vals = [*args[: lam.nreq], self.rt.build(args[lam.nreq :])]
             else:
                 self.rt.node = e
                 want = f"at least {lam.nreq}" if lam.rest else str(lam.nreq)
@@ -434,10 +434,9 @@ class Machine(LaneTests):
             return None, None, REFERENCE[prim.code](rt, *args)
         if prim.code == _APPLY:
             fn = args[0]
-            try:
-                tail = list(iter_list(args[-1]))
-            except ValueError:
-                raise rt.error("apply: the last argument must be a proper list") from None
+            tail, end = rt.walk(args[-1], "apply", cap=False)
+            if end is not NIL:
+                raise rt.error("apply: the last argument must be a proper list")
             return self._call(kont, fn, (*args[1:-1], *tail), e)
         if prim.code == _ERROR:
             raise rt.error(error_message(args))

@@ -16,7 +16,7 @@ from ndvm.errors import ShapeError
 from ndvm.eval.lists import elements
 from ndvm.eval.runtime import REFERENCE, type_name
 from ndvm.payload import Arr
-from ndvm.values import NIL, Pair, from_iterable
+from ndvm.values import NIL, Pair
 
 
 def _num_payload(rt: Any, x: Any, who: str) -> Any:
@@ -29,13 +29,16 @@ def _num_payload(rt: Any, x: Any, who: str) -> Any:
 
 def _stack(rt: Any, items: list[Any], who: str, axis_rank: int) -> Any:
     """Stack numbers (axis_rank 0) into a vector, or vectors (1) into a matrix (rows)."""
-    if axis_rank == 0:
-        payloads = tuple(_num_payload(rt, x, who) for x in items)
-    else:
-        payloads = tuple(np.asarray(x.val) for x in items)
-    if not payloads:
+    if not items:
         return Arr(np.zeros((1, 1, 0)), -1, 1)
-    arrays = [np.asarray(p, dtype=np.float64).reshape(np.shape(p) or (1, 1)) for p in payloads]
+    payloads: list[Any] = []
+    arrays: list[np.ndarray] = []
+    for part in rt.chunks(len(items)):
+        for k in part:
+            x = items[k]
+            p = _num_payload(rt, x, who) if axis_rank == 0 else x.val
+            payloads.append(p)
+            arrays.append(np.asarray(p, dtype=np.float64).reshape(np.shape(p) or (1, 1)))
     lane = np.broadcast_shapes(*(a.shape[:2] for a in arrays))
     out = np.stack([np.broadcast_to(a, lane + a.shape[2:]) for a in arrays], axis=-1 - axis_rank)
     rt.alloc()
@@ -45,7 +48,7 @@ def _stack(rt: Any, items: list[Any], who: str, axis_rank: int) -> Any:
             return tuple(g[..., i] for i in range(len(xs)))
         return tuple(g[..., i, :] for i in range(len(xs)))
 
-    return rt.tape_op(vjp, tuple(items), tuple(arrays), out, axis_rank + 1)
+    return rt.tape_op(vjp, tuple(items), tuple(payloads), out, axis_rank + 1)
 
 
 def _vec(rt: Any, *xs: Any) -> Any:
@@ -108,8 +111,20 @@ def _eye(rt: Any, n: Any) -> Arr:
 
 
 def _make_vector(rt: Any, n: Any, fill: Any = 0.0) -> Any:
+    """``size`` copies of ``fill`` in one array operation (its gradient: their sum)."""
     size = _size(rt, n, "make-vector")
-    return _vec(rt, *([fill] * size))
+    if size == 0:
+        return _vec(rt)
+    p = np.asarray(_num_payload(rt, fill, "vec"), dtype=np.float64)
+    lane = np.shape(p) or (1, 1)
+    rt.payload_alloc(int(np.prod(lane)) * size)
+    out = np.repeat(p.reshape(lane)[..., None], size, axis=-1)
+    rt.alloc()
+
+    def vjp(g: np.ndarray, ans: np.ndarray, x: Any) -> tuple[Any, ...]:
+        return (g.sum(axis=-1),)
+
+    return rt.tape_op(vjp, (fill,), (p,), out, 1, counted=True)
 
 
 def _check_index(rt: Any, i: int, n: int, who: str) -> None:
@@ -170,7 +185,10 @@ def _cols(rt: Any, m: Any) -> float:
 def _vector_to_list(rt: Any, v: Any) -> Any:
     n = _shape_of(rt, v, 1, "vector->list")[0]
     rt.alloc(n)
-    return from_iterable(_gather(rt, v, (i,), 0) for i in range(n))
+    items: list[Any] = []
+    for part in rt.chunks(n):
+        items += [_gather(rt, v, (i,), 0) for i in part]
+    return rt.build(items)
 
 
 def _list_to_vector(rt: Any, x: Any) -> Any:

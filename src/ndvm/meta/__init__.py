@@ -10,9 +10,9 @@ itself running ``src`` (the interpretive tower).
 
 The wrapper defines two names the evaluator expects, both generated from the one primitive
 table for the names the wrapped text mentions: ``meta-primitives`` (each such primitive and
-alias bound to the host procedure, except the evaluator's own ``apply`` and ``procedure?``)
-and ``meta-prelude`` (the prelude procedures' ndvm source, which the evaluator interprets like
-user code).
+alias bound to the host procedure, except the evaluator's own ``apply`` and ``procedure?``,
+and each named constant bound to its value) and ``meta-prelude`` (the prelude procedures'
+ndvm source, which the evaluator interprets like user code).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ndvm.api import compile as _compile
 from ndvm.lang.datum import symbols_in
 from ndvm.lang.front import ParamsArg, compile_source, prelude_closure
 from ndvm.lang.reader import read
-from ndvm.prims import PRIMS, Kind
+from ndvm.prims import CONSTANTS, PRIMS, Kind
 
 EVALUATOR_PATH = Path(__file__).with_name("evaluator.scm")
 # The evaluator defines these procedures itself (they must see object closures).
@@ -61,6 +61,7 @@ def support_source(program_text: str) -> str:
     ]
     prims.sort(key=lambda p: (_HOT.index(p.name) if p.name in _HOT else len(_HOT), p.code))
     entries = [f"(cons '{alias} {p.name})" for p in prims for alias in p.names if alias in used]
+    entries += [f"(cons '{k} {k})" for k in CONSTANTS if k in used]  # the host's constants
     lines = ["(define meta-primitives", "  (list"]
     lines += [f"   {' '.join(entries[i : i + 4])}" for i in range(0, len(entries), 4)]
     lines[-1] += "))"

@@ -9,7 +9,18 @@ from ndvm.prims import predicates as _predicates  # noqa: F401
 from ndvm.prims import prelude as _prelude  # noqa: F401
 from ndvm.prims import structural as _structural  # noqa: F401
 from ndvm.prims import vectors as _vectors  # noqa: F401
+from ndvm.prims.constants import CONSTANTS
 from ndvm.prims.registry import Arity, Domain, ImplTable, Kind, Prim, Registry, Shape
 from ndvm.prims.table import PRIMS
 
-__all__ = ["PRIMS", "Arity", "Domain", "ImplTable", "Kind", "Prim", "Registry", "Shape"]
+__all__ = [
+    "CONSTANTS",
+    "PRIMS",
+    "Arity",
+    "Domain",
+    "ImplTable",
+    "Kind",
+    "Prim",
+    "Registry",
+    "Shape",
+]

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ndvm.api import Program
+from ndvm.backends.inputs import as_array, as_table
 from ndvm.calibrate import Calibration, calibrate
 from ndvm.errors import NdvmError
 from ndvm.lang.front import check_name
@@ -97,10 +98,14 @@ def load_candidate(candidate: Any, inputs: tuple[str, ...], backend: str | None 
     if isinstance(candidate, Mapping):
         params = candidate.get("params")
         return ndvm.compile(
-            candidate["src"], None if params is None else list(params), inputs, backend=backend
+            candidate["src"],
+            None if params is None else list(params),
+            inputs,
+            backend=backend,
+            free_params=True,  # a candidate's free names are its parameters (docs/tasks.md)
         )
     if isinstance(candidate, str):
-        return ndvm.compile(candidate, inputs=inputs, backend=backend)
+        return ndvm.compile(candidate, inputs=inputs, backend=backend, free_params=True)
     raise NdvmError(f"a candidate is source text, a Program or a JSON record, not {candidate!r}")
 
 
@@ -349,11 +354,16 @@ def from_arrays(
     loops: bool = False,
     optimizer: str = "auto",
 ) -> Task:
-    """A regression task on ``y ~ f(X)``: X ``[N]`` or ``[N, d]``, y ``[N]``. Candidates are
-    calibrated by ``optimizer`` ("auto": Levenberg–Marquardt on the mse, at most ``steps``
-    iterations; "adam": ``steps`` Adam steps at ``lr``), every start a lane."""
+    """A regression task on ``y ~ f(X)``: X ``[N]`` or ``[N, d]``, y ``[N]``. A pandas
+    DataFrame X gives the input names (its columns) unless ``names`` is given; a pandas Series
+    X its name; y may be a Series. Candidates are calibrated by ``optimizer`` ("auto":
+    Levenberg–Marquardt on the mse, at most ``steps`` iterations; "adam": ``steps`` Adam steps
+    at ``lr``), every start a lane."""
+    X, columns = as_table(X, "X")
+    if names is None:
+        names = columns
     Xa = np.asarray(X, dtype=np.float64)
-    ya = np.asarray(y, dtype=np.float64).reshape(-1)
+    ya = np.asarray(as_array(y, "y"), dtype=np.float64).reshape(-1)
     if Xa.ndim == 1:
         Xa = Xa[:, None]
     if Xa.ndim != 2 or Xa.shape[0] != ya.shape[0]:
