@@ -16,6 +16,7 @@ import numpy as np
 
 from ndvm.backends import registry
 from ndvm.backends.base import STATUS_ERROR, RunResult
+from ndvm.backends.inputs import as_inputs
 from ndvm.errors import BackendUnsupported, FreeNameWarning, NdvmError
 from ndvm.eval.limits import Limits
 from ndvm.frozen import frozen
@@ -141,7 +142,7 @@ class Program:
         result = _backend(self.backend).run(
             self.compiled,
             th,
-            dict(inputs or {}),
+            as_inputs(inputs, self.inputs),
             grad=grad,
             cotangent=ct,
             limits=self.limits,
@@ -161,7 +162,7 @@ class Program:
         ``inputs`` are positional-only, so an input may be named ``theta`` or ``inputs``.
         """
         th, single = self._theta(theta)
-        inputs = merge_inputs(inputs, named)
+        inputs = merge_inputs(inputs, named, self.compiled.inputs)
         result = _backend(self.backend).run(
             self.compiled,
             th,
@@ -194,7 +195,7 @@ class Program:
             if cotangent is not None:
                 raise NdvmError("value_and_grad: cotangent given twice")
             cotangent = named.pop("cotangent")
-        inputs = merge_inputs(inputs, named)
+        inputs = merge_inputs(inputs, named, self.compiled.inputs)
         ct = None
         if cotangent is not None:
             ct = np.asarray(cotangent, dtype=np.float64)
@@ -230,7 +231,7 @@ class Program:
         (N * elements), batched as parameter lanes.
         """
         th, single = self._theta(theta)
-        inputs = merge_inputs(inputs, named)
+        inputs = merge_inputs(inputs, named, self.compiled.inputs)
         run = _backend(self.backend).run
         opts = {"limits": self.limits, "dialect": self.dialect, "replay": self.replay}
         first = run(self.compiled, th, inputs, grad=False, cotangent=None, **opts)
@@ -311,14 +312,19 @@ class Program:
         return out
 
 
-def merge_inputs(inputs: Mapping[str, Any] | None, named: Mapping[str, Any]) -> dict[str, Any]:
-    """One dict of inputs from a mapping and keywords (a name in both is an error)."""
+def merge_inputs(
+    inputs: Any, named: Mapping[str, Any], names: tuple[str, ...] | None = None
+) -> dict[str, Any]:
+    """One dict of inputs from a mapping (or a pandas DataFrame: one input per column, only
+    the columns in ``names`` when given) and keywords (a name in both is an error)."""
     if inputs is None:
         return dict(named)
     if not isinstance(inputs, Mapping):
-        raise NdvmError(
-            f"inputs must be a mapping of input names to values, got {type(inputs).__name__}"
-        )
+        if type(inputs).__name__ != "DataFrame":
+            raise NdvmError(
+                f"inputs must be a mapping of input names to values, got {type(inputs).__name__}"
+            )
+        inputs = as_inputs(inputs, names)
     both = sorted(set(inputs) & set(named))
     if both:
         raise NdvmError(f"input(s) {both} given both in the mapping and as keywords")

@@ -63,3 +63,15 @@ def test_task_from_arrays_names_inputs_by_column() -> None:
     np.testing.assert_array_equal(a.train_target, b.train_target)
     assert from_arrays(df["t"], df["y"]).inputs == ("t",)
     assert from_arrays(df[["t"]], df["y"], names=["s"]).inputs == ("s",)
+
+
+def test_program_calls_take_a_dataframe_by_column_name() -> None:
+    import pandas as pd
+
+    prog = ndvm.compile("(* k theta)", params=["k"], inputs=["theta"])
+    df = pd.DataFrame({"other": [9.0, 9.0], "theta": [1.0, 2.0]})
+    theta = np.array([2.0])
+    np.testing.assert_allclose(prog.eval(theta, df), [2.0, 4.0])
+    np.testing.assert_allclose(prog.evaluate(theta, df).value[0], [2.0, 4.0])
+    np.testing.assert_allclose(prog.value_and_grad(theta, None, df)[1], [3.0])
+    np.testing.assert_allclose(prog.jacobian(theta, df)[:, 0], [1.0, 2.0])

@@ -82,4 +82,9 @@ def test_not_converged_advice(optimizer: str, advises_auto: bool) -> None:
         cal = ndvm.calibrate(prog, {"x": x}, np.zeros(5), steps=5, starts=2, optimizer=optimizer)
     assert cal.message.startswith("not converged")
     assert ("use optimizer='auto'" in cal.message) is advises_auto
-    assert ("optimizer='auto' was in use" in cal.message) is not advises_auto
+    # auto's Adam + L-BFGS says it was in use; auto on an mse is Levenberg-Marquardt
+    assert ("optimizer='auto' was in use" in cal.message) is (cal.optimizer == "adam+lbfgs-polish")
+    polished = ndvm.calibrate(prog, {"x": x}, np.zeros(5), steps=5, starts=2, loss="gaussian_nll",
+                              warn=False)  # fmt: skip
+    assert polished.optimizer == "adam+lbfgs-polish"
+    assert "use optimizer='auto'" not in polished.message

@@ -102,7 +102,7 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     try:
         prog = ndvm.compile(
             cand.src, cand.params, task.inputs, backend=limits.backend,
-            dialect=limits.dialect, strict=False, limits=lim,
+            dialect=limits.dialect, strict=False, limits=lim, free_params=True,
         )  # fmt: skip
     except NdvmError as exc:
         return _rejected(job, Verdict(False, "resolve", f"{type(exc).__name__}: {exc}"), t0)
