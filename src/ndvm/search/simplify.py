@@ -1,18 +1,24 @@
-"""Parsimony for proposers: algebraic identities removed from a program before it is scored.
+"""Parsimony for proposers: identities, folding and canonical forms applied before scoring.
 
 ``simplify(datum)`` rewrites bottom-up: ``(/ e e)`` -> 1, ``(- e e)`` -> 0 (the language is
 pure, so structurally equal operands are equal values), ``(* 1 e)``, ``(* e 1)``, ``(+ 0 e)``,
 ``(+ e 0)``, ``(- e 0)``, ``(/ e 1)``, ``(log (exp e))`` -> e, ``(* 0 e)`` -> 0, and
 arithmetic on literals is folded. ``(sin (/ x x))`` thus becomes ``(sin 1)``, which the
 funnel then rejects for having no parameter, instead of a bloated winner.
+
+``canonical(datum, params)`` goes further (what ``evolve`` proposes): subtrees of parameters
+and literals fold into one parameter, ``+``/``*`` are flattened and ordered, parameters are
+renamed by first appearance; ``canonical_skeleton`` does the same on skeleton text, so that
+deduplication (``candidate.skeleton_hash``) sees equivalent programs as one skeleton.
 """
 
 from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Callable, Sequence
 
-from ndvm.lang.datum import Datum, Num, SList, Sym, to_source
+from ndvm.lang.datum import Datum, Num, SList, Sym, symbols_in, to_source
 
 _FOLD = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
 
@@ -75,3 +81,196 @@ def simplify(d: Datum) -> Datum:
 
 def _sym(d: Datum, name: str) -> bool:
     return isinstance(d, Sym) and d.name == name
+
+
+# -- canonical forms: folding of constant subtrees, flattening and ordering -------------------
+# Pure scalar functions: applied to parameters and literals only, they give a constant.
+SCALAR_OPS = frozenset(
+    "+ - * / abs acos acosh asin asinh atan cbrt cos cosh erf exp expm1 expt hypot log log1p "
+    "logaddexp max min sigmoid sin sinh softplus sqrt square tan tanh floor ceiling round "
+    "truncate sign".split()
+)
+_COMMUTATIVE = {"+": 0.0, "*": 1.0}  # flattened, ordered; the value is the op's identity
+_UNARY = {
+    "exp": math.exp, "log": math.log, "sqrt": math.sqrt, "sin": math.sin, "cos": math.cos,
+    "tan": math.tan, "abs": abs, "tanh": math.tanh, "sinh": math.sinh, "cosh": math.cosh,
+    "square": lambda v: v * v,
+}  # fmt: skip
+_FRESH = "%fold"  # prefix of a folded subtree's parameter before the names are assigned
+SKELETON_PARAM, SKELETON_LITERAL = "P", "C"
+
+
+class _Canon:
+    """One canonicalization: which symbols are parameters, and the folded ones made so far."""
+
+    def __init__(self, params: frozenset[str], *, skeleton: bool) -> None:
+        self.params, self.skeleton, self.fresh = params, skeleton, 0
+
+    def is_param(self, d: Datum) -> bool:
+        return isinstance(d, Sym) and (d.name in self.params or d.name.startswith(_FRESH))
+
+    def is_literal(self, d: Datum) -> bool:
+        return isinstance(d, Num) or (self.skeleton and _sym(d, SKELETON_LITERAL))
+
+    def new_param(self) -> Sym:
+        if self.skeleton:
+            return Sym(SKELETON_PARAM)
+        self.fresh += 1
+        return Sym(f"{_FRESH}{self.fresh}")
+
+    def key(self, d: Datum) -> tuple[int, str, str]:
+        """Argument order of a commutative form: parameters, symbols, literals, then lists,
+        each by structure (parameter names do not matter), then by source."""
+        if self.is_param(d):
+            rank = 0
+        else:
+            rank = 2 if self.is_literal(d) else 1 if isinstance(d, Sym) else 3
+        shape = to_source(d, lambda a: SKELETON_PARAM if self.is_param(a) else str(a))
+        return rank, shape, to_source(d)
+
+    def walk(self, d: Datum) -> Datum:
+        if not isinstance(d, SList) or not d.items or d.tail is not None:
+            return d
+        head = d.items[0]
+        if _sym(head, "quote"):
+            return d
+        items = (head, *(self.walk(x) for x in d.items[1:]))
+        if not isinstance(head, Sym) or head.name not in SCALAR_OPS:
+            return SList(items, None, d.line, d.column)
+        if head.name in _COMMUTATIVE:
+            return self.commutative(head.name, list(items[1:]))
+        args = items[1:]
+        if args and all(self.is_param(a) or self.is_literal(a) for a in args):
+            if any(self.is_param(a) for a in args):
+                return self.new_param()  # a parameter-only subtree: one parameter
+            folded = _fold_literals(head.name, args)
+            if folded is not None:
+                return folded
+        return self.identity(head.name, args) or SList(items, None, d.line, d.column)
+
+    def identity(self, op: str, args: tuple[Datum, ...]) -> Datum | None:
+        if op in _FOLD and len(args) == 2:
+            a, b = args
+            if self.skeleton and (_has(a, SKELETON_PARAM) or _has(a, SKELETON_LITERAL)):
+                if to_source(a) == to_source(b):
+                    return None  # (- P P) may be two parameters: not an identity here
+            return _binary(op, a, b)
+        if op == "log" and len(args) == 1:
+            arg = args[0]
+            if isinstance(arg, SList) and len(arg.items) == 2 and _sym(arg.items[0], "exp"):
+                return arg.items[1]
+        return None
+
+    def commutative(self, op: str, args: list[Datum]) -> Datum:
+        flat: list[Datum] = []
+        for a in args:
+            nested = isinstance(a, SList) and a.items and _sym(a.items[0], op)
+            flat.extend(a.items[1:] if nested else (a,))  # type: ignore[union-attr]
+        consts = [a for a in flat if self.is_param(a) or self.is_literal(a)]
+        rest = [a for a in flat if not (self.is_param(a) or self.is_literal(a))]
+        unit = _COMMUTATIVE[op]
+        if len(consts) == 1 and self.is_param(consts[0]):
+            rest.append(consts[0])
+        elif any(self.is_param(a) for a in consts):
+            rest.append(self.new_param())
+        elif consts and not self.skeleton:
+            value = math.fsum(a.value for a in consts) if op == "+" else math.prod(
+                a.value for a in consts  # type: ignore[union-attr]
+            )  # fmt: skip
+            if op == "*" and value == 0.0:
+                return _num(0.0)
+            if value != unit:
+                rest.append(_num(value))
+        elif consts:
+            rest.append(Sym(SKELETON_LITERAL))
+        if not rest:
+            return _num(unit)
+        if len(rest) == 1:
+            return rest[0]
+        return SList((Sym(op), *sorted(rest, key=self.key)))
+
+
+def _has(d: Datum, name: str) -> bool:
+    return name in symbols_in([d])
+
+
+def _fold_literals(op: str, args: tuple[Datum, ...]) -> Datum | None:
+    """The literal value of ``op`` on literal ``args`` when finite (else None: left as is)."""
+    values = [a.value for a in args if isinstance(a, Num)]
+    if len(values) != len(args):
+        return None
+    try:
+        if op in _FOLD and len(values) == 2:
+            v = _FOLD[op](*values)
+        elif op in _UNARY and len(values) == 1:
+            v = _UNARY[op](values[0])
+        elif op == "-" and len(values) == 1:
+            v = -values[0]
+        else:
+            return None
+    except (ArithmeticError, ValueError):
+        return None
+    return _num(v) if math.isfinite(v) else None
+
+
+def _rename(d: Datum, names: dict[str, str]) -> Datum:
+    if isinstance(d, Sym):
+        return Sym(names[d.name], d.line, d.column) if d.name in names else d
+    if isinstance(d, SList) and d.items and not _sym(d.items[0], "quote"):
+        tail = None if d.tail is None else _rename(d.tail, names)
+        return SList(tuple(_rename(x, names) for x in d.items), tail, d.line, d.column)
+    return d
+
+
+def _params_in_order(d: Datum, is_param: Callable[[Datum], bool]) -> list[str]:
+    out: list[str] = []
+    stack = [d]
+    while stack:
+        x = stack.pop()
+        if is_param(x):
+            name = x.name  # type: ignore[union-attr]
+            if name not in out:
+                out.append(name)
+        elif isinstance(x, SList):
+            stack.extend(reversed(x.items))
+    return out
+
+
+def canonical(d: Datum, params: Sequence[str]) -> Datum:
+    """``d`` in canonical form, with the parameter names ``params``.
+
+    Bottom-up: a subtree of pure scalar functions of parameters and literals only (``(exp a)``,
+    ``(* c d)``, ``(sin c)``, ``(exp (exp a))``, ``(+ a 1)``) becomes one parameter; literal
+    arithmetic is folded; ``+`` and ``*`` are flattened, their constant arguments merged into
+    one parameter (or one literal) and their arguments ordered by structure; the identities of
+    ``simplify`` apply. Parameters are then named ``params[0], params[1], ...`` by first
+    appearance. The result's values are the original's for the parameter values the folded
+    parameters take (floating-point sums and products may round differently); where more
+    parameters would be needed than ``params`` holds, only ``simplify`` is applied.
+    """
+    canon = _Canon(frozenset(params), skeleton=False)
+    out = canon.walk(d)
+    order = _params_in_order(out, canon.is_param)
+    if len(order) > len(params):
+        return simplify(d)
+    return _rename(out, dict(zip(order, params)))
+
+
+def _skeleton_atom(d: Datum) -> str:
+    return SKELETON_LITERAL if isinstance(d, Num) else str(d)
+
+
+def canonical_skeleton(skeleton_text: str) -> str:
+    """A skeleton string (parameters ``P``, literals ``C``) in the canonical form above, so
+    that equivalent programs share one skeleton; the text itself when it does not read."""
+    from ndvm.lang.reader import read
+
+    try:
+        data = read(skeleton_text)
+    except Exception:  # noqa: BLE001 - skeleton text of an unusual program: compare as is
+        return skeleton_text
+    canon = _Canon(frozenset({SKELETON_PARAM}), skeleton=True)
+    try:
+        return " ".join(to_source(canon.walk(x), _skeleton_atom) for x in data)
+    except RecursionError:
+        return skeleton_text
