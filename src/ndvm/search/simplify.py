@@ -105,6 +105,7 @@ class _Canon:
 
     def __init__(self, params: frozenset[str], *, skeleton: bool) -> None:
         self.params, self.skeleton, self.fresh = params, skeleton, 0
+        self.witness: dict[str, Datum] = {}  # folded parameter -> the subtree it stands for
 
     def is_param(self, d: Datum) -> bool:
         return isinstance(d, Sym) and (d.name in self.params or d.name.startswith(_FRESH))
@@ -112,11 +113,14 @@ class _Canon:
     def is_literal(self, d: Datum) -> bool:
         return isinstance(d, Num) or (self.skeleton and _sym(d, SKELETON_LITERAL))
 
-    def new_param(self) -> Sym:
+    def new_param(self, op: str, args: Sequence[Datum]) -> Sym:
+        """A parameter standing for ``(op *args)`` (a subtree of parameters and literals)."""
         if self.skeleton:
             return Sym(SKELETON_PARAM)
         self.fresh += 1
-        return Sym(f"{_FRESH}{self.fresh}")
+        name = f"{_FRESH}{self.fresh}"
+        self.witness[name] = SList((Sym(op), *(self.witness.get(str(a), a) for a in args)))
+        return Sym(name)
 
     def key(self, d: Datum) -> tuple[int, str, str]:
         """Argument order of a commutative form: parameters, symbols, literals, then lists,
@@ -142,7 +146,7 @@ class _Canon:
         args = items[1:]
         if args and all(self.is_param(a) or self.is_literal(a) for a in args):
             if any(self.is_param(a) for a in args):
-                return self.new_param()  # a parameter-only subtree: one parameter
+                return self.new_param(head.name, args)  # a parameter-only subtree: one
             folded = _fold_literals(head.name, args)
             if folded is not None:
                 return folded
@@ -172,7 +176,7 @@ class _Canon:
         if len(consts) == 1 and self.is_param(consts[0]):
             rest.append(consts[0])
         elif any(self.is_param(a) for a in consts):
-            rest.append(self.new_param())
+            rest.append(self.new_param(op, consts))
         elif consts and not self.skeleton:
             value = math.fsum(a.value for a in consts) if op == "+" else math.prod(
                 a.value for a in consts  # type: ignore[union-attr]
@@ -245,15 +249,26 @@ def canonical(d: Datum, params: Sequence[str]) -> Datum:
     one parameter (or one literal) and their arguments ordered by structure; the identities of
     ``simplify`` apply. Parameters are then named ``params[0], params[1], ...`` by first
     appearance. The result's values are the original's for the parameter values the folded
-    parameters take (floating-point sums and products may round differently); where more
-    parameters would be needed than ``params`` holds, only ``simplify`` is applied.
+    parameters take (``canonical_with_witness``; floating-point sums and products may round
+    differently); where more parameters would be needed than ``params`` holds, only
+    ``simplify`` is applied.
     """
+    return canonical_with_witness(d, params)[0]
+
+
+def canonical_with_witness(d: Datum, params: Sequence[str]) -> tuple[Datum, dict[str, Datum]]:
+    """``(canonical(d, params), witness)``: ``witness`` maps each parameter of the result to
+    an expression in ``d``'s parameters (and literals) whose value it takes to reproduce
+    ``d``'s values."""
     canon = _Canon(frozenset(params), skeleton=False)
     out = canon.walk(d)
     order = _params_in_order(out, canon.is_param)
     if len(order) > len(params):
-        return simplify(d)
-    return _rename(out, dict(zip(order, params)))
+        out = simplify(d)
+        return out, {n: Sym(n) for n in _params_in_order(out, canon.is_param)}
+    names = dict(zip(order, params))
+    witness = {names[n]: canon.witness.get(n, Sym(n)) for n in order}
+    return _rename(out, names), witness
 
 
 def _skeleton_atom(d: Datum) -> str:
