@@ -66,7 +66,9 @@ def test_folded_program_reproduces_the_original() -> None:
             continue
         got = np.broadcast_to(_eval(to_source(out), new_params, values, x=x, y=y), x.shape)
         ok = np.isfinite(want)
-        np.testing.assert_allclose(got[ok], want[ok], rtol=1e-9, atol=1e-9, err_msg=src)
+        # a folded constant is rounded once (1/d, -d, a product): the program's conditioning
+        # (exp, cos of large arguments) can amplify that to ~1e-8; a wrong fold is O(1)
+        np.testing.assert_allclose(got[ok], want[ok], rtol=1e-6, atol=1e-9, err_msg=src)
     assert folded >= 20  # the corpus exercises folding, not only renaming
 
 
@@ -75,7 +77,8 @@ def test_named_folds() -> None:
         "(exp a)": "a", "(* c d)": "a", "(sin c)": "a", "(exp (exp a))": "a",
         "(* (* a x) b)": "(* a x)", "(+ (exp a) (* a x))": "(+ a (* b x))",
         "(- (+ x a) (+ a x))": "0", "(* 2 3 x)": "(* x 6)", "(+ x (+ y a))": "(+ a x y)",
-        "(/ S (+ (* d S) (exp a)))": "(/ S (+ a (* b S)))",
+        "(/ S (+ (* d S) (exp a)))": "(/ S (+ a (* b S)))", "(- (* a x) b)": "(+ a (* b x))",
+        "(/ (+ a (* b x)) c)": "(* a (+ b (* c x)))", "(- x 2)": "(+ x -2)",
     }  # fmt: skip
     for src, want in cases.items():
         assert to_source(canonical(read(src)[0], PARAMS)) == want, src
@@ -95,9 +98,9 @@ def _hash(src: str) -> str:
 @pytest.mark.parametrize(
     "group",
     [
-        ["(* a x)", "(* x b)", "(* (exp c) x)", "(* (* a b) x)", "(* x (sin (* c d)))"],
+        ["(* a x)", "(* x b)", "(* (exp c) x)", "(* (* a b) x)", "(* x (sin (* c d)))", "(/ x a)"],
         ["(+ (* a x) (sin x))", "(+ (sin x) (* x b))", "(+ (sin x) (* (exp a) x))"],
-        ["(+ x (+ y a))", "(+ (+ x a) y)", "(+ y x b)", "(+ (+ y c) (+ x d))"],
+        ["(+ x (+ y a))", "(+ (+ x a) y)", "(+ y x b)", "(+ (+ y c) (+ x d))", "(- (+ x y) a)"],
         ["(/ x (+ a (* b x)))", "(/ x (+ (* d x) (exp a)))", "(/ x (+ (* x c) (* a b)))"],
     ],
 )
@@ -107,7 +110,7 @@ def test_equivalent_programs_share_one_skeleton(group: list[str]) -> None:
 
 
 def test_different_programs_keep_different_skeletons() -> None:
-    group = ["(* a x)", "(/ x a)", "(- (* a x) (* b x))", "(+ a x)", "(* a (* x x))", "(* x 2)"]
+    group = ["(* a x)", "(/ a x)", "(- (* a x) (* b x))", "(+ a x)", "(* a (* x x))", "(* x 2)"]
     assert len({_hash(s) for s in group}) == len(group)
 
 

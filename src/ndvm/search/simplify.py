@@ -96,6 +96,7 @@ _UNARY = {
     "tan": math.tan, "abs": abs, "tanh": math.tanh, "sinh": math.sinh, "cosh": math.cosh,
     "square": lambda v: v * v,
 }  # fmt: skip
+_INVERSE = {"-": "+", "/": "*"}  # a constant right operand moves into the commutative form
 _FRESH = "%fold"  # prefix of a folded subtree's parameter before the names are assigned
 SKELETON_PARAM, SKELETON_LITERAL = "P", "C"
 
@@ -150,7 +151,23 @@ class _Canon:
             folded = _fold_literals(head.name, args)
             if folded is not None:
                 return folded
+        if head.name in _INVERSE and len(args) == 2:
+            moved = self.inverse(head.name, args[0], args[1])
+            if moved is not None:
+                return moved
         return self.identity(head.name, args) or SList(items, None, d.line, d.column)
+
+    def inverse(self, op: str, e: Datum, k: Datum) -> Datum | None:
+        """``(- e k)`` -> ``(+ e k')``, ``(/ e k)`` -> ``(* e k')`` for a constant ``k``
+        (``k'`` = ``-k`` or ``1/k``), so that the constant joins the commutative form."""
+        if self.is_param(k):
+            args = (k,) if op == "-" else (_num(1.0), k)
+            return self.commutative(_INVERSE[op], [e, self.new_param(op, args)])
+        if isinstance(k, Num) and not self.skeleton:
+            inv = _fold_literals("-", (k,)) if op == "-" else _fold_literals("/", (_num(1.0), k))
+            if inv is not None and k.value != 0.0:
+                return self.commutative(_INVERSE[op], [e, inv])
+        return None
 
     def identity(self, op: str, args: tuple[Datum, ...]) -> Datum | None:
         if op in _FOLD and len(args) == 2:
@@ -245,7 +262,8 @@ def canonical(d: Datum, params: Sequence[str]) -> Datum:
 
     Bottom-up: a subtree of pure scalar functions of parameters and literals only (``(exp a)``,
     ``(* c d)``, ``(sin c)``, ``(exp (exp a))``, ``(+ a 1)``) becomes one parameter; literal
-    arithmetic is folded; ``+`` and ``*`` are flattened, their constant arguments merged into
+    arithmetic is folded; ``(- e k)`` / ``(/ e k)`` of a constant ``k`` become ``(+ e k')`` /
+    ``(* e k')``; ``+`` and ``*`` are flattened, their constant arguments merged into
     one parameter (or one literal) and their arguments ordered by structure; the identities of
     ``simplify`` apply. Parameters are then named ``params[0], params[1], ...`` by first
     appearance. The result's values are the original's for the parameter values the folded
