@@ -30,9 +30,7 @@ from ndvm.errors import ExportUnsupported
 from ndvm.export.binding import bind_inputs, bind_params, program_of, trace
 
 
-def to_torch(
-    program: Any, *, inputs: Mapping[str, Any] | None = None, values: Any = None
-) -> Any:
+def to_torch(program: Any, *, inputs: Mapping[str, Any] | None = None, values: Any = None) -> Any:
     """A ``torch.nn.Module`` computing ``program``; see the module docstring.
 
     ``inputs`` (example inputs) checks the translation now; without them, a program that has
