@@ -31,14 +31,15 @@ def _is(d: Datum, v: float) -> bool:
     return isinstance(d, Num) and d.value == v
 
 
-def _binary(op: str, a: Datum, b: Datum) -> Datum | None:
+def _binary(op: str, a: Datum, b: Datum, same: bool | None = None) -> Datum | None:
     if isinstance(a, Num) and isinstance(b, Num):
         try:
             v = _FOLD[op](a.value, b.value)
         except ZeroDivisionError:
             return None
         return _num(v) if math.isfinite(v) else None
-    same = to_source(a) == to_source(b)
+    if same is None:
+        same = to_source(a) == to_source(b)
     if op == "/" and same:
         return _num(1.0)
     if op == "-" and same:
@@ -107,6 +108,7 @@ class _Canon:
     def __init__(self, params: frozenset[str], *, skeleton: bool) -> None:
         self.params, self.skeleton, self.fresh = params, skeleton, 0
         self.witness: dict[str, Datum] = {}  # folded parameter -> the subtree it stands for
+        self.memo: dict[int, tuple[Datum, tuple[str, str]]] = {}
 
     def is_param(self, d: Datum) -> bool:
         return isinstance(d, Sym) and (d.name in self.params or d.name.startswith(_FRESH))
@@ -123,6 +125,26 @@ class _Canon:
         self.witness[name] = SList((Sym(op), *(self.witness.get(str(a), a) for a in args)))
         return Sym(name)
 
+    def texts(self, d: Datum) -> tuple[str, str]:
+        """``(structure, source)`` of ``d``: the source with parameters printed as ``P``, and
+        the source (memoized per node: sorting and identity checks read them often)."""
+        hit = self.memo.get(id(d))
+        if hit is not None and hit[0] is d:
+            return hit[1]
+        if isinstance(d, SList) and d.tail is None:
+            parts = [self.texts(x) for x in d.items]
+            out = ("(" + " ".join(p[0] for p in parts) + ")",
+                   "(" + " ".join(p[1] for p in parts) + ")")  # fmt: skip
+        elif isinstance(d, SList):
+            out = (to_source(d, self.shape_atom), to_source(d))
+        else:
+            out = (self.shape_atom(d), str(d))
+        self.memo[id(d)] = (d, out)  # the node is kept alive with its texts: ids stay unique
+        return out
+
+    def shape_atom(self, d: Datum) -> str:
+        return SKELETON_PARAM if self.is_param(d) else str(d)
+
     def key(self, d: Datum) -> tuple[int, str, str]:
         """Argument order of a commutative form: parameters, symbols, literals, then lists,
         each by structure (parameter names do not matter), then by source."""
@@ -130,8 +152,7 @@ class _Canon:
             rank = 0
         else:
             rank = 2 if self.is_literal(d) else 1 if isinstance(d, Sym) else 3
-        shape = to_source(d, lambda a: SKELETON_PARAM if self.is_param(a) else str(a))
-        return rank, shape, to_source(d)
+        return (rank, *self.texts(d))
 
     def walk(self, d: Datum) -> Datum:
         if not isinstance(d, SList) or not d.items or d.tail is not None:
@@ -172,10 +193,10 @@ class _Canon:
     def identity(self, op: str, args: tuple[Datum, ...]) -> Datum | None:
         if op in _FOLD and len(args) == 2:
             a, b = args
-            if self.skeleton and (_has(a, SKELETON_PARAM) or _has(a, SKELETON_LITERAL)):
-                if to_source(a) == to_source(b):
-                    return None  # (- P P) may be two parameters: not an identity here
-            return _binary(op, a, b)
+            same = self.texts(a)[1] == self.texts(b)[1]
+            if same and self.skeleton and (_has(a, SKELETON_PARAM) or _has(a, SKELETON_LITERAL)):
+                return None  # (- P P) may be two parameters: not an identity here
+            return _binary(op, a, b, same)
         if op == "log" and len(args) == 1:
             arg = args[0]
             if isinstance(arg, SList) and len(arg.items) == 2 and _sym(arg.items[0], "exp"):
