@@ -85,15 +85,27 @@ def test_arrays_get_x_names_or_variable_names() -> None:
 
 @pytest.mark.parametrize(
     ("name", "why"),
-    [("income k", "one symbol"), ("exp", "operator"), ("a", "reserved"), ("C", "reserved"),
+    [("income k", "one symbol"), ("exp", "operator"), ("theta", "reserved"), ("C", "reserved"),
      ("if", "something else"), ("3x", "one symbol"), ("", "one symbol")],
 )  # fmt: skip
 def test_names_the_language_cannot_take_are_a_clear_error(name: str, why: str) -> None:
     with pytest.raises(ndvm.NdvmError, match=why):
-        check_names([name], ("a", "b", "c", "d"))
+        check_names([name])
     X, y = _arrays(30)
     with pytest.raises(ndvm.NdvmError, match="rename the column"):
         SymbolicRegressor(batches=1, variable_names=["substrate", name]).fit(X, y)
+
+
+@pytest.mark.data
+def test_inputs_may_take_the_default_parameter_names() -> None:
+    rng = np.random.default_rng(2)
+    X = rng.uniform(1.0, 10.0, (120, 2))
+    m = SymbolicRegressor(time_budget=None, batches=6, variable_names=["omega", "c"])
+    m.fit(X, X[:, 0] / X[:, 1])
+    assert m.task_.search.grammar.params == ("a", "b", "d", "f")
+    src, values = m.program()
+    assert set(values) <= {"a", "b", "d", "f"} and "c" in symbols_in(read(src))
+    assert m.score(X, X[:, 0] / X[:, 1]) > 0.999
 
 
 @pytest.mark.data

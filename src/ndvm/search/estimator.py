@@ -28,10 +28,11 @@ from ndvm.search.state import Budget
 from ndvm.search.store import Store
 from ndvm.tasks.base import Task
 from ndvm.tasks.columns import DEFAULT_BINARY, DEFAULT_UNARY
-from ndvm.tasks.grammar import Grammar
 
 SELECTIONS = {"best": frontier.SCORE_TOLERANCE, "accuracy": 1.0, "score": float("inf")}
-RESERVED = frozenset({"P", "C"})  # the skeleton printer's names for parameters and literals
+# the skeleton printer's names for parameters and literals; Program.eval's own argument
+RESERVED = frozenset({"P", "C", "theta"})
+PARAM_POOL = "abcdfghkmnpqrsuvw"  # parameter names: the first four that are not inputs
 
 
 class SymbolicRegressor:
@@ -123,13 +124,14 @@ class SymbolicRegressor:
             raise NdvmError(f"model_selection must be one of {sorted(SELECTIONS)}, "
                             f"got {self.model_selection!r}")  # fmt: skip
         values, names = _columns(X, self.variable_names)
-        check_names(names, Grammar().params)
+        check_names(names)
         task = Task.from_arrays(
             values, _target(y, len(values)), names=names, split=tuple(self.split),
             seed=self.random_state, binary_operators=tuple(self.binary_operators),
             unary_operators=tuple(self.unary_operators), max_size=self.max_complexity,
             name="SymbolicRegressor",
         )  # fmt: skip
+        task = _with_params(task, names)
         db = self.database or str(Path(tempfile.mkdtemp(prefix="ndvm-sr-")) / "search.db")
         resume = bool(self.warm_start and Path(db).exists() and _elapsed(db) is not None)
         seconds = self.time_budget
@@ -299,9 +301,22 @@ def _target(y: Any, n: int | None) -> np.ndarray:
     return yv
 
 
-def check_names(names: Sequence[str], params: Sequence[str]) -> None:
+def _with_params(task: Task, names: Sequence[str]) -> Task:
+    """``task`` with grammar parameters named apart from the inputs (an input may be ``c``)."""
+    from dataclasses import replace
+
+    from ndvm.prims import PRIMS
+
+    assert task.search is not None
+    params = tuple(p for p in PARAM_POOL if p not in names and p not in PRIMS)[:4]
+    grammar = replace(task.search.grammar, params=params)
+    seeds = tuple(f"(* {params[0]} {n})" for n in names)
+    return replace(task, search=replace(task.search, grammar=grammar, seeds=seeds))
+
+
+def check_names(names: Sequence[str]) -> None:
     """Every name can be an input of a program: one symbol of the language that is not an
-    operator, a special form, a parameter name of the grammar or a skeleton marker."""
+    operator, a special form, a skeleton marker (``P``, ``C``) or ``theta``."""
     from ndvm.api import compile as ndvm_compile
     from ndvm.lang.datum import Sym
     from ndvm.lang.reader import read
@@ -319,8 +334,8 @@ def check_names(names: Sequence[str], params: Sequence[str]) -> None:
             why = "it does not read as one symbol"
         elif name in PRIMS:
             why = "it is an operator of the language"
-        elif name in params or name in RESERVED:
-            why = f"it is reserved for parameters and literals ({', '.join([*params, *RESERVED])})"
+        elif name in RESERVED:
+            why = f"it is reserved ({', '.join(sorted(RESERVED))})"
         else:
             try:
                 ndvm_compile(name, (), (name,), backend="reference")
