@@ -8,10 +8,11 @@ formulas (200 rows in the formula's range; ``--noise`` relative Gaussian noise o
 120 held-out test rows from the same range and 120 extrapolation rows beyond it. ndvm's
 ``SymbolicRegressor`` and pyoperon's (``pip install 'ndvm[bench]'``) run one after the other per
 law, one thread each, with the same wall-clock budget. Reported per law and method: exact
-recovery (the model with its constants rounded to 3 significant digits — 2 with noise — and
-those below 1e-4 dropped equals the law, as exact rationals, by sympy), test R²,
-extrapolation R², model size (ndvm: nodes of the program; Operon: its model length) and wall
-time. Writes ``discovery.json`` to ``--out``.
+recovery (the model — a quotient normalized by its denominator's leading coefficient — with
+its constants rounded to 3 significant digits, 2 with noise, and those below 1e-4 dropped,
+equals the law as exact rationals, by sympy), test R², extrapolation R², model size (ndvm:
+nodes of the program; Operon: its model length) and wall time. Writes ``discovery.json`` to
+``--out``.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ LAWS = [
     Law("I.12.1", "mu*Nn", ("mu", "Nn"), (1, 1), (5, 5), lambda mu, n: mu * n),
     Law("I.14.4", "k*x**2/2", ("k", "x"), (1, 1), (5, 5), lambda k, x: k * x**2 / 2),
     Law("I.29.4", "omega/c", ("omega", "c"), (1, 1), (10, 10), lambda w, c: w / c),
-    Law("I.6.2a", "exp(-theta**2/2)/sqrt(2*pi)", ("theta",), (-3,), (3,), lambda t: _gauss(t)),
+    Law("I.6.2a", "exp(-angle**2/2)/sqrt(2*pi)", ("angle",), (-3,), (3,), lambda t: _gauss(t)),
     Law("michaelis-menten", "2.5*S/(0.8 + S)", ("S",), (0.1,), (5,), lambda s: _mm(s)),
     Law("decay", "3*exp(-0.7*t)", ("t",), (0,), (4,), lambda t: 3 * np.exp(-0.7 * t)),
 ]
@@ -70,8 +71,9 @@ def r2(y: np.ndarray, pred: np.ndarray) -> float:
 
 
 def recovered(expr: Any, law: Law, digits: int = 3) -> bool:
-    """The model with its floats rounded to ``digits`` significant digits (and those below
-    1e-4 in magnitude dropped) equals the law, as exact rationals, by sympy."""
+    """The model, normalized (``_normalized``), with its floats rounded to ``digits``
+    significant digits (those below 1e-4 in magnitude dropped) equals the law, as exact
+    rationals, by sympy."""
     import sympy
 
     names = {v: sympy.Symbol(v, real=True) for v in law.variables}
@@ -82,10 +84,26 @@ def recovered(expr: Any, law: Law, digits: int = 3) -> bool:
         return sympy.Integer(0) if abs(v) < 1e-4 else sympy.Rational(f"{v:.{digits}g}")
 
     try:
-        model = expr.xreplace({f: rounded(f) for f in expr.atoms(sympy.Float)})
+        model = _normalized(expr)
+        model = model.xreplace({f: rounded(f) for f in model.atoms(sympy.Float)})
         return bool(sympy.simplify(model - truth) == 0)
     except Exception:  # noqa: BLE001 - sympy gives up on some forms: not recovered
         return False
+
+
+def _normalized(expr: Any) -> Any:
+    """A quotient with its denominator's leading coefficient divided out (``-2.24 S / (-0.897 S
+    - 0.718)`` -> ``2.5 S / (S + 0.8)``), so that rounding sees the law's own constants."""
+    import sympy
+
+    num, den = sympy.fraction(sympy.together(expr))
+    if den.is_number:
+        return sympy.expand(expr)
+    try:
+        lead = sympy.Poly(den, *sorted(den.free_symbols, key=str)).LC()
+    except sympy.PolynomialError:
+        lead = den.as_coeff_Mul()[0]
+    return sympy.expand(num / lead) / sympy.expand(den / lead)
 
 
 def run_ndvm(law: Law, X: np.ndarray, y: np.ndarray, seconds: float, seed: int) -> dict[str, Any]:
