@@ -8,11 +8,11 @@ formulas (200 rows in the formula's range; ``--noise`` relative Gaussian noise o
 120 held-out test rows from the same range and 120 extrapolation rows beyond it. ndvm's
 ``SymbolicRegressor`` and pyoperon's (``pip install 'ndvm[bench]'``) run one after the other per
 law, one thread each, with the same wall-clock budget. Reported per law and method: exact
-recovery (the model — a quotient normalized by its denominator's leading coefficient — with
-its constants rounded to 3 significant digits, 2 with noise, and those below 1e-4 dropped,
-equals the law as exact rationals, by sympy), test R², extrapolation R², model size (ndvm:
-nodes of the program; Operon: its model length) and wall time. Writes ``discovery.json`` to
-``--out``.
+recovery (the model and the law — quotients normalized by the denominator's leading
+coefficient — with their constants rounded to 3 significant digits, 2 with noise, and those
+below 1e-4 dropped, are equal as exact rationals, by sympy), test R², extrapolation R², model
+size (ndvm: nodes of the program; Operon: its model length) and wall time. Writes
+``discovery.json`` to ``--out``.
 """
 
 from __future__ import annotations
@@ -71,24 +71,29 @@ def r2(y: np.ndarray, pred: np.ndarray) -> float:
 
 
 def recovered(expr: Any, law: Law, digits: int = 3) -> bool:
-    """The model, normalized (``_normalized``), with its floats rounded to ``digits``
-    significant digits (those below 1e-4 in magnitude dropped) equals the law, as exact
+    """The model and the law, normalized (``_normalized``), with their floats rounded to
+    ``digits`` significant digits (those below 1e-4 in magnitude dropped) are equal as exact
     rationals, by sympy."""
     import sympy
 
     names = {v: sympy.Symbol(v, real=True) for v in law.variables}
-    truth = sympy.nsimplify(sympy.sympify(law.formula, locals=names), rational=True)
 
-    def rounded(f: Any) -> Any:
-        v = float(f)
-        return sympy.Integer(0) if abs(v) < 1e-4 else sympy.Rational(f"{v:.{digits}g}")
+    def rounded(e: Any) -> Any:
+        e = _normalized(e)
+        return e.xreplace({f: _round(f, digits) for f in e.atoms(sympy.Float)})
 
     try:
-        model = _normalized(expr)
-        model = model.xreplace({f: rounded(f) for f in model.atoms(sympy.Float)})
-        return bool(sympy.simplify(model - truth) == 0)
+        truth = rounded(sympy.N(sympy.sympify(law.formula, locals=names)))  # 1/sqrt(2 pi) too
+        return bool(sympy.simplify(rounded(expr) - truth) == 0)
     except Exception:  # noqa: BLE001 - sympy gives up on some forms: not recovered
         return False
+
+
+def _round(f: Any, digits: int) -> Any:
+    import sympy
+
+    v = float(f)
+    return sympy.Integer(0) if abs(v) < 1e-4 else sympy.Rational(f"{v:.{digits}g}")
 
 
 def _normalized(expr: Any) -> Any:
