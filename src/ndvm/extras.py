@@ -20,7 +20,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "jax": ("jax",),
     "plot": ("matplotlib",),
     "sympy": ("sympy",),
-    "data": ("statsmodels", "scipy"),
+    "data": ("statsmodels", "scipy", "pandas"),
     "llm": ("openai",),
     "ray": ("ray",),
 }

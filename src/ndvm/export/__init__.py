@@ -3,6 +3,8 @@
 - ``to_torch(program)``: a ``torch.nn.Module`` whose named ``nn.Parameter``s are the program's
   parameters (unconstrained theta, as ``Program.value_and_grad`` uses; constraints are applied
   in ``forward``); ``forward(inputs)`` (or keywords) evaluates over batches of inputs.
+  ``values=`` (a ``Calibration`` or fitted values by name) starts the parameters there instead
+  of at the declared initial values — as ``to_jax``'s parameter pytree.
 - ``to_jax(program)``: ``(fn, params)``, a pure function ``fn(params, inputs)`` and the
   parameter pytree (a dict of theta scalars), usable under ``jit``, ``vmap`` and ``grad``.
 - ``to_sympy(program)``: an exact expression for a closed-form scalar program (constants keep
@@ -28,28 +30,33 @@ from ndvm.errors import ExportUnsupported
 from ndvm.export.binding import bind_inputs, bind_params, program_of, trace
 
 
-def to_torch(program: Any, *, inputs: Mapping[str, Any] | None = None) -> Any:
+def to_torch(program: Any, *, inputs: Mapping[str, Any] | None = None, values: Any = None) -> Any:
     """A ``torch.nn.Module`` computing ``program``; see the module docstring.
 
     ``inputs`` (example inputs) checks the translation now; without them, a program that has
-    inputs is checked on its first ``forward``.
+    inputs is checked on its first ``forward``. ``values``: the parameters' starting values —
+    a ``Calibration`` (its fitted theta) or a mapping name -> value as the program sees it
+    (``Calibration.params``); default: the declared initial values.
     """
     from ndvm.export.namespaces import require
 
     require("torch")
     from ndvm.export.torch_module import ExportedModule
 
-    module = ExportedModule(program_of(program, tuple(inputs or ())))
+    module = ExportedModule(program_of(program, tuple(inputs or ())), values)
     if inputs is not None or not module.program.inputs:
         module(dict(inputs or {}))
     return module
 
 
-def to_jax(program: Any, *, inputs: Mapping[str, Any] | None = None) -> tuple[Any, Any]:
-    """``(fn, params)``: ``fn(params, **inputs)`` is pure; ``params`` maps names to theta."""
+def to_jax(
+    program: Any, *, inputs: Mapping[str, Any] | None = None, values: Any = None
+) -> tuple[Any, Any]:
+    """``(fn, params)``: ``fn(params, **inputs)`` is pure; ``params`` maps names to theta
+    (of ``values`` when given, as for ``to_torch``)."""
     from ndvm.export.jax_function import export_jax
 
-    return export_jax(program_of(program, tuple(inputs or ())), inputs)
+    return export_jax(program_of(program, tuple(inputs or ())), inputs, values)
 
 
 def to_sympy(

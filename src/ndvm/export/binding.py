@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from ndvm.api import Program
 from ndvm.backends.inputs import Const
 from ndvm.errors import ExportUnsupported, NdvmError
@@ -27,6 +29,33 @@ def program_of(program: Any, inputs: tuple[str, ...] = ()) -> Program:
 
         return ndvm_compile(program, inputs=inputs, backend="reference")
     raise NdvmError(f"expected a Program, CompiledProgram or source text, got {type(program)}")
+
+
+def start_theta(program: Program, values: Any = None) -> np.ndarray:
+    """The theta ``[P]`` an export starts from: the declared initial values (``None``), the
+    fitted theta of a ``Calibration`` (its best start), or a mapping of parameter values by
+    name in the space the program sees (``Calibration.params``, a search record's params;
+    unconstrained here). A missing or unknown name, or a value outside its constraint, is an
+    ``NdvmError``."""
+    if values is None:
+        return np.array(program.init_theta(), dtype=np.float64)
+    names = program.params
+    if hasattr(values, "theta") and hasattr(values, "names") and not isinstance(values, Mapping):
+        got = tuple(values.names)[: len(names)]
+        if got != names:
+            raise NdvmError(f"the calibration's parameters {got} are not the program's {names}")
+        return np.array(np.asarray(values.theta, dtype=np.float64)[: len(names)])
+    if not isinstance(values, Mapping):
+        raise NdvmError(f"values must be a mapping of parameter values or a Calibration, "
+                        f"got {type(values).__name__}")  # fmt: skip
+    missing = [n for n in names if n not in values]
+    unknown = [n for n in values if n not in names]
+    if missing or unknown:
+        raise NdvmError(f"values: missing parameters {missing}, unknown {unknown}")
+    try:
+        return np.array(program.unconstrain([float(values[n]) for n in names]), dtype=np.float64)
+    except ValueError as exc:
+        raise NdvmError(f"values: {exc}") from None
 
 
 def bind_params(ns: Any, compiled: CompiledProgram, theta: list[Any]) -> list[Any]:

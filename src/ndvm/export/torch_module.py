@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from ndvm.api import Program, merge_inputs
-from ndvm.export.binding import bind_inputs, bind_params, trace
+from ndvm.export.binding import bind_inputs, bind_params, start_theta, trace
 from ndvm.export.namespaces import torch_namespace
 
 
@@ -18,16 +18,17 @@ class ExportedModule(torch.nn.Module):
     of ``torch.nn.Module``'s own, is registered as ``param_<i>``: ``parameter(name)`` and
     ``attribute_names`` map program names to attributes).
 
-    Each parameter holds the unconstrained theta (``Program.init_theta()`` initially), so
+    Each parameter holds the unconstrained theta (``Program.init_theta()`` initially, or the
+    theta of ``values``: fitted values by name or a ``Calibration``), so
     gradients match ``Program.value_and_grad``; ``positive``/``unit``/``signed-unit`` are
     applied in ``forward``. ``constrained()`` gives the values the program sees.
     """
 
-    def __init__(self, program: Program) -> None:
+    def __init__(self, program: Program, values: Any = None) -> None:
         super().__init__()
         self.program = program
         self.attribute_names: dict[str, str] = {}  # program parameter name -> attribute
-        for i, (spec, t) in enumerate(zip(program.param_specs, program.init_theta())):
+        for i, (spec, t) in enumerate(zip(program.param_specs, start_theta(program, values))):
             attr = spec.name
             if "." in attr or hasattr(self, attr):  # torch's rule, or a Module attribute
                 attr = f"param_{i}"

@@ -3,12 +3,14 @@
 ``run_search(task, proposer, db, budget=Budget(...), workers=N)`` proposes batches of candidate
 programs, validates them (``funnel``), calibrates the valid ones concurrently (``scheduler``),
 and stores every result in SQLite (``store``); ``frontier.summarize`` reads it back.
+``SymbolicRegressor`` wraps it all as a scikit-learn-style estimator (``estimator``).
 """
 
 from ndvm.search.candidate import Candidate as Candidate
 from ndvm.search.candidate import Evaluation as Evaluation
 from ndvm.search.candidate import Record as Record
 from ndvm.search.driver import run_search as run_search
+from ndvm.search.estimator import SymbolicRegressor as SymbolicRegressor
 from ndvm.search.evaluate import CalibLimits as CalibLimits
 from ndvm.search.llm import LLMConfig as LLMConfig
 from ndvm.search.state import Budget as Budget
@@ -27,6 +29,7 @@ __all__ = [
     "Proposer",
     "Record",
     "SearchState",
+    "SymbolicRegressor",
     "Task",
     "make_proposer",
     "run_search",

@@ -7,6 +7,7 @@ task's inputs is a parameter; the skeleton is always recomputed by the compiler)
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterable, Iterator
@@ -49,9 +50,15 @@ class Candidate:
         return Candidate(obj["src"], params, origin, str(obj.get("skeleton") or ""))
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def skeleton_hash(skeleton: str) -> str:
-    """A short stable hash of a skeleton string (dedupe key)."""
-    return hashlib.sha1(" ".join(skeleton.split()).encode()).hexdigest()[:16]
+    """A short stable hash of a skeleton string (dedupe key), taken of its canonical form
+    (``simplify.canonical_skeleton``): ``(* P x)``, ``(* x P)`` and ``(* (exp P) x)`` are
+    one skeleton."""
+    from ndvm.search.simplify import canonical_skeleton
+
+    text = canonical_skeleton(" ".join(skeleton.split()))
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, Candidate | str]]:

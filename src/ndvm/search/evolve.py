@@ -2,10 +2,13 @@
 
 Each batch is a generation: parents are the best calibrated candidates so far (by validation
 loss, or training loss for a task without a validation split, lightly penalized by size; test
-data is never used), chosen by tournament; children
+data is never used), chosen by tournament, or (diversity) the best program of a uniformly
+drawn complexity, so that simple structures keep breeding while complex ones lead; children
 come from crossover and the mutations swap operator, insert subtree, delete subtree, replace
 subtree, wrap in a unary op, add a parameter, add a bounded loop, change a loop's depth and
-point-mutate a leaf. Everything follows the task's ``Grammar``. The generator for batch ``g``
+point-mutate a leaf. A child is put in canonical form (``simplify.canonical``: parameter-only
+subtrees folded into one parameter, ``+``/``*`` flattened and ordered) before it is
+deduplicated and scored. Everything follows the task's ``Grammar``. The generator for batch ``g``
 is seeded by ``(seed, g)``, so proposals depend only on the seed and the evaluated records.
 """
 
@@ -22,11 +25,12 @@ from ndvm.lang.front import skeleton
 from ndvm.lang.reader import read
 from ndvm.search.candidate import Candidate, skeleton_hash
 from ndvm.search.funnel import complexity
-from ndvm.search.simplify import simplify
+from ndvm.search.simplify import canonical
 from ndvm.search.state import SearchState
 from ndvm.tasks.grammar import Grammar
 
 Path = tuple[int, ...]
+_VARIADIC = frozenset({"+", "-", "*", "/", "min", "max"})
 
 
 @dataclass(frozen=True)
@@ -176,6 +180,24 @@ def _has_loop(d: Datum) -> bool:
     return "loop" in symbols_in([d])
 
 
+@dataclass(frozen=True)
+class _Member:
+    fit: float  # selection loss with the size penalty (tournament order)
+    idx: int
+    datum: Datum
+    complexity: int
+    loss: float  # selection loss (niche order)
+
+
+@dataclass(frozen=True)
+class _Pool:
+    ranked: list[Datum]  # the fittest, best first
+    niches: list[Datum]  # the best of each complexity, by complexity
+
+    def __len__(self) -> int:
+        return len(self.ranked)
+
+
 class EvolveProposer:
     """Tournament selection, crossover and mutation over the task grammar."""
 
@@ -189,13 +211,15 @@ class EvolveProposer:
         crossover: float = 0.3,
         parsimony: float = 0.01,
         random_fraction: float = 0.1,
+        niches: float = 0.3,
     ) -> None:
         self.name = "evolve"
         self.g = grammar
         self.seeds = seeds
         self.population, self.tournament = population, tournament
         self.p_cross, self.parsimony, self.p_random = crossover, parsimony, random_fraction
-        self._pool: dict[int, tuple[float, int, Datum]] = {}  # fittest so far, by idx
+        self.p_niche = niches
+        self._pool: dict[int, _Member] = {}  # fittest and per-complexity best so far, by idx
         self._scanned = 0  # records already considered for the pool
         self._of: tuple[str, int] | None = None  # the search the cache belongs to
 
@@ -223,9 +247,10 @@ class EvolveProposer:
         return out[:n]
 
     # -- population and selection -------------------------------------------------------
-    def _population(self, state: SearchState) -> list[tuple[float, Datum]]:
-        """The ``population`` fittest calibrated records (kept incrementally: each record is
-        read once; a state with fewer records than seen before, e.g. a new search, restarts)."""
+    def _population(self, state: SearchState) -> _Pool:
+        """The ``population`` fittest calibrated records and the best record of every
+        complexity (kept incrementally: each record is read once; a state with fewer records
+        than seen before, e.g. a new search, restarts)."""
         if self._scanned > len(state.records) or self._of != (state.task, state.seed):
             self._pool, self._scanned, self._of = {}, 0, (state.task, state.seed)
         scored = dict(self._pool)
@@ -237,17 +262,25 @@ class EvolveProposer:
             if len(forms) != 1:
                 continue
             fit = ev.selection_loss * (1.0 + self.parsimony * r.complexity)
-            scored[r.idx] = (fit, r.idx, forms[0])
-        best = sorted(scored.values(), key=lambda t: (t[0], t[1]))[: self.population]
-        self._pool = {t[1]: t for t in best}
+            scored[r.idx] = _Member(fit, r.idx, forms[0], r.complexity, ev.selection_loss)
+        best = sorted(scored.values(), key=lambda m: (m.fit, m.idx))[: self.population]
+        niche: dict[int, _Member] = {}
+        for m in sorted(scored.values(), key=lambda m: (m.loss, m.idx)):
+            niche.setdefault(m.complexity, m)
+        self._pool = {m.idx: m for m in (*best, *niche.values())}
         # records still pending may be scored later: rescan from the first pending one
         pending = [i for i, r in enumerate(state.records) if r.status == "pending"]
         self._scanned = pending[0] if pending else len(state.records)
-        return [(f, d) for f, _, d in best]
+        return _Pool([m.datum for m in best], [niche[c].datum for c in sorted(niche)])
 
-    def _select(self, b: Builder, pool: list[tuple[float, Datum]]) -> Datum:
-        picks = b.rng.integers(len(pool), size=min(self.tournament, len(pool)))
-        return pool[int(min(picks))][1]  # pool is sorted: the lowest index is the fittest
+    def _select(self, b: Builder, pool: _Pool) -> Datum:
+        """A parent: from a uniformly drawn complexity niche (with probability ``niches``),
+        so that simple structures keep breeding next to the fittest; else by tournament."""
+        if pool.niches and b.rng.random() < self.p_niche:
+            return pool.niches[int(b.rng.integers(len(pool.niches)))]
+        ranked = pool.ranked
+        picks = b.rng.integers(len(ranked), size=min(self.tournament, len(ranked)))
+        return ranked[int(min(picks))]  # ranked is sorted: the lowest index is the fittest
 
     def _fresh(self, b: Builder) -> Datum:
         e = b.expr(int(b.rng.integers(1, 4)))
@@ -260,7 +293,8 @@ class EvolveProposer:
             data = read(src)
         except Exception:  # noqa: BLE001 - a seed that does not read is skipped
             return
-        simpler = tuple(simplify(d) for d in data)  # parsimony: (/ x x) -> 1 before scoring
+        # parsimony before scoring: (/ x x) -> 1, (exp a) -> a, (* x a) -> (* a x)
+        simpler = tuple(canonical(d, self.g.params) for d in data)
         if simpler != data:
             data, src = simpler, " ".join(to_source(d) for d in simpler)
         if complexity(data) > self.g.max_size:
@@ -323,6 +357,10 @@ class EvolveProposer:
         d = get(p, s.path)
         assert isinstance(d, SList)
         pool = self.g.unary if len(d.items) == 2 else self.g.binary
+        if len(d.items) > 3:  # a flattened (+ e f g): only operators taking any number
+            pool = tuple(op for op in pool if op in _VARIADIC)
+        if not pool:
+            return None
         return put(p, s.path, SList((S(b.pick(pool)),) + d.items[1:]))
 
     def _m_insert(self, b: Builder, p: Datum) -> Datum | None:

@@ -7,6 +7,11 @@ complexity the best program by validation loss, kept when it beats every simpler
 score = -Δ log(loss) / Δ complexity against the previous entry. Equations come from
 ``ndvm.export.to_sympy`` with the full-precision calibrated parameters; a program outside the
 closed-form subset gets the one-line reason instead.
+
+The reported model (``select``, ``Summary.selected``) is PySR's default choice: the largest
+score among front entries within ``SCORE_TOLERANCE`` (1.5x) of the lowest validation loss, so
+a redundant complex program with the same loss does not displace the law; the lowest-loss
+entry stays ``Summary.best`` and the last row of the hall of fame.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ class Summary:
     time_to_first_success: float | None
     best_r2: float  # validation R² of ``best`` (NaN when the task has no validation split)
     best: Record | None  # lowest validation loss
+    selected: Record | None = None  # the reported model: by score (``select``)
     trajectory: list[tuple[float, float]] = field(default_factory=list)  # (t, best val loss)
     pareto: list[Record] = field(default_factory=list)
     rejections: dict[str, int] = field(default_factory=dict)  # by funnel stage
@@ -83,6 +89,7 @@ def summarize(records: list[Record], elapsed: float | None = None) -> Summary:
         time_to_first_success=min((r.t_done for r in succ), default=None),
         best_r2=top.evaluation.validation_r2 if top and top.evaluation else float("nan"),
         best=top,
+        selected=select(ok),
         trajectory=traj,
         pareto=pareto_front(ok),
         rejections=rejections(records),
@@ -102,20 +109,50 @@ def pareto_front(records: list[Record]) -> list[Record]:
     return front
 
 
+LOSS_FLOOR = 1e-300  # a zero loss scores as this (log of 0 is undefined)
+SCORE_TOLERANCE = 1.5  # PySR's "best": the top score among losses within 1.5x the lowest
+
+
+def scores(front: list[Record]) -> list[float]:
+    """PySR's score of each Pareto-front entry: ``-Δ log(loss) / Δ complexity`` against the
+    previous (simpler) entry; 0 for the first. A large score marks a complexity step that
+    buys a large drop in validation loss: where the law's structure appears."""
+    out: list[float] = []
+    prev: tuple[int, float] | None = None
+    for r in front:
+        loss = max(selection_loss(r), LOSS_FLOOR)
+        score = 0.0
+        if prev is not None and r.complexity > prev[0]:
+            score = -(math.log(loss) - math.log(prev[1])) / (r.complexity - prev[0])
+        out.append(score)
+        prev = (r.complexity, loss)
+    return out
+
+
+def select(records: list[Record], tolerance: float = SCORE_TOLERANCE) -> Record | None:
+    """The reported model, chosen as PySR's ``model_selection="best"``: among the Pareto-front
+    entries whose validation loss is at most ``tolerance`` times the lowest, the one with the
+    largest score (ties: the simpler). ``tolerance=1`` gives the lowest-loss entry."""
+    front = pareto_front(records)
+    if not front:
+        return None
+    floor = min(selection_loss(r) for r in front)
+    pairs = zip(front, scores(front))
+    ok = [(sc, r) for r, sc in pairs if selection_loss(r) <= tolerance * floor]
+    return max(ok, key=lambda t: (t[0], -t[1].complexity))[1]
+
+
 def hall_of_fame(
     records: list[Record], inputs: tuple[str, ...] = ("x",), export: bool = True
 ) -> list[dict[str, Any]]:
-    """The Pareto front as rows: complexity, losses, score, test metrics and the equation."""
+    """The Pareto front as rows: complexity, losses, score, test metrics, the equation, and
+    ``selected`` (the entry ``select`` reports) / ``lowest_loss`` flags."""
     rows: list[dict[str, Any]] = []
-    prev: tuple[int, float] | None = None
-    for r in pareto_front(records):
+    front = pareto_front(records)
+    chosen = select(front)
+    for r, score in zip(front, scores(front)):
         ev = r.evaluation
         assert ev is not None
-        loss = selection_loss(r)
-        score = 0.0
-        if prev is not None and loss > 0 and prev[1] > 0 and r.complexity > prev[0]:
-            score = -(math.log(loss) - math.log(prev[1])) / (r.complexity - prev[0])
-        prev = (r.complexity, loss)
         row: dict[str, Any] = {
             "idx": r.idx,
             "complexity": r.complexity,
@@ -128,6 +165,8 @@ def hall_of_fame(
             "test_mse": ev.heldout_mse,
             "test_r2": ev.heldout_r2,
             "params": dict(ev.params),
+            "selected": chosen is not None and r.idx == chosen.idx,
+            "lowest_loss": r is front[-1],
         }
         if export:
             row.update(equation(r.candidate.src, ev.params, inputs))

@@ -27,7 +27,7 @@ from ndvm.calibrate import Calibration, calibrate
 from ndvm.errors import NdvmError
 from ndvm.lang.front import check_name
 from ndvm.tasks.columns import DEFAULT_BINARY, DEFAULT_UNARY, check_operators, read_csv, split_rows
-from ndvm.tasks.grammar import Grammar
+from ndvm.tasks.grammar import Grammar, param_names
 
 
 @dataclass(frozen=True)
@@ -372,8 +372,7 @@ def from_arrays(
     cols = list(names) if names is not None else (["x"] if d == 1 else [f"x{i}" for i in range(d)])
     if len(cols) != d or len(set(cols)) != d:
         raise NdvmError(f"names must be {d} distinct input names, got {cols}")
-    for col in cols:
-        check_name(col)
+    check_input_names(cols)
     for i, col in enumerate(cols):
         bad = np.flatnonzero(~np.isfinite(Xa[:, i]))
         if bad.size:
@@ -392,9 +391,10 @@ def from_arrays(
         {"n": int(len(ya)), "split": tuple(float(f) for f in split), "seed": seed},
         part(va), ya[va],
     )  # fmt: skip
+    params = param_names(tuple(cols))
     grammar = Grammar(
-        inputs=tuple(cols), binary=tuple(binary_operators), unary=tuple(unary_operators),
-        loop=loops, allow_let=False, max_size=max_size,
+        inputs=tuple(cols), params=params, binary=tuple(binary_operators),
+        unary=tuple(unary_operators), loop=loops, allow_let=False, max_size=max_size,
     )  # fmt: skip
     prompt = description or (
         f"Regression of a target on {', '.join(cols)} ({len(tr)} training rows); find a "
@@ -408,8 +408,26 @@ def from_arrays(
         calib=CalibSpec(loss="mse", steps=steps, lr=lr, optimizer=optimizer, init_scale=1.0),
         score=regression_score,
         success=validation_success,
-        search=SearchSpec(grammar, tuple(f"(* a {c})" for c in cols), prompt),
+        search=SearchSpec(grammar, tuple(f"(* {params[0]} {c})" for c in cols), prompt),
     )
+
+
+SKELETON_MARKERS = ("P", "C")  # a skeleton's names for parameters and literals
+
+
+def check_input_names(names: Sequence[str]) -> None:
+    """Every name can be an input of a searched program: distinct, one symbol of the language
+    that is no special form (``check_name``), and not a skeleton marker (``P``, ``C``: two
+    programs would share a skeleton). Raises ``NdvmError`` saying which and why."""
+    if len(set(names)) != len(names):
+        raise NdvmError(f"input names must be distinct, got {list(names)}")
+    for name in names:
+        check_name(name)
+        if name in SKELETON_MARKERS:
+            raise NdvmError(
+                f"input name {name!r} cannot be used: P and C stand for parameters and literals "
+                "in skeletons; rename the column"
+            )
 
 
 def from_csv(

@@ -4,6 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+PARAM_POOL = "abcdfghkmnpqrsuvw"  # parameter names of a data task: the first four not inputs
+
+
+def param_names(inputs: tuple[str, ...], n: int = 4) -> tuple[str, ...]:
+    """``n`` parameter names for a grammar over ``inputs``, none of them an input (a column
+    may be called ``a`` or ``c``)."""
+    return tuple(p for p in PARAM_POOL if p not in inputs)[:n]
+
 
 @dataclass(frozen=True)
 class Grammar:

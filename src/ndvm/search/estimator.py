@@ -1,0 +1,318 @@
+"""``SymbolicRegressor``: co-search behind scikit-learn's estimator conventions (as PySR's).
+
+``fit(X, y)`` builds a task from the arrays (``Task.from_arrays``: seeded train / validation
+/ test rows), runs ``run_search`` with the ``evolve`` proposer into a SQLite database and
+reads back the Pareto front; ``predict`` evaluates the selected program with ndvm at its
+fitted values; ``sympy``/``latex``/``pytorch``/``jax`` export it with the fitted values.
+Parameters are stored by ``__init__`` unchanged and read back by ``get_params`` (no
+validation until ``fit``), fitted attributes end in ``_``; scikit-learn is not required.
+"""
+
+from __future__ import annotations
+
+import inspect
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ndvm.errors import NdvmError
+from ndvm.search import frontier
+from ndvm.search.candidate import Record
+from ndvm.search.driver import run_search
+from ndvm.search.evaluate import CalibLimits
+from ndvm.search.evolve import EvolveProposer
+from ndvm.search.state import Budget
+from ndvm.search.store import Store
+from ndvm.tasks.base import Task, check_input_names
+from ndvm.tasks.columns import DEFAULT_BINARY, DEFAULT_UNARY
+
+SELECTIONS = {"best": frontier.SCORE_TOLERANCE, "accuracy": 1.0, "score": float("inf")}
+
+
+class SymbolicRegressor:
+    """Symbolic regression by co-search: ``SymbolicRegressor(...).fit(X, y).predict(X)``.
+
+    time_budget: seconds of search (``None``: no time limit; give ``max_candidates`` or
+    ``batches`` instead — a search bounded by candidates or batches is deterministic for
+    ``random_state``, a timed one is not); max_candidates / batches: proposal and generation
+    budgets; workers: calibration processes; binary_operators / unary_operators: the grammar
+    (PySR's convention); max_complexity: the largest program in nodes; starts: calibration
+    starts per candidate (default 16); candidate_seconds: time limit of one candidate;
+    population / batch_size: the evolutionary proposer's; split: train / validation / test
+    fractions of the rows; model_selection: ``"best"`` (PySR's default: the largest score
+    among front entries within 1.5x of the lowest validation loss), ``"accuracy"`` (the lowest
+    validation loss) or ``"score"`` (the largest score); random_state: the seed of the row
+    split and of the search; variable_names: input names (default: a DataFrame's columns, else
+    ``x0, x1, ...``); database: the SQLite file of the search (default: a temporary one);
+    warm_start: continue the latest run in ``database`` (``time_budget`` more seconds).
+    """
+
+    def __init__(
+        self,
+        *,
+        time_budget: float | None = 60.0,
+        max_candidates: int | None = None,
+        batches: int | None = None,
+        workers: int = 1,
+        binary_operators: Sequence[str] = DEFAULT_BINARY,
+        unary_operators: Sequence[str] = DEFAULT_UNARY,
+        max_complexity: int = 30,
+        starts: int | None = None,
+        candidate_seconds: float = 10.0,
+        population: int = 24,
+        batch_size: int = 64,
+        split: Sequence[float] = (0.6, 0.2, 0.2),
+        model_selection: str = "best",
+        random_state: int = 0,
+        variable_names: Sequence[str] | None = None,
+        database: str | None = None,
+        warm_start: bool = False,
+    ) -> None:
+        self.time_budget = time_budget
+        self.max_candidates = max_candidates
+        self.batches = batches
+        self.workers = workers
+        self.binary_operators = binary_operators
+        self.unary_operators = unary_operators
+        self.max_complexity = max_complexity
+        self.starts = starts
+        self.candidate_seconds = candidate_seconds
+        self.population = population
+        self.batch_size = batch_size
+        self.split = split
+        self.model_selection = model_selection
+        self.random_state = random_state
+        self.variable_names = variable_names
+        self.database = database
+        self.warm_start = warm_start
+
+    # -- scikit-learn conventions ---------------------------------------------------------
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        sig = inspect.signature(cls.__init__)
+        return [p.name for p in sig.parameters.values() if p.name != "self"]
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor's parameters by name (``deep`` is accepted for scikit-learn)."""
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def set_params(self, **params: Any) -> SymbolicRegressor:
+        """Set constructor parameters; an unknown name is a ``ValueError`` (as scikit-learn)."""
+        valid = self._param_names()
+        for name, value in params.items():
+            if name not in valid:
+                raise ValueError(f"invalid parameter {name!r} for SymbolicRegressor "
+                                 f"(valid: {', '.join(valid)})")  # fmt: skip
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self) -> str:
+        sig = inspect.signature(type(self).__init__).parameters
+        changed = [f"{k}={v!r}" for k, v in self.get_params().items() if v != sig[k].default]
+        return f"SymbolicRegressor({', '.join(changed)})"
+
+    # -- fitting ----------------------------------------------------------------------------
+    def fit(self, X: Any, y: Any) -> SymbolicRegressor:
+        """Search for programs ``y ~ f(X)``; X is ``[N, d]`` (array or DataFrame), y ``[N]``."""
+        if self.model_selection not in SELECTIONS:
+            raise NdvmError(f"model_selection must be one of {sorted(SELECTIONS)}, "
+                            f"got {self.model_selection!r}")  # fmt: skip
+        values, names = _columns(X, self.variable_names)
+        check_input_names(names)
+        task = Task.from_arrays(
+            values, _target(y, len(values)), names=names, split=tuple(self.split),
+            seed=self.random_state, binary_operators=tuple(self.binary_operators),
+            unary_operators=tuple(self.unary_operators), max_size=self.max_complexity,
+            name="SymbolicRegressor",
+        )  # fmt: skip
+        db = self.database or str(Path(tempfile.mkdtemp(prefix="ndvm-sr-")) / "search.db")
+        resume = bool(self.warm_start and Path(db).exists() and _elapsed(db) is not None)
+        seconds = self.time_budget
+        if resume and seconds is not None:
+            seconds += _elapsed(db) or 0.0  # like ``ndvm search --resume --budget``: extra time
+        state = run_search(
+            task, _proposer(task, self.population), db,
+            budget=Budget(seconds=seconds, candidates=self.max_candidates, batches=self.batches),
+            workers=self.workers, seed=self.random_state, batch_size=self.batch_size,
+            resume=resume,
+            limits=CalibLimits(seconds=self.candidate_seconds, starts=self.starts),
+        )  # fmt: skip
+        records = [r for r in state.records if r.status == "ok"]
+        chosen = frontier.select(records, SELECTIONS[self.model_selection])
+        if chosen is None:
+            raise NdvmError(f"the search calibrated no program ({len(state.records)} proposed; "
+                            f"see {db}); give it a larger budget")  # fmt: skip
+        self.feature_names_in_ = np.asarray(names, dtype=object)
+        self.n_features_in_ = len(names)
+        self.database_ = db
+        self.task_ = task
+        self.records_ = list(state.records)
+        self.front_ = frontier.pareto_front(records)
+        self.best_ = chosen
+        self.equations_ = _table(self.front_, chosen)
+        return self
+
+    # -- using the fitted model ---------------------------------------------------------------
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "best_"):
+            raise NdvmError("this SymbolicRegressor is not fitted yet: call fit(X, y) first")
+
+    def _record(self, index: int | None) -> Record:
+        self._check_fitted()
+        if index is None:
+            return self.best_
+        if not -len(self.front_) <= index < len(self.front_):
+            raise NdvmError(f"index {index} is not a row of equations_ ({len(self.front_)} rows)")
+        return self.front_[index]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        self._check_fitted()
+        return tuple(str(n) for n in self.feature_names_in_)
+
+    def program(self, index: int | None = None) -> tuple[str, dict[str, float]]:
+        """``(source, fitted values)`` of the selected program (or row ``index`` of
+        ``equations_``)."""
+        r = self._record(index)
+        assert r.evaluation is not None
+        return r.candidate.src, dict(r.evaluation.params)
+
+    def predict(self, X: Any, index: int | None = None) -> np.ndarray:
+        """ndvm's values of the selected program (or row ``index``) at its fitted values."""
+        from ndvm.api import compile as ndvm_compile
+
+        src, values = self.program(index)
+        cols = self._inputs(X)
+        prog = ndvm_compile(src, list(values), self.names)
+        theta = prog.unconstrain([values[n] for n in prog.params])
+        n = len(next(iter(cols.values())))
+        return np.broadcast_to(np.asarray(prog.eval(theta, **cols), dtype=np.float64), (n,)).copy()
+
+    def score(self, X: Any, y: Any) -> float:
+        """R² of ``predict(X)`` against ``y`` (scikit-learn's regressor score)."""
+        yv = _target(y, None)
+        pred = self.predict(X)
+        if pred.shape != yv.shape:
+            raise NdvmError(f"y has {yv.shape[0]} rows, X has {pred.shape[0]}")
+        ss = float(np.sum((yv - yv.mean()) ** 2))
+        return 1.0 - float(np.sum((yv - pred) ** 2)) / ss if ss > 0 else float("nan")
+
+    def _inputs(self, X: Any) -> dict[str, np.ndarray]:
+        names = self.names
+        if hasattr(X, "columns"):
+            missing = [n for n in names if n not in [str(c) for c in X.columns]]
+            if missing:
+                raise NdvmError(f"X has no column(s) {missing} (fitted on {list(names)})")
+            X = X[list(names)]
+        values, _ = _columns(X, names)
+        if values.shape[1] != len(names):
+            raise NdvmError(f"X has {values.shape[1]} columns, the model {len(names)}")
+        return {n: values[:, i].copy() for i, n in enumerate(names)}
+
+    # -- exports with the fitted values ---------------------------------------------------------
+    def sympy(self, index: int | None = None) -> Any:
+        """The selected program as a sympy expression with its fitted constants."""
+        from ndvm.export import to_sympy
+
+        src, values = self.program(index)
+        return to_sympy(src, values, inputs=self.names)
+
+    def latex(self, index: int | None = None, precision: int = 4) -> str:
+        """LaTeX of ``sympy(index)`` with constants rounded to ``precision`` digits."""
+        import sympy
+
+        expr = self.sympy(index)
+        return str(sympy.latex(expr.xreplace({f: sympy.Float(f, precision)
+                                              for f in expr.atoms(sympy.Float)})))  # fmt: skip
+
+    def pytorch(self, index: int | None = None) -> Any:
+        """A ``torch.nn.Module`` (``ndvm.export.to_torch``) holding the fitted values;
+        ``module(**{name: tensor})`` evaluates it."""
+        from ndvm.export import to_torch
+
+        src, values = self.program(index)
+        return to_torch(_program(src, values, self.names), values=values)
+
+    def jax(self, index: int | None = None) -> tuple[Any, Any]:
+        """``(fn, params)`` of ``ndvm.export.to_jax`` with ``params`` the fitted values;
+        ``fn(params, **{name: array})`` evaluates it."""
+        from ndvm.export import to_jax
+
+        src, values = self.program(index)
+        return to_jax(_program(src, values, self.names), values=values)
+
+
+def _proposer(task: Task, population: int) -> EvolveProposer:
+    assert task.search is not None
+    return EvolveProposer(task.search.grammar, task.search.seeds, population=population)
+
+
+def _program(src: str, values: Mapping[str, float], names: tuple[str, ...]) -> Any:
+    from ndvm.api import compile as ndvm_compile
+
+    return ndvm_compile(src, list(values), names, backend="reference")
+
+
+def _elapsed(db: str) -> float | None:
+    """Search seconds of the latest run in ``db`` (None: no run)."""
+    store = Store(db)
+    try:
+        info = store.latest_run()
+    finally:
+        store.close()
+    return None if info is None else float(info["elapsed"])
+
+
+def _columns(X: Any, names: Sequence[str] | None) -> tuple[np.ndarray, list[str]]:
+    """``(values [N, d], names)`` of an array or a DataFrame (its column names by default)."""
+    cols = [str(c) for c in X.columns] if hasattr(X, "columns") else None
+    try:
+        values = np.asarray(X.to_numpy() if hasattr(X, "to_numpy") else X, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise NdvmError(f"X must be numeric: {exc}") from None
+    if values.ndim == 1:
+        values = values[:, None]
+    if values.ndim != 2:
+        raise NdvmError(f"X must be [N, d], got shape {values.shape}")
+    d = values.shape[1]
+    out = list(names) if names is not None else cols or [f"x{i}" for i in range(d)]
+    if len(out) != d:
+        raise NdvmError(f"variable_names has {len(out)} names for {d} columns of X")
+    return values, [str(n) for n in out]
+
+
+def _target(y: Any, n: int | None) -> np.ndarray:
+    try:
+        yv = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise NdvmError(f"y must be numeric: {exc}") from None
+    if yv.ndim != 1 and not (yv.ndim == 2 and yv.shape[1] == 1):
+        raise NdvmError(f"y must be one target [N], got shape {yv.shape}")
+    yv = yv.reshape(-1)
+    if n is not None and yv.shape[0] != n:
+        raise NdvmError(f"y has {yv.shape[0]} rows, X has {n}")
+    return yv
+
+
+def _table(front: list[Record], chosen: Record) -> Any:
+    """``equations_``: one row per Pareto-front entry (a DataFrame when pandas is present)."""
+    import importlib.util
+
+    rows = []
+    for r, score in zip(front, frontier.scores(front)):
+        ev = r.evaluation
+        assert ev is not None
+        rows.append({
+            "complexity": r.complexity, "loss": frontier.selection_loss(r), "score": score,
+            "equation": r.candidate.src, "params": dict(ev.params),
+            "train_loss": ev.train_loss, "validation_r2": ev.validation_r2,
+            "test_r2": ev.heldout_r2, "selected": r.idx == chosen.idx, "idx": r.idx,
+        })  # fmt: skip
+    if importlib.util.find_spec("pandas") is None:
+        return rows
+    import pandas as pd
+
+    return pd.DataFrame(rows)
