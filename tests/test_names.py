@@ -170,3 +170,25 @@ def test_cli_eval_fit_search(name: str, tmp_path: Path) -> None:
     data = json.loads(rep.stdout)
     assert data["best"] is not None and data["best"]["validation_r2"] > 0.999
     assert not any(k.startswith("internal error") for k in data["failures"])
+
+
+@pytest.mark.parametrize("name", ["theta", "exp", "a", "class", "inputs"])
+def test_estimator_takes_any_symbol_as_a_variable(name: str, tmp_path: Path) -> None:
+    from ndvm.search import SymbolicRegressor
+
+    x = np.linspace(0.5, 3.0, 60)
+    model = SymbolicRegressor(time_budget=None, max_candidates=192, variable_names=[name],
+                              database=str(tmp_path / "sr.db"))  # fmt: skip
+    model.fit(x[:, None], 2.5 * x + 1.0)
+    np.testing.assert_allclose(model.predict(x[:, None]), 2.5 * x + 1.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("bad", ["P", "C", "if", "a b"])
+def test_estimator_and_tasks_reject_what_cannot_name_data(bad: str) -> None:
+    from ndvm.search import SymbolicRegressor
+
+    x = np.linspace(0.5, 3.0, 20)
+    with pytest.raises(NdvmError, match="cannot be used|not a symbol|does not read"):
+        SymbolicRegressor(max_candidates=8, variable_names=[bad]).fit(x[:, None], x)
+    with pytest.raises(NdvmError):
+        Task.from_arrays(x, x, names=[bad])
