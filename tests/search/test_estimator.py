@@ -12,7 +12,7 @@ import ndvm
 from ndvm.lang.datum import symbols_in
 from ndvm.lang.reader import read
 from ndvm.search import SymbolicRegressor
-from ndvm.search.estimator import check_names
+from ndvm.tasks.base import check_input_names
 
 NAMES = ["substrate", "temp_C"]
 
@@ -85,14 +85,14 @@ def test_arrays_get_x_names_or_variable_names() -> None:
 
 @pytest.mark.parametrize(
     ("name", "why"),
-    [("income k", "one symbol"), ("exp", "operator"), ("theta", "reserved"), ("C", "reserved"),
-     ("if", "something else"), ("3x", "one symbol"), ("", "one symbol")],
+    [("income k", "one symbol"), ("C", "stand for parameters"), ("P", "stand for parameters"),
+     ("if", "cannot be used"), ("3x", "not a symbol")],
 )  # fmt: skip
 def test_names_the_language_cannot_take_are_a_clear_error(name: str, why: str) -> None:
     with pytest.raises(ndvm.NdvmError, match=why):
-        check_names([name])
+        check_input_names([name])
     X, y = _arrays(30)
-    with pytest.raises(ndvm.NdvmError, match="rename the column"):
+    with pytest.raises(ndvm.NdvmError, match="rename"):
         SymbolicRegressor(batches=1, variable_names=["substrate", name]).fit(X, y)
 
 

@@ -299,6 +299,8 @@ def with_validation(data: TaskData, fraction: float = 0.25, seed: int = 0) -> Ta
 def series_best(cal: Calibration, series: int) -> np.ndarray:
     """The best lane of each series (lanes are series-major: ``starts`` lanes per series)."""
     losses = np.asarray(cal.all_losses, dtype=np.float64).reshape(series, -1)
+    if series == 1:  # the calibration's own best (its rule for ties)
+        return np.array([cal.best])
     safe = np.where(np.isfinite(losses), losses, np.inf)
     return np.argmin(safe, axis=1) + np.arange(series) * losses.shape[1]
 
