@@ -103,6 +103,15 @@ def test_resid_pre_layer_by_position_equals_tl() -> None:
     torch.testing.assert_close(got, ref, rtol=1e-9, atol=1e-12)
 
 
+def test_heads_by_position_equals_tl() -> None:
+    m = _model(**CONFIGS["relu"])
+    ref, g, clean = _setup(m, patching.get_act_patch_attn_head_out_by_pos)
+    n = m.cfg.n_layers
+    got = sweep_positions(g, "attn.hook_z", n, ref.shape[1], clean, _metric, m.cfg.n_heads)
+    assert got.shape == ref.shape  # (layer, pos, head), TL's order
+    torch.testing.assert_close(got, ref, rtol=1e-9, atol=1e-12)
+
+
 def test_unsupported_model_is_a_typed_error() -> None:
     m = _model(n_layers=1, n_heads=2, d_model=16, d_head=8, act_fn="gelu",
                positional_embedding_type="rotary", rotary_dim=8)  # fmt: skip

@@ -177,16 +177,23 @@ def _at_pos(t: int) -> Any:
 
 
 def sweep_positions(
-    g: Graph, hook: str, layers: int, positions: int, clean: Any, metric: Any
+    g: Graph,
+    hook: str,
+    layers: int,
+    positions: int,
+    clean: Any,
+    metric: Any,
+    heads: int | None = None,
 ) -> torch.Tensor:
-    """Patch ``hook`` at each (layer, position) with its clean value; [layer, pos] like TL.
+    """Patch ``hook`` at each (layer, [head,] position) with its clean value.
 
-    Each site is a position slice of the layer's batched node (no per-position nodes); the
-    cone recomputed is the node's whole downstream cone.
+    Returns TL's axis order: [layer, pos] or [layer, pos, head]. Each site is a position slice
+    of a batched node (no per-position nodes); the recompute is that node's downstream cone.
     """
     from ndvm.graph.sweep import grid, sweep
 
-    sites = grid(hook, layers)
-    cols = [sweep(g, sites, clean, metric, "logits", setter=_at_pos(t)).values
-            for t in range(positions)]  # fmt: skip
+    sites = grid(hook, layers, heads)
+    cols = [
+        sweep(g, sites, clean, metric, "logits", setter=_at_pos(t)).values for t in range(positions)
+    ]
     return torch.stack(cols, dim=1)
