@@ -112,6 +112,14 @@ def test_heads_by_position_equals_tl() -> None:
     torch.testing.assert_close(got, ref, rtol=1e-9, atol=1e-12)
 
 
+def test_bench_rows_agree_with_tl() -> None:
+    from ndvm.graph.tlbench import compare, random_model
+
+    rows = compare(random_model(2, 2, 16, n_ctx=8), batch=2, seq_len=5)
+    assert [r["sites"] for r in rows] == [4, 20, 10]
+    assert all(r["max_abs_diff"] < 1e-9 for r in rows)
+
+
 def test_unsupported_model_is_a_typed_error() -> None:
     m = _model(n_layers=1, n_heads=2, d_model=16, d_head=8, act_fn="gelu",
                positional_embedding_type="rotary", rotary_dim=8)  # fmt: skip
