@@ -26,6 +26,25 @@ CONFIGS = {
     "silu-nonorm": dict(
         n_layers=2, n_heads=3, d_model=18, d_head=6, act_fn="silu", normalization_type=None
     ),  # fmt: skip
+    "rotary": dict(
+        n_layers=2,
+        n_heads=2,
+        d_model=16,
+        d_head=8,
+        act_fn="gelu",
+        positional_embedding_type="rotary",
+        rotary_dim=6,
+    ),
+    "rotary-adjacent": dict(
+        n_layers=2,
+        n_heads=2,
+        d_model=16,
+        d_head=8,
+        act_fn="silu",
+        positional_embedding_type="rotary",
+        rotary_dim=8,
+        rotary_adjacent_pairs=True,
+    ),
 }
 
 
@@ -95,16 +114,18 @@ def test_head_sweep_equals_tl_patching(name: str) -> None:
     torch.testing.assert_close(res.values, ref, rtol=1e-9, atol=1e-12)
 
 
-def test_resid_pre_layer_by_position_equals_tl() -> None:
-    m = _model(**CONFIGS["gelu_new"])
+@pytest.mark.parametrize("name", ["gelu_new", "rotary"])
+def test_resid_pre_layer_by_position_equals_tl(name: str) -> None:
+    m = _model(**CONFIGS[name])
     ref, g, clean = _setup(m, patching.get_act_patch_resid_pre)
     got = sweep_positions(g, "hook_resid_pre", m.cfg.n_layers, ref.shape[1], clean, _metric)
     assert got.shape == ref.shape  # (layer, pos), TL's order
     torch.testing.assert_close(got, ref, rtol=1e-9, atol=1e-12)
 
 
-def test_heads_by_position_equals_tl() -> None:
-    m = _model(**CONFIGS["relu"])
+@pytest.mark.parametrize("name", ["relu", "rotary-adjacent"])
+def test_heads_by_position_equals_tl(name: str) -> None:
+    m = _model(**CONFIGS[name])
     ref, g, clean = _setup(m, patching.get_act_patch_attn_head_out_by_pos)
     n = m.cfg.n_layers
     got = sweep_positions(g, "attn.hook_z", n, ref.shape[1], clean, _metric, m.cfg.n_heads)
@@ -121,7 +142,6 @@ def test_bench_rows_agree_with_tl() -> None:
 
 
 def test_unsupported_model_is_a_typed_error() -> None:
-    m = _model(n_layers=1, n_heads=2, d_model=16, d_head=8, act_fn="gelu",
-               positional_embedding_type="rotary", rotary_dim=8)  # fmt: skip
-    with pytest.raises(UnsupportedModelError, match="rotary"):
+    m = _model(n_layers=1, n_heads=2, d_model=16, d_head=8, act_fn="gelu", gated_mlp=True)
+    with pytest.raises(UnsupportedModelError, match="gated_mlp"):
         from_transformer_lens(m, _tokens(0))

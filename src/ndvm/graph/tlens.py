@@ -1,7 +1,8 @@
 """Graphs of TransformerLens ``HookedTransformer`` models, built from the model's own weights.
 
 ``from_transformer_lens(model, tokens)`` reads the weights and config of a HookedTransformer
-(layer norms with biases, attention biases, learned positions, GELU/ReLU/SiLU MLPs) and builds an
+(layer norms with biases, attention biases, learned or rotary positions, GELU/ReLU/SiLU
+MLPs) and builds an
 engine graph whose nodes carry TransformerLens hook names; per-head nodes add ``.{head}``
 (``blocks.0.attn.hook_z.3``). ``tl_cache(g)`` returns values in TransformerLens' shapes, keyed by
 hook name. Models the builder does not cover raise ``UnsupportedModelError``.
@@ -36,7 +37,7 @@ class UnsupportedModelError(GraphError):
 
 def _check(cfg: Any) -> None:
     bad = []
-    if cfg.positional_embedding_type != "standard":
+    if cfg.positional_embedding_type not in ("standard", "rotary"):
         bad.append(f"positional_embedding_type={cfg.positional_embedding_type!r}")
     if cfg.normalization_type not in ("LN", None):
         bad.append(f"normalization_type={cfg.normalization_type!r}")
@@ -47,6 +48,8 @@ def _check(cfg: Any) -> None:
             bad.append(f"{flag}=True")
     if getattr(cfg, "n_key_value_heads", None) not in (None, cfg.n_heads):
         bad.append("grouped-query attention")
+    if getattr(cfg, "use_dynamic_ntk_rope", False):
+        bad.append("use_dynamic_ntk_rope=True")
     if cfg.attention_dir != "causal":
         bad.append(f"attention_dir={cfg.attention_dir!r}")
     if bad:
@@ -74,6 +77,19 @@ def pos_embed(tokens: torch.Tensor, w_pos: torch.Tensor) -> torch.Tensor:
     return w_pos[: tokens.shape[-1]].expand(tokens.shape[0], -1, -1)
 
 
+def rotary(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, dim: int, adjacent: bool
+) -> torch.Tensor:
+    """Rotate the first ``dim`` features of x [batch, pos, d_head] by position (TL's RoPE)."""
+    rot, rest = x[..., :dim], x[..., dim:]
+    if adjacent:  # pairs (0, 1), (2, 3), ...
+        flip = torch.stack([-rot[..., 1::2], rot[..., ::2]], dim=-1).flatten(-2)
+    else:  # pairs (i, i + dim/2)
+        flip = torch.cat([-rot[..., dim // 2 :], rot[..., : dim // 2]], dim=-1)
+    t = x.shape[-2]
+    return torch.cat([rot * cos[:t] + flip * sin[:t], rest], dim=-1)
+
+
 def pattern(q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
     s = (q @ k.transpose(-1, -2)) / scale
     t = s.shape[-1]
@@ -98,10 +114,16 @@ def from_transformer_lens(model: Any, tokens: torch.Tensor) -> Graph:
     g.leaf("tokens", tokens)
     for name, p in model.named_parameters():
         g.leaf(name, p.detach(), kind="param")
+    for name, buf in model.named_buffers():  # the model's own RoPE tables
+        if name.endswith(("rotary_sin", "rotary_cos")):
+            g.leaf(name, buf.detach(), kind="param")
     g.rule("hook_embed", embed, ["tokens", "embed.W_E"], kind="embed")
-    g.rule("hook_pos_embed", pos_embed, ["tokens", "pos_embed.W_pos"], kind="embed")
     resid = "blocks.0.hook_resid_pre"
-    g.rule(resid, torch.add, ["hook_embed", "hook_pos_embed"], kind="embed")
+    if cfg.positional_embedding_type == "rotary":
+        g.alias(resid, "hook_embed")
+    else:
+        g.rule("hook_pos_embed", pos_embed, ["tokens", "pos_embed.W_pos"], kind="embed")
+        g.rule(resid, torch.add, ["hook_embed", "hook_pos_embed"], kind="embed")
     for layer in range(cfg.n_layers):
         if layer > 0:
             g.alias(f"blocks.{layer}.hook_resid_pre", resid)
@@ -126,6 +148,15 @@ def _head_param(g: Graph, p: str, name: str, h: int) -> str:
     return leaf
 
 
+def _rotate(g: Graph, cfg: Any, layer: int, h: int, x: str) -> str:
+    """``blocks.{l}.attn.hook_rot_q.{h}`` (or ``_k``) from the unrotated ``x``."""
+    name = site_name(x.split(".")[-2].replace("hook_", "attn.hook_rot_"), layer, h)
+    p = f"blocks.{layer}.attn."
+    fn = partial(rotary, dim=cfg.rotary_dim, adjacent=bool(cfg.rotary_adjacent_pairs))
+    g.rule(name, fn, [x, p + "rotary_cos", p + "rotary_sin"], layer=layer, head=h)
+    return name
+
+
 def _add_layer(g: Graph, cfg: Any, layer: int, resid: str) -> str:
     p, meta = f"blocks.{layer}.", {"layer": layer}
     ln1 = _norm(g, cfg, f"{p}ln1", resid, meta)
@@ -137,6 +168,8 @@ def _add_layer(g: Graph, cfg: Any, layer: int, resid: str) -> str:
             ins = [ln1, _head_param(g, p, f"W_{w}", h), _head_param(g, p, f"b_{w}", h)]
             g.rule(site_name(f"attn.hook_{w.lower()}", layer, h), affine, ins, **hm)
         q, k, v, pat, z, res = (site_name(n, layer, h) for n in PER_HEAD)
+        if cfg.positional_embedding_type == "rotary":
+            q, k = _rotate(g, cfg, layer, h, q), _rotate(g, cfg, layer, h, k)
         g.rule(pat, partial(pattern, scale=scale), [q, k], **hm)
         g.rule(z, torch.matmul, [pat, v], kind="site", **hm)
         g.rule(res, torch.matmul, [z, _head_param(g, p, "W_O", h)], **hm)
@@ -160,7 +193,9 @@ def tl_cache(g: Graph, n_layers: int, n_heads: int) -> dict[str, torch.Tensor]:
         if "hook" in name or name == "logits":
             out[name] = g.get(name)
     for layer in range(n_layers):
-        for hook in PER_HEAD:
+        for hook in PER_HEAD + ("attn.hook_rot_q", "attn.hook_rot_k"):
+            if site_name(hook, layer, 0) not in g:
+                continue
             vals = [g.get(site_name(hook, layer, h)) for h in range(n_heads)]
             dim = 1 if hook == "attn.hook_pattern" else 2  # pattern: [b, head, q, k]
             out[site_name(hook, layer)] = torch.stack(vals, dim=dim)
