@@ -20,31 +20,15 @@ from ndvm.graph.tlens import (  # noqa: E402
     tl_cache,
 )
 
+ROPE = dict(n_layers=2, n_heads=2, d_model=16, d_head=8, positional_embedding_type="rotary")
 CONFIGS = {
     "gelu_new": dict(n_layers=2, n_heads=4, d_model=32, d_head=8, act_fn="gelu_new"),
     "relu": dict(n_layers=3, n_heads=2, d_model=24, d_head=12, act_fn="relu"),
     "silu-nonorm": dict(
         n_layers=2, n_heads=3, d_model=18, d_head=6, act_fn="silu", normalization_type=None
     ),  # fmt: skip
-    "rotary": dict(
-        n_layers=2,
-        n_heads=2,
-        d_model=16,
-        d_head=8,
-        act_fn="gelu",
-        positional_embedding_type="rotary",
-        rotary_dim=6,
-    ),
-    "rotary-adjacent": dict(
-        n_layers=2,
-        n_heads=2,
-        d_model=16,
-        d_head=8,
-        act_fn="silu",
-        positional_embedding_type="rotary",
-        rotary_dim=8,
-        rotary_adjacent_pairs=True,
-    ),
+    "rotary": dict(ROPE, act_fn="gelu", rotary_dim=6),
+    "rotary-adjacent": dict(ROPE, act_fn="silu", rotary_dim=8, rotary_adjacent_pairs=True),
 }
 
 
