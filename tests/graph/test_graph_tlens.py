@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -129,3 +131,12 @@ def test_unsupported_model_is_a_typed_error() -> None:
     m = _model(n_layers=1, n_heads=2, d_model=16, d_head=8, act_fn="gelu", gated_mlp=True)
     with pytest.raises(UnsupportedModelError, match="gated_mlp"):
         from_transformer_lens(m, _tokens(0))
+
+
+def test_builder_is_exported_lazily() -> None:
+    code = "import sys, ndvm.graph; print('torch' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "False"
+    import ndvm.graph
+
+    assert ndvm.graph.from_transformer_lens is from_transformer_lens
