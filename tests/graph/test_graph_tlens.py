@@ -120,9 +120,10 @@ def test_heads_by_position_equals_tl(name: str) -> None:
 
 
 def test_bench_rows_agree_with_tl() -> None:
-    from ndvm.graph.tlbench import compare, random_model
+    from ndvm.graph.tlbench import compare, random_model, random_tokens
 
-    rows = compare(random_model(2, 2, 16, n_ctx=8), batch=2, seq_len=5)
+    m = random_model(2, 2, 16, n_ctx=8)
+    rows = compare(m, *random_tokens(m, 2, 5))
     assert [r["sites"] for r in rows] == [4, 20, 10]
     assert all(r["max_abs_diff"] < 1e-9 for r in rows)
 

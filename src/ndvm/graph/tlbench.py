@@ -35,13 +35,25 @@ def _metric(logits: torch.Tensor) -> torch.Tensor:
     return (logits[:, -1, 1] - logits[:, -1, 2]).mean()
 
 
-def compare(model: Any, batch: int, seq_len: int, seed: int = 0) -> list[dict[str, Any]]:
-    """Rows for heads, heads x positions and resid_pre layer x position sweeps."""
+def random_tokens(model: Any, batch: int, seq_len: int, seed: int = 0) -> tuple[Any, Any]:
+    gen = torch.Generator().manual_seed(seed)
+    return tuple(
+        torch.randint(0, model.cfg.d_vocab, (batch, seq_len), generator=gen) for _ in range(2)
+    )
+
+
+def compare(
+    model: Any, clean_tok: torch.Tensor, corr_tok: torch.Tensor, metric: Any = None
+) -> list[dict[str, Any]]:
+    """Rows for heads, heads x positions and resid_pre layer x position sweeps.
+
+    Each row holds the sweep's name, site count, both times, their ratio, the largest
+    |difference| and ndvm's result tensor (``values``, TL's axis order).
+    """
     from transformer_lens import patching
 
-    gen = torch.Generator().manual_seed(seed)
-    clean_tok = torch.randint(0, model.cfg.d_vocab, (batch, seq_len), generator=gen)
-    corr_tok = torch.randint(0, model.cfg.d_vocab, (batch, seq_len), generator=gen)
+    metric = metric or _metric
+    seq_len = clean_tok.shape[1]
     _, cache = model.run_with_cache(clean_tok)
     clean = from_transformer_lens(model, clean_tok).capture()
     g = from_transformer_lens(model, clean_tok)
@@ -51,17 +63,17 @@ def compare(model: Any, batch: int, seq_len: int, seed: int = 0) -> list[dict[st
     arms = {
         "heads": (
             patching.get_act_patch_attn_head_out_all_pos,
-            lambda: sweep(g, grid("attn.hook_z", L, H), clean, _metric, "logits").values,
+            lambda: sweep(g, grid("attn.hook_z", L, H), clean, metric, "logits").values,
             L * H,
         ),
         "heads x positions": (
             patching.get_act_patch_attn_head_out_by_pos,
-            lambda: sweep_positions(g, "attn.hook_z", L, seq_len, clean, _metric, H),
+            lambda: sweep_positions(g, "attn.hook_z", L, seq_len, clean, metric, H),
             L * H * seq_len,
         ),
         "resid_pre layer x position": (
             patching.get_act_patch_resid_pre,
-            lambda: sweep_positions(g, "hook_resid_pre", L, seq_len, clean, _metric),
+            lambda: sweep_positions(g, "hook_resid_pre", L, seq_len, clean, metric),
             L * seq_len,
         ),
     }
@@ -71,13 +83,16 @@ def compare(model: Any, batch: int, seq_len: int, seed: int = 0) -> list[dict[st
     try:
         for name, (tl_fn, ours, sites) in arms.items():
             t0 = perf_counter()
-            ref = tl_fn(model, corr_tok, cache, _metric)
+            ref = tl_fn(model, corr_tok, cache, metric)
             t1 = perf_counter()
             got = ours()
             t2 = perf_counter()
             diff = float((got - ref).abs().max())
-            rows.append({"sweep": name, "sites": sites, "tl_s": t1 - t0, "ndvm_s": t2 - t1,
-                         "ratio": (t1 - t0) / (t2 - t1), "max_abs_diff": diff})  # fmt: skip
+            tl_s, ndvm_s = t1 - t0, t2 - t1
+            rows.append(
+                {"sweep": name, "sites": sites, "tl_s": tl_s, "ndvm_s": ndvm_s,
+                 "ratio": tl_s / ndvm_s, "max_abs_diff": diff, "values": got}
+            )  # fmt: skip
     finally:
         torch.set_default_dtype(old)
     return rows
