@@ -19,13 +19,20 @@ from ndvm.graph.tlens import from_transformer_lens, sweep_positions
 
 def random_model(layers: int, heads: int, d_model: int, n_ctx: int, seed: int = 0) -> Any:
     """A float64 HookedTransformer (LN with biases, attention biases, GELU) with random weights."""
-    from transformer_lens import HookedTransformer, HookedTransformerConfig
+    from transformer_lens import HookedTransformerConfig
 
     cfg = HookedTransformerConfig(
         n_layers=layers, n_heads=heads, d_model=d_model, d_head=d_model // heads,
         d_mlp=4 * d_model, n_ctx=n_ctx, d_vocab=512, act_fn="gelu_new",
         normalization_type="LN", dtype=torch.float64, seed=seed,
     )  # fmt: skip
+    return build(cfg)
+
+
+def build(cfg: Any) -> Any:
+    """A HookedTransformer of ``cfg`` with its random initial weights (TL 3.9 warns on it)."""
+    from transformer_lens import HookedTransformer
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         return HookedTransformer(cfg)
@@ -96,3 +103,28 @@ def compare(
     finally:
         torch.set_default_dtype(old)
     return rows
+
+
+def plot_heatmaps(rows: list[dict[str, Any]], out: Any) -> list[Any]:
+    """One heat map per 2-D sweep result (heads: layer x head; resid_pre: layer x pos)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    for r in rows:
+        vals = r["values"]
+        if vals.ndim != 2:
+            continue
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        im = ax.imshow(vals.detach().cpu().numpy(), cmap="RdBu", aspect="auto")
+        ax.set_ylabel("layer")
+        ax.set_xlabel("head" if r["sweep"] == "heads" else "position")
+        ax.set_title(f"patching: {r['sweep']}")
+        fig.colorbar(im, ax=ax)
+        path = out / f"tl_{r['sweep'].split()[0]}.png"
+        fig.savefig(path, dpi=100, bbox_inches="tight")
+        plt.close(fig)
+        files.append(path)
+    return files
