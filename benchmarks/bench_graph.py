@@ -1,6 +1,7 @@
 """Reactive sweep vs full recompute per site on the toy transformer, at several sizes.
 
     python benchmarks/bench_graph.py [--quick] [--out results/graph] [--threads 1]
+    python benchmarks/bench_graph.py --tl [--tl-size 4 8 256] --seq-len 32  # vs TransformerLens
 
 Prints one table (exact node counts, predicted count ratio, measured wall-clock ratio, fitted
 a and beta) measured in this run, and writes ``bench_graph.json``, ``env.json`` and
@@ -125,6 +126,28 @@ def _plot(rows: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def _tl_rows(args: argparse.Namespace) -> int:
+    """Heads, heads x positions, resid_pre layer x position: TL patching vs ndvm, same run."""
+    from ndvm.extras import require
+    from ndvm.graph.tlbench import compare, random_model, random_tokens
+
+    require("bench_graph.py --tl", "transformer-lens")
+    L, H, d = args.tl_size
+    model = random_model(L, H, d, n_ctx=args.seq_len)
+    print(f"L{L} H{H} d_model {d}, {args.seq_len} positions, batch {args.batch}, float64, "
+          f"{args.threads} thread(s)")  # fmt: skip
+    print("| sweep | sites | TL (full recompute per site) | ndvm (cone recompute) | TL / ndvm "
+          "| max abs diff |\n|---|---|---|---|---|---|")  # fmt: skip
+    rows = compare(model, *random_tokens(model, args.batch, args.seq_len))
+    for r in rows:
+        print(f"| {r['sweep']} | {r['sites']} | {r['tl_s']:.2f} s | {r['ndvm_s']:.2f} s "
+              f"| {r['ratio']:.2f}x | {r['max_abs_diff']:.1e} |")  # fmt: skip
+    args.out.mkdir(parents=True, exist_ok=True)
+    table = [{k: v for k, v in r.items() if k != "values"} for r in rows]
+    (args.out / "bench_graph_tl.json").write_text(json.dumps(table, indent=1))
+    return 0 if all(r["max_abs_diff"] < 1e-9 for r in rows) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="three small sizes, one repeat")
@@ -134,8 +157,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq-len", type=int, default=16)
     ap.add_argument("--dtype", choices=["float32", "float64"], default="float64")
+    ap.add_argument("--tl", action="store_true", help="only the rows against TransformerLens")
+    ap.add_argument("--tl-size", type=int, nargs=3, default=[4, 8, 256], metavar=("L", "H", "D"))
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.tl:
+        return _tl_rows(args)
     dtype = torch.float64 if args.dtype == "float64" else torch.float32
     repeats = args.repeats or (2 if args.quick else 3)
     rows = []

@@ -23,6 +23,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "data": ("statsmodels", "scipy", "pandas"),
     "llm": ("openai",),
     "ray": ("ray",),
+    "transformer-lens": ("transformer_lens",),
 }
 _EXTRA_OF = {mod: extra for extra, mods in EXTRAS.items() for mod in mods}
 

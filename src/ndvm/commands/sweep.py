@@ -7,6 +7,7 @@ Prints exact predicted vs measured node counts and ratios, and saves ``heatmap.p
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--dtype", choices=["float32", "float64"], default="float64")
     p.add_argument("--positions", action="store_true", help="also run a layer x position sweep")
     p.add_argument("--out", type=Path, default=Path("results/graph/sweep"))
+    tl = p.add_argument_group("a TransformerLens model (the transformer-lens extra)")
+    tl.add_argument("--tl-config", type=Path, help="JSON of HookedTransformerConfig fields")
+    tl.add_argument("--clean-tokens", help="prompts as token ids: '1,2,3;4,5,6'")
+    tl.add_argument("--corrupt-tokens", help="corrupted prompts, same shape")
+    tl.add_argument("--answer", help="one answer token per prompt: '3,4' (logit difference)")
+    tl.add_argument("--wrong", help="one wrong token per prompt: '5,6'")
     p.set_defaults(func=run)
 
 
@@ -49,8 +56,59 @@ def _print_run(title: str, r: Any) -> None:
     print(f"  metric == baseline bitwise: {r.bitwise_equal}")
 
 
+def _ids(text: str | None, flag: str) -> list[list[int]]:
+    try:
+        return [[int(t) for t in row.split(",")] for row in (text or "").split(";")]
+    except ValueError:
+        raise ValueError(f"{flag} takes token ids like '1,2,3;4,5,6', got {text!r}") from None
+
+
+def _run_tl(args: argparse.Namespace) -> int:
+    import json
+
+    import torch
+    from transformer_lens import HookedTransformerConfig
+
+    from ndvm.graph import metrics, tlbench
+
+    torch.set_num_threads(args.threads)
+    try:  # the user's inputs: a bad one is one line on stderr and exit status 2
+        fields = {
+            "dtype": torch.float64,
+            "seed": args.seed,
+            **json.loads(args.tl_config.read_text()),
+        }
+        clean = torch.tensor(_ids(args.clean_tokens, "--clean-tokens"))
+        corrupt = torch.tensor(_ids(args.corrupt_tokens, "--corrupt-tokens"))
+        if clean.shape != corrupt.shape:
+            raise ValueError(
+                f"clean {tuple(clean.shape)} and corrupt {tuple(corrupt.shape)} differ"
+            )
+        model = tlbench.build(HookedTransformerConfig(**fields))
+        metric = None
+        if args.answer or args.wrong:
+            answer, wrong = _ids(args.answer, "--answer")[0], _ids(args.wrong, "--wrong")[0]
+            metric = metrics.logit_diff(answer, wrong)
+    except (ValueError, TypeError, OSError) as exc:
+        print(f"ndvm: error: {exc}", file=sys.stderr)
+        return 2
+    rows = tlbench.compare(model, clean, corrupt, metric)
+    print("| sweep | sites | TL | ndvm | TL / ndvm | max abs diff |")
+    for r in rows:
+        print(f"| {r['sweep']} | {r['sites']} | {r['tl_s']:.3f} s | {r['ndvm_s']:.3f} s "
+              f"| {r['ratio']:.2f}x | {r['max_abs_diff']:.1e} |")  # fmt: skip
+    args.out.mkdir(parents=True, exist_ok=True)
+    for f in tlbench.plot_heatmaps(rows, args.out):
+        print(f"wrote {f}")
+    return 0 if all(r["max_abs_diff"] <= 1e-9 for r in rows) else 1
+
+
 def run(args: argparse.Namespace) -> int:
     from ndvm.extras import require
+
+    if args.tl_config is not None:
+        require("ndvm sweep --tl-config", "torch", "plot", "transformer-lens")
+        return _run_tl(args)
 
     require("ndvm sweep", "torch", "plot")
     import torch

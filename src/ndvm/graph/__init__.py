@@ -24,3 +24,13 @@ from ndvm.graph.patching import Step as Step
 from ndvm.graph.sweep import Site as Site
 from ndvm.graph.sweep import SweepResult as SweepResult
 from ndvm.graph.sweep import sweep as sweep
+
+_TLENS = ("from_transformer_lens", "sweep_positions", "tl_cache", "UnsupportedModelError")
+
+
+def __getattr__(name: str) -> object:  # the TransformerLens builder imports torch: lazily
+    if name in _TLENS:
+        from ndvm.graph import tlens
+
+        return getattr(tlens, name)
+    raise AttributeError(f"module 'ndvm.graph' has no attribute {name!r}")
