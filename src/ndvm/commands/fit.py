@@ -94,7 +94,7 @@ def progress_bar(total: int) -> tuple[Callable[[int, int], None], Callable[[], N
     try:
         from tqdm import tqdm
 
-        bar = tqdm(total=total, unit="step", file=sys.stderr, leave=False)
+        bar = tqdm(total=total, unit="step", file=sys.stderr, leave=False, desc="fit")
 
         def update(k: int, _n: int) -> None:
             bar.update(k - bar.n)
