@@ -69,7 +69,8 @@ class LMRun {
   bool out_of_time(uint32_t it, std::chrono::steady_clock::time_point t0, double base);
   bool evaluate(const std::vector<double>& theta);
   void normal_equations();
-  void accumulate(uint32_t b, uint32_t s, uint32_t S);
+  void accumulate(uint32_t b, uint32_t c, uint32_t s, uint32_t S);
+  void compact();
   void decide(uint32_t it);
   bool step(uint32_t b);
   bool converged_gradient(uint32_t b) const;
@@ -111,35 +112,63 @@ class LMRun {
   std::vector<uint32_t> idx_;
   std::vector<uint8_t> free_;
   std::vector<int32_t> err_map_;
+  std::vector<uint32_t> act_;    // the lanes a walk evaluates (walk row c is lane act_[c])
+  std::vector<double> ctheta_;   // [act_.size(), P] their points when fewer than B
   OptimizeOutput out_;
 };
 
-// One taped walk at ``theta``: residuals and sums of squares per lane; false when the
-// result is not numeric or does not match the target.
+// The walk narrows to the running lanes once at most half of the lanes it evaluates still
+// run (so the replayed trace, keyed by the lane count, changes at most log2(B) times): the
+// lanes that stopped cost nothing more. Lanes are independent, so a lane's values do not
+// depend on which others share its walk.
+void LMRun::compact() {
+  uint32_t running = 0;
+  for (uint32_t b = 0; b < B_; ++b) running += out_.state[b] == LANE_RUNNING;
+  if (running == 0 || 2 * static_cast<size_t>(running) > act_.size()) return;
+  act_.clear();
+  for (uint32_t b = 0; b < B_; ++b) {
+    if (out_.state[b] == LANE_RUNNING) act_.push_back(b);
+  }
+}
+
+// One taped walk at ``theta`` over the lanes in act_: residuals and sums of squares per lane
+// (infinite for the lanes left out); false when the result is not numeric or does not match
+// the target.
 bool LMRun::evaluate(const std::vector<double>& theta) {
+  compact();
+  const uint32_t Bc = static_cast<uint32_t>(act_.size());
+  run_.B = Bc;
   run_.theta = theta.data();
+  if (Bc < B_) {
+    ctheta_.resize(static_cast<size_t>(Bc) * P_);
+    for (uint32_t c = 0; c < Bc; ++c) {
+      std::copy_n(theta.data() + static_cast<size_t>(act_[c]) * P_, P_, ctheta_.data() + static_cast<size_t>(c) * P_);
+    }
+    run_.theta = ctheta_.data();
+  }
   run_.grad = false;
   in_.run(run_, last_);
   out_.evaluations += 1;
   if (!last_.numeric) return false;
-  const size_t M = last_.value.size() / B_;
+  const size_t M = last_.value.size() / Bc;
   if (M != rq_.target_len) {
     out_.target_mismatch = true;
     return false;
   }
   M_ = M;
   r_.resize(static_cast<size_t>(B_) * M);
-  f_.assign(B_, 0.0);
+  f_.assign(B_, kInf);
   if (w_.size() != M) {  // the residual weights (1 without sigma), once per fit
     w_.assign(M, 1.0);
     if (rq_.residual_weight) std::copy_n(rq_.residual_weight, M, w_.data());
   }
   const double* __restrict val = last_.value.data();
   const double* __restrict w = w_.data();
-  for (uint32_t b = 0; b < B_; ++b) {
+  for (uint32_t c = 0; c < Bc; ++c) {
+    const uint32_t b = act_[c];
     const double* __restrict t = rq_.target + (rq_.target_per_lane ? b * M : 0);
     double* __restrict r = r_.data() + static_cast<size_t>(b) * M;
-    const double* __restrict v = val + static_cast<size_t>(b) * M;
+    const double* __restrict v = val + static_cast<size_t>(c) * M;
     double sum = 0.0;
     for (size_t m = 0; m < M; ++m) {
       r[m] = (v[m] - t[m]) * w[m];
@@ -147,7 +176,7 @@ bool LMRun::evaluate(const std::vector<double>& theta) {
     }
     bool lane_failed = false;
     if (!last_.status.empty()) {
-      const int8_t* st = last_.status.data() + static_cast<size_t>(b) * run_.Ng;
+      const int8_t* st = last_.status.data() + static_cast<size_t>(c) * run_.Ng;
       for (uint32_t n = 0; n < run_.Ng; ++n) lane_failed = lane_failed || st[n] == 2;
     }
     f_[b] = (lane_failed || !std::isfinite(sum)) ? kInf : sum;
@@ -156,8 +185,8 @@ bool LMRun::evaluate(const std::vector<double>& theta) {
   return true;
 }
 
-// Adds lane b's rows of the last sweep (value element s of S) to its J'J and J'r.
-void LMRun::accumulate(uint32_t b, uint32_t s, uint32_t S) {
+// Adds lane b's rows of the last sweep (walk row c, value element s of S) to its J'J and J'r.
+void LMRun::accumulate(uint32_t b, uint32_t c, uint32_t s, uint32_t S) {
   const uint32_t Ng = run_.Ng;
   const size_t PP = static_cast<size_t>(P_) * P_;
   double* __restrict jtj = jtj_t_.data() + b * PP;
@@ -167,7 +196,7 @@ void LMRun::accumulate(uint32_t b, uint32_t s, uint32_t S) {
   const double* __restrict r = r_.data() + static_cast<size_t>(b) * M_;
   for (uint32_t n = 0; n < Ng; ++n) {
     const size_t m = static_cast<size_t>(n) * S + s;
-    const double* __restrict row = jac_.data() + (static_cast<size_t>(b) * Ng + n) * P_;
+    const double* __restrict row = jac_.data() + (static_cast<size_t>(c) * Ng + n) * P_;
     for (uint32_t i = 0; i < P_; ++i) wrow[i] = row[i] * w[m];
     const double rm = r[m];
     for (uint32_t i = 0; i < P_; ++i) {
@@ -184,7 +213,7 @@ void LMRun::accumulate(uint32_t b, uint32_t s, uint32_t S) {
 void LMRun::normal_equations() {
   const uint32_t S = in_.value_elements();
   const uint32_t Ng = run_.Ng;
-  const size_t W = static_cast<size_t>(B_) * Ng;
+  const size_t W = act_.size() * Ng;
   const size_t PP = static_cast<size_t>(P_) * P_;
   wrow_.resize(P_);
   jtj_t_.assign(static_cast<size_t>(B_) * PP, 0.0);
@@ -194,8 +223,8 @@ void LMRun::normal_equations() {
     for (size_t l = 0; l < W; ++l) ct_[l * S + s] = 1.0;
     in_.lane_jacobian(ct_.data(), jac_);
     for (size_t l = 0; l < W; ++l) ct_[l * S + s] = 0.0;
-    for (uint32_t b = 0; b < B_; ++b) {
-      if (accept_[b]) accumulate(b, s, S);
+    for (uint32_t c = 0; c < act_.size(); ++c) {
+      if (accept_[act_[c]]) accumulate(act_[c], c, s, S);
     }
   }
   for (uint32_t b = 0; b < B_; ++b) {
@@ -216,7 +245,9 @@ void LMRun::normal_equations() {
 int32_t LMRun::reason_of(uint32_t b) {
   for (size_t e = 0; e < last_.errors.size(); ++e) {
     bool hit = false;
-    for (int64_t lane : last_.errors[e].lanes) hit = hit || lane == static_cast<int64_t>(b);
+    for (int64_t lane : last_.errors[e].lanes) {
+      hit = hit || (lane >= 0 && static_cast<size_t>(lane) < act_.size() && act_[lane] == b);
+    }
     if (!hit) continue;
     if (err_map_[e] < 0) {
       err_map_[e] = static_cast<int32_t>(out_.errors.size());
@@ -576,6 +607,8 @@ void LMRun::start() {
   out_.state.assign(B_, LANE_RUNNING);
   out_.reason.assign(B_, kNoReason);
   out_.why.assign(B_, kWhyNone);
+  act_.resize(B_);
+  for (uint32_t b = 0; b < B_; ++b) act_[b] = b;
 }
 
 // The fit's time limit passed before iteration ``it``: running lanes keep their point (not
