@@ -52,7 +52,7 @@ struct AdamArgs {
   bool lm = false;                      // Levenberg–Marquardt (needs a target) instead of Adam
   bool lbfgs = false;                   // L-BFGS instead of Adam
   uint32_t memory = 10, max_ls = 15;
-  double c1 = 1e-4, lbfgs_gtol = 1e-10, lbfgs_ftol = 1e-13;
+  double c1 = 1e-4, c2 = 0.9, lbfgs_gtol = 1e-10, lbfgs_ftol = 1e-13;
   double ftol = 1.49012e-8, xtol = 1.49012e-8, gtol = 1e-8, lambda0 = 1e-3;
   nb::object residual_weight = nb::none();  // [N] or None
 };
@@ -342,7 +342,7 @@ void fill_adam(ndvm::OptimizeRequest& req, const AdamArgs& o, const AdamArrays& 
   }
   req.time_limit = o.time_limit;
   req.lm = ndvm::LMOptions{o.ftol, o.xtol, o.gtol, o.lambda0};
-  req.lbfgs = ndvm::LBFGSOptions{o.memory, o.c1, o.max_ls, o.lbfgs_gtol, o.lbfgs_ftol};
+  req.lbfgs = ndvm::LBFGSOptions{o.memory, o.c1, o.max_ls, o.lbfgs_gtol, o.lbfgs_ftol, o.c2};
   if (arr.residual_weight) {
     if (req.target == nullptr || arr.residual_weight->shape(0) != req.target_len) {
       throw std::invalid_argument("optimize: residual_weight needs one entry per target entry");
@@ -474,6 +474,7 @@ void bind_options(nb::module_& m) {
       .def_rw("memory", &AdamArgs::memory)
       .def_rw("max_ls", &AdamArgs::max_ls)
       .def_rw("c1", &AdamArgs::c1)
+      .def_rw("c2", &AdamArgs::c2)
       .def_rw("lbfgs_gtol", &AdamArgs::lbfgs_gtol)
       .def_rw("lbfgs_ftol", &AdamArgs::lbfgs_ftol)
       .def_rw("ftol", &AdamArgs::ftol)

@@ -285,8 +285,9 @@ void AdamRun::finish(std::vector<double>& theta) {
   out_.theta = std::move(theta);
 }
 
-// In-runtime L-BFGS: optim.LBFGS.minimize operation for operation (Armijo backtracking,
-// each trial one walk of every pending lane; a bound holds the coordinates it blocks).
+// In-runtime L-BFGS: optim.LBFGS.minimize operation for operation (the strong-Wolfe line
+// search of ndvm.calibrate.linesearch, each trial one walk; a bound holds the coordinates it
+// blocks).
 class LbfgsRun : public AdamRun {
  public:
   using AdamRun::AdamRun;
@@ -295,13 +296,20 @@ class LbfgsRun : public AdamRun {
  private:
   void direction(uint32_t b, uint32_t it, double* r);
   double dot(const double* a, const double* b);
+  // a lane's line-search bracket (linesearch.strong_wolfe's per-lane arrays)
+  struct Bracket {
+    double a_prev, f_prev, dp_prev, lo, f_lo, dp_lo, hi, f_hi;
+  };
   void line_search(const std::vector<double>& theta, const std::vector<double>& f);
+  void place_trial(uint32_t b, const std::vector<double>& theta);
+  void judge(uint32_t b, double f0);
   void update_memory(uint32_t it, const std::vector<double>& theta, const std::vector<double>& g);
   void plan(uint32_t it, const std::vector<double>& theta, const std::vector<double>& g);
 
   std::vector<double> S_, Y_, rho_, gamma_, alpha_, prod_;
   std::vector<double> d_, slope_, step_, new_t_, new_f_, new_g_, trial_, sv_, yv_;
-  std::vector<uint8_t> act_, pending_, stuck_, held_, flat_lanes_;
+  std::vector<uint8_t> act_, pending_, stuck_, held_, flat_lanes_, search_, zoom_, found_;
+  std::vector<Bracket> br_;
 };
 
 double LbfgsRun::dot(const double* a, const double* b) {  // (a * b).sum() as NumPy
@@ -337,42 +345,98 @@ void LbfgsRun::direction(uint32_t b, uint32_t it, double* r) {
   }
 }
 
-// Armijo backtracking of the pending lanes from theta along d_ (steps halve, max_ls trials).
+// The minimizer of the quadratic through phi(lo), phi'(lo), phi(hi) where it lies 10 %
+// inside [lo, hi] (either order), else the midpoint (linesearch._interpolate).
+double interpolate(double lo, double hi, double f_lo, double dp_lo, double f_hi) {
+  const double delta = hi - lo;
+  const double denom = 2.0 * (f_hi - f_lo - dp_lo * delta);
+  const double aq = lo - dp_lo * delta * delta / denom;
+  const double margin = 0.1 * std::fabs(delta);
+  const bool inside = std::isfinite(aq) && aq >= std::min(lo, hi) + margin &&
+                      aq <= std::max(lo, hi) - margin;
+  return inside ? aq : lo + 0.5 * delta;
+}
+
+// Lane b's trial point: theta + a d on the box (a lane not searching stays at new_t_).
+void LbfgsRun::place_trial(uint32_t b, const std::vector<double>& theta) {
+  for (uint32_t i = 0; i < P_; ++i) {
+    const size_t j = static_cast<size_t>(b) * P_ + i;
+    if (!search_[b]) {
+      trial_[j] = new_t_[j];
+      continue;
+    }
+    double x = theta[j] + step_[b] * d_[j];
+    if (rq_.lower && x < rq_.lower[i]) x = rq_.lower[i];
+    if (rq_.upper && x > rq_.upper[i]) x = rq_.upper[i];
+    trial_[j] = x;
+  }
+}
+
+// One trial's verdict for lane b (linesearch.strong_wolfe's loop body): keep the point if it
+// is accepted or the lowest with sufficient decrease; move the bracket or grow the step.
+void LbfgsRun::judge(uint32_t b, double f0) {
+  const bool bad = ev_.failed[b] || !std::isfinite(ev_.loss[b]);
+  const double ft = bad ? kInf : ev_.loss[b];
+  const double* gt = ev_.grad.data() + static_cast<size_t>(b) * P_;
+  const double dp = bad ? kNaN : dot(gt, d_.data() + static_cast<size_t>(b) * P_);
+  const double a = step_[b];
+  const bool armijo = ft <= f0 + rq_.lbfgs.c1 * a * slope_[b];
+  const bool wolfe = armijo && std::fabs(dp) <= -rq_.lbfgs.c2 * slope_[b];
+  if (wolfe || (armijo && ft < new_f_[b])) {
+    const size_t o = static_cast<size_t>(b) * P_;
+    std::copy_n(trial_.data() + o, P_, new_t_.data() + o);
+    for (uint32_t i = 0; i < P_; ++i) new_g_[o + i] = bad ? 0.0 : gt[i];
+    new_f_[b] = ft;
+    found_[b] = 1;
+  }
+  if (wolfe) {
+    search_[b] = 0;
+    return;
+  }
+  Bracket& k = br_[b];
+  if (!zoom_[b]) {
+    if (!armijo || (k.a_prev > 0 && ft >= k.f_prev)) {  // [a_prev, a]
+      k.lo = k.a_prev, k.f_lo = k.f_prev, k.dp_lo = k.dp_prev, k.hi = a, k.f_hi = ft;
+    } else if (dp >= 0) {  // [a, a_prev]
+      k.hi = k.a_prev, k.f_hi = k.f_prev, k.lo = a, k.f_lo = ft, k.dp_lo = dp;
+    } else {
+      k.a_prev = a, k.f_prev = ft, k.dp_prev = dp;
+      step_[b] = 2.0 * a;
+      return;
+    }
+    zoom_[b] = 1;
+  } else if (!armijo || ft >= k.f_lo) {
+    k.hi = a, k.f_hi = ft;
+  } else {
+    if (dp * (k.hi - k.lo) >= 0) k.hi = k.lo, k.f_hi = k.f_lo;
+    k.lo = a, k.f_lo = ft, k.dp_lo = dp;
+  }
+  step_[b] = interpolate(k.lo, k.hi, k.f_lo, k.dp_lo, k.f_hi);
+}
+
+// The strong-Wolfe line search of the pending lanes from theta along d_
+// (ndvm.calibrate.linesearch, operation for operation): each trial one walk of every lane
+// still searching; a lane ends with its accepted or lowest sufficient-decrease trial (found_).
 void LbfgsRun::line_search(const std::vector<double>& theta, const std::vector<double>& f) {
-  const double c1 = rq_.lbfgs.c1;
+  for (uint32_t b = 0; b < B_; ++b) {
+    search_[b] = pending_[b];
+    zoom_[b] = 0;
+    found_[b] = 0;
+    step_[b] = search_[b] ? 1.0 : 0.0;
+    br_[b] = Bracket{0.0, f[b], slope_[b], 0.0, f[b], slope_[b], 0.0, kInf};
+  }
   for (uint32_t ls = 0; ls < rq_.lbfgs.max_ls; ++ls) {
     bool any = false;
-    for (uint32_t b = 0; b < B_; ++b) any = any || pending_[b];
+    for (uint32_t b = 0; b < B_; ++b) any = any || search_[b];
     if (!any) break;
-    for (uint32_t b = 0; b < B_; ++b) {
-      for (uint32_t i = 0; i < P_; ++i) {
-        const size_t j = static_cast<size_t>(b) * P_ + i;
-        if (!pending_[b]) {
-          trial_[j] = new_t_[j];
-          continue;
-        }
-        double x = theta[j] + step_[b] * d_[j];
-        if (rq_.lower && x < rq_.lower[i]) x = rq_.lower[i];
-        if (rq_.upper && x > rq_.upper[i]) x = rq_.upper[i];
-        trial_[j] = x;
-      }
-    }
+    for (uint32_t b = 0; b < B_; ++b) place_trial(b, theta);
     if (!evaluate(trial_, true)) {
       out_.non_numeric = !out_.target_mismatch;
       return;
     }
     out_.evaluations += 1;
     for (uint32_t b = 0; b < B_; ++b) {
-      const bool ok = pending_[b] && !ev_.failed[b] &&
-                      ev_.loss[b] <= f[b] + c1 * step_[b] * slope_[b];
-      if (ok) {
-        const size_t o = static_cast<size_t>(b) * P_;
-        std::copy_n(trial_.data() + o, P_, new_t_.data() + o);
-        std::copy_n(ev_.grad.data() + o, P_, new_g_.data() + o);
-        new_f_[b] = ev_.loss[b];
-        pending_[b] = 0;
-      }
-      if (pending_[b]) step_[b] *= 0.5;
+      if (search_[b]) judge(b, f[b]);
     }
   }
 }
@@ -459,6 +523,10 @@ OptimizeOutput LbfgsRun::go() {
   act_.assign(B_, 0);
   pending_.assign(B_, 0);
   stuck_.assign(B_, 0);
+  search_.assign(B_, 0);
+  zoom_.assign(B_, 0);
+  found_.assign(B_, 0);
+  br_.assign(B_, Bracket{});
   if (!evaluate(theta, true)) {
     out_.non_numeric = !out_.target_mismatch;
     return std::move(out_);
@@ -482,7 +550,7 @@ OptimizeOutput LbfgsRun::go() {
     new_g_ = g;
     line_search(theta, f);
     if (out_.non_numeric || out_.target_mismatch) return std::move(out_);
-    for (uint32_t b = 0; b < B_; ++b) stuck_[b] = act_[b] && pending_[b];
+    for (uint32_t b = 0; b < B_; ++b) stuck_[b] = act_[b] && pending_[b] && !found_[b];
     update_memory(it, theta, g);
     std::vector<uint8_t>& flat = flat_lanes_;
     flat.assign(B_, 0);

@@ -52,6 +52,7 @@ struct LBFGSOptions {
   uint32_t max_ls = 15;
   double gtol = 1e-10;
   double ftol = 1e-13;
+  double c2 = 0.9;  // the strong Wolfe curvature condition's constant
 };
 
 struct OptimizeRequest {
@@ -101,7 +102,7 @@ double pairwise_sum(const double* a, size_t n);
 
 OptimizeOutput optimize_adam(Interp& interp, const OptimizeRequest& req);
 
-// L-BFGS with Armijo backtracking (ndvm.calibrate.optim.LBFGS, operation for operation) on
+// L-BFGS with a strong-Wolfe line search (ndvm.calibrate.optim.LBFGS, operation for operation) on
 // the same losses as optimize_adam; req.steps bounds the iterations.
 OptimizeOutput optimize_lbfgs(Interp& interp, const OptimizeRequest& req);
 

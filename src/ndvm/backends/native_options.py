@@ -52,6 +52,7 @@ def lbfgs_options(
     opt.memory = int(options.get("memory", 10))
     opt.max_ls = int(options.get("max_ls", 15))
     opt.c1 = float(options.get("c1", 1e-4))
+    opt.c2 = float(options.get("c2", 0.9))
     opt.lbfgs_gtol = float(options.get("gtol", 1e-10))
     opt.lbfgs_ftol = float(options.get("ftol", 1e-13))
     return opt

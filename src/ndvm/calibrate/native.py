@@ -236,7 +236,7 @@ class NativeOptimizer:
         es = control.early_stop
         inner = self.inner  # the fields the runtime reads (no dataclasses.asdict deep copy)
         keys = ("lr", "betas", "eps", "ftol", "xtol", "gtol", "lambda0", "memory", "c1",
-                "max_ls")  # fmt: skip
+                "c2", "max_ls")  # fmt: skip
         options = {k: getattr(inner, k) for k in keys if hasattr(inner, k)}
         if isinstance(inner, LM):
             options["residual_weight"] = prep.residual_weight

@@ -17,6 +17,7 @@ from typing import Protocol
 
 import numpy as np
 
+from ndvm.calibrate.linesearch import strong_wolfe
 from ndvm.calibrate.objective import Eval, Objective
 from ndvm.frozen import frozen
 
@@ -298,10 +299,12 @@ class Adam:
 
 @dataclass(frozen=True)
 class LBFGS:
-    """Lane-vectorized L-BFGS with Armijo backtracking; each trial is one objective call."""
+    """Lane-vectorized L-BFGS with a strong-Wolfe line search (``linesearch``); each trial is
+    one objective call for every lane still searching."""
 
     memory: int = 10
     c1: float = 1e-4
+    c2: float = 0.9
     max_ls: int = 15
     gtol: float = 1e-10
     ftol: float = 1e-13  # stop a lane once (f_k - f_k+1) <= ftol * max(|f_k|, 1)
@@ -337,27 +340,13 @@ class LBFGS:
             if it == 0:
                 scale = np.minimum(1.0, 1.0 / np.maximum(np.abs(gf).max(axis=1), 1e-300))
                 d, slope = d * scale[:, None], slope * scale
-            step = np.where(act, 1.0, 0.0)
             pending = act & (np.abs(gf).max(axis=1) > self.gtol)
             book.state[act & ~pending] = CONVERGED
-            new_t, new_f, new_g, new_failed = theta.copy(), f.copy(), g.copy(), ~pending
-            reasons: list[str | None] = [None] * B
-            for _ in range(self.max_ls):
-                if not pending.any():
-                    break
-                trial = np.where(pending[:, None], theta + step[:, None] * d, new_t)
-                if control.project is not None:
-                    trial = np.where(pending[:, None], control.project(trial), trial)
-                tr = objective(trial, grad=True)
-                book.evaluations += 1
-                ok = pending & ~tr.failed & (tr.loss <= f + self.c1 * step * slope)
-                new_t[ok], new_f[ok], new_g[ok] = trial[ok], tr.loss[ok], tr.grad[ok]
-                new_failed[ok] = False
-                for b in np.flatnonzero(pending & tr.failed):
-                    reasons[b] = tr.reasons[b]
-                pending &= ~ok
-                step = np.where(pending, step * 0.5, step)
-            stuck = act & pending  # no acceptable step: converged to round-off (or failed)
+            ls = strong_wolfe(objective, theta, f, g, d, slope, pending, control.project,
+                              self.c1, self.c2, self.max_ls)  # fmt: skip
+            book.evaluations += ls.evaluations
+            new_t, new_f, new_g = ls.theta, ls.loss, ls.grad
+            stuck = act & pending & ~ls.found  # no sufficient decrease: round-off (or failed)
             s, y = new_t - theta, new_g - g
             sy = (s * y).sum(axis=1)
             good = act & ~stuck & (sy > 1e-300)
@@ -369,7 +358,7 @@ class LBFGS:
             gamma = np.where(good, sy / np.where(good, yy, 1.0), gamma)
             flat = act & ~stuck & (f - new_f <= self.ftol * np.maximum(np.abs(f), 1.0))
             theta, f, g = new_t, new_f, new_g
-            fake = Eval(f, g, np.zeros(B, dtype=bool), reasons)
+            fake = Eval(f, g, np.zeros(B, dtype=bool), [None] * B)
             book.evaluations -= 1
             book.record(theta, fake)
             book.state[(stuck | flat) & (book.state == RUNNING)] = CONVERGED
