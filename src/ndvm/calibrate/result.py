@@ -196,16 +196,17 @@ def lane_objective(objective: Any, prepared: Any, rows: np.ndarray) -> Any:
 
 
 def _best(losses: np.ndarray) -> int:
-    """The lowest loss's lane (NaN ignored; lane 0 when every loss is NaN or infinite); of
-    starts that reached it within 1e-9 relative, the first."""
+    """The lowest loss's lane (NaN ignored; lane 0 when no loss is finite); of starts that
+    reached it within 1e-9 relative, the first. (Python floats: a fit has few starts.)"""
     if losses.shape[0] == 1:
         return 0
-    if not np.isfinite(losses).any():
+    vals = [math.inf if v != v else v for v in losses.tolist()]
+    low = min(vals)
+    if not math.isfinite(low):
         return 0
-    finite = np.where(np.isnan(losses), np.inf, losses)
-    low = finite.min()
     # ties within 1e-9 (relative) go to the first start: the declared init's, if it got there
-    return int(np.flatnonzero(finite <= low + 1e-9 * abs(low))[0])
+    tie = low + 1e-9 * abs(low)
+    return next(i for i, v in enumerate(vals) if v <= tie)
 
 
 def _diagnose(
@@ -255,13 +256,21 @@ def _sse(
 
 def _cosine(grad: np.ndarray | None, jtj: np.ndarray, loss: float, prep: Any) -> float:
     """The largest cosine of a Jacobian column with the residual, from the (projected) loss
-    gradient ``2 w Jᵀr``: ``|g_i| / (2 w ‖J_i‖ ‖r‖)``."""
+    gradient ``2 w Jᵀr``: ``|g_i| / (2 w ‖J_i‖ ‖r‖)`` over the columns with a norm (NaN if
+    one of those is NaN)."""
     if grad is None:
         return math.inf
-    norms = np.sqrt(np.maximum(np.diag(jtj), 0.0)) * math.sqrt(max(loss / prep.weight, 0.0))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        c = np.where(norms > 0, np.abs(grad[: norms.size]) / (2.0 * prep.weight * norms), 0.0)
-    return float(c.max(initial=0.0))
+    rn = math.sqrt(max(loss / prep.weight, 0.0))
+    two_w = 2.0 * prep.weight
+    worst = 0.0
+    for g, d in zip(grad.tolist(), np.diagonal(jtj).tolist()):
+        norm = math.sqrt(max(d, 0.0)) * rn
+        if norm > 0:
+            c = abs(g) / (two_w * norm)
+            if c != c:
+                return math.nan
+            worst = max(worst, c)
+    return worst
 
 
 AUTO_NAME = "adam+lbfgs-polish"  # what optimizer="auto" reports (calibrate.api)
