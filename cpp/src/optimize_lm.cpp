@@ -77,8 +77,10 @@ class LMRun {
   void converge(uint32_t b, int8_t why);
   int32_t reason_of(uint32_t b);
   void finish();
+  void copy_first();
   void drop_dominated();
   void detect_linear();
+  void follow_first();
   bool probe_columns(const std::vector<double>& rows, uint32_t n, std::vector<double>& jac);
   bool project_linear(uint32_t b);
   bool damped_solve(uint32_t b, const std::vector<uint8_t>& free, double dfloor, double lam);
@@ -112,6 +114,7 @@ class LMRun {
   std::vector<uint32_t> idx_;
   std::vector<uint8_t> free_;
   std::vector<int32_t> err_map_;
+  bool follow_ = false;          // the other lanes copy lane 0 (follow_first)
   std::vector<uint32_t> act_;    // the lanes a walk evaluates (walk row c is lane act_[c])
   std::vector<double> ctheta_;   // [act_.size(), P] their points when fewer than B
   OptimizeOutput out_;
@@ -600,7 +603,39 @@ void LMRun::drop_dominated() {
   }
 }
 
+// A model affine in every parameter is linear least squares: every start's first solve is the
+// same solution, so only lane 0 runs and the others end as its copies (finish). Not with
+// per-lane targets or bounds (ndvm.calibrate.lm._Lanes._follow_first).
+void LMRun::follow_first() {
+  bool all = P_ > 0;
+  for (uint32_t i = 0; i < P_; ++i) all = all && linear_[i];
+  follow_ = all && B_ > 1 && !rq_.target_per_lane && !rq_.lower && !rq_.upper;
+  if (!follow_) return;
+  act_.assign(1, 0);
+  for (uint32_t b = 1; b < B_; ++b) out_.state[b] = LANE_OK;
+}
+
+// The lanes that followed lane 0 take its end.
+void LMRun::copy_first() {
+  const size_t PP = static_cast<size_t>(P_) * P_;
+  for (uint32_t b = 1; b < B_; ++b) {
+    out_.state[b] = out_.state[0];
+    out_.why[b] = out_.why[0];
+    out_.reason[b] = out_.reason[0];
+    fc_[b] = fc_[0];
+    out_.best_loss[b] = out_.best_loss[0];
+    out_.best_sse[b] = out_.best_sse[0];
+    std::copy_n(theta_.data(), P_, theta_.data() + static_cast<size_t>(b) * P_);
+    std::copy_n(jtr_.data(), P_, jtr_.data() + static_cast<size_t>(b) * P_);
+    std::copy_n(jtj_.data(), PP, jtj_.data() + b * PP);
+    for (uint32_t k = 0; k < out_.iterates; ++k) {
+      out_.history[static_cast<size_t>(k) * B_ + b] = out_.history[static_cast<size_t>(k) * B_];
+    }
+  }
+}
+
 void LMRun::finish() {
+  if (follow_) copy_first();
   const size_t PP = static_cast<size_t>(P_) * P_;
   for (uint32_t b = 0; b < B_; ++b) {
     if (out_.state[b] == LANE_RUNNING) out_.state[b] = LANE_OK;
@@ -679,7 +714,10 @@ OptimizeOutput LMRun::go() {
   for (uint32_t it = 0; it <= rq_.steps; ++it) {
     in_.poll_interrupt();
     if (out_of_time(it, t0, base_deadline)) break;
-    if (it == 0 && rq_.lm.project_linear) detect_linear();
+    if (it == 0 && rq_.lm.project_linear) {
+      detect_linear();
+      follow_first();
+    }
     if (!evaluate(trial_)) {
       out_.non_numeric = !out_.target_mismatch;
       return std::move(out_);

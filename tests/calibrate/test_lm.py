@@ -67,6 +67,23 @@ def test_line_is_ordinary_least_squares_at_any_scale() -> None:
     assert const.params["a"] == pytest.approx(Y_LINE.mean(), rel=1e-12)
 
 
+@pytest.mark.parametrize("engine", [pytest.param("native", marks=pytest.mark.native), "numpy"])
+def test_a_model_linear_in_every_parameter_is_solved_once_for_every_start(engine: str) -> None:
+    """Linear least squares: every start reports lstsq's solution (the starts after the first
+    are its copies); with one target per start each start still solves its own series."""
+    t = np.linspace(0.0, 4.0, 48)
+    y = 2.0 - 0.7 * t + 0.3 * np.sin(2.0 * t) + RNG.normal(0.0, 0.05, t.size)
+    prog = ndvm.compile("(+ a (* b t) (* c (sin (* 2 t))))", inputs=["t"])
+    basis = np.stack([np.ones_like(t), t, np.sin(2.0 * t)], 1)
+    cal = ndvm.calibrate(prog, {"t": t}, y, starts=16, engine=engine)
+    assert cal.success and cal.n_best == 16, cal.message
+    np.testing.assert_allclose(cal.all_theta, np.tile(np.linalg.lstsq(basis, y)[0], (16, 1)),
+                               rtol=1e-9)  # fmt: skip
+    ys = np.stack([y, 2 * y, y - 1.0])
+    per = ndvm.calibrate(prog, {"t": t}, ys, starts=3, engine=engine)
+    np.testing.assert_allclose(per.all_theta, np.linalg.lstsq(basis, ys.T)[0].T, rtol=1e-9)
+
+
 @pytest.mark.parametrize("name", ["decay", "mm"])
 def test_nonlinear_optimum_matches_a_profiled_grid(name: str) -> None:
     """The optimum against a fine grid of the nonlinear parameter, the linear one solved

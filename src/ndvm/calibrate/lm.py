@@ -147,6 +147,7 @@ class _Lanes:
         self.sn = np.zeros(B)  # ‖D δ‖ of the last trial step
         self.linear = np.zeros(P, bool)  # parameters the model is jointly affine in
         self.projected = np.zeros(B, bool)  # the last trial solved the linear parameters
+        self.follow = False  # the other starts copy the first (_follow_first)
         self.state = np.full(B, optim.RUNNING, np.int8)
         self.why = np.zeros(B, np.int8)
         self.reasons: list[str | None] = [None] * B
@@ -162,6 +163,7 @@ class _Lanes:
                 break
             if it == 0 and self.o.project_linear:
                 self.linear = linear_parameters(self.prep, self.trial[0])
+                self._follow_first()
             r, f, J, reasons = residuals(self.prep, self.trial, jac=True)
             self.evaluations += 1
             accept = (self.state == optim.RUNNING) & (f < self.fc)
@@ -234,6 +236,17 @@ class _Lanes:
         stop &= self.fc * self.prep.weight > then * (1.0 - DOMINATED_DROP)
         self.state[stop] = optim.OK
         self.why[stop] = WHY_DOMINATED
+
+    def _follow_first(self) -> None:
+        """A model affine in every parameter is linear least squares: every start's first
+        solve is the same solution, so only the first start runs and the others end as copies
+        of it (``_trace``). Not with per-start targets or bounds."""
+        per_lane = getattr(self.prep, "per_lane", False)
+        B = self.theta.shape[0]
+        self.follow = bool(self.linear.size and self.linear.all()) and B > 1 and not per_lane
+        self.follow = self.follow and self.control.project is None
+        if self.follow:
+            self.state[1:] = optim.OK
 
     def _converge(self, b: int, why: int) -> None:
         self.state[b] = optim.CONVERGED
@@ -316,6 +329,10 @@ class _Lanes:
                 self.why[b] = WHY_TIME
 
     def _trace(self, hist: np.ndarray) -> optim.Trace:
+        if self.follow:  # the starts that followed the first: its copies
+            for a in (self.theta, self.fc, self.jtj, self.jtr, self.state, self.why, hist.T):
+                a[1:] = a[0]
+            self.reasons[1:] = [self.reasons[0]] * (len(self.reasons) - 1)
         failed = self.state == optim.FAILED
         state = np.where(self.state == optim.RUNNING, optim.OK, self.state).astype(np.int8)
         loss = np.where(failed, np.nan, self.fc * self.prep.weight)
