@@ -255,6 +255,20 @@ def _reason_text(code: int, errors: list[tuple[np.ndarray, NdvmError]]) -> str |
 _REASONS = {-2: "non-finite loss", -3: "non-finite gradient"}
 
 
+def _reasons(
+    codes: list[int], errors: list[tuple[np.ndarray, NdvmError]], time_limit: Any, at: int
+) -> list[str | None]:
+    """Each lane's failure reason from the core's codes (-1: none, -4: the time limit)."""
+    if max(codes, default=-1) == -1 and min(codes, default=-1) == -1:
+        return [None] * len(codes)
+    return [
+        _reason_text(c, errors)
+        if c != -4
+        else f"time limit of {time_limit:g} s reached after {at} steps"
+        for c in codes
+    ]
+
+
 class NativeBackend:
     """The native runtime; ``client`` picks the core's evaluator: ``"native"`` the CEK tree
     walker, ``"vm"`` the bytecode VM (both on the same payloads, tape and lane machinery)."""
@@ -420,12 +434,7 @@ class NativeBackend:
             "best_sse": raw["best_sse"],
             "history": raw["history"],
             "state": raw["state"],
-            "reasons": [
-                _reason_text(c, errors)
-                if c != -4
-                else f"time limit of {time_limit:g} s reached after {raw['stopped_at']} steps"
-                for c in raw["reason"].tolist()
-            ],
+            "reasons": _reasons(raw["reason"].tolist(), errors, time_limit, raw["stopped_at"]),
             "evaluations": int(raw["evaluations"]),
             "fresh": True,  # the core's arrays, new to this call
             **({"jtj": raw["jtj"], "why": raw["why"]} if method == "lm" else {}),

@@ -72,6 +72,7 @@ class _Run:
         self.reasons: list[str | None] = [None] * theta.shape[0]
         self.evaluations = 0
         self.done = 0
+        self.calls = 0
 
     def add(self, lanes: np.ndarray, out: dict[str, Any]) -> int:
         """Merge one call's result for ``lanes``; returns the steps it took."""
@@ -79,6 +80,7 @@ class _Run:
         bl = np.asarray(out["best_loss"], dtype=np.float64)
         st = np.asarray(out["state"], dtype=np.int8)
         took = h.shape[0] - 1
+        self.calls += 1
         if self.done == 0:
             self._first(out, h, bl, st, took)
         else:
@@ -136,7 +138,9 @@ class _Run:
         hist = self.history[: self.done + 1]
         state, best_loss = self.state, self.best_loss
         codes = state.tolist()
-        if optim.CONVERGED in codes:  # a frozen lane: its loss stays after its last iterate
+        # a frozen lane: its loss stays after its last iterate (one call's history already
+        # holds it; a lane left out of later chunks has NaN rows there)
+        if self.calls > 1 and optim.CONVERGED in codes:
             cols = np.flatnonzero(state == optim.CONVERGED)
             sub = hist[:, cols]
             fin = np.isfinite(sub)

@@ -320,10 +320,11 @@ def build(
     if extra_names and prepared is not None:
         values = np.concatenate([values, prepared.constrain_extra(trace.best_theta[:, P:])], 1)
     names = program.params + extra_names
+    codes = np.asarray(trace.state).tolist()
     status = tuple(
         STATUS_NAMES.get(s, "failed") if s != optim.FAILED else f"failed: {r or 'unknown'}"
-        for s, r in zip(np.asarray(trace.state).tolist(), trace.reasons)
-    )
+        for s, r in zip(codes, trace.reasons)
+    ) if optim.FAILED in codes else tuple(STATUS_NAMES.get(s, "failed") for s in codes)
     theta = trace.best_theta[best].copy()
     loss = float(losses[best])
     grad = r2 = None
