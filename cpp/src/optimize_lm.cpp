@@ -603,13 +603,21 @@ void LMRun::drop_dominated() {
   }
 }
 
-// A model affine in every parameter is linear least squares: every start's first solve is the
-// same solution, so only lane 0 runs and the others end as its copies (finish). Not with
+// After the first walk: a model affine in every parameter — at the probes, and with the same
+// J'J at every start, none failing — is linear least squares, whose solution does not depend
+// on the start: only lane 0 runs on, and the others end as its copies (copy_first). Not with
 // per-lane targets or bounds (ndvm.calibrate.lm._Lanes._follow_first).
 void LMRun::follow_first() {
-  bool all = P_ > 0;
-  for (uint32_t i = 0; i < P_; ++i) all = all && linear_[i];
-  follow_ = all && B_ > 1 && !rq_.target_per_lane && !rq_.lower && !rq_.upper;
+  bool all = P_ > 0 && B_ > 1 && !rq_.target_per_lane && !rq_.lower && !rq_.upper;
+  for (uint32_t i = 0; i < P_ && all; ++i) all = linear_[i];
+  const size_t PP = static_cast<size_t>(P_) * P_;
+  double top = 0.0;
+  for (size_t k = 0; k < PP && all; ++k) top = std::max(top, std::fabs(jtj_[k]));
+  for (uint32_t b = 0; b < B_ && all; ++b) {
+    all = out_.state[b] != LANE_FAILED;
+    for (size_t k = 0; k < PP && all; ++k) all = std::fabs(jtj_[b * PP + k] - jtj_[k]) <= 1e-9 * top;
+  }
+  follow_ = all;
   if (!follow_) return;
   act_.assign(1, 0);
   for (uint32_t b = 1; b < B_; ++b) out_.state[b] = LANE_OK;
@@ -628,7 +636,7 @@ void LMRun::copy_first() {
     std::copy_n(theta_.data(), P_, theta_.data() + static_cast<size_t>(b) * P_);
     std::copy_n(jtr_.data(), P_, jtr_.data() + static_cast<size_t>(b) * P_);
     std::copy_n(jtj_.data(), PP, jtj_.data() + b * PP);
-    for (uint32_t k = 0; k < out_.iterates; ++k) {
+    for (uint32_t k = 1; k < out_.iterates; ++k) {  // row 0: the start's own loss
       out_.history[static_cast<size_t>(k) * B_ + b] = out_.history[static_cast<size_t>(k) * B_];
     }
   }
@@ -714,10 +722,7 @@ OptimizeOutput LMRun::go() {
   for (uint32_t it = 0; it <= rq_.steps; ++it) {
     in_.poll_interrupt();
     if (out_of_time(it, t0, base_deadline)) break;
-    if (it == 0 && rq_.lm.project_linear) {
-      detect_linear();
-      follow_first();
-    }
+    if (it == 0 && rq_.lm.project_linear) detect_linear();
     if (!evaluate(trial_)) {
       out_.non_numeric = !out_.target_mismatch;
       return std::move(out_);
@@ -729,6 +734,7 @@ OptimizeOutput LMRun::go() {
     }
     if (any) normal_equations();
     decide(it);
+    if (it == 0) follow_first();
     std::fill(projected_.begin(), projected_.end(), 0);
     double* hist = out_.history.data() + static_cast<size_t>(out_.iterates) * B_;
     for (uint32_t b = 0; b < B_; ++b) {

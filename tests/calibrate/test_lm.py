@@ -82,6 +82,10 @@ def test_a_model_linear_in_every_parameter_is_solved_once_for_every_start(engine
     ys = np.stack([y, 2 * y, y - 1.0])
     per = ndvm.calibrate(prog, {"t": t}, ys, starts=3, engine=engine)
     np.testing.assert_allclose(per.all_theta, np.linalg.lstsq(basis, ys.T)[0].T, rtol=1e-9)
+    # affine at the probes (a = 0 and 1) but not everywhere: each start runs on its own
+    piecewise = ndvm.compile("(params (a 0.0)) (if (> a 1) (* 2 a t) (* a t))", inputs=["t"])
+    cal = ndvm.calibrate(piecewise, {"t": t}, 3.0 * t, starts=16, engine=engine)
+    assert cal.params["a"] == pytest.approx(1.5) and len(set(cal.all_losses.tolist())) > 1
 
 
 @pytest.mark.parametrize("name", ["decay", "mm"])

@@ -163,7 +163,6 @@ class _Lanes:
                 break
             if it == 0 and self.o.project_linear:
                 self.linear = linear_parameters(self.prep, self.trial[0])
-                self._follow_first()
             r, f, J, reasons = residuals(self.prep, self.trial, jac=True)
             self.evaluations += 1
             accept = (self.state == optim.RUNNING) & (f < self.fc)
@@ -173,6 +172,8 @@ class _Lanes:
             f = np.where(accept & bad, np.inf, f)
             accept &= ~bad
             self._decide(it, accept, f, jtj, jtr, reasons)
+            if it == 0:
+                self._follow_first()
             self.projected[:] = False
             hist.append(np.where(self.state == optim.FAILED, np.nan, self.fc * self.prep.weight))
             self._drop_dominated(hist)
@@ -238,14 +239,21 @@ class _Lanes:
         self.why[stop] = WHY_DOMINATED
 
     def _follow_first(self) -> None:
-        """A model affine in every parameter is linear least squares: every start's first
-        solve is the same solution, so only the first start runs and the others end as copies
-        of it (``_trace``). Not with per-start targets or bounds."""
+        """After the first evaluation: a model affine in every parameter — at the probes, and
+        with the same JᵀJ at every start, none failing — is linear least squares, whose
+        solution does not depend on the start: only the first start runs on and the others end
+        as its copies (``_trace``; their first history row stays their own). Not with per-start
+        targets or bounds."""
         per_lane = getattr(self.prep, "per_lane", False)
         B = self.theta.shape[0]
-        self.follow = bool(self.linear.size and self.linear.all()) and B > 1 and not per_lane
-        self.follow = self.follow and self.control.project is None
-        if self.follow:
+        follow = bool(self.linear.size and self.linear.all()) and B > 1 and not per_lane
+        follow = follow and self.control.project is None
+        follow = follow and not (self.state == optim.FAILED).any()
+        if follow:
+            top = np.abs(self.jtj[0]).max()
+            follow = bool((np.abs(self.jtj - self.jtj[0]) <= 1e-9 * top).all())
+        self.follow = follow
+        if follow:
             self.state[1:] = optim.OK
 
     def _converge(self, b: int, why: int) -> None:
@@ -330,7 +338,7 @@ class _Lanes:
 
     def _trace(self, hist: np.ndarray) -> optim.Trace:
         if self.follow:  # the starts that followed the first: its copies
-            for a in (self.theta, self.fc, self.jtj, self.jtr, self.state, self.why, hist.T):
+            for a in (self.theta, self.fc, self.jtj, self.jtr, self.state, self.why, hist[1:].T):
                 a[1:] = a[0]
             self.reasons[1:] = [self.reasons[0]] * (len(self.reasons) - 1)
         failed = self.state == optim.FAILED
