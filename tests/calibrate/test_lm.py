@@ -86,6 +86,7 @@ def test_a_model_linear_in_every_parameter_is_solved_once_for_every_start(engine
     piecewise = ndvm.compile("(params (a 0.0)) (if (> a 1) (* 2 a t) (* a t))", inputs=["t"])
     cal = ndvm.calibrate(piecewise, {"t": t}, 3.0 * t, starts=16, engine=engine)
     assert cal.params["a"] == pytest.approx(1.5) and len(set(cal.all_losses.tolist())) > 1
+    assert cal.n_best == 16  # an exact fit from every start: round-off losses, not all 0
 
 
 @pytest.mark.parametrize("name", ["decay", "mm"])

@@ -209,6 +209,19 @@ def _best(losses: np.ndarray) -> int:
     return next(i for i, v in enumerate(vals) if v <= tie)
 
 
+def _n_best(losses: np.ndarray, loss: float, prep: Any) -> int:
+    """How many starts reached ``loss`` within 1e-6 relative; for a least-squares fit the
+    scale is at least 1e-12 of the target's mean square (an exact fit's starts end at round-off
+    losses like 1e-24, not all at 0)."""
+    if not math.isfinite(loss):
+        return 0
+    scale = abs(loss)
+    target = getattr(prep, "target", None)
+    if target is not None and getattr(prep, "kind", None) == "mse" and np.size(target):
+        scale = max(scale, 1e-12 * float(np.mean(np.square(target))))  # the mse's scale
+    return int(np.sum(losses <= loss + 1e-6 * scale))
+
+
 def _diagnose(
     program: Program, objective: Any, prep: Any, trace: optim.Trace, theta: np.ndarray, best: int
 ) -> tuple[np.ndarray | None, float | None]:
@@ -337,7 +350,7 @@ def build(
         grad_norm=float("nan") if grad is None else max(map(abs, grad.tolist()), default=0.0),
         status=status,
     )
-    n_best = int(np.sum(losses <= loss + 1e-6 * abs(loss))) if math.isfinite(loss) else 0
+    n_best = _n_best(losses, loss, prepared)
     jtj = None if trace.jtj is None or not math.isfinite(loss) else trace.jtj[best]
     if diagnostics and trace.why is not None and jtj is not None:
         cos = _cosine(grad, jtj, loss, prepared)
