@@ -10,7 +10,8 @@ sunspot numbers (an 11-year cycle). ndvm's time is a fresh ``ndvm.compile`` plus
 ``ndvm.calibrate`` with its defaults (16 starts as lanes, Levenberg–Marquardt in the runtime,
 diagnostics on); curve_fit's is one call (trust-region LM, finite-difference Jacobian, one
 start). Each time is the best of ``--repeat``. Printed: both times, both losses (mse), ndvm's
-verdict, and the totals' ratio; then ndvm with 64 starts against curve_fit's one.
+verdict, and the totals' ratio; then ndvm with 64 starts, and with one start (the same
+start as curve_fit's), against curve_fit's one.
 """
 
 from __future__ import annotations
@@ -165,9 +166,11 @@ def main() -> None:
     table(rows, "ndvm defaults (16 starts) vs curve_fit (1 start), same data and init")
     rows64 = [run_case(c, max(3, args.repeat // 4), 64) for c in all_cases]
     table(rows64, "ndvm with 64 starts vs curve_fit (1 start)")
+    rows1 = [run_case(c, args.repeat, 1) for c in all_cases]
+    table(rows1, "ndvm with 1 start (curve_fit's p0) vs curve_fit (1 start)")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"defaults": rows, "starts64": rows64}, fh, indent=1)
+            json.dump({"defaults": rows, "starts64": rows64, "starts1": rows1}, fh, indent=1)
 
 
 if __name__ == "__main__":
