@@ -130,11 +130,11 @@ def _plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 def _tl_rows(args: argparse.Namespace) -> int:
     """Heads, heads x positions, resid_pre layer x position: TL patching vs ndvm, same run."""
+    os.environ.setdefault("TQDM_DISABLE", "1")  # before tqdm is imported: TL's progress bars
     from ndvm.extras import require
     from ndvm.graph.tlbench import compare, random_model, random_tokens, table
 
     require("bench_graph.py --tl", "transformer-lens")
-    os.environ.setdefault("TQDM_DISABLE", "1")  # TL's patching draws a progress bar per sweep
     L, H, d = args.tl_size
     out = []
     for kind in args.tl_configs:

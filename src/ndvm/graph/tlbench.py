@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ndvm.graph.attribution import agreement, attribution_sweep
 from ndvm.graph.rowsweep import sweep_hook
 from ndvm.graph.tlens import from_transformer_lens
 
@@ -79,14 +80,17 @@ def random_tokens(model: Any, batch: int, seq_len: int, seed: int = 0) -> tuple[
 
 
 def compare(
-    model: Any, clean_tok: torch.Tensor, corr_tok: torch.Tensor, metric: Any = None
-) -> list[dict[str, Any]]:
+    model: Any, clean_tok: torch.Tensor, corr_tok: torch.Tensor, metric: Any = None,
+    top_k: int = 10,
+) -> list[dict[str, Any]]:  # fmt: skip
     """Rows for heads, heads x positions and resid_pre layer x position sweeps.
 
     Each row holds the sweep's name, site count, both times, their ratio (``ratio``, TL /
     ndvm), the ratio the node-row counts predict (``rho_pred``) and ``of_pred`` = ratio /
     rho_pred, the largest absolute difference and the largest difference relative to the
-    largest |TL value|, and ndvm's result tensor (``values``, TL's axis order).
+    largest |TL value|, attribution patching's time (one backward plus the exact ``top_k``),
+    its Spearman correlation and top-k overlap with the exact sweep, and ndvm's result tensor
+    (``values``, TL's axis order).
     """
     from transformer_lens import patching
 
@@ -117,11 +121,16 @@ def compare(
             t2 = perf_counter()
             tl_s, ndvm_s = t1 - t0, t2 - t1
             rel = float((got.values - ref).abs().max() / ref.abs().max().clamp_min(1e-300))
+            atp = attribution_sweep(g, hook, L, clean, metric, heads=heads, positions=positions,
+                                    top_k=top_k)  # fmt: skip
+            agree = agreement(atp.estimate, got.values - atp.baseline, k=top_k)
             rows.append(
                 {"sweep": name, "sites": got.sites, "tl_s": tl_s, "ndvm_s": ndvm_s,
                  "ratio": tl_s / ndvm_s, "rho_pred": got.rho_counts,
                  "of_pred": tl_s / ndvm_s / got.rho_counts,
                  "max_abs_diff": float((got.values - ref).abs().max()), "max_rel_diff": rel,
+                 "atp_s": atp.seconds_gradient + atp.seconds_exact, "atp_k": top_k,
+                 "atp_spearman": agree["spearman"], "atp_overlap": agree["top_k_overlap"],
                  "values": got.values}
             )  # fmt: skip
     finally:
@@ -144,6 +153,13 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"| {r['sweep']} | {r['sites']} | {r['tl_s']:.2f} s | {r['ndvm_s']:.2f} s "
             f"| {r['ratio']:.2f}x | {r['rho_pred']:.2f}x | {r['of_pred']:.2f} "
             f"| {r['max_rel_diff']:.1e} |"
+        )
+    lines += ["", "| sweep | attribution patching (backward + exact top k) | exact sweep "
+              "| Spearman vs exact | top-k overlap |", "|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        lines.append(
+            f"| {r['sweep']} | {r['atp_s']:.2f} s (k = {r['atp_k']}) | {r['ndvm_s']:.2f} s "
+            f"| {r['atp_spearman']:.3f} | {r['atp_overlap']:.2f} |"
         )
     return "\n".join(lines)
 
