@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import subprocess
 import time
@@ -130,7 +129,6 @@ def _plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 def _tl_rows(args: argparse.Namespace) -> int:
     """Heads, heads x positions, resid_pre layer x position: TL patching vs ndvm, same run."""
-    os.environ.setdefault("TQDM_DISABLE", "1")  # before tqdm is imported: TL's progress bars
     from ndvm.extras import require
     from ndvm.graph.tlbench import compare, random_model, random_tokens, table
 

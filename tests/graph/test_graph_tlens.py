@@ -139,6 +139,7 @@ def test_builder_is_exported_lazily() -> None:
     import ndvm.graph
 
     assert ndvm.graph.from_transformer_lens is from_transformer_lens
+    assert ndvm.graph.sweep_hook is sweep_hook
 
 
 TL_SWEEPS = {  # TL's patching function, our hook, heads?, positions?

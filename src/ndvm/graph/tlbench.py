@@ -7,6 +7,8 @@ largest |difference| of the two result tensors.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import warnings
 from time import perf_counter
 from typing import Any
@@ -115,7 +117,8 @@ def compare(
     try:
         for name, (tl_fn, hook, heads, positions) in arms.items():
             t0 = perf_counter()
-            ref = tl_fn(model, corr_tok, cache, metric)
+            with contextlib.redirect_stderr(io.StringIO()):  # TL's patching draws a tqdm bar
+                ref = tl_fn(model, corr_tok, cache, metric)
             t1 = perf_counter()
             got = sweep_hook(g, hook, L, clean, metric, heads=heads, positions=positions)
             t2 = perf_counter()
