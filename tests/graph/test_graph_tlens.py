@@ -206,3 +206,17 @@ def test_row_sweep_bad_arguments_are_typed_errors() -> None:
     a, b = g.id("blocks.0.hook_resid_pre"), g.id("blocks.1.hook_resid_pre")
     with pytest.raises(GraphError, match="another site's cone"):
         batched_cone(g, [(a, g.value(a)), (b, g.value(b))], 0, g.id("logits"))
+
+
+@pytest.mark.parametrize(
+    ("tl_fn", "hook"),
+    [(patching.get_act_patch_resid_mid, "hook_resid_mid"),
+     (patching.get_act_patch_attn_out, "hook_attn_out"),
+     (patching.get_act_patch_mlp_out, "hook_mlp_out")],
+)  # fmt: skip
+def test_other_layer_by_position_hooks_equal_tl(tl_fn: object, hook: str) -> None:
+    m = _model(**CONFIGS["rotary-adjacent"])
+    ref, g, clean = _setup(m, tl_fn)
+    res = sweep_hook(g, hook, m.cfg.n_layers, clean, _metric, positions=ref.shape[1], chunk=2)
+    assert res.values.shape == ref.shape
+    assert _rel(res.values, ref) < 1e-9
