@@ -22,7 +22,7 @@ from ndvm.graph.dag import Graph
 from ndvm.graph.errors import GraphError
 from ndvm.graph.patching import Cache
 from ndvm.graph.rows import batched_cone
-from ndvm.graph.rowsweep import _patched
+from ndvm.graph.rowsweep import patched_rows
 from ndvm.graph.sweep import site_name
 
 
@@ -131,7 +131,7 @@ def _exact(
         variants = []
         for key in keys:
             i = ids[layer][key[2]]
-            variants.append((i, _patched(g.value(i), clean.values[i], start, t, positions)))
+            variants.append((i, patched_rows(g.value(i), clean.values[i], start, t, positions)))
         run = batched_cone(g, variants, start, out)
         for key, val in zip(keys, run.outputs):
             found[key] = float(metric(val))

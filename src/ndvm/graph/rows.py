@@ -48,7 +48,7 @@ class RowPass:
 LEAF, OUTSIDE, INSIDE = 0, 1, 2  # where a cone node's input comes from
 
 
-class _Plan:
+class Plan:
     """The union cone of a set of sites, restricted to the output's ancestors, in order.
 
     Each step is (node, default rule, RowRule, inputs as (id, where, read every row)).
@@ -104,13 +104,13 @@ def batched_cone(
     variants: Sequence[tuple[int, Any]],
     start: int,
     out: int,
-    plan: _Plan | None = None,
+    plan: Plan | None = None,
 ) -> RowPass:
     """Evaluate ``out`` for each variant ``(site id, rows start: of the patched site value)``.
 
     The graph must be valid (its values are the baseline); it is not modified.
     """
-    plan = plan or _Plan(g, [s for s, _ in variants], out)
+    plan = plan or Plan(g, [s for s, _ in variants], out)
     value = g._value
     views: dict[int, tuple[tuple[int, ...], Any]] = {}
     for s in dict.fromkeys(s for s, _ in variants):

@@ -21,7 +21,7 @@ from ndvm.graph import predict
 from ndvm.graph.dag import Graph
 from ndvm.graph.errors import GraphError
 from ndvm.graph.patching import Cache
-from ndvm.graph.rows import _Plan, batched_cone
+from ndvm.graph.rows import Plan, batched_cone
 from ndvm.graph.sweep import site_name
 
 
@@ -79,14 +79,15 @@ def sweep_hook(
     for layer in range(layers):
         ids = [g.id(site_name(hook, layer, h)) for h in hs]
         g.demand(*ids)
-        plan = _Plan(g, ids, out)
+        plan = Plan(g, ids, out)
         groups = [[0]] if positions is None else _chunks(positions, chunk)
         for ts in groups:
             start = 0 if positions is None else ts[0]
             variants, keys = [], []
             for t in ts:
                 for hi, i in enumerate(ids):
-                    variants.append((i, _patched(g.value(i), clean.values[i], start, t, positions)))
+                    value = patched_rows(g.value(i), clean.values[i], start, t, positions)
+                    variants.append((i, value))
                     keys.append((layer, t, hi))
                     starts.append((i, start if positions is None else t))
             run = batched_cone(g, variants, start, out, plan)
@@ -99,7 +100,7 @@ def sweep_hook(
     return RowSweep(values, axes, len(starts), pred.full, pred.total, node_rows, seconds)
 
 
-def _patched(cur: Any, clean: Any, start: int, t: int, positions: int | None) -> Any:
+def patched_rows(cur: Any, clean: Any, start: int, t: int, positions: int | None) -> Any:
     """Rows ``start:`` of the site value with position ``t`` (or every row) from clean."""
     if positions is None:
         return clean
