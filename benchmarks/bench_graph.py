@@ -2,6 +2,7 @@
 
     python benchmarks/bench_graph.py [--quick] [--out results/graph] [--threads 1]
     python benchmarks/bench_graph.py --tl [--tl-size 4 8 256] --seq-len 32  # vs TransformerLens
+        [--tl-configs learned rotary]
 
 Prints one table (exact node counts, predicted count ratio, measured wall-clock ratio, fitted
 a and beta) measured in this run, and writes ``bench_graph.json``, ``env.json`` and
@@ -129,23 +130,21 @@ def _plot(rows: list[dict[str, Any]], path: Path) -> None:
 def _tl_rows(args: argparse.Namespace) -> int:
     """Heads, heads x positions, resid_pre layer x position: TL patching vs ndvm, same run."""
     from ndvm.extras import require
-    from ndvm.graph.tlbench import compare, random_model, random_tokens
+    from ndvm.graph.tlbench import compare, random_model, random_tokens, table
 
     require("bench_graph.py --tl", "transformer-lens")
     L, H, d = args.tl_size
-    model = random_model(L, H, d, n_ctx=args.seq_len)
-    print(f"L{L} H{H} d_model {d}, {args.seq_len} positions, batch {args.batch}, float64, "
-          f"{args.threads} thread(s)")  # fmt: skip
-    print("| sweep | sites | TL (full recompute per site) | ndvm (cone recompute) | TL / ndvm "
-          "| max abs diff |\n|---|---|---|---|---|---|")  # fmt: skip
-    rows = compare(model, *random_tokens(model, args.batch, args.seq_len))
-    for r in rows:
-        print(f"| {r['sweep']} | {r['sites']} | {r['tl_s']:.2f} s | {r['ndvm_s']:.2f} s "
-              f"| {r['ratio']:.2f}x | {r['max_abs_diff']:.1e} |")  # fmt: skip
+    out = []
+    for kind in args.tl_configs:
+        model = random_model(L, H, d, n_ctx=args.seq_len, kind=kind)
+        print(f"\n{kind}: L{L} H{H} d_model {d}, {args.seq_len} positions, batch {args.batch}, "
+              f"float64, {args.threads} thread(s)")  # fmt: skip
+        rows = compare(model, *random_tokens(model, args.batch, args.seq_len))
+        print(table(rows), flush=True)
+        out += [{"config": kind, **{k: v for k, v in r.items() if k != "values"}} for r in rows]
     args.out.mkdir(parents=True, exist_ok=True)
-    table = [{k: v for k, v in r.items() if k != "values"} for r in rows]
-    (args.out / "bench_graph_tl.json").write_text(json.dumps(table, indent=1))
-    return 0 if all(r["max_abs_diff"] < 1e-9 for r in rows) else 1
+    (args.out / "bench_graph_tl.json").write_text(json.dumps(out, indent=1))
+    return 0 if all(r["max_rel_diff"] < 1e-6 for r in out) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", choices=["float32", "float64"], default="float64")
     ap.add_argument("--tl", action="store_true", help="only the rows against TransformerLens")
     ap.add_argument("--tl-size", type=int, nargs=3, default=[4, 8, 256], metavar=("L", "H", "D"))
+    ap.add_argument(
+        "--tl-configs", nargs="+", default=["learned", "rotary"], choices=["learned", "rotary"]
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.tl:

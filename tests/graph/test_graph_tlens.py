@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import warnings
 
 import pytest
 from tests.helpers.extras import need
@@ -14,7 +13,11 @@ tl = need("transformer_lens")
 
 from transformer_lens import patching  # noqa: E402
 
+from ndvm.graph import predict  # noqa: E402
+from ndvm.graph.errors import GraphError  # noqa: E402
+from ndvm.graph.rowsweep import sweep_hook  # noqa: E402
 from ndvm.graph.sweep import grid, sweep  # noqa: E402
+from ndvm.graph.tlbench import build, randomize_biases  # noqa: E402
 from ndvm.graph.tlens import (  # noqa: E402
     UnsupportedModelError,
     from_transformer_lens,
@@ -37,16 +40,8 @@ CONFIGS = {
 def _model(**kw: object) -> object:
     base = dict(d_mlp=48, n_ctx=16, d_vocab=40, normalization_type="LN", dtype=torch.float64,
                 seed=0)  # fmt: skip
-    cfg = tl.HookedTransformerConfig(**{**base, **kw})
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        m = tl.HookedTransformer(cfg)
-    gen = torch.Generator().manual_seed(1)
-    with torch.no_grad():  # nonzero biases and LN gains so every parameter matters
-        for name, p in m.named_parameters():
-            leaf = name.split(".")[-1]
-            if leaf.startswith("b") or leaf == "w":
-                p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.1 + (leaf == "w"))
+    m = build(tl.HookedTransformerConfig(**{**base, **kw}))
+    randomize_biases(m, 0)  # nonzero biases and LN gains so every parameter matters
     return m
 
 
@@ -119,13 +114,16 @@ def test_heads_by_position_equals_tl(name: str) -> None:
     torch.testing.assert_close(got, ref, rtol=1e-9, atol=1e-12)
 
 
-def test_bench_rows_agree_with_tl() -> None:
+@pytest.mark.parametrize("kind", ["learned", "rotary"])
+def test_bench_rows_agree_with_tl(kind: str) -> None:
     from ndvm.graph.tlbench import compare, random_model, random_tokens
 
-    m = random_model(2, 2, 16, n_ctx=8)
+    m = random_model(2, 2, 16, n_ctx=8, kind=kind)
     rows = compare(m, *random_tokens(m, 2, 5))
     assert [r["sites"] for r in rows] == [4, 20, 10]
-    assert all(r["max_abs_diff"] < 1e-9 for r in rows)
+    assert all(r["max_rel_diff"] < 1e-9 for r in rows)
+    for r in rows:  # the predicted ratio is the node-row count ratio of the sweep's cones
+        assert r["rho_pred"] > 1 and r["of_pred"] == pytest.approx(r["ratio"] / r["rho_pred"])
 
 
 def test_unsupported_model_is_a_typed_error() -> None:
@@ -141,3 +139,84 @@ def test_builder_is_exported_lazily() -> None:
     import ndvm.graph
 
     assert ndvm.graph.from_transformer_lens is from_transformer_lens
+    assert ndvm.graph.sweep_hook is sweep_hook
+
+
+TL_SWEEPS = {  # TL's patching function, our hook, heads?, positions?
+    "heads": (patching.get_act_patch_attn_head_out_all_pos, "attn.hook_z", True, False),
+    "heads x pos": (patching.get_act_patch_attn_head_out_by_pos, "attn.hook_z", True, True),
+    "resid_pre": (patching.get_act_patch_resid_pre, "hook_resid_pre", False, True),
+}
+
+
+def _rel(got: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((got - ref).abs().max() / ref.abs().max())
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 9])
+@pytest.mark.parametrize("sweep_name", sorted(TL_SWEEPS))
+@pytest.mark.parametrize("name", ["gelu_new", "rotary", "silu-nonorm"])
+def test_row_sweeps_equal_tl_patching(name: str, sweep_name: str, chunk: int) -> None:
+    """Row-restricted, variant-batched cones equal TL's full recompute per site."""
+    m = _model(**CONFIGS[name])
+    tl_fn, hook, by_head, by_pos = TL_SWEEPS[sweep_name]
+    ref, g, clean = _setup(m, tl_fn)
+    heads = m.cfg.n_heads if by_head else None
+    positions = ref.shape[1] if by_pos else None
+    res = sweep_hook(g, hook, m.cfg.n_layers, clean, _metric, heads=heads,
+                     positions=positions, chunk=chunk)  # fmt: skip
+    assert res.values.shape == ref.shape
+    assert _rel(res.values, ref) < 1e-9
+    assert res.sites == ref.numel()
+
+
+@pytest.mark.parametrize("name", ["gelu_new", "rotary"])
+def test_row_counts_equal_closed_forms(name: str) -> None:
+    """With one position per pass the evaluated node-rows equal the sum of the exact cones,
+    and each resid_pre cone is (L - l) M + 3 with M = 15 + H (+2 rotary) nodes per layer."""
+    m = _model(**CONFIGS[name])
+    _, g, clean = _setup(m, patching.get_act_patch_resid_pre)
+    L, H, T = m.cfg.n_layers, m.cfg.n_heads, 9
+    per_layer = 15 + H + 2 * (name == "rotary")
+    for layer in range(L):
+        cone = predict.patch_cost(g, f"blocks.{layer}.hook_resid_pre", "logits")
+        assert cone == (L - layer) * per_layer + 3
+    full = predict.full_cost(g, "logits")
+    res = sweep_hook(g, "hook_resid_pre", L, clean, _metric, positions=T, chunk=1)
+    assert res.node_rows == res.cone_rows
+    assert res.cone_rows == sum(((L - l) * per_layer + 3) * (T - t) for l in range(L)
+                                for t in range(T))  # fmt: skip
+    assert res.full_rows == full * T
+    chunked = sweep_hook(g, "hook_resid_pre", L, clean, _metric, positions=T, chunk=3)
+    # a pass of 3 positions from t0 evaluates rows t0: for each: (0 + 1 + 2) extra rows
+    extra = sum(((L - l) * per_layer + 3) * 3 for l in range(L)) * (T // 3)
+    assert chunked.node_rows == chunked.cone_rows + extra
+    assert chunked.rho_counts == res.rho_counts
+
+
+def test_row_sweep_bad_arguments_are_typed_errors() -> None:
+    m = _model(**CONFIGS["gelu_new"])
+    _, g, clean = _setup(m, patching.get_act_patch_resid_pre)
+    with pytest.raises(GraphError, match="chunk"):
+        sweep_hook(g, "hook_resid_pre", 2, clean, _metric, positions=9, chunk=0)
+    with pytest.raises(GraphError, match="positions"):
+        sweep_hook(g, "hook_resid_pre", 2, clean, _metric, positions=10)
+    from ndvm.graph.rows import batched_cone
+
+    a, b = g.id("blocks.0.hook_resid_pre"), g.id("blocks.1.hook_resid_pre")
+    with pytest.raises(GraphError, match="another site's cone"):
+        batched_cone(g, [(a, g.value(a)), (b, g.value(b))], 0, g.id("logits"))
+
+
+@pytest.mark.parametrize(
+    ("tl_fn", "hook"),
+    [(patching.get_act_patch_resid_mid, "hook_resid_mid"),
+     (patching.get_act_patch_attn_out, "hook_attn_out"),
+     (patching.get_act_patch_mlp_out, "hook_mlp_out")],
+)  # fmt: skip
+def test_other_layer_by_position_hooks_equal_tl(tl_fn: object, hook: str) -> None:
+    m = _model(**CONFIGS["rotary-adjacent"])
+    ref, g, clean = _setup(m, tl_fn)
+    res = sweep_hook(g, hook, m.cfg.n_layers, clean, _metric, positions=ref.shape[1], chunk=2)
+    assert res.values.shape == ref.shape
+    assert _rel(res.values, ref) < 1e-9

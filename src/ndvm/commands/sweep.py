@@ -93,10 +93,7 @@ def _run_tl(args: argparse.Namespace) -> int:
         print(f"ndvm: error: {exc}", file=sys.stderr)
         return 2
     rows = tlbench.compare(model, clean, corrupt, metric)
-    print("| sweep | sites | TL | ndvm | TL / ndvm | max abs diff |")
-    for r in rows:
-        print(f"| {r['sweep']} | {r['sites']} | {r['tl_s']:.3f} s | {r['ndvm_s']:.3f} s "
-              f"| {r['ratio']:.2f}x | {r['max_abs_diff']:.1e} |")  # fmt: skip
+    print(tlbench.table(rows))
     args.out.mkdir(parents=True, exist_ok=True)
     for f in tlbench.plot_heatmaps(rows, args.out):
         print(f"wrote {f}")

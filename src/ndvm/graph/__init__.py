@@ -26,11 +26,16 @@ from ndvm.graph.sweep import SweepResult as SweepResult
 from ndvm.graph.sweep import sweep as sweep
 
 _TLENS = ("from_transformer_lens", "sweep_positions", "tl_cache", "UnsupportedModelError")
+_LAZY = {  # torch-dependent names (module of each), imported on first use
+    **dict.fromkeys(_TLENS, "tlens"),
+    **dict.fromkeys(("attribution_sweep", "agreement"), "attribution"),
+    "sweep_hook": "rowsweep",
+}
 
 
-def __getattr__(name: str) -> object:  # the TransformerLens builder imports torch: lazily
-    if name in _TLENS:
-        from ndvm.graph import tlens
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        from importlib import import_module
 
-        return getattr(tlens, name)
+        return getattr(import_module(f"ndvm.graph.{_LAZY[name]}"), name)
     raise AttributeError(f"module 'ndvm.graph' has no attribute {name!r}")

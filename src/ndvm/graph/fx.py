@@ -54,10 +54,12 @@ def from_fx(
 
     The module's result is node ``output``. Submodule calls are opaque rule nodes (their
     parameters stay inside them); ``get_attr`` parameters are leaves of kind ``param``.
+    Arguments of ``forward`` after the example inputs that have defaults (masks, flags) are
+    specialised to their defaults unless ``concrete_args`` names them, and the trace runs
+    with torch's fused attention fast path off, so ``nn.TransformerEncoderLayer`` traces to
+    its plain path (norms, ``self_attn``, the feed-forward linears, residual adds).
     """
-    import torch.fx
-
-    traced = torch.fx.symbolic_trace(module, concrete_args=concrete_args)
+    traced = _trace(module, len(example_inputs), concrete_args)
     g = Graph()
     names: dict[Any, str] = {}
     feeds = iter(example_inputs)
@@ -89,6 +91,27 @@ def from_fx(
             inputs = [names[n] for n in fn.inputs]  # type: ignore[attr-defined]
             g.rule(OUTPUT, fn, inputs, fx_op="output")
     return g
+
+
+def _trace(module: Any, n_inputs: int, concrete_args: dict[str, Any] | None) -> Any:
+    import inspect
+
+    import torch
+    import torch.fx
+
+    concrete = dict(concrete_args or {})
+    params = list(inspect.signature(module.forward).parameters.values())
+    for p in params[n_inputs:]:
+        if p.default is not inspect.Parameter.empty and p.name not in concrete:
+            concrete[p.name] = p.default
+    fast = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)  # its checks branch on traced values
+    try:
+        return torch.fx.symbolic_trace(module, concrete_args=concrete or None)
+    except torch.fx.proxy.TraceError as exc:
+        raise GraphError(f"torch.fx cannot trace {type(module).__name__}: {exc}") from exc
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fast)
 
 
 def _output_fn(node: Any) -> Callable[..., Any]:

@@ -59,6 +59,25 @@ def sweep(g: Graph, sites: Iterable[Any], output: Any | None = None) -> SweepPre
     return SweepPrediction(costs, full, rho_from_cones(costs, full))
 
 
+def rows_sweep(
+    g: Graph, sites: Sequence[tuple[Any, int]], positions: int, output: Any | None = None
+) -> SweepPrediction:
+    """Node-row counts of position-restricted patches ``(site, first changed row)``.
+
+    Each node holds ``positions`` rows; a patch from row t recomputes |V+(s)| x (T - t)
+    node-rows; ``full`` is one full forward, N x T.
+    """
+    cost: dict[int, int] = {}
+    rows = []
+    for s, t in sites:
+        i = g.id(s)
+        if i not in cost:
+            cost[i] = patch_cost(g, i, output)
+        rows.append(cost[i] * (positions - t))
+    full = full_cost(g, output) * positions
+    return SweepPrediction(tuple(rows), full, rho_from_cones(rows, full))
+
+
 def layered_rho(weights: Sequence[float]) -> float:
     """rho(L) = L*N / sum_i (N - P(i)) for layer weights w_1..w_L (Def. 2)."""
     n = float(sum(weights))

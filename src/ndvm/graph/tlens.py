@@ -2,15 +2,17 @@
 
 ``from_transformer_lens(model, tokens)`` reads the weights and config of a HookedTransformer
 (layer norms with biases, attention biases, learned or rotary positions, GELU/ReLU/SiLU
-MLPs) and builds an
-engine graph whose nodes carry TransformerLens hook names; per-head nodes add ``.{head}``
-(``blocks.0.attn.hook_z.3``). ``tl_cache(g)`` returns values in TransformerLens' shapes, keyed by
-hook name. Models the builder does not cover raise ``UnsupportedModelError``.
+MLPs) and builds an engine graph whose nodes carry TransformerLens hook names. Attention is
+batched over heads (``attn.hook_q``, ``attn.hook_pattern``, ``attn.hook_z`` hold every head,
+with the position axis at -2, as ``rows`` needs); each head's z is a slice node
+``blocks.{l}.attn.hook_z.{h}``, the per-head site. ``tl_cache(g)`` returns values in
+TransformerLens' shapes, keyed by hook name. Models the builder does not cover raise
+``UnsupportedModelError``.
 """
 
 from __future__ import annotations
 
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 import torch
@@ -18,10 +20,9 @@ import torch.nn.functional as F
 
 from ndvm.graph.dag import Graph
 from ndvm.graph.errors import GraphError
+from ndvm.graph.rows import RowRule
 from ndvm.graph.sweep import site_name
 
-PER_HEAD = ("attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_pattern", "attn.hook_z",
-            "attn.hook_result")  # fmt: skip
 _ACTS = {
     "gelu": F.gelu,
     "gelu_new": partial(F.gelu, approximate="tanh"),
@@ -66,7 +67,7 @@ def scale_shift(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tens
 
 
 def affine(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return x @ w + b
+    return F.linear(x, w.mT, b)
 
 
 def embed(tokens: torch.Tensor, w_e: torch.Tensor) -> torch.Tensor:
@@ -77,31 +78,57 @@ def pos_embed(tokens: torch.Tensor, w_pos: torch.Tensor) -> torch.Tensor:
     return w_pos[: tokens.shape[-1]].expand(tokens.shape[0], -1, -1)
 
 
+def heads_of(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """[..., pos, head * d_head] -> [..., head, pos, d_head]."""
+    return x.reshape(*x.shape[:-1], n_heads, x.shape[-1] // n_heads).transpose(-3, -2)
+
+
 def rotary(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, dim: int, adjacent: bool
-) -> torch.Tensor:
-    """Rotate the first ``dim`` features of x [batch, pos, d_head] by position (TL's RoPE)."""
-    rot, rest = x[..., :dim], x[..., dim:]
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, dim: int, adjacent: bool,
+    n_heads: int, start: int = 0,
+) -> torch.Tensor:  # fmt: skip
+    """Rotate the first ``dim`` features of each head of x [..., pos, head * d_head] (RoPE).
+
+    The rows of ``x`` are positions ``start``, ``start + 1``, ...
+    """
+    xh = x.reshape(*x.shape[:-1], n_heads, x.shape[-1] // n_heads)
+    rot, rest = xh[..., :dim], xh[..., dim:]
     if adjacent:  # pairs (0, 1), (2, 3), ...
         flip = torch.stack([-rot[..., 1::2], rot[..., ::2]], dim=-1).flatten(-2)
     else:  # pairs (i, i + dim/2)
         flip = torch.cat([-rot[..., dim // 2 :], rot[..., : dim // 2]], dim=-1)
-    t = x.shape[-2]
-    return torch.cat([rot * cos[:t] + flip * sin[:t], rest], dim=-1)
+    t = slice(start, start + x.shape[-2])
+    out = rot * cos[t].unsqueeze(-2) + flip * sin[t].unsqueeze(-2)
+    return torch.cat([out, rest], dim=-1).reshape(x.shape)
 
 
-def pattern(q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
-    s = (q @ k.transpose(-1, -2)) / scale
-    t = s.shape[-1]
-    mask = torch.ones(t, t, dtype=torch.bool, device=s.device).triu(1)
+@lru_cache(maxsize=256)
+def _causal(rows: int, cols: int, start: int, device: torch.device) -> torch.Tensor:
+    return torch.ones(rows, cols, dtype=torch.bool, device=device).triu(1 + start)
+
+
+def pattern(
+    q: torch.Tensor, k: torch.Tensor, scale: float, n_heads: int, start: int = 0
+) -> torch.Tensor:
+    """Causal attention [..., head, query, key] of queries at positions ``start``, ..."""
+    s = (heads_of(q, n_heads) @ heads_of(k, n_heads).transpose(-1, -2)) / scale
+    mask = _causal(s.shape[-2], s.shape[-1], start, s.device)
     return torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1)
 
 
-def total(b: torch.Tensor, *xs: torch.Tensor) -> torch.Tensor:
-    out = xs[0]
-    for x in xs[1:]:
-        out = out + x
-    return out + b
+def mix(pat: torch.Tensor, v: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """hook_z of all heads, [..., pos, head * d_head]."""
+    z = pat @ heads_of(v, n_heads)
+    return z.transpose(-3, -2).reshape(*z.shape[:-3], z.shape[-2], -1)
+
+
+def head_slice(z: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
+    return z[..., lo:hi]
+
+
+def out_proj(w: torch.Tensor, b: torch.Tensor, *zs: torch.Tensor) -> torch.Tensor:
+    """hook_attn_out from every head's z [..., pos, d_head] and W_O as [head * d_head, d]."""
+    return F.linear(torch.cat(torch.broadcast_tensors(*zs), dim=-1), w.mT, b)
 
 
 def from_transformer_lens(model: Any, tokens: torch.Tensor) -> Graph:
@@ -142,40 +169,64 @@ def _norm(g: Graph, cfg: Any, prefix: str, x: str, meta: dict[str, Any]) -> str:
     return f"{prefix}.out"
 
 
-def _head_param(g: Graph, p: str, name: str, h: int) -> str:
-    leaf = f"{p}attn.{name}.{h}"
-    g.leaf(leaf, g.value(f"{p}attn.{name}")[h], kind="param")
-    return leaf
+def _flat(g: Graph, p: str, name: str) -> str:
+    """Leaf ``{p}attn.{name}.flat``: a per-head weight with its heads merged into one axis."""
+    w = g.value(f"{p}attn.{name}")
+    if name == "W_O":  # [head, d_head, d_model] -> [head * d_head, d_model]
+        flat = w.reshape(-1, w.shape[-1])
+    elif name.startswith("W_"):  # [head, d_model, d_head] -> [d_model, head * d_head]
+        flat = w.permute(1, 0, 2).reshape(w.shape[1], -1)
+    else:  # b_Q, b_K, b_V: [head, d_head] -> [head * d_head]
+        flat = w.reshape(-1)
+    g.leaf(f"{p}attn.{name}.flat", flat.contiguous(), kind="param")
+    return f"{p}attn.{name}.flat"
 
 
-def _rotate(g: Graph, cfg: Any, layer: int, h: int, x: str) -> str:
-    """``blocks.{l}.attn.hook_rot_q.{h}`` (or ``_k``) from the unrotated ``x``."""
-    name = site_name(x.split(".")[-2].replace("hook_", "attn.hook_rot_"), layer, h)
+def _rotate(g: Graph, cfg: Any, layer: int, x: str) -> str:
+    """``blocks.{l}.attn.hook_rot_q`` (or ``_k``) from the unrotated ``x``."""
     p = f"blocks.{layer}.attn."
-    fn = partial(rotary, dim=cfg.rotary_dim, adjacent=bool(cfg.rotary_adjacent_pairs))
-    g.rule(name, fn, [x, p + "rotary_cos", p + "rotary_sin"], layer=layer, head=h)
+    name = x.replace("hook_", "hook_rot_")
+    fn = partial(rotary, dim=cfg.rotary_dim, adjacent=bool(cfg.rotary_adjacent_pairs),
+                 n_heads=cfg.n_heads)  # fmt: skip
+    rows = RowRule(at=lambda start: partial(fn, start=start))
+    g.rule(name, fn, [x, p + "rotary_cos", p + "rotary_sin"], layer=layer, rows=rows)
     return name
+
+
+def _attention(g: Graph, cfg: Any, layer: int, ln1: str) -> str:
+    """q, k, v, pattern and z of all heads as batched nodes; z per head as slices."""
+    p, meta, n = f"blocks.{layer}.", {"layer": layer}, cfg.n_heads
+    qkv = []
+    for w in ("Q", "K", "V"):
+        ins = [ln1, _flat(g, p, f"W_{w}"), _flat(g, p, f"b_{w}")]
+        qkv.append(g.rule(f"{p}attn.hook_{w.lower()}", affine, ins, **meta))
+    q, k, v = (g.names[i] for i in qkv)
+    if cfg.positional_embedding_type == "rotary":
+        q, k = _rotate(g, cfg, layer, q), _rotate(g, cfg, layer, k)
+    scale = cfg.attn_scale if cfg.use_attn_scale else 1.0
+    fn = partial(pattern, scale=scale, n_heads=n)
+    rows = RowRule(full=(1,), at=lambda start: partial(fn, start=start))
+    g.rule(p + "attn.hook_pattern", fn, [q, k], rows=rows, **meta)
+    z = p + "attn.hook_z"
+    mixed = partial(mix, n_heads=n)
+    g.rule(z, mixed, [p + "attn.hook_pattern", v], rows=RowRule(full=(1,)), **meta)
+    heads = []
+    for h in range(n):
+        name = site_name("attn.hook_z", layer, h)
+        lo = h * cfg.d_head
+        g.rule(name, partial(head_slice, lo=lo, hi=lo + cfg.d_head), [z], kind="site", head=h,
+               **meta)  # fmt: skip
+        heads.append(name)
+    ins = [_flat(g, p, "W_O"), p + "attn.b_O", *heads]
+    g.rule(p + "hook_attn_out", out_proj, ins, **meta)
+    return p + "hook_attn_out"
 
 
 def _add_layer(g: Graph, cfg: Any, layer: int, resid: str) -> str:
     p, meta = f"blocks.{layer}.", {"layer": layer}
     ln1 = _norm(g, cfg, f"{p}ln1", resid, meta)
-    scale = cfg.attn_scale if cfg.use_attn_scale else 1.0
-    results = []
-    for h in range(cfg.n_heads):
-        hm = {"head": h, **meta}
-        for w in ("Q", "K", "V"):
-            ins = [ln1, _head_param(g, p, f"W_{w}", h), _head_param(g, p, f"b_{w}", h)]
-            g.rule(site_name(f"attn.hook_{w.lower()}", layer, h), affine, ins, **hm)
-        q, k, v, pat, z, res = (site_name(n, layer, h) for n in PER_HEAD)
-        if cfg.positional_embedding_type == "rotary":
-            q, k = _rotate(g, cfg, layer, h, q), _rotate(g, cfg, layer, h, k)
-        g.rule(pat, partial(pattern, scale=scale), [q, k], **hm)
-        g.rule(z, torch.matmul, [pat, v], kind="site", **hm)
-        g.rule(res, torch.matmul, [z, _head_param(g, p, "W_O", h)], **hm)
-        results.append(res)
-    g.rule(p + "hook_attn_out", total, [p + "attn.b_O", *results], **meta)
-    g.rule(p + "hook_resid_mid", torch.add, [resid, p + "hook_attn_out"], **meta)
+    attn_out = _attention(g, cfg, layer, ln1)
+    g.rule(p + "hook_resid_mid", torch.add, [resid, attn_out], **meta)
     ln2 = _norm(g, cfg, f"{p}ln2", p + "hook_resid_mid", meta)
     g.rule(p + "mlp.hook_pre", affine, [ln2, p + "mlp.W_in", p + "mlp.b_in"], **meta)
     g.rule(p + "mlp.hook_post", _ACTS[cfg.act_fn], [p + "mlp.hook_pre"], **meta)
@@ -183,6 +234,10 @@ def _add_layer(g: Graph, cfg: Any, layer: int, resid: str) -> str:
            kind="site", **meta)  # fmt: skip
     g.rule(p + "hook_resid_post", torch.add, [p + "hook_resid_mid", p + "hook_mlp_out"], **meta)
     return p + "hook_resid_post"
+
+
+BATCHED = ("attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_z", "attn.hook_rot_q",
+           "attn.hook_rot_k")  # fmt: skip
 
 
 def tl_cache(g: Graph, n_layers: int, n_heads: int) -> dict[str, torch.Tensor]:
@@ -193,22 +248,11 @@ def tl_cache(g: Graph, n_layers: int, n_heads: int) -> dict[str, torch.Tensor]:
         if "hook" in name or name == "logits":
             out[name] = g.get(name)
     for layer in range(n_layers):
-        for hook in PER_HEAD + ("attn.hook_rot_q", "attn.hook_rot_k"):
-            if site_name(hook, layer, 0) not in g:
-                continue
-            vals = [g.get(site_name(hook, layer, h)) for h in range(n_heads)]
-            dim = 1 if hook == "attn.hook_pattern" else 2  # pattern: [b, head, q, k]
-            out[site_name(hook, layer)] = torch.stack(vals, dim=dim)
+        for hook in BATCHED:  # [batch, pos, head * d_head] -> [batch, pos, head, d_head]
+            name = site_name(hook, layer)
+            if name in out:
+                out[name] = out[name].reshape(*out[name].shape[:-1], n_heads, -1)
     return out
-
-
-def _at_pos(t: int) -> Any:
-    def setter(current: torch.Tensor, clean: torch.Tensor) -> torch.Tensor:
-        out = current.clone()
-        out[:, t] = clean[:, t]
-        return out
-
-    return setter
 
 
 def sweep_positions(
@@ -223,12 +267,9 @@ def sweep_positions(
     """Patch ``hook`` at each (layer, [head,] position) with its clean value.
 
     Returns TL's axis order: [layer, pos] or [layer, pos, head]. Each site is a position slice
-    of a batched node (no per-position nodes); the recompute is that node's downstream cone.
+    of a batched node (no per-position nodes); ``rowsweep.sweep_hook`` recomputes its cone on
+    the rows from that position on.
     """
-    from ndvm.graph.sweep import grid, sweep
+    from ndvm.graph.rowsweep import sweep_hook
 
-    sites = grid(hook, layers, heads)
-    cols = [
-        sweep(g, sites, clean, metric, "logits", setter=_at_pos(t)).values for t in range(positions)
-    ]
-    return torch.stack(cols, dim=1)
+    return sweep_hook(g, hook, layers, clean, metric, heads=heads, positions=positions).values
