@@ -27,6 +27,7 @@ from ndvm.search.evaluate import CalibLimits, Job, Result, run_job
 from ndvm.tasks.base import Task
 
 OnResults = Callable[[list[Result]], None]
+More = Callable[[], list[Job]]  # the next jobs to run once the queue is empty ([]: none now)
 TaskRef = Any  # a registered task's name, or a (picklable) Task
 
 
@@ -81,14 +82,14 @@ def _run_in_process(jobs: Sequence[Job]) -> list[Result]:
     return _PROCESS_WORKER[0].run(jobs)
 
 
-def chunks(jobs: Sequence[Job], workers: int, most: int = 32) -> list[list[Job]]:
+def chunks(jobs: Sequence[Job], workers: int, most: int = 32, least: int = 1) -> list[list[Job]]:
     """Split jobs (in index order) into chunks that shrink as the batch drains (guided
-    scheduling: a third of the remaining jobs per worker, at most ``most``), so few messages
-    go out and the workers finish the batch together."""
+    scheduling: a third of the remaining jobs per worker, at most ``most``, at least
+    ``least``), so few messages go out and the workers finish the batch together."""
     out: list[list[Job]] = []
     i, n = 0, len(jobs)
     while i < n:
-        size = max(1, min(most, (n - i) // max(3 * workers, 1)))
+        size = max(least, min(most, (n - i) // max(3 * workers, 1)))
         out.append(list(jobs[i : i + size]))
         i += size
     return out
@@ -100,14 +101,24 @@ class SerialExecutor:
     def __init__(self, task: Task, limits: CalibLimits) -> None:
         self.worker = Worker(task, limits)
 
-    def run(self, jobs: Sequence[Job], on_results: OnResults, stop: Callable[[], bool]) -> None:
-        for chunk in chunks(jobs, 1, most=8):
-            if stop():
+    def run(
+        self, jobs: Sequence[Job], on_results: OnResults, stop: Callable[[], bool],
+        more: More | None = None,
+    ) -> None:  # fmt: skip
+        while True:
+            for chunk in chunks(jobs, 1, most=8):
+                if stop():
+                    return
+                on_results(self.worker.run(chunk))
+            jobs = more() if more is not None else []
+            if not jobs:
                 return
-            on_results(self.worker.run(chunk))
 
     def close(self) -> None:
         pass
+
+
+STREAM_CHUNK = 4  # the smallest chunk of a batch that has another proposed behind it
 
 
 class Pool:
@@ -122,12 +133,22 @@ class Pool:
     def result(self, handle: Any) -> list[Result]: ...
     def kill(self) -> None: ...
 
-    def run(self, jobs: Sequence[Job], on_results: OnResults, stop: Callable[[], bool]) -> None:
+    def run(
+        self, jobs: Sequence[Job], on_results: OnResults, stop: Callable[[], bool],
+        more: More | None = None,
+    ) -> None:  # fmt: skip
+        """Run ``jobs``, then those ``more()`` gives whenever the queue is empty (the next
+        batch, proposed while this one finishes), until both are exhausted or ``stop()``."""
         queue = chunks(jobs, self.workers)
         solo = 0  # the first ``solo`` queued chunks run one at a time (after a death)
         inflight: dict[Any, tuple[list[Job], float]] = {}
         died: dict[int, int] = {}  # job idx -> times its worker died while it ran alone
-        while queue or inflight:
+        while True:
+            if not queue and more is not None and not solo:
+                # more batches follow: no need to shrink the chunks to one job at the end
+                queue = chunks(more(), self.workers, least=STREAM_CHUNK)
+            if not queue and not inflight:
+                return
             room = 1 if solo else 2 * self.workers
             while queue and len(inflight) < room and not stop():
                 chunk = queue.pop(0)
