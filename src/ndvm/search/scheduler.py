@@ -118,6 +118,7 @@ class SerialExecutor:
 
 
 STREAM_CHUNK = 8  # the smallest chunk of a batch that has another proposed behind it
+INFLIGHT = 4  # chunks in flight per worker: a queue that hides the driver's latency
 
 
 class Pool:
@@ -148,7 +149,7 @@ class Pool:
                 queue = chunks(more(), self.workers, least=STREAM_CHUNK)
             if not queue and not inflight:
                 return
-            room = 1 if solo else 2 * self.workers
+            room = 1 if solo else INFLIGHT * self.workers
             while queue and len(inflight) < room and not stop():
                 chunk = queue.pop(0)
                 solo = max(0, solo - 1)
