@@ -140,8 +140,15 @@ def _ndvm_first(model: Any, Xt: np.ndarray, yt: np.ndarray) -> float | None:
     return None
 
 
-def run_operon(law: Law, X: np.ndarray, y: np.ndarray, seconds: float, seed: int,
-               test: tuple[np.ndarray, np.ndarray], ladder: bool = True) -> dict[str, Any]:
+def run_operon(
+    law: Law,
+    X: np.ndarray,
+    y: np.ndarray,
+    seconds: float,
+    seed: int,
+    test: tuple[np.ndarray, np.ndarray],
+    ladder: bool = True,
+) -> dict[str, Any]:
     """pyoperon's defaults with ``max_time`` (whole seconds). Operon reports nothing during a
     run: its time to first R² > FIRST_R2 is the smallest budget of the ladder 1, 2, 4, ...
     seconds (below ``seconds``; fresh runs, same seed) whose model reaches it, else the full
