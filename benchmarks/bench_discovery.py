@@ -22,6 +22,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -111,29 +112,115 @@ def _normalized(expr: Any) -> Any:
     return sympy.expand(num / lead) / sympy.expand(den / lead)
 
 
-def run_ndvm(law: Law, X: np.ndarray, y: np.ndarray, seconds: float, seed: int) -> dict[str, Any]:
+FIRST_R2 = 0.999  # "time to first R² > 0.999" on the test rows
+
+
+def run_ndvm(law: Law, X: np.ndarray, y: np.ndarray, seconds: float, seed: int,
+             test: tuple[np.ndarray, np.ndarray]) -> dict[str, Any]:  # fmt: skip
     from ndvm.search import SymbolicRegressor
 
     model = SymbolicRegressor(time_budget=seconds, workers=1, random_state=seed,
                               variable_names=list(law.variables))  # fmt: skip
     model.fit(X, y)
-    return {"predict": model.predict, "expr": model.sympy(), "size": model.best_.complexity}
+    return {"predict": model.predict, "expr": model.sympy(), "size": model.best_.complexity,
+            "first_s": _ndvm_first(model, *test)}  # fmt: skip
 
 
-def run_operon(law: Law, X: np.ndarray, y: np.ndarray, seconds: float, seed: int) -> dict[str, Any]:
+def _ndvm_first(model: Any, Xt: np.ndarray, yt: np.ndarray) -> float | None:
+    """Search time at which the best program so far (lowest validation loss: what the search
+    would report at that moment) first reaches test R² > FIRST_R2."""
+    best = np.inf
+    done = [r for r in model.records_ if r.status == "ok" and r.evaluation is not None]
+    for r in sorted(done, key=lambda r: (r.t_done, r.idx)):
+        loss = r.evaluation.selection_loss
+        if loss < best:
+            best = loss
+            if r2(yt, model.predict(Xt, r)) > FIRST_R2:
+                return float(r.t_done)
+    return None
+
+
+def run_operon(
+    law: Law,
+    X: np.ndarray,
+    y: np.ndarray,
+    seconds: float,
+    seed: int,
+    test: tuple[np.ndarray, np.ndarray],
+    ladder: bool = True,
+) -> dict[str, Any]:
+    """pyoperon's defaults with ``max_time`` (whole seconds). Operon reports nothing during a
+    run: its time to first R² > FIRST_R2 is the smallest budget of the ladder 1, 2, 4, ...
+    seconds (below ``seconds``; fresh runs, same seed) whose model reaches it, else the full
+    run's time if it does."""
     import sympy
     from pyoperon.sklearn import SymbolicRegressor
 
-    model = SymbolicRegressor(max_time=int(max(1, seconds)), n_threads=1, random_state=seed,
-                              generations=10**6, max_evaluations=10**9)  # fmt: skip
-    model.fit(X, y)
+    def fit(budget: float) -> Any:
+        model = SymbolicRegressor(max_time=int(max(1, budget)), n_threads=1, random_state=seed,
+                                  generations=10**6, max_evaluations=10**9)  # fmt: skip
+        return model.fit(X, y)
+
+    t0 = time.perf_counter()
+    model = fit(seconds)
+    wall, first = time.perf_counter() - t0, None
+    budget = 1
+    while ladder and budget < seconds and first is None:
+        if r2(test[1], fit(budget).predict(test[0])) > FIRST_R2:
+            first = float(budget)
+        budget *= 2
+    if first is None and r2(test[1], model.predict(test[0])) > FIRST_R2:
+        first = round(wall, 1)
     names = {f"X{i + 1}": sympy.Symbol(v, real=True) for i, v in enumerate(law.variables)}
     text = model.get_model_string(model.model_, 12, names=list(names))
     expr = sympy.sympify(text, locals=names)
-    return {"predict": model.predict, "expr": expr, "size": int(model.stats_["model_length"])}
+    return {"predict": model.predict, "expr": expr, "size": int(model.stats_["model_length"]),
+            "first_s": first, "wall_s": wall}  # fmt: skip
 
 
-METHODS = {"ndvm": run_ndvm, "operon": run_operon}
+def run_gplearn(law: Law, X: np.ndarray, y: np.ndarray, seconds: float, seed: int,
+                test: tuple[np.ndarray, np.ndarray]) -> dict[str, Any]:  # fmt: skip
+    """gplearn's ``SymbolicRegressor`` (defaults; arithmetic, sqrt, log, exp, inv, neg),
+    one generation at a time (``warm_start``) until the budget is spent; its test R² after
+    each generation gives the time to first R² > FIRST_R2."""
+    import warnings
+
+    from gplearn.functions import make_function
+    from gplearn.genetic import SymbolicRegressor
+
+    def _exp(a: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            return np.where(a < 50, np.exp(np.minimum(a, 50)), np.exp(50))
+
+    exp = make_function(function=_exp, name="exp", arity=1)
+    fs = ("add", "sub", "mul", "div", "sqrt", "log", "inv", "neg", exp)
+    model = SymbolicRegressor(function_set=fs, random_state=seed, n_jobs=1, warm_start=True,
+                              generations=0)  # fmt: skip
+    t0, first, gens = time.perf_counter(), None, 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        while time.perf_counter() - t0 < seconds:
+            gens += 1
+            model.set_params(generations=gens).fit(X, y)
+            if first is None and r2(test[1], model.predict(test[0])) > FIRST_R2:
+                first = time.perf_counter() - t0
+    return {"predict": model.predict, "expr": _gplearn_sympy(model._program, law),
+            "size": int(model._program.length_), "first_s": first}  # fmt: skip
+
+
+def _gplearn_sympy(program: Any, law: Law) -> Any:
+    import sympy
+
+    names = {f"X{i}": sympy.Symbol(v, real=True) for i, v in enumerate(law.variables)}
+    ops = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+           "div": lambda a, b: a / b, "sqrt": lambda a: sympy.sqrt(abs(a)),
+           "log": lambda a: sympy.log(abs(a)), "inv": lambda a: 1 / a, "neg": lambda a: -a,
+           "exp": sympy.exp}  # fmt: skip
+    return sympy.sympify(str(program), locals={**names, **ops})
+
+
+METHODS = {"ndvm": run_ndvm, "operon": run_operon, "gplearn": run_gplearn}
+TENTH = "ndvm/10"  # ndvm at a tenth of the budget
 
 
 def one(law: Law, noise: float, method: str, seconds: float, seed: int) -> dict[str, Any]:
@@ -141,14 +228,17 @@ def one(law: Law, noise: float, method: str, seconds: float, seed: int) -> dict[
     X, Xt, Xe = sample(law, 200, rng), sample(law, 120, rng), sample(law, 120, rng, beyond=True)
     y = law.fn(*X.T)
     y = y + noise * np.std(y) * rng.standard_normal(len(y))
+    fn, budget = (run_ndvm, seconds / 10) if method == TENTH else (METHODS[method], seconds)
     t0 = time.perf_counter()
     try:
-        out = METHODS[method](law, X, y, seconds, seed)
+        out = fn(law, X, y, budget, seed, (Xt, law.fn(*Xt.T)))
     except Exception as exc:  # noqa: BLE001 - a failed run is a row of the table
         return {"law": law.name, "noise": noise, "method": method, "error": str(exc)[:200]}
-    wall = time.perf_counter() - t0
+    wall = out.get("wall_s", time.perf_counter() - t0)
+    first = out["first_s"]
     return {
-        "law": law.name, "noise": noise, "method": method, "wall_s": round(wall, 1),
+        "law": law.name, "noise": noise, "method": method, "budget_s": budget,
+        "wall_s": round(wall, 1), "first_r2_s": None if first is None else round(first, 2),
         "recovered": recovered(out["expr"], law, 3 if noise == 0 else 2), "size": out["size"],
         "test_r2": r2(law.fn(*Xt.T), out["predict"](Xt)),
         "extrapolation_r2": r2(law.fn(*Xe.T), out["predict"](Xe)),
@@ -156,28 +246,62 @@ def one(law: Law, noise: float, method: str, seconds: float, seed: int) -> dict[
     }  # fmt: skip
 
 
+def summary(rows: list[dict[str, Any]], methods: list[str]) -> list[str]:
+    """Per method: recoveries, median test R², size and time to first R² > FIRST_R2; then
+    ndvm at a tenth of the budget against Operon at the full budget."""
+    out = []
+    for method in methods:
+        mine = [r for r in rows if r["method"] == method and "error" not in r]
+        if not mine:
+            continue
+        firsts = [r["first_r2_s"] for r in mine if r["first_r2_s"] is not None]
+        med = np.median(firsts) if firsts else float("nan")
+        out.append(
+            f"{method}: recovered {sum(r['recovered'] for r in mine)}/{len(mine)}, median test "
+            f"R² {np.median([r['test_r2'] for r in mine]):.4f}, median size "
+            f"{np.median([r['size'] for r in mine]):.0f}, R² > {FIRST_R2} in "
+            f"{len(firsts)}/{len(mine)} (median {med:.2f} s)"
+        )  # fmt: skip
+    got = {(r["law"], r["noise"], r["method"]): r.get("recovered", False) for r in rows}
+    keys = sorted({(r["law"], r["noise"]) for r in rows})
+    if {"ndvm", "operon", TENTH} <= set(methods):
+        both = [k for k in keys if got.get((*k, "ndvm")) and got.get((*k, "operon"))]
+        tenth = sum(bool(got.get((*k, TENTH))) for k in keys)
+        full = sum(bool(got.get((*k, "operon"))) for k in keys)
+        out.append(
+            f"{TENTH} (a tenth of the budget) recovered {tenth} laws, Operon (full budget) "
+            f"{full}: {tenth / full if full else float('inf'):.2f}x; on the {len(both)} laws "
+            f"both recover at the full budget: {TENTH} "
+            f"{sum(bool(got.get((*k, TENTH))) for k in both)}/{len(both)}"
+        )
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--noise", default="0,0.01")
     ap.add_argument("--laws", default=",".join(law.name for law in LAWS))
-    ap.add_argument("--methods", default="ndvm,operon")
+    ap.add_argument("--methods", default=f"ndvm,{TENTH},operon,gplearn")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="bench-out")
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run: 2 s, noiseless, two laws, no Operon ladder")  # fmt: skip
     args = ap.parse_args()
+    if args.quick:
+        args.seconds, args.noise, args.laws = 2.0, "0", "I.12.1,michaelis-menten"
+        METHODS["operon"] = partial(run_operon, ladder=False)
     laws = [law for law in LAWS if law.name in args.laws.split(",")]
+    methods = args.methods.split(",")
     rows = []
     for law in laws:
         for noise in (float(x) for x in args.noise.split(",")):
-            for method in args.methods.split(","):  # interleaved: law by law
+            for method in methods:  # interleaved: law by law
                 row = one(law, noise, method, args.seconds, args.seed)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    for method in args.methods.split(","):
-        mine = [r for r in rows if r["method"] == method and "error" not in r]
-        print(f"{method}: recovered {sum(r['recovered'] for r in mine)}/{len(mine)}, median "
-              f"test R² {np.median([r['test_r2'] for r in mine]):.4f}, median size "
-              f"{np.median([r['size'] for r in mine]):.0f}")  # fmt: skip
+    for line in summary(rows, methods):
+        print(line)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "discovery.json").write_text(json.dumps(rows, indent=1))

@@ -30,11 +30,18 @@ NAMED = [
     "(* 2 3 x)", "(log (exp (* a x)))", "(sin (/ x x))", "(* (* a x) (- b) y)",
     "(+ (* a x) (* a x))", "(/ (* a b) (+ c (* d y)))",
 ]  # fmt: skip
+LIKE_TERMS = [
+    "(- (+ a (* b x)) x)", "(- (* a x) (* b x))", "(+ (* a (exp y)) (* (sin b) (exp y)) x)",
+    "(- (+ a (* b x) (exp x)) (+ x c))", "(- (+ x (* 2 x)) (* 3 x))", "(- (+ x y) x)",
+    "(+ (* a x y) (* x y 2.5) (- (* y x b)))", "(- (+ (* (exp a) x) (sin y)) (* b x))",
+    "(- (* a (+ x (* b x))) x)", "(+ (- (* a x) (* x c)) (* 2 x))",
+]  # fmt: skip
 
 
 def _programs(n: int = 250) -> list[Datum]:
     b = Builder(GRAMMAR, np.random.default_rng(11))
-    return [read(s)[0] for s in NAMED] + [b.expr(int(b.rng.integers(1, 5))) for _ in range(n)]
+    rand = [b.expr(int(b.rng.integers(1, 5))) for _ in range(n)]
+    return [read(s)[0] for s in NAMED] + rand + [read(s)[0] for s in LIKE_TERMS]
 
 
 def _eval(src: str, params: list[str], values: list[float], **inputs: np.ndarray) -> np.ndarray:
@@ -79,6 +86,12 @@ def test_named_folds() -> None:
         "(- (+ x a) (+ a x))": "0", "(* 2 3 x)": "(* x 6)", "(+ x (+ y a))": "(+ a x y)",
         "(/ S (+ (* d S) (exp a)))": "(/ S (+ a (* b S)))", "(- (* a x) b)": "(+ a (* b x))",
         "(/ (+ a (* b x)) c)": "(* a (+ b (* c x)))", "(- x 2)": "(+ x -2)",
+        # like terms collected: one term per base, its coefficient folded
+        "(- (+ a (* b S)) S)": "(+ a (* b S))", "(- (* a x) (* b x))": "(* a x)",
+        "(+ (* a x) (* a x))": "(* a x)", "(+ x x)": "(* x 2)", "(- (+ x y) x)": "y",
+        "(- (+ x (* 2 x)) (* 3 x))": "0", "(+ (* 2 x) (* 0.5 x) y)": "(+ y (* x 2.5))",
+        "(- (+ a (* b S) (exp S)) (+ S c))": "(+ a (* b S) (exp S))",
+        "(- x y)": "(- x y)", "(- (+ x a) (* b y))": "(- (+ a x) (* b y))",
     }  # fmt: skip
     for src, want in cases.items():
         assert to_source(canonical(read(src)[0], PARAMS)) == want, src
@@ -102,6 +115,7 @@ def _hash(src: str) -> str:
         ["(+ (* a x) (sin x))", "(+ (sin x) (* x b))", "(+ (sin x) (* (exp a) x))"],
         ["(+ x (+ y a))", "(+ (+ x a) y)", "(+ y x b)", "(+ (+ y c) (+ x d))", "(- (+ x y) a)"],
         ["(/ x (+ a (* b x)))", "(/ x (+ (* d x) (exp a)))", "(/ x (+ (* x c) (* a b)))"],
+        ["(+ a (* b x))", "(- (+ a (* b x)) x)", "(- (* b x) (- x a))", "(+ (* a x) (* b x) c)"],
     ],
 )
 def test_equivalent_programs_share_one_skeleton(group: list[str]) -> None:
@@ -110,7 +124,8 @@ def test_equivalent_programs_share_one_skeleton(group: list[str]) -> None:
 
 
 def test_different_programs_keep_different_skeletons() -> None:
-    group = ["(* a x)", "(/ a x)", "(- (* a x) (* b x))", "(+ a x)", "(* a (* x x))", "(* x 2)"]
+    group = ["(* a x)", "(/ a x)", "(- (* a x) (* b y))", "(+ a x)", "(* a (* x x))", "(* x 2)",
+             "(+ (* a (exp (* b x))) (* c (exp (* d x))))", "(- (+ a (* b x)) y)"]  # fmt: skip
     assert len({_hash(s) for s in group}) == len(group)
 
 

@@ -60,6 +60,7 @@ def test_predict_is_ndvm_evaluation_and_reproduces_the_search_scores(
         cols = {c: df[c].to_numpy() for c in df.columns}
         want = np.broadcast_to(prog.eval(prog.unconstrain(list(values.values())), **cols), len(y))
         np.testing.assert_array_equal(fitted.predict(df, index=i), want)
+        np.testing.assert_array_equal(fitted.predict(df, index=fitted.front_[i]), want)
         data = fitted.task_.data()  # the record's validation MSE, from the search's own scoring
         va = np.stack([data.valid_inputs[n] for n in NAMES], axis=1)
         mse = np.mean((fitted.predict(va, index=i) - data.valid_target) ** 2)

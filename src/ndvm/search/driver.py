@@ -1,7 +1,9 @@
 """The co-search loop: propose a batch, persist it, run it (funnel + calibration), repeat.
 
-Every batch is proposed from the state after the previous batch was fully evaluated, and
-every candidate's calibration seed is derived from (search seed, index). The funnel runs in
+Proposal is pipelined: batch n is proposed as soon as batch n - 2 is decided, while batch
+n - 1 still calibrates, from a view in which the records of batch n - 1 are pending (whatever
+of them has already finished); every candidate's calibration seed is derived from (search
+seed, index). The funnel runs in
 the workers; the driver decides duplicates in index order (a candidate whose skeleton an
 earlier calibrated candidate of the same scope had is rejected) and commits results as the
 decided prefix grows, one transaction per chunk. Given the same proposer, seed and budget in
@@ -106,25 +108,35 @@ def run_search(
         if book.take(results, elapsed()) and progress is not None:
             progress(book.progress(elapsed(), time.perf_counter() - t0))
 
-    sched = make_executor(the_task, workers, limits, executor)
-    try:
-        pending = [r for r in records if r.status == "pending"]
-        if pending:
-            book.expect(pending)
-            sched.run([book.job(r) for r in pending], on_results, stop)
-        while not book.waiting:
-            state = book.state(name, seed)
-            if budget.exhausted(state, elapsed()):
-                break
-            cands = proposer.propose(state, batch_size)
+    def more() -> list[Job]:
+        """The next batch's jobs, once the batch two before it is decided ([]: none yet, or
+        the search is over); a batch rejected whole at proposal is skipped over."""
+        nonlocal finished
+        while not finished:
+            n = book.next_batch
+            if stop() or not book.decided_before(n - 1):
+                return []
+            state = book.view(name, seed, n)
+            done = budget.exhausted(state, elapsed())
+            cands = [] if done else proposer.propose(state, batch_size)
             if not cands:
-                break
-            new = book.propose(cands, state.next_batch, seed, elapsed())
+                finished = True
+                return []
+            new = book.propose(cands, n, seed, elapsed())
             store.add(run, new)
             todo = [r for r in new if r.status == "pending"]
             book.expect(todo)
-            sched.run([book.job(r) for r in todo], on_results, stop)
             store.set_elapsed(run, elapsed())
+            if todo:
+                return [book.job(r) for r in todo]
+        return []
+
+    finished = False
+    sched = make_executor(the_task, workers, limits, executor)
+    try:
+        pending = [r for r in records if r.status == "pending"]
+        book.expect(pending)
+        sched.run([book.job(r) for r in pending], on_results, stop, more)
     finally:
         sched.close()
         store.set_elapsed(run, elapsed())
@@ -151,8 +163,15 @@ class _Book:
             for r in records
             if r.skeleton and r.status not in ("rejected", "pending")
         }
-        self.hashes = {h for _, h in self.seen}  # SearchState.seen (every scope)
-        self.pending = sum(r.status == "pending" for r in records)
+        self.hashes: dict[str, int] = {}  # SearchState.seen (every scope): hash -> records
+        self.hash_of: dict[int, str] = {}  # idx -> hash, for calibrated records
+        for r in records:
+            if r.skeleton and r.status not in ("rejected", "pending"):
+                self._saw(r.idx, skeleton_hash(r.skeleton))
+        self.waiting: dict[int, int] = {}  # batch -> its records still pending
+        for r in records:
+            if r.status == "pending":
+                self.waiting[r.batch] = self.waiting.get(r.batch, 0) + 1
         self.order: list[int] = []  # pending indices in the order they are decided
         self.ready: dict[int, Result] = {}
         self.done = 0  # results committed by this process
@@ -192,20 +211,46 @@ class _Book:
             rejections=dict(self.stages),
         )
 
+    def _saw(self, idx: int, h: str) -> None:
+        self.hash_of[idx] = h
+        self.hashes[h] = self.hashes.get(h, 0) + 1
+
     @property
-    def waiting(self) -> bool:
-        """Jobs of the last batch are still pending (the budget ran out mid-batch)."""
-        return self.pending > 0
+    def next_batch(self) -> int:
+        return self.by_idx[next(reversed(self.by_idx))].batch + 1 if self.by_idx else 0
+
+    def decided_before(self, batch: int) -> bool:
+        """Every record of the batches before ``batch`` is decided."""
+        return not any(b < batch for b in self.waiting)
 
     def state(self, task: str, seed: int) -> SearchState:
         # by_idx is in index order: records are appended with increasing indices
         return SearchState.of(task, seed, list(self.by_idx.values()), frozenset(self.hashes))
 
+    def view(self, task: str, seed: int, batch: int) -> SearchState:
+        """What the proposal of ``batch`` sees: every record, those of ``batch - 1`` as they
+        were proposed (pending unless rejected at proposal), whether or not they finished —
+        the same state for any timing, executor and number of workers."""
+        recs = list(self.by_idx.values())
+        masked: dict[str, int] = {}
+        for i in range(len(recs) - 1, -1, -1):
+            r = recs[i]
+            if r.batch != batch - 1:
+                break
+            if r.evaluation is not None and not r.evaluation.reason.startswith("proposal: "):
+                recs[i] = Record(r.idx, r.batch, r.candidate, "", 0, 0, r.seed, None, r.t_done)
+                h = self.hash_of.get(r.idx)
+                if h is not None:
+                    masked[h] = masked.get(h, 0) + 1
+        seen = frozenset(h for h, k in self.hashes.items() if k > masked.get(h, 0))
+        return SearchState.of(task, seed, recs, seen)
+
     def job(self, r: Record) -> Job:
         return Job(r.idx, r.candidate, r.seed, self.scope(r.idx))
 
     def expect(self, records: list[Record]) -> None:
-        self.order = sorted(r.idx for r in records)
+        """Pending records to decide, after those already expected (indices increase)."""
+        self.order.extend(sorted(r.idx for r in records))
 
     def propose(self, cands: list[Any], batch: int, seed: int, now: float) -> list[Record]:
         start = max(self.by_idx) + 1 if self.by_idx else 0
@@ -214,7 +259,8 @@ class _Book:
             idx = start + i
             ev = Evaluation("rejected", reason=f"proposal: {cand.error}") if cand.error else None
             rec = Record(idx, batch, cand, "", 0, 0, derive_seed(seed, idx), ev, now)
-            self.pending += ev is None
+            if ev is None:
+                self.waiting[batch] = self.waiting.get(batch, 0) + 1
             new.append(rec)
             self.by_idx[idx] = rec
         return new
@@ -238,7 +284,11 @@ class _Book:
                     r.seed, res.evaluation, now,
                 )  # fmt: skip
                 self.done += 1
-                self.pending -= 1
+                left = self.waiting[r.batch] - 1
+                if left:
+                    self.waiting[r.batch] = left
+                else:
+                    del self.waiting[r.batch]
                 self.done_calibrated += res.evaluation.status != "rejected"
                 self.lanes += res.evaluation.lanes
                 self._count(res.evaluation)
@@ -264,14 +314,14 @@ class _Book:
         ev = res.evaluation
         if ev.status == "rejected" or not res.skeleton:
             return res
-        h = skeleton_hash(res.skeleton)
+        h = res.key or skeleton_hash(res.skeleton)
         key = (self.scope(res.idx), h)
         if key in self.seen:
             dup = Evaluation("rejected", reason=f"duplicate: skeleton already evaluated: "
                              f"{res.skeleton}", wall=ev.wall)  # fmt: skip
             return Result(res.idx, res.skeleton, res.n_params, res.complexity, dup)
         self.seen.add(key)
-        self.hashes.add(h)
+        self._saw(res.idx, h)
         return res
 
 

@@ -180,11 +180,16 @@ class SymbolicRegressor:
         assert r.evaluation is not None
         return r.candidate.src, dict(r.evaluation.params)
 
-    def predict(self, X: Any, index: int | None = None) -> np.ndarray:
-        """ndvm's values of the selected program (or row ``index``) at its fitted values."""
+    def predict(self, X: Any, index: int | Record | None = None) -> np.ndarray:
+        """ndvm's values of the selected program (or row ``index``, or a calibrated record
+        of ``records_``) at its fitted values."""
         from ndvm.api import compile as ndvm_compile
 
-        src, values = self.program(index)
+        if isinstance(index, Record):
+            assert index.evaluation is not None
+            src, values = index.candidate.src, dict(index.evaluation.params)
+        else:
+            src, values = self.program(index)
         cols = self._inputs(X)
         prog = ndvm_compile(src, list(values), self.names)
         theta = prog.unconstrain([values[n] for n in prog.params])

@@ -73,6 +73,7 @@ class Result:
     n_params: int
     complexity: int
     evaluation: Evaluation
+    key: str = ""  # the skeleton's hash (``skeleton_hash``), computed once, by the worker
 
 
 def _rejected(job: Job, v: Verdict, t0: float) -> Result:
@@ -80,9 +81,9 @@ def _rejected(job: Job, v: Verdict, t0: float) -> Result:
     return Result(job.idx, v.skeleton, v.n_params, v.complexity, ev)
 
 
-def _fail(job: Job, v: Verdict, status: str, reason: str, t0: float, steps: int = 0) -> Result:
-    ev = Evaluation(status, reason=reason[:500], wall=time.perf_counter() - t0, steps=steps)
-    return Result(job.idx, v.skeleton, v.n_params, v.complexity, ev)
+def _fail(job: Job, v: Verdict, status: str, reason: str, t0: float, key: str = "") -> Result:
+    ev = Evaluation(status, reason=reason[:500], wall=time.perf_counter() - t0)
+    return Result(job.idx, v.skeleton, v.n_params, v.complexity, ev, key)
 
 
 def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) -> Result:
@@ -116,7 +117,8 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
         return _fail(job, v, "timeout", v.reason, t0)
     if not v.ok:
         return _rejected(job, v, t0)
-    key = (job.scope, skeleton_hash(v.skeleton))
+    h = skeleton_hash(v.skeleton)
+    key = (job.scope, h)
     if key in seen:
         why = Verdict(False, "duplicate", f"skeleton already evaluated: {v.skeleton}", **v.info)
         return _rejected(job, why, t0)
@@ -127,11 +129,11 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
                              diagnostics=False)  # fmt: skip
         metrics = task.score(cal, task.data())
     except LimitExceeded as exc:
-        return _fail(job, v, "timeout", f"{type(exc).__name__}: {exc}", t0)
+        return _fail(job, v, "timeout", f"{type(exc).__name__}: {exc}", t0, h)
     except NdvmError as exc:
-        return _fail(job, v, "failed", f"{type(exc).__name__}: {exc}", t0)
+        return _fail(job, v, "failed", f"{type(exc).__name__}: {exc}", t0, h)
     ev = _evaluation(task, cal, metrics, t0)
-    return Result(job.idx, v.skeleton, v.n_params, v.complexity, ev)
+    return Result(job.idx, v.skeleton, v.n_params, v.complexity, ev, h)
 
 
 _LIMIT_WORDS = ("time limit", "StepLimitExceeded", "DeadlineExceeded", "DepthLimitExceeded")

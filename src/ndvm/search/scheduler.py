@@ -18,7 +18,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +26,7 @@ from ndvm.search.evaluate import CalibLimits, Job, Result, run_job
 from ndvm.tasks.base import Task
 
 OnResults = Callable[[list[Result]], None]
+More = Callable[[], list[Job]]  # the next jobs to run once the queue is empty ([]: none now)
 TaskRef = Any  # a registered task's name, or a (picklable) Task
 
 
@@ -81,14 +81,14 @@ def _run_in_process(jobs: Sequence[Job]) -> list[Result]:
     return _PROCESS_WORKER[0].run(jobs)
 
 
-def chunks(jobs: Sequence[Job], workers: int, most: int = 32) -> list[list[Job]]:
+def chunks(jobs: Sequence[Job], workers: int, most: int = 32, least: int = 1) -> list[list[Job]]:
     """Split jobs (in index order) into chunks that shrink as the batch drains (guided
-    scheduling: a third of the remaining jobs per worker, at most ``most``), so few messages
-    go out and the workers finish the batch together."""
+    scheduling: a third of the remaining jobs per worker, at most ``most``, at least
+    ``least``), so few messages go out and the workers finish the batch together."""
     out: list[list[Job]] = []
     i, n = 0, len(jobs)
     while i < n:
-        size = max(1, min(most, (n - i) // max(3 * workers, 1)))
+        size = max(least, min(most, (n - i) // max(3 * workers, 1)))
         out.append(list(jobs[i : i + size]))
         i += size
     return out
@@ -100,14 +100,25 @@ class SerialExecutor:
     def __init__(self, task: Task, limits: CalibLimits) -> None:
         self.worker = Worker(task, limits)
 
-    def run(self, jobs: Sequence[Job], on_results: OnResults, stop: Callable[[], bool]) -> None:
-        for chunk in chunks(jobs, 1, most=8):
-            if stop():
+    def run(
+        self, jobs: Sequence[Job], on_results: OnResults, stop: Callable[[], bool],
+        more: More | None = None,
+    ) -> None:  # fmt: skip
+        while True:
+            for chunk in chunks(jobs, 1, most=8):
+                if stop():
+                    return
+                on_results(self.worker.run(chunk))
+            jobs = more() if more is not None else []
+            if not jobs:
                 return
-            on_results(self.worker.run(chunk))
 
     def close(self) -> None:
         pass
+
+
+STREAM_CHUNK = 8  # the smallest chunk of a batch that has another proposed behind it
+INFLIGHT = 4  # chunks in flight per worker: a queue that hides the driver's latency
 
 
 class Pool:
@@ -122,13 +133,23 @@ class Pool:
     def result(self, handle: Any) -> list[Result]: ...
     def kill(self) -> None: ...
 
-    def run(self, jobs: Sequence[Job], on_results: OnResults, stop: Callable[[], bool]) -> None:
+    def run(
+        self, jobs: Sequence[Job], on_results: OnResults, stop: Callable[[], bool],
+        more: More | None = None,
+    ) -> None:  # fmt: skip
+        """Run ``jobs``, then those ``more()`` gives whenever the queue is empty (the next
+        batch, proposed while this one finishes), until both are exhausted or ``stop()``."""
         queue = chunks(jobs, self.workers)
         solo = 0  # the first ``solo`` queued chunks run one at a time (after a death)
         inflight: dict[Any, tuple[list[Job], float]] = {}
         died: dict[int, int] = {}  # job idx -> times its worker died while it ran alone
-        while queue or inflight:
-            room = 1 if solo else 2 * self.workers
+        while True:
+            if not queue and more is not None and not solo:
+                # more batches follow: no need to shrink the chunks to one job at the end
+                queue = chunks(more(), self.workers, least=STREAM_CHUNK)
+            if not queue and not inflight:
+                return
+            room = 1 if solo else INFLIGHT * self.workers
             while queue and len(inflight) < room and not stop():
                 chunk = queue.pop(0)
                 solo = max(0, solo - 1)
@@ -186,54 +207,109 @@ class WorkerDied(Exception):
 
 
 class ProcessExecutor(Pool):
-    """A pool of ``workers`` processes (forkserver where available), each with the task."""
+    """``workers`` processes (forkserver where available), each with the task, each fed its
+    chunks over its own pipe: no threads in the driver, one pickled message per chunk each
+    way. A chunk goes to the worker with the fewest chunks outstanding; a worker that dies
+    fails every outstanding chunk (``WorkerDied``), as a broken process pool does."""
 
     def __init__(self, task: Task, workers: int, limits: CalibLimits, grace: float = 5.0) -> None:
         self.ref, self.workers, self.limits, self.grace = task_ref(task), workers, limits, grace
-        self.pool: ProcessPoolExecutor | None = None
+        self.procs: list[Any] = []  # (process, connection)
+        self.owed: dict[int, list[int]] = {}  # worker -> its outstanding handles, in order
+        self.done: dict[int, Any] = {}  # handle -> results, or WorkerDied
+        self.where: dict[int, int] = {}  # handle -> worker
+        self.seq = 0
 
-    def _pool(self) -> ProcessPoolExecutor:
-        if self.pool is None:
-            methods = mp.get_all_start_methods()
-            ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
-            if ctx.get_start_method() == "forkserver":
-                ctx.set_forkserver_preload(["ndvm.search.evaluate", "ndvm.tasks"])
-            self.pool = ProcessPoolExecutor(
-                self.workers, mp_context=ctx, initializer=_init_process,
-                initargs=(self.ref, self.limits),
-            )  # fmt: skip
-        return self.pool
+    def _start(self) -> None:
+        methods = mp.get_all_start_methods()
+        ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+        if ctx.get_start_method() == "forkserver":
+            ctx.set_forkserver_preload(["ndvm.search.evaluate", "ndvm.tasks"])
+        for i in range(self.workers):
+            here, there = ctx.Pipe()
+            proc = ctx.Process(target=_serve, args=(there, self.ref, self.limits), daemon=True)
+            proc.start()
+            there.close()
+            self.procs.append((proc, here))
+            self.owed[i] = []
 
-    def submit(self, chunk: list[Job]) -> Future[list[Result]]:
-        from concurrent.futures.process import BrokenProcessPool
-
+    def submit(self, chunk: list[Job]) -> int:
+        if not self.procs:
+            self._start()
+        self.seq += 1
+        w = min(self.owed, key=lambda i: (len(self.owed[i]), i))
+        self.owed[w].append(self.seq)
+        self.where[self.seq] = w
         try:
-            return self._pool().submit(_run_in_process, chunk)
-        except BrokenProcessPool:
-            self.kill()
-            return self._pool().submit(_run_in_process, chunk)
+            self.procs[w][1].send(chunk)
+        except (OSError, EOFError):
+            self._lost(w)
+        return self.seq
+
+    def _lost(self, w: int) -> None:
+        """Worker ``w`` died: every outstanding chunk fails (a pool restart reruns them)."""
+        for i in self.owed:
+            for h in self.owed[i]:
+                self.done[h] = WorkerDied()
+            self.owed[i] = []
 
     def wait(self, handles: list[Any], timeout: float) -> list[Any]:
-        done, _ = wait(handles, timeout=timeout, return_when=FIRST_COMPLETED)
-        return list(done)
+        from multiprocessing.connection import wait as ready
+
+        if not any(h in self.done for h in handles):
+            conns = {self.procs[w][1]: w for w in self.owed if self.owed[w]}
+            for conn in ready(list(conns), timeout):
+                w = conns[conn]
+                try:
+                    out = conn.recv()
+                except (OSError, EOFError):
+                    self._lost(w)
+                    continue
+                if self.owed[w]:
+                    self.done[self.owed[w].pop(0)] = out
+        return [h for h in handles if h in self.done]
 
     def result(self, handle: Any) -> list[Result]:
-        from concurrent.futures.process import BrokenProcessPool
-
-        try:
-            return handle.result()
-        except BrokenProcessPool:
-            raise WorkerDied from None
+        out = self.done.pop(handle)
+        self.where.pop(handle, None)
+        if isinstance(out, WorkerDied):
+            raise WorkerDied
+        return out  # type: ignore[no-any-return]
 
     def kill(self) -> None:
-        pool, self.pool = self.pool, None
-        if pool is None:
-            return
-        for proc in list(getattr(pool, "_processes", {}).values()):
+        procs, self.procs = self.procs, []
+        for proc, conn in procs:
             proc.kill()
-        pool.shutdown(wait=False, cancel_futures=True)
+            conn.close()
+        for proc, _ in procs:
+            proc.join(timeout=5)
+        self.owed, self.done, self.where = {}, {}, {}
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-            self.pool = None
+        if any(self.owed.values()):  # stopped by an error: the chunks still out are dropped
+            self.kill()
+        procs, self.procs = self.procs, []
+        for _, conn in procs:
+            try:
+                conn.send(None)  # stop after the chunks already sent
+            except OSError:
+                pass
+        for proc, conn in procs:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=5)
+            conn.close()
+
+
+def _serve(conn: Any, ref: TaskRef, limits: CalibLimits) -> None:
+    """A worker process: run each chunk it is sent, send its results back; None stops."""
+    _init_process(ref, limits)
+    while True:
+        try:
+            chunk = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        if chunk is None:
+            return
+        conn.send(_run_in_process(chunk))

@@ -176,7 +176,10 @@ class _Canon:
             moved = self.inverse(head.name, args[0], args[1])
             if moved is not None:
                 return moved
-        return self.identity(head.name, args) or SList(items, None, d.line, d.column)
+        same = self.identity(head.name, args)
+        if same is None and head.name == "-" and len(args) == 2:
+            same = self.difference(args[0], args[1])
+        return same or SList(items, None, d.line, d.column)
 
     def inverse(self, op: str, e: Datum, k: Datum) -> Datum | None:
         """``(- e k)`` -> ``(+ e k')``, ``(/ e k)`` -> ``(* e k')`` for a constant ``k``
@@ -203,6 +206,93 @@ class _Canon:
                 return arg.items[1]
         return None
 
+    def difference(self, e: Datum, f: Datum) -> Datum | None:
+        """``(- e f)`` as one sum when every term of ``f`` is a constant or a like term of
+        ``e`` (``(- (+ a (* b S)) S)`` -> ``(+ a (* c S))``); None otherwise (kept as is)."""
+        pos, neg = self.terms(e), self.terms(f)
+        consts = [t for t in neg if self.is_param(t) or self.is_literal(t)]
+        neg = [t for t in neg if not (self.is_param(t) or self.is_literal(t))]
+        if not neg:
+            return None  # a constant right operand: ``inverse``'s case
+        bases = {self.texts(self.split(t)[1])[1] for t in pos}
+        if any(self.texts(self.split(t)[1])[1] not in bases for t in neg):
+            return None
+        signed = [(1.0, t) for t in pos if not (self.is_param(t) or self.is_literal(t))]
+        merged = self.like_terms(signed + [(-1.0, t) for t in neg])
+        if merged is None:
+            return None
+        rest = [t for t in pos if self.is_param(t) or self.is_literal(t)]
+        for k in consts:
+            if self.is_param(k):
+                rest.append(self.new_param("-", (k,)))
+            elif isinstance(k, Num) and not self.skeleton:
+                rest.append(_num(-k.value))
+            else:
+                rest.append(k)
+        return self.commutative("+", rest + merged) if rest + merged else _num(0.0)
+
+    def terms(self, d: Datum) -> list[Datum]:
+        if isinstance(d, SList) and d.items and _sym(d.items[0], "+"):
+            return list(d.items[1:])
+        return [d]
+
+    def split(self, term: Datum) -> tuple[Datum | None, Datum]:
+        """``(coefficient, base)`` of a term: ``(* k f ...)`` -> ``(k, (* f ...))`` for a
+        constant ``k``; a term without one has coefficient None (1)."""
+        if isinstance(term, SList) and term.items and _sym(term.items[0], "*"):
+            factors = list(term.items[1:])
+            ks = [f for f in factors if self.is_param(f) or self.is_literal(f)]
+            if len(ks) == 1:
+                rest = [f for f in factors if f is not ks[0]]
+                base = rest[0] if len(rest) == 1 else SList((Sym("*"), *rest))
+                return ks[0], base
+        return None, term
+
+    def like_terms(self, signed: list[tuple[float, Datum]]) -> list[Datum] | None:
+        """Terms with the same base merged into one with the sum of their (signed)
+        coefficients: a new parameter when one of them is a parameter, else the folded
+        literal (a zero sum drops the term). None when no two terms share a base. On
+        skeleton text a base holding ``P`` or ``C`` is never merged (they may differ)."""
+        groups: dict[str, list[tuple[float, Datum | None, Datum]]] = {}
+        first: dict[str, Datum] = {}  # the group's first term as it was
+        for sign, t in signed:
+            k, base = self.split(t)
+            key = self.texts(base)[1]
+            if self.skeleton and (_has(base, SKELETON_PARAM) or _has(base, SKELETON_LITERAL)):
+                key = f"{key}#{len(groups)}"  # never merged
+            groups.setdefault(key, []).append((sign, k, base))
+            first.setdefault(key, t)
+        if all(len(g) == 1 and g[0][0] > 0 for g in groups.values()):
+            return None
+        out: list[Datum] = []
+        for key, group in groups.items():
+            if len(group) == 1 and group[0][0] > 0:
+                out.append(first[key])
+                continue
+            coef = self.coefficient(group)
+            if coef is None:
+                continue  # the terms cancel
+            base = group[0][2]
+            out.append(base if _is(coef, 1.0) else self.commutative("*", [coef, base]))
+        return out
+
+    def coefficient(self, group: list[tuple[float, Datum | None, Datum]]) -> Datum | None:
+        """The merged coefficient of like terms (None: they cancel)."""
+        ks = [(sign, _num(1.0) if k is None else k) for sign, k, _ in group]
+        if any(self.is_param(k) for _, k in ks):
+            if self.skeleton:
+                return Sym(SKELETON_PARAM)
+            self.fresh += 1
+            name = f"{_FRESH}{self.fresh}"
+            parts = [self.witness.get(str(k), k) for _, k in ks]
+            signed = [p if sign > 0 else SList((Sym("-"), p)) for (sign, _), p in zip(ks, parts)]
+            self.witness[name] = SList((Sym("+"), *signed))
+            return Sym(name)
+        if not all(isinstance(k, Num) for _, k in ks):
+            return Sym(SKELETON_LITERAL)  # skeleton text: literals of unknown value
+        value = math.fsum(sign * k.value for sign, k in ks)  # type: ignore[union-attr]
+        return None if value == 0.0 else _num(value)
+
     def commutative(self, op: str, args: list[Datum]) -> Datum:
         flat: list[Datum] = []
         for a in args:
@@ -210,6 +300,8 @@ class _Canon:
             flat.extend(a.items[1:] if nested else (a,))  # type: ignore[union-attr]
         consts = [a for a in flat if self.is_param(a) or self.is_literal(a)]
         rest = [a for a in flat if not (self.is_param(a) or self.is_literal(a))]
+        if op == "+" and len(rest) > 1:
+            rest = self.like_terms([(1.0, t) for t in rest]) or rest
         unit = _COMMUTATIVE[op]
         if len(consts) == 1 and self.is_param(consts[0]):
             rest.append(consts[0])

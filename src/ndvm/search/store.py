@@ -213,28 +213,32 @@ class Store:
     def finish_many(self, run: int, results: list[tuple[Any, float]], elapsed: float) -> list[bool]:
         """Record the results ``(evaluate.Result, t_done)`` of pending candidates in one
         transaction; per result, False if its row was not pending (never written twice)."""
-        out = []
+        rows = []
+        for res, t_done in results:
+            ev = res.evaluation
+            rows.append((
+                ev.status, ev.reason, _num(ev.train_loss), _num(ev.heldout_mse),
+                _num(ev.heldout_r2), int(ev.success), json.dumps(ev.params),
+                json.dumps(ev.extra), ev.wall, ev.steps, t_done, res.skeleton,
+                res.n_params, res.complexity, _num(ev.validation_mse),
+                _num(ev.validation_r2), run, res.idx,
+            ))  # fmt: skip
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
-            for res, t_done in results:
-                ev = res.evaluation
-                cur = self.db.execute(
-                    "UPDATE candidates SET status = ?, reason = ?, train_loss = ?, "
-                    "heldout_mse = ?, heldout_r2 = ?, success = ?, values_json = ?, extra = ?, "
-                    "wall = ?, steps = ?, t_done = ?, skeleton = ?, n_params = ?, complexity = ?, "
-                    "validation_mse = ?, validation_r2 = ? "
-                    "WHERE run = ? AND idx = ? AND status = 'pending'",
-                    (
-                        ev.status, ev.reason, _num(ev.train_loss), _num(ev.heldout_mse),
-                        _num(ev.heldout_r2), int(ev.success), json.dumps(ev.params),
-                        json.dumps(ev.extra), ev.wall, ev.steps, t_done, res.skeleton,
-                        res.n_params, res.complexity, _num(ev.validation_mse),
-                        _num(ev.validation_r2), run, res.idx,
-                    ),
-                )  # fmt: skip
-                out.append(cur.rowcount == 1)
+            idx = [r[-1] for r in rows]
+            pending = {i for (i,) in self.db.execute(
+                f"SELECT idx FROM candidates WHERE run = ? AND status = 'pending' AND idx IN "
+                f"({', '.join('?' * len(idx))})", (run, *idx))}  # fmt: skip
+            self.db.executemany(
+                "UPDATE candidates SET status = ?, reason = ?, train_loss = ?, "
+                "heldout_mse = ?, heldout_r2 = ?, success = ?, values_json = ?, extra = ?, "
+                "wall = ?, steps = ?, t_done = ?, skeleton = ?, n_params = ?, complexity = ?, "
+                "validation_mse = ?, validation_r2 = ? "
+                "WHERE run = ? AND idx = ? AND status = 'pending'",
+                [r for r in rows if r[-1] in pending],
+            )
             self.db.execute("UPDATE runs SET elapsed = ? WHERE run = ?", (elapsed, run))
-        return out
+        return [r[-1] in pending for r in rows]
 
     @_guarded
     def records(self, run: int) -> list[Record]:

@@ -13,6 +13,7 @@ fitted with its own parameters, ``starts`` lanes per series, and the best lane o
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache, partial
@@ -248,30 +249,59 @@ def regression_score(cal: Any, data: TaskData) -> dict[str, float]:
     """Train MSE; test (held-out) MSE and R^2; validation MSE and R^2 when there is a split."""
     assert data.test_inputs is not None and data.test_target is not None
     out = {"train_mse": float(cal.loss)}
-    splits = [("test", data.test_inputs, data.test_target)]
-    if data.valid_inputs is not None and data.valid_target is not None:
-        splits.append(("validation", data.valid_inputs, data.valid_target))
-    preds = _predict_splits(cal, [inputs for _, inputs, _ in splits])
-    for (name, _, target), pred in zip(splits, preds):
-        with np.errstate(all="ignore"):
-            out[f"{name}_mse"] = float(np.mean((pred - target) ** 2))
-        out[f"{name}_r2"] = r2(np.asarray(target), pred)
+    plan = _score_plan(data)
+    preds = _predict_splits(cal, plan)
+    with np.errstate(all="ignore"):
+        for (name, target, ss_tot), pred in zip(plan.splits, preds):
+            d = pred - target
+            sq = d @ d if d.shape == target.shape and d.ndim == 1 else (d**2).sum()
+            out[f"{name}_mse"] = float(sq) / max(d.size, 1)
+            out[f"{name}_r2"] = _r2_of(float(sq), ss_tot, bool(np.isfinite(pred).all()))
     return out
 
 
-def _predict_splits(cal: Any, splits: list[Mapping[str, Any]]) -> list[np.ndarray]:
-    """The best start's predictions on several splits; one evaluation over their data lanes
-    concatenated when every input is a 1-D data array (else one evaluation per split)."""
-    keys = {tuple(sorted(s)) for s in splits}
-    cols = [[np.asarray(s[k]) for k in sorted(s)] for s in splits]
-    if len(splits) > 1 and len(keys) == 1 and all(c.ndim == 1 for cs in cols for c in cs):
-        names = sorted(splits[0])
-        joint = {k: np.concatenate([np.asarray(s[k]) for s in splits]) for k in names}
-        pred = np.asarray(cal.predict(joint), dtype=np.float64).reshape(-1)
-        if pred.shape[0] == sum(len(np.asarray(s[names[0]])) for s in splits):
-            cuts = np.cumsum([len(np.asarray(s[names[0]])) for s in splits])[:-1]
-            return list(np.split(pred, cuts))
-    return [np.asarray(cal.predict(s), dtype=np.float64) for s in splits]
+@dataclass(frozen=True)
+class _Plan:
+    """Scoring a task's data, once per data object: splits (name, target, total sum of
+    squares), their inputs, and those joined for one evaluation when all are 1-D."""
+
+    data: TaskData
+    splits: list[tuple[str, np.ndarray, float]]
+    inputs: list[Mapping[str, Any]]
+    joint: dict[str, np.ndarray] | None
+    cuts: list[int]  # where each split's points end in the joined inputs
+
+
+_PLANS: dict[int, _Plan] = {}
+
+
+def _score_plan(data: TaskData) -> _Plan:
+    plan = _PLANS.get(id(data))
+    if plan is not None and plan.data is data:
+        return plan
+    named = [("test", data.test_inputs, data.test_target)]
+    if data.valid_inputs is not None and data.valid_target is not None:
+        named.append(("validation", data.valid_inputs, data.valid_target))
+    splits = [(n, np.asarray(y, dtype=np.float64)) for n, _, y in named]
+    splits = [(n, y, float(((y - y.mean()) ** 2).sum())) for n, y in splits]
+    inputs = [dict(x or {}) for _, x, _ in named]
+    joint, cuts = None, np.cumsum([len(y) for _, y, _ in splits]).tolist()
+    one_d = all(np.ndim(v) == 1 for s in inputs for v in s.values())
+    if len(inputs) > 1 and len({tuple(sorted(s)) for s in inputs}) == 1 and one_d:
+        joint = {k: np.concatenate([np.asarray(s[k]) for s in inputs]) for k in inputs[0]}
+    if len(_PLANS) > 64:
+        _PLANS.clear()
+    plan = _PLANS[id(data)] = _Plan(data, splits, inputs, joint, cuts)
+    return plan
+
+
+def _predict_splits(cal: Any, plan: _Plan) -> list[np.ndarray]:
+    """The best start's predictions on each split (one evaluation of the joined inputs)."""
+    if plan.joint is not None:
+        pred = np.asarray(cal.predict(plan.joint), dtype=np.float64).reshape(-1)
+        if pred.shape[0] == plan.cuts[-1]:  # one value per point
+            return list(np.split(pred, plan.cuts[:-1]))
+    return [np.asarray(cal.predict(s), dtype=np.float64) for s in plan.inputs]
 
 
 def with_validation(data: TaskData, fraction: float = 0.25, seed: int = 0) -> TaskData:
@@ -316,11 +346,16 @@ def predict_lanes(cal: Calibration, inputs: Mapping[str, Any], lanes: np.ndarray
 def r2(y: np.ndarray, pred: np.ndarray) -> float:
     """Coefficient of determination; -inf for a non-finite prediction."""
     pred = np.asarray(pred, dtype=np.float64)
-    if not np.isfinite(pred).all():
-        return float("-inf")
+    finite = bool(np.isfinite(pred).all())
     with np.errstate(over="ignore", invalid="ignore"):
-        ss_res = float(((y - pred) ** 2).sum())
-    ss_tot = float(((y - y.mean()) ** 2).sum())
+        ss_res = float(((y - pred) ** 2).sum()) if finite else math.inf
+        ss_tot = float(((y - y.mean()) ** 2).sum())
+    return _r2_of(ss_res, ss_tot, finite)
+
+
+def _r2_of(ss_res: float, ss_tot: float, finite: bool) -> float:
+    if not finite:
+        return float("-inf")
     if not ss_tot > 0:
         return float("nan")  # a constant target: R² is undefined
     return 1.0 - ss_res / ss_tot
