@@ -272,9 +272,9 @@ void soa_slogdet(const Operand& m, Real* out, uint32_t W, LinalgScratch& s, bool
   }
 }
 
-// det/logdet: ct = f * inv(A)^T with f = g * ans (det) or g (logdet)
+// det/logdet: ct = f * inv(A)^T with f = g * ans (det) or g (logdet); add: ct += that
 NDVM_SIMD void vjp_slogdet(bool det, const Real* g, const Real* ans, const Operand& A, Real* ct,
-                 uint32_t W, LinalgScratch& s) {
+                 uint32_t W, LinalgScratch& s, bool add) {
   const size_t n = A.rows;
   std::vector<Real>& inv = s.g;
   inv.resize(n * n * W);
@@ -282,17 +282,21 @@ NDVM_SIMD void vjp_slogdet(bool det, const Real* g, const Real* ans, const Opera
   for (size_t e = 0; e < n * n; ++e) {
     const Real* x = inv.data() + e * W;
     Real* o = ct + e * W;
-    if (det) {
+    if (det && add) {
+      for (uint32_t l = 0; l < W; ++l) o[l] = o[l] + (g[l] * ans[l]) * x[l];
+    } else if (det) {
       for (uint32_t l = 0; l < W; ++l) o[l] = (g[l] * ans[l]) * x[l];
+    } else if (add) {
+      for (uint32_t l = 0; l < W; ++l) o[l] = o[l] + g[l] * x[l];
     } else {
       for (uint32_t l = 0; l < W; ++l) o[l] = g[l] * x[l];
     }
   }
 }
 
-// inv: -ans^T G ans^T, as t2 = (-ans^T) G, then t2 ans^T
+// inv: -ans^T G ans^T, as t2 = (-ans^T) G, then t2 ans^T (add: added into ct)
 NDVM_SIMD void vjp_inverse(const Real* g, const Real* ans, size_t n, Real* ct, uint32_t W,
-                 LinalgScratch& s) {
+                 LinalgScratch& s, bool add) {
   std::vector<Real>& t2 = s.ans;
   t2.resize(n * n * W);
   for (size_t i = 0; i < n; ++i) {
@@ -305,8 +309,13 @@ NDVM_SIMD void vjp_inverse(const Real* g, const Real* ans, size_t n, Real* ct, u
   for (size_t i = 0; i < n; ++i) {
     if (s.clock.poll(n * n * W)) return;
     for (size_t j = 0; j < n; ++j) {
-      sop(ct + (i * n + j) * W, W, n, [&](size_t k) { return t2.data() + (i * n + k) * W; },
-          [&](size_t k) { return ans + (j * n + k) * W; });
+      auto trow = [&](size_t k) { return t2.data() + (i * n + k) * W; };
+      auto arow = [&](size_t k) { return ans + (j * n + k) * W; };
+      if (add) {
+        sop<false, true>(ct + (i * n + j) * W, W, n, trow, arow);
+      } else {
+        sop(ct + (i * n + j) * W, W, n, trow, arow);
+      }
     }
   }
 }

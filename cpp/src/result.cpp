@@ -268,6 +268,13 @@ void Interp::vjp_record(const TapeRecord& rec, std::vector<Real>& adj) {
       }
     } else if (prim_info(rec.op).shape == PrimShape::CUSTOM) {
       elems = in.size();
+      // a later cotangent on every lane, of the operand's own width: the lane kernels add it
+      // into the operand's adjoint themselves (no buffer, no accumulate pass)
+      if (fused_ && touched_[pid] && all_lanes && in.width == W &&
+          lanes_vjp_add(rec.op, g, ans, ops_.data(), static_cast<int>(which), direct_ct, W,
+                        scratch_)) {
+        continue;
+      }
       if (ct_.size() < elems * W) ct_.resize(elems * W);
       OutShape os{outp.rank, outp.rows, outp.cols};
       custom_vjp(rec.op, g, ans, os, ops_.data(), static_cast<int>(n), static_cast<int>(which),

@@ -103,6 +103,9 @@ struct RunRequest {
   bool (*interrupted)(void*) = nullptr;
   void* interrupt_ctx = nullptr;
   uint8_t client = 0;  // 0: the tree walker (CEK), 1: the bytecode VM (vm.hpp)
+  // reverse mode: the lane kernels add a later cotangent into an operand's adjoint themselves
+  // (lanes_vjp_add); false: through a buffer and the accumulate pass (the same bits; tests)
+  bool fused = true;
 };
 
 struct ErrorOut {
@@ -397,6 +400,7 @@ class Interp {
   bool last_numeric_ = false;
   Trace trace_;
   bool recording_ = false;
+  bool fused_ = true;  // the last run's RunRequest::fused (its reverse sweeps use it)
   bool (*poll_)(void*) = nullptr;
   void* poll_ctx_ = nullptr;
   std::chrono::steady_clock::time_point polled_;
