@@ -1,9 +1,9 @@
 """Reverse mode with the lane kernels adding a later cotangent into an operand's adjoint
-themselves (``RunOptions.fused``, the default: sums of products, inv, det, logdet over W > 1
-lanes) equals the buffered path (the cotangent written to a buffer, then the accumulate pass)
-bit for bit: values, gradients, statuses, errors and steps, on the differential and golden
-programs, over several lanes and parameter vectors, in both dtypes, by both clients, with
-replay on and off.
+themselves and the det/logdet VJPs reading the inverse a taped ``inv`` of the same operand
+computed (``RunOptions.fused``, the default, over W > 1 lanes) equals the buffered path (the
+cotangent written to a buffer, then the accumulate pass; the inverse recomputed) bit for bit:
+values, gradients, statuses, errors and steps, on the differential and golden programs, over
+several lanes and parameter vectors, in both dtypes, by both clients, with replay on and off.
 """
 
 from __future__ import annotations
@@ -93,7 +93,8 @@ def test_fused_equals_buffered_on_the_goldens(
 
 def test_a_matrix_chain_gets_several_cotangents_per_operand(client: str) -> None:
     # every operand of the products, the inverse and logdet receives more than one cotangent
-    # (the fused path's case), some operands twice in one record; also B lanes = single lanes
+    # (the fused path's case), some operands twice in one record; logdet of a matrix that is
+    # also inverted (not symmetric: the inverse is read transposed); B lanes = single lanes
     src = (
         "(let* ((m (mat (vec a b) (vec (* a b) (+ 2 a)))) (s (+ (eye 2) (matmul m m))) "
         "(si (inv s)) (v (vec a b)))"

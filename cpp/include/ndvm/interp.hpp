@@ -391,6 +391,9 @@ class Interp {
   std::vector<Real> ct_;
   std::vector<Real> adj_;
   std::vector<uint8_t> touched_;
+  // per payload: the output of a taped `inv` of it over all W > 1 lanes (kNoInverse: none),
+  // which the det/logdet VJPs read instead of recomputing the inverse (when fused_)
+  std::vector<uint32_t> inverse_of_;
   std::vector<FastRec> fast_;  // per tape record, its fast or lane form (fast.hpp)
   FastRec op_fast_;            // the fast or lane form of the operation just run
   std::vector<uint32_t> leaves_;
@@ -401,6 +404,8 @@ class Interp {
   Trace trace_;
   bool recording_ = false;
   bool fused_ = true;  // the last run's RunRequest::fused (its reverse sweeps use it)
+  static constexpr uint32_t kNoInverse = 0xffffffffu;
+  void find_inverses();
   bool (*poll_)(void*) = nullptr;
   void* poll_ctx_ = nullptr;
   std::chrono::steady_clock::time_point polled_;

@@ -145,6 +145,11 @@ bool lanes_vjp(int code, const Real* g, const Real* ans, const Operand* args, in
 // lanes, inv/det/logdet. False (nothing written) for the others and at one lane.
 bool lanes_vjp_add(int code, const Real* g, const Real* ans, const Operand* args, int which,
                    Real* adj, uint32_t W, LinalgScratch& s);
+// The det (det true) / logdet VJP over W lanes of an n x n operand given its inverse (n x n,
+// W lanes, as the forward `inv` kernel wrote it): ct = f * inverse^T, f = g * ans (det) or g,
+// stored (add false) or added into ct; the same bits as the VJP that recomputes the inverse.
+void slogdet_vjp_from_inverse(bool det, const Real* g, const Real* ans, const Real* inverse,
+                              size_t n, Real* ct, uint32_t W, bool add);
 
 // Whether PREDICATE opcode `code` has its row.
 bool has_predicate_row(int code);
