@@ -34,6 +34,7 @@ struct RunOptions {
   bool dmci = false;
   bool replay = true;  // trace replay (cpp/include/ndvm/trace.hpp)
   int client = 0;  // 0: the tree walker, 1: the bytecode VM
+  bool fused = true;  // RunRequest::fused
 };
 
 // The options of the in-runtime Adam fit (Python: _core.AdamOptions); the arrays are checked
@@ -152,6 +153,7 @@ ndvm::RunRequest make_request(const ndvm::Program& prog, F64In theta, I32In cons
   req.dmci = opt.dmci;
   req.replay = opt.replay;
   req.client = static_cast<uint8_t>(opt.client);
+  req.fused = opt.fused;
   return req;
 }
 
@@ -437,20 +439,23 @@ void bind_options(nb::module_& m) {
       .def(
           "__init__",
           [](RunOptions* self, uint64_t max_steps, uint64_t max_heap, uint64_t max_depth,
-             double deadline, bool dmci, bool replay, int client) {
-            new (self) RunOptions{max_steps, max_heap, max_depth, deadline, dmci, replay, client};
+             double deadline, bool dmci, bool replay, int client, bool fused) {
+            new (self) RunOptions{max_steps, max_heap, max_depth, deadline, dmci, replay, client,
+                                  fused};
             check_options(*self);
           },
           nb::kw_only(), nb::arg("max_steps") = RunOptions{}.max_steps,
           nb::arg("max_heap") = RunOptions{}.max_heap,
           nb::arg("max_depth") = RunOptions{}.max_depth, nb::arg("deadline") = 0.0,
-          nb::arg("dmci") = false, nb::arg("replay") = true, nb::arg("client") = 0)
+          nb::arg("dmci") = false, nb::arg("replay") = true, nb::arg("client") = 0,
+          nb::arg("fused") = true)
       .def_rw("max_steps", &RunOptions::max_steps)
       .def_rw("max_heap", &RunOptions::max_heap)
       .def_rw("max_depth", &RunOptions::max_depth)
       .def_rw("deadline", &RunOptions::deadline)
       .def_rw("dmci", &RunOptions::dmci)
       .def_rw("replay", &RunOptions::replay)
+      .def_rw("fused", &RunOptions::fused)
       .def_ro("client", &RunOptions::client);
   nb::class_<AdamArgs>(m, "AdamOptions", "Options of the in-runtime Adam fit.")
       .def(nb::init<>())

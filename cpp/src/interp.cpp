@@ -526,6 +526,7 @@ RunOutput Interp::run(const RunRequest& req) {
 void Interp::run(const RunRequest& req, RunOutput& out) {
   out.clear();
   ready_ = false;
+  fused_ = req.fused;
   if (req.interrupted != poll_ || req.interrupt_ctx != poll_ctx_) {
     poll_ = req.interrupted;
     poll_ctx_ = req.interrupt_ctx;

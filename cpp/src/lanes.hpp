@@ -46,18 +46,25 @@ inline void fma_lanes(Real* o, uint32_t W, const Real* a, size_t als, const Real
   }
 }
 
+// o[l] = a(l) * b(l); kAdd: o[l] = o[l] + a(l) * b(l) (the product added as
+// accumulate_lanes adds a later cotangent).
+template <bool kAdd = false>
 inline void mul_lanes(Real* o, uint32_t W, const Real* a, size_t als, const Real* b,
                       size_t bls) {
   if (als && bls) {
-    for (uint32_t l = 0; l < W; ++l) o[l] = a[l] * b[l];
+    for (uint32_t l = 0; l < W; ++l) o[l] = kAdd ? o[l] + a[l] * b[l] : a[l] * b[l];
   } else {
-    for (uint32_t l = 0; l < W; ++l) o[l] = a[l * als] * b[l * bls];
+    for (uint32_t l = 0; l < W; ++l) {
+      o[l] = kAdd ? o[l] + a[l * als] * b[l * bls] : a[l * als] * b[l * bls];
+    }
   }
 }
 
 // o[l] = 0.0 + x_0[l] y_0[l] + ... + x_{K-1}[l] y_{K-1}[l] with the sum in a register;
-// kNeg: every term is (-x_t[l]) y_t[l]. All rows full-width.
-template <int K, bool kNeg>
+// kNeg: every term is (-x_t[l]) y_t[l]; kAdd: o[l] = o[l] + that sum (a later cotangent added
+// into an adjoint: the same sum, then the addition accumulate_lanes would make). All rows
+// full-width.
+template <int K, bool kNeg, bool kAdd>
 NDVM_INLINE void sop_k(Real* __restrict o, uint32_t W, const Real* const* x,
                        const Real* const* y) {
   const Real* xs[K];
@@ -69,12 +76,28 @@ NDVM_INLINE void sop_k(Real* __restrict o, uint32_t W, const Real* const* x,
   for (uint32_t l = 0; l < W; ++l) {
     Real acc = 0.0;
     for (int t = 0; t < K; ++t) acc += (kNeg ? -xs[t][l] : xs[t][l]) * ys[t][l];
-    o[l] = acc;
+    o[l] = kAdd ? o[l] + acc : acc;
   }
 }
 
-// The sum of products of K full-width row pairs (xrow(t), yrow(t)) into o.
+// The sum over t < K of x_t(l) y_t(l) (0.0, then each term added in order) with rows of lane
+// stride xls / yls (0: one value for every lane), added into o: o[l] = o[l] + sum. The sum is
+// the one `fill(o, 0.0)` then `o[l] += x y` per term computes.
 template <bool kNeg = false, class X, class Y>
+NDVM_INLINE void add_sums(Real* o, uint32_t W, size_t K, X xrow, size_t xls, Y yrow,
+                          size_t yls) {
+  for (uint32_t l = 0; l < W; ++l) {
+    Real acc = 0.0;
+    for (size_t t = 0; t < K; ++t) {
+      const Real xv = xrow(t)[l * xls];
+      acc += (kNeg ? -xv : xv) * yrow(t)[l * yls];
+    }
+    o[l] = o[l] + acc;
+  }
+}
+
+// The sum of products of K full-width row pairs (xrow(t), yrow(t)) into o (kAdd: added).
+template <bool kNeg = false, bool kAdd = false, class X, class Y>
 NDVM_INLINE void sop(Real* o, uint32_t W, size_t K, X xrow, Y yrow) {
   if (K >= 1 && K <= 4) {
     const Real* x[4];
@@ -84,18 +107,30 @@ NDVM_INLINE void sop(Real* o, uint32_t W, size_t K, X xrow, Y yrow) {
       y[t] = yrow(t);
     }
     switch (K) {
-      case 1: return sop_k<1, kNeg>(o, W, x, y);
-      case 2: return sop_k<2, kNeg>(o, W, x, y);
-      case 3: return sop_k<3, kNeg>(o, W, x, y);
-      default: return sop_k<4, kNeg>(o, W, x, y);
+      case 1: return sop_k<1, kNeg, kAdd>(o, W, x, y);
+      case 2: return sop_k<2, kNeg, kAdd>(o, W, x, y);
+      case 3: return sop_k<3, kNeg, kAdd>(o, W, x, y);
+      default: return sop_k<4, kNeg, kAdd>(o, W, x, y);
     }
   }
+  if (kAdd) return add_sums<kNeg>(o, W, K, xrow, 1, yrow, 1);
   fill(o, W, 0.0);
   for (size_t t = 0; t < K; ++t) {
     const Real* xp = xrow(t);
     const Real* yp = yrow(t);
     for (uint32_t l = 0; l < W; ++l) o[l] += (kNeg ? -xp[l] : xp[l]) * yp[l];
   }
+}
+
+// The sum of products of K row pairs into o (kAdd: added), rows of lane stride xls / yls: a
+// register sum where both are full-width, else the output streamed term by term.
+template <bool kAdd, class X, class Y>
+NDVM_INLINE void sums_into(Real* o, uint32_t W, size_t K, X xrow, size_t xls, Y yrow,
+                           size_t yls) {
+  if (xls && yls) return sop<false, kAdd>(o, W, K, xrow, yrow);
+  if (kAdd) return add_sums(o, W, K, xrow, xls, yrow, yls);
+  fill(o, W, 0.0);
+  for (size_t t = 0; t < K; ++t) fma_lanes(o, W, xrow(t), xls, yrow(t), yls);
 }
 
 // 2 x 2: lu_lanes.cpp's lane-parallel LU (factor + solve) for n = 2, operation for operation (partial pivoting with the
@@ -179,10 +214,11 @@ NDVM_INLINE Real slogdet2_value(const Slogdet2& s, bool det) {
 // and the VJPs of det/logdet (ct = f * inv(A)^T) and of inv (-ans^T G ans^T).
 void soa_inverse(const Operand& m, Real* out, uint32_t W, LinalgScratch& s, bool transpose);
 void soa_slogdet(const Operand& m, Real* out, uint32_t W, LinalgScratch& s, bool det);
+// add: the cotangent is added into ct (an adjoint that already holds one) instead of stored.
 void vjp_slogdet(bool det, const Real* g, const Real* ans, const Operand& A, Real* ct,
-                 uint32_t W, LinalgScratch& s);
+                 uint32_t W, LinalgScratch& s, bool add = false);
 void vjp_inverse(const Real* g, const Real* ans, size_t n, Real* ct, uint32_t W,
-                 LinalgScratch& s);
+                 LinalgScratch& s, bool add = false);
 
 }  // namespace lanes
 }  // namespace ndvm

@@ -241,7 +241,8 @@ NDVM_SIMD bool forward_maps(Prim p, const Operand* args, Real* out, uint32_t W) 
   }
 }
 
-// MATMUL VJP: G B^T (which 0) or A^T G (which 1).
+// MATMUL VJP: G B^T (which 0) or A^T G (which 1); kAdd: added into ct.
+template <bool kAdd>
 NDVM_INLINE void vjp_matmul(const Lanes& a, const Lanes& g, const Operand* args, int which,
                             Real* ct, uint32_t W, WorkClock& clock) {
   const size_t r = args[0].rows;
@@ -252,35 +253,25 @@ NDVM_INLINE void vjp_matmul(const Lanes& a, const Lanes& g, const Operand* args,
     for (size_t i = 0; i < r; ++i) {
       if (clock.poll(c * m * W)) return;
       for (size_t k = 0; k < c; ++k) {
-        Real* o = ct + (i * c + k) * W;
-        if (b.ls) {
-          sop(o, W, m, [&](size_t j) { return g.row(i * m + j); },
-              [&](size_t j) { return b.row(k * m + j); });
-          continue;
-        }
-        fill(o, W, 0.0);
-        for (size_t j = 0; j < m; ++j) fma_lanes(o, W, g.row(i * m + j), 1, b.row(k * m + j), b.ls);
+        sums_into<kAdd>(ct + (i * c + k) * W, W, m, [&](size_t j) { return g.row(i * m + j); }, 1,
+                        [&](size_t j) { return b.row(k * m + j); }, b.ls);
       }
     }
   } else {  // A^T G
     for (size_t k = 0; k < c; ++k) {
       if (clock.poll(m * r * W)) return;
       for (size_t j = 0; j < m; ++j) {
-        Real* o = ct + (k * m + j) * W;
-        if (a.ls) {
-          sop(o, W, r, [&](size_t i) { return a.row(i * c + k); },
-              [&](size_t i) { return g.row(i * m + j); });
-          continue;
-        }
-        fill(o, W, 0.0);
-        for (size_t i = 0; i < r; ++i) fma_lanes(o, W, a.row(i * c + k), a.ls, g.row(i * m + j), 1);
+        sums_into<kAdd>(ct + (k * m + j) * W, W, r, [&](size_t i) { return a.row(i * c + k); },
+                        a.ls, [&](size_t i) { return g.row(i * m + j); }, 1);
       }
     }
   }
-  return;
 }
 
-// VJPs of the sums of products (dot, outer, matvec, matmul); false for other opcodes.
+// VJPs of the sums of products (dot, outer, matvec, matmul); false for other opcodes. kAdd:
+// the cotangent is added into ct (an adjoint holding earlier ones) as accumulate_lanes adds
+// it, each element's cotangent computed as without kAdd.
+template <bool kAdd>
 NDVM_SIMD bool vjp_sums(Prim p, const Real* g_ptr, const Operand* args, int which, Real* ct,
                         uint32_t W, WorkClock& clock) {
   const Operand& A = args[0];
@@ -291,7 +282,9 @@ NDVM_SIMD bool vjp_sums(Prim p, const Real* g_ptr, const Operand* args, int whic
   switch (p) {
     case Prim::DOT: {
       const Lanes other = lanes_of(args[1 - which]);
-      for (size_t i = 0; i < r; ++i) mul_lanes(ct + i * W, W, g.row(0), 1, other.row(i), other.ls);
+      for (size_t i = 0; i < r; ++i) {
+        mul_lanes<kAdd>(ct + i * W, W, g.row(0), 1, other.row(i), other.ls);
+      }
       return true;
     }
     case Prim::OUTER: {
@@ -303,12 +296,8 @@ NDVM_SIMD bool vjp_sums(Prim p, const Real* g_ptr, const Operand* args, int whic
       for (size_t i = 0; i < rows; ++i) {
         // which 0: ct_i = sum_j g_ij b_j; which 1: ct_j = sum_i g_ij a_i
         auto grow = [&](size_t t) { return which == 0 ? g.row(i * m + t) : g.row(t * m + i); };
-        if (other.ls) {
-          sop(ct + i * W, W, K, grow, [&](size_t t) { return other.row(t); });
-          continue;
-        }
-        fill(ct + i * W, W, 0.0);
-        for (size_t t = 0; t < K; ++t) fma_lanes(ct + i * W, W, grow(t), 1, other.row(t), 0);
+        sums_into<kAdd>(ct + i * W, W, K, grow, 1, [&](size_t t) { return other.row(t); },
+                        other.ls);
       }
       return true;
     }
@@ -316,23 +305,20 @@ NDVM_SIMD bool vjp_sums(Prim p, const Real* g_ptr, const Operand* args, int whic
       const Lanes v = lanes_of(args[1]);
       if (which == 0) {
         for (size_t i = 0; i < r; ++i) {
-          for (size_t j = 0; j < c; ++j) mul_lanes(ct + (i * c + j) * W, W, g.row(i), 1, v.row(j), v.ls);
+          for (size_t j = 0; j < c; ++j) {
+            mul_lanes<kAdd>(ct + (i * c + j) * W, W, g.row(i), 1, v.row(j), v.ls);
+          }
         }
         return true;
       }
       for (size_t j = 0; j < c; ++j) {
         if (clock.poll(r * W)) return true;
-        if (a.ls) {
-          sop(ct + j * W, W, r, [&](size_t i) { return a.row(i * c + j); },
-              [&](size_t i) { return g.row(i); });
-          continue;
-        }
-        fill(ct + j * W, W, 0.0);
-        for (size_t i = 0; i < r; ++i) fma_lanes(ct + j * W, W, a.row(i * c + j), a.ls, g.row(i), 1);
+        sums_into<kAdd>(ct + j * W, W, r, [&](size_t i) { return a.row(i * c + j); }, a.ls,
+                        [&](size_t i) { return g.row(i); }, 1);
       }
       return true;
     }
-    case Prim::MATMUL: vjp_matmul(a, g, args, which, ct, W, clock); return true;
+    case Prim::MATMUL: vjp_matmul<kAdd>(a, g, args, which, ct, W, clock); return true;
     default: return false;
   }
 }
@@ -396,7 +382,22 @@ bool lanes_vjp(int code, const Real* g, const Real* ans, const Operand* args, in
     return true;
   }
   if (W == 1 && products_vjp_one_lane(p, g, args, which, ct)) return true;
-  return vjp_sums(p, g, args, which, ct, W, s.clock) || vjp_maps(p, g, args, ct, W);
+  return vjp_sums<false>(p, g, args, which, ct, W, s.clock) || vjp_maps(p, g, args, ct, W);
+}
+
+bool lanes_vjp_add(int code, const Real* g, const Real* ans, const Operand* args, int which,
+                   Real* adj, uint32_t W, LinalgScratch& s) {
+  if (W == 1) return false;
+  const Prim p = static_cast<Prim>(code);
+  if (p == Prim::DET || p == Prim::LOGDET) {
+    vjp_slogdet(p == Prim::DET, g, ans, args[0], adj, W, s, true);
+    return true;
+  }
+  if (p == Prim::INV) {
+    vjp_inverse(g, ans, args[0].rows, adj, W, s, true);
+    return true;
+  }
+  return vjp_sums<true>(p, g, args, which, adj, W, s.clock);
 }
 
 }  // namespace ndvm

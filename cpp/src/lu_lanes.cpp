@@ -272,27 +272,49 @@ void soa_slogdet(const Operand& m, Real* out, uint32_t W, LinalgScratch& s, bool
   }
 }
 
-// det/logdet: ct = f * inv(A)^T with f = g * ans (det) or g (logdet)
-NDVM_SIMD void vjp_slogdet(bool det, const Real* g, const Real* ans, const Operand& A, Real* ct,
-                 uint32_t W, LinalgScratch& s) {
-  const size_t n = A.rows;
-  std::vector<Real>& inv = s.g;
-  inv.resize(n * n * W);
-  soa_inverse(A, inv.data(), W, s, true);
-  for (size_t e = 0; e < n * n; ++e) {
-    const Real* x = inv.data() + e * W;
-    Real* o = ct + e * W;
-    if (det) {
-      for (uint32_t l = 0; l < W; ++l) o[l] = (g[l] * ans[l]) * x[l];
-    } else {
-      for (uint32_t l = 0; l < W; ++l) o[l] = g[l] * x[l];
+namespace {
+
+// ct(i, j) = f * x(i, j), f = g * ans (det) or g; x(i, j) at x + (i * xi + j * xj) * W; add:
+// ct(i, j) += that
+template <bool kDet, bool kAdd>
+NDVM_INLINE void scaled_by_cotangent(const Real* g, const Real* ans, const Real* x, size_t xi,
+                                     size_t xj, size_t n, Real* ct, uint32_t W) {
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      const Real* xe = x + (i * xi + j * xj) * W;
+      Real* o = ct + (i * n + j) * W;
+      for (uint32_t l = 0; l < W; ++l) {
+        const Real v = (kDet ? g[l] * ans[l] : g[l]) * xe[l];
+        o[l] = kAdd ? o[l] + v : v;
+      }
     }
   }
 }
 
-// inv: -ans^T G ans^T, as t2 = (-ans^T) G, then t2 ans^T
+NDVM_SIMD void scaled_inverse_t(bool det, bool add, const Real* g, const Real* ans,
+                                const Real* x, size_t xi, size_t xj, size_t n, Real* ct,
+                                uint32_t W) {
+  if (det && add) return scaled_by_cotangent<true, true>(g, ans, x, xi, xj, n, ct, W);
+  if (det) return scaled_by_cotangent<true, false>(g, ans, x, xi, xj, n, ct, W);
+  if (add) return scaled_by_cotangent<false, true>(g, ans, x, xi, xj, n, ct, W);
+  scaled_by_cotangent<false, false>(g, ans, x, xi, xj, n, ct, W);
+}
+
+}  // namespace
+
+// det/logdet: ct = f * inv(A)^T with f = g * ans (det) or g (logdet); add: ct += that
+void vjp_slogdet(bool det, const Real* g, const Real* ans, const Operand& A, Real* ct,
+                 uint32_t W, LinalgScratch& s, bool add) {
+  const size_t n = A.rows;
+  std::vector<Real>& inv = s.g;
+  inv.resize(n * n * W);
+  soa_inverse(A, inv.data(), W, s, true);
+  scaled_inverse_t(det, add, g, ans, inv.data(), n, 1, n, ct, W);
+}
+
+// inv: -ans^T G ans^T, as t2 = (-ans^T) G, then t2 ans^T (add: added into ct)
 NDVM_SIMD void vjp_inverse(const Real* g, const Real* ans, size_t n, Real* ct, uint32_t W,
-                 LinalgScratch& s) {
+                 LinalgScratch& s, bool add) {
   std::vector<Real>& t2 = s.ans;
   t2.resize(n * n * W);
   for (size_t i = 0; i < n; ++i) {
@@ -305,12 +327,23 @@ NDVM_SIMD void vjp_inverse(const Real* g, const Real* ans, size_t n, Real* ct, u
   for (size_t i = 0; i < n; ++i) {
     if (s.clock.poll(n * n * W)) return;
     for (size_t j = 0; j < n; ++j) {
-      sop(ct + (i * n + j) * W, W, n, [&](size_t k) { return t2.data() + (i * n + k) * W; },
-          [&](size_t k) { return ans + (j * n + k) * W; });
+      auto trow = [&](size_t k) { return t2.data() + (i * n + k) * W; };
+      auto arow = [&](size_t k) { return ans + (j * n + k) * W; };
+      if (add) {
+        sop<false, true>(ct + (i * n + j) * W, W, n, trow, arow);
+      } else {
+        sop(ct + (i * n + j) * W, W, n, trow, arow);
+      }
     }
   }
 }
 
 
 }  // namespace lanes
+
+void slogdet_vjp_from_inverse(bool det, const Real* g, const Real* ans, const Real* inverse,
+                              size_t n, Real* ct, uint32_t W, bool add) {
+  lanes::scaled_inverse_t(det, add, g, ans, inverse, 1, n, n, ct, W);  // its transpose
+}
+
 }  // namespace ndvm

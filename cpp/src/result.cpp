@@ -195,6 +195,7 @@ void Interp::reverse_sweep(const double* cotangent) {
   if (adj.size() < pay_.elems()) adj.resize(pay_.elems());
   scratch_.clock.deadline = 0.0;  // limits bound the run; reverse mode runs to completion
   touched_.assign(pay_.count(), 0);
+  find_inverses();
   const size_t S = value_elems_ / W_;
   for (const auto& [mask, v] : groups_) {
     const Payload& p = pay_[v.id];
@@ -210,6 +211,19 @@ void Interp::reverse_sweep(const double* cotangent) {
       const TapeRecord& rec = tape_.records[r];
       if (touched_[rec.out]) vjp_record(rec, adj);
     }
+  }
+}
+
+// inverse_of_: for each payload that a tape record inverted over all W > 1 lanes, that
+// record's output (the forward `inv` kernel runs on every lane; values never change after a
+// record writes them). Only with fused_ (the buffered path recomputes the inverse).
+void Interp::find_inverses() {
+  inverse_of_.assign(fused_ && W_ > 1 ? pay_.count() : 0, kNoInverse);
+  if (inverse_of_.empty()) return;
+  for (const TapeRecord& rec : tape_.records) {
+    if (rec.op != static_cast<uint16_t>(Prim::INV) || rec.nargs != 1) continue;
+    const uint32_t in = tape_.operands[rec.args];
+    if (pay_[in].width == W_ && pay_[rec.out].width == W_) inverse_of_[in] = rec.out;
   }
 }
 
@@ -268,6 +282,22 @@ void Interp::vjp_record(const TapeRecord& rec, std::vector<Real>& adj) {
       }
     } else if (prim_info(rec.op).shape == PrimShape::CUSTOM) {
       elems = in.size();
+      const bool det = rec.op == static_cast<uint16_t>(Prim::DET);
+      if ((det || rec.op == static_cast<uint16_t>(Prim::LOGDET)) && all_lanes && in.width == W &&
+          !inverse_of_.empty() && inverse_of_[pid] != kNoInverse) {
+        // the operand's inverse from its forward `inv` record, not recomputed
+        slogdet_vjp_from_inverse(det, g, ans, pay_.ptr(inverse_of_[pid]), in.rows, direct_ct,
+                                 W, touched_[pid] != 0);
+        touched_[pid] = 1;
+        continue;
+      }
+      // a later cotangent on every lane, of the operand's own width: the lane kernels add it
+      // into the operand's adjoint themselves (no buffer, no accumulate pass)
+      if (fused_ && touched_[pid] && all_lanes && in.width == W &&
+          lanes_vjp_add(rec.op, g, ans, ops_.data(), static_cast<int>(which), direct_ct, W,
+                        scratch_)) {
+        continue;
+      }
       if (ct_.size() < elems * W) ct_.resize(elems * W);
       OutShape os{outp.rank, outp.rows, outp.cols};
       custom_vjp(rec.op, g, ans, os, ops_.data(), static_cast<int>(n), static_cast<int>(which),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -398,7 +399,14 @@ def free_name_message(compiled: CompiledProgram, names: Sequence[str] | None = N
     """One line naming the free names taken as parameters (``names``: those of them to name),
     with a "did you mean" for the ones close to an input or a named constant."""
     names = [s.name for s in compiled.params] if names is None else list(names)
-    known = [*compiled.inputs, *CONSTANTS]
+    return _free_name_message(tuple(names), tuple(compiled.inputs))
+
+
+@lru_cache(maxsize=1024)
+def _free_name_message(names: tuple[str, ...], inputs: tuple[str, ...]) -> str:
+    """``free_name_message`` of these names and inputs (kept: the "did you mean" search costs
+    several times a whole compilation, and a program's variants share their free names)."""
+    known = [*inputs, *CONSTANTS]
     hints = [f"{n}: {h}" for n in names if (h := did_you_mean(n, known))]
     return (
         f"free name(s) {', '.join(names)} taken as parameters (no params header or params=)"

@@ -65,6 +65,25 @@ def test_free_names_warn_by_default_naming_them() -> None:
     assert "amp, tme" in text and "did you mean 'time'" in text and "\n" not in text
 
 
+def test_the_warning_follows_each_programs_inputs() -> None:
+    """The message is kept per free names and inputs: the same names beside other inputs
+    get their own "did you mean", and variants of a program share specs without sharing
+    state (each has its own parameters' values)."""
+    texts = []
+    for inputs in (["time"], ["amp2"], ["time"]):
+        with pytest.warns(FreeNameWarning) as record:
+            ndvm.compile("(* amp (sin tme))", inputs=inputs)
+        texts.append(str(record[0].message))
+    assert "did you mean 'time'" in texts[0] and texts[2] == texts[0]
+    assert "did you mean 'amp2'" in texts[1] and "'time'" not in texts[1]
+    one = ndvm.compile("(params (a 1.0)) (* a x)", inputs=["x"])
+    two = ndvm.compile("(params (a 2.0)) (* a x)", inputs=["x"])
+    again = ndvm.compile("(params (a 1.0)) (+ a x)", inputs=["x"])
+    assert one.compiled.params is again.compiled.params  # shared, immutable in use
+    np.testing.assert_array_equal(one.init_theta(), [1.0])
+    np.testing.assert_array_equal(two.init_theta(), [2.0])
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [

@@ -244,10 +244,17 @@ def test_the_in_runtime_optimizer_replays() -> None:
     assert fits[0].loss == fits[1].loss
 
 
-@pytest.mark.parametrize(
-    "name", sorted(p.name[: -len(".expected.json")] for p in GOLDEN.glob("*.expected.json"))
-)
+GOLDENS = sorted(p.name[: -len(".expected.json")] for p in GOLDEN.glob("*.expected.json"))
+
+
+@pytest.mark.parametrize("name", GOLDENS)
 def test_replay_equals_walk_on_the_goldens(name: str, client: str) -> None:
+    src, inputs, theta, options = golden_case(name)
+    check(src, _perturbed(theta, 11), inputs, backend=client, **options)
+
+
+def golden_case(name: str) -> tuple[str, dict[str, Any], np.ndarray, dict[str, Any]]:
+    """Golden program ``name``: its source, inputs, theta ([B, P]) and compile options."""
     spec = json.loads((GOLDEN / f"{name}.expected.json").read_text())
     src = (GOLDEN / spec["source"]).read_text()
     inputs: dict[str, Any] = {}
@@ -256,7 +263,7 @@ def test_replay_equals_walk_on_the_goldens(name: str, client: str) -> None:
         inputs[key] = ndvm.const(arr) if item["kind"] == "const" else arr
     theta = np.atleast_2d(np.asarray(spec["theta"], dtype=np.float64))
     options = {"dialect": spec["dialect"]} if spec.get("dialect") else {}
-    check(src, _perturbed(theta, 11), inputs, backend=client, **options)
+    return src, inputs, theta, options
 
 
 @pytest.mark.parametrize("backend", NATIVE_CLIENTS)

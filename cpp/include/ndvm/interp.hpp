@@ -103,6 +103,9 @@ struct RunRequest {
   bool (*interrupted)(void*) = nullptr;
   void* interrupt_ctx = nullptr;
   uint8_t client = 0;  // 0: the tree walker (CEK), 1: the bytecode VM (vm.hpp)
+  // reverse mode: the lane kernels add a later cotangent into an operand's adjoint themselves
+  // (lanes_vjp_add); false: through a buffer and the accumulate pass (the same bits; tests)
+  bool fused = true;
 };
 
 struct ErrorOut {
@@ -388,6 +391,9 @@ class Interp {
   std::vector<Real> ct_;
   std::vector<Real> adj_;
   std::vector<uint8_t> touched_;
+  // per payload: the output of a taped `inv` of it over all W > 1 lanes (kNoInverse: none),
+  // which the det/logdet VJPs read instead of recomputing the inverse (when fused_)
+  std::vector<uint32_t> inverse_of_;
   std::vector<FastRec> fast_;  // per tape record, its fast or lane form (fast.hpp)
   FastRec op_fast_;            // the fast or lane form of the operation just run
   std::vector<uint32_t> leaves_;
@@ -397,6 +403,9 @@ class Interp {
   bool last_numeric_ = false;
   Trace trace_;
   bool recording_ = false;
+  bool fused_ = true;  // the last run's RunRequest::fused (its reverse sweeps use it)
+  static constexpr uint32_t kNoInverse = 0xffffffffu;
+  void find_inverses();
   bool (*poll_)(void*) = nullptr;
   void* poll_ctx_ = nullptr;
   std::chrono::steady_clock::time_point polled_;

@@ -139,6 +139,17 @@ bool lanes_forward_products(int code, const Operand* args, Real* out, uint32_t W
                             WorkClock& clock);
 bool lanes_vjp(int code, const Real* g, const Real* ans, const Operand* args, int which,
                Real* ct, uint32_t W, LinalgScratch& s);
+// lanes_vjp's cotangent added into `adj` (an adjoint of W lanes that already holds a
+// cotangent), element for element as accumulate_lanes adds it after lanes_vjp (bitwise the
+// same adjoint, without the buffer and its pass): the sums of products and, over W > 1
+// lanes, inv/det/logdet. False (nothing written) for the others and at one lane.
+bool lanes_vjp_add(int code, const Real* g, const Real* ans, const Operand* args, int which,
+                   Real* adj, uint32_t W, LinalgScratch& s);
+// The det (det true) / logdet VJP over W lanes of an n x n operand given its inverse (n x n,
+// W lanes, as the forward `inv` kernel wrote it): ct = f * inverse^T, f = g * ans (det) or g,
+// stored (add false) or added into ct; the same bits as the VJP that recomputes the inverse.
+void slogdet_vjp_from_inverse(bool det, const Real* g, const Real* ans, const Real* inverse,
+                              size_t n, Real* ct, uint32_t W, bool add);
 
 // Whether PREDICATE opcode `code` has its row.
 bool has_predicate_row(int code);

@@ -52,10 +52,9 @@ def compile_source(
     front = native_core().front_compile(
         source, specs_of, inputs, lim.max_source_chars, lim.max_forms, dialect == "dmci"
     )
-    specs = tuple(ir.ParamSpec(*p) for p in front.params)
     return ir.CompiledProgram(
         None,
-        specs,
+        _specs(front.params),
         inputs,
         source,
         front.has_header,
@@ -64,6 +63,13 @@ def compile_source(
         dialect,
         front=front,
     )
+
+
+@lru_cache(maxsize=4096)
+def _specs(rows: tuple[tuple[Any, ...], ...]) -> tuple[ir.ParamSpec, ...]:
+    """The parameter specs of the front end's rows (name, init, constraint, line, column);
+    the variants of a program share their specs (nothing mutates a ``ParamSpec``)."""
+    return tuple(ir.ParamSpec(*r) for r in rows)
 
 
 def check_name(name: str, role: str = "input") -> None:

@@ -1,0 +1,111 @@
+"""Reverse mode with the lane kernels adding a later cotangent into an operand's adjoint
+themselves and the det/logdet VJPs reading the inverse a taped ``inv`` of the same operand
+computed (``RunOptions.fused``, the default, over W > 1 lanes) equals the buffered path (the
+cotangent written to a buffer, then the accumulate pass; the inverse recomputed) bit for bit:
+values, gradients, statuses, errors and steps, on the differential and golden programs, over
+several lanes and parameter vectors, in both dtypes, by both clients, with replay on and off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from tests.native.test_differential import PROGRAMS
+from tests.native.test_replay import GOLDENS, _key, _perturbed, golden_case
+
+import ndvm
+from ndvm.backends import native
+
+pytestmark = pytest.mark.native
+
+DTYPES = ("float64", "float32")
+
+
+def _buffered(*args: Any, **kwargs: Any) -> Any:
+    """``native._run_options`` with ``fused=False`` (the buffer and accumulate pass)."""
+    opts = _ORIGINAL(*args, **kwargs)
+    core = type(opts).__module__.rsplit(".", 1)[-1]
+    module = native._core32 if core == "_core32" else native._core
+    return module.RunOptions(
+        max_steps=opts.max_steps, max_heap=opts.max_heap, max_depth=opts.max_depth,
+        deadline=opts.deadline, dmci=opts.dmci, replay=opts.replay, client=opts.client,
+        fused=False,
+    )  # fmt: skip
+
+
+_ORIGINAL = native._run_options
+
+
+def _evaluations(
+    src: str, thetas: list[np.ndarray], inputs: dict[str, Any], fused: bool, **options: Any
+) -> Iterator[Any]:
+    mp = pytest.MonkeyPatch()
+    if not fused:
+        mp.setattr(native, "_run_options", _buffered)
+    try:
+        prog = ndvm.compile(src, inputs=tuple(inputs), strict=False, **options)
+        for th in thetas:
+            try:
+                yield _key(prog.evaluate(th, inputs, grad=True))
+            except ndvm.NdvmError as exc:
+                yield (type(exc).__name__, str(exc))
+    finally:
+        mp.undo()
+
+
+def check(src: str, theta: np.ndarray, inputs: dict[str, Any], **options: Any) -> None:
+    thetas = _perturbed(theta, 3)
+    fused = list(_evaluations(src, thetas, inputs, True, **options))
+    buffered = list(_evaluations(src, thetas, inputs, False, **options))
+    for k, (a, b) in enumerate(zip(fused, buffered)):
+        assert a == b, f"evaluation {k} differs from the buffered path"
+
+
+def test_the_option_reaches_the_core() -> None:
+    opts = _buffered(ndvm.Limits(), None)
+    assert opts.fused is False and _ORIGINAL(ndvm.Limits(), None).fused is True
+
+
+@pytest.mark.parametrize("replay", [True, False])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name,source,inputs", PROGRAMS, ids=[p[0] for p in PROGRAMS])
+def test_fused_equals_buffered_on_the_differential_programs(
+    name: str, source: str, inputs: dict[str, Any], dtype: str, replay: bool, client: str
+) -> None:
+    n = len(ndvm.compile(source, inputs=tuple(inputs), backend="reference").params)
+    theta = np.random.default_rng(5).normal(size=(6, n))
+    check(source, theta, inputs, backend=client, dtype=dtype, replay=replay)
+
+
+@pytest.mark.parametrize("replay", [True, False])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", GOLDENS)
+def test_fused_equals_buffered_on_the_goldens(
+    name: str, dtype: str, replay: bool, client: str
+) -> None:
+    src, inputs, theta, options = golden_case(name)
+    theta = np.concatenate([theta, theta * 0.9, theta + 0.1])  # several lanes
+    check(src, theta, inputs, backend=client, dtype=dtype, replay=replay, **options)
+
+
+def test_a_matrix_chain_gets_several_cotangents_per_operand(client: str) -> None:
+    # every operand of the products, the inverse and logdet receives more than one cotangent
+    # (the fused path's case), some operands twice in one record; logdet of a matrix that is
+    # also inverted (not symmetric: the inverse is read transposed); B lanes = single lanes
+    src = (
+        "(let* ((m (mat (vec a b) (vec (* a b) (+ 2 a)))) (s (+ (eye 2) (matmul m m))) "
+        "(si (inv s)) (v (vec a b)))"
+        " (+ (logdet s) (det si) (dot v (matvec si v)) (vsum (matvec (matmul si m) v))"
+        " (trace (matmul (outer v v) si)) (dot v v)))"
+    )
+    theta = np.random.default_rng(1).normal(scale=0.5, size=(7, 2))
+    for dtype in DTYPES:
+        check(src, theta, {}, backend=client, dtype=dtype, params=["a", "b"])
+        prog = ndvm.compile(src, ["a", "b"], backend=client, dtype=dtype)
+        v, g = prog.value_and_grad(theta)
+        for b in range(len(theta)):
+            v1, g1 = prog.value_and_grad(theta[b])
+            assert v1.tobytes() == v[b].tobytes() and g1.tobytes() == g[b].tobytes()
