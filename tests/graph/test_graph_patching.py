@@ -125,6 +125,22 @@ def test_restore_refuses_to_ignore_an_overlapping_patch():
     assert g.value("out").tobytes() == expected.tobytes()
 
 
+def test_restore_refuses_a_site_downstream_of_a_patch_it_would_reconnect():
+    """Patched x, then patched y = f(x): while y is pinned x's cone is empty, but restoring y
+    from a cache captured before x's patch would give y a value that ignores x's patch."""
+    g = Graph()
+    g.leaf("x", np.zeros(2))
+    g.rule("y", np.tanh, ["x"])
+    cache = g.capture()
+    g.patch("x", np.array([0.25, -1.0]))
+    g.patch("y", np.array([0.5, -1.0]))
+    with pytest.raises(OverlappingPatchError):
+        g.restore(cache, sites=["y"])
+    assert g.is_pinned("y")  # refused: nothing changed
+    g.restore(cache, sites=["x", "y"])  # both undone: exactly the captured state
+    assert g.value("y").tobytes() == np.tanh(np.zeros(2)).tobytes()
+
+
 def test_restore_refuses_stale_cache_and_partial_cones():
     g = _two_branch()
     cache = g.capture()

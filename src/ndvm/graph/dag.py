@@ -10,7 +10,7 @@ Demand visits only invalid ancestors of the requested outputs (no walk over the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Container, Hashable, Iterable, Sequence
 from time import perf_counter
 from typing import Any
 
@@ -328,10 +328,12 @@ class Graph(PatchOps):
         return best
 
     # ------------------------------------------------------------------ cones
-    def cone(self, ref: NodeRef) -> frozenset[int]:
-        """V+(s): nodes reachable from ``s`` by a path of length >= 1 (pinned nodes cut)."""
+    def cone(self, ref: NodeRef, *, pinned: Container[int] | None = None) -> frozenset[int]:
+        """V+(s): nodes reachable from ``s`` by a path of length >= 1 (pinned nodes cut; with
+        ``pinned``, those nodes instead of the current pins)."""
         i = self.id(ref)
-        cons, pinned = self._consumers, self._pinned
+        cons = self._consumers
+        pinned = self._pinned if pinned is None else pinned
         seen: set[int] = set()
         stack = [i]
         while stack:

@@ -261,8 +261,8 @@ class PatchOps:
             for p in after.keys() | captured.keys()
             if p not in after or p not in captured or after[p] is not captured[p]
         ]
-        for p in differing:
-            if not keep.isdisjoint(self.cone(p)):
+        for p in differing:  # the cone once the restore has set the pins to ``after``'s
+            if not keep.isdisjoint(self.cone(p, pinned=after.keys())):
                 raise OverlappingPatchError(
                     f"restoring from cache would ignore the patch at {self.names[p]!r}; "
                     "restore the union of cones or restore by recompute"
