@@ -215,10 +215,13 @@ def _n_best(losses: np.ndarray, loss: float, prep: Any) -> int:
     losses like 1e-24, not all at 0)."""
     if not math.isfinite(loss):
         return 0
+    if losses.shape[0] == 1:
+        return 1
     scale = abs(loss)
     target = getattr(prep, "target", None)
     if target is not None and getattr(prep, "kind", None) == "mse" and np.size(target):
-        scale = max(scale, 1e-12 * float(np.mean(np.square(target))))  # the mse's scale
+        flat = np.ravel(target)
+        scale = max(scale, 1e-12 * float(flat @ flat) / flat.size)  # the mse's scale
     return int(np.sum(losses <= loss + 1e-6 * scale))
 
 
