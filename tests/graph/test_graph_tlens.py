@@ -265,3 +265,19 @@ def _plain_graph() -> object:
     g = Graph()
     g.leaf("x", 1.0)
     return g
+
+
+@pytest.mark.parametrize("act", ["rot_q", "rot_k"])
+def test_rotated_q_k_head_sites_equal_tl_generic_patch(act: str) -> None:
+    """Heads of hook_rot_q / hook_rot_k (after RoPE) against TL's generic_activation_patch."""
+    from functools import partial
+
+    m = _model(**CONFIGS["rotary"])
+    tl_fn = partial(patching.generic_activation_patch, activation_name=act,
+                    patch_setter=patching.layer_pos_head_vector_patch_setter,
+                    index_axis_names=("layer", "pos", "head"))  # fmt: skip
+    ref, g, clean = _setup(m, tl_fn)
+    res = sweep_hook(g, f"attn.hook_{act}", m.cfg.n_layers, clean, _metric,
+                     heads=m.cfg.n_heads, positions=ref.shape[1], chunk=2)  # fmt: skip
+    assert res.values.shape == ref.shape
+    assert _rel(res.values, ref) < 1e-9
