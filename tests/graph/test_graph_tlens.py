@@ -281,3 +281,19 @@ def test_rotated_q_k_head_sites_equal_tl_generic_patch(act: str) -> None:
                      heads=m.cfg.n_heads, positions=ref.shape[1], chunk=2)  # fmt: skip
     assert res.values.shape == ref.shape
     assert _rel(res.values, ref) < 1e-9
+
+
+@pytest.mark.parametrize(
+    "fn_name",
+    ["get_act_patch_attn_head_all_pos_every", "get_act_patch_attn_head_by_pos_every",
+     "get_act_patch_block_every"],
+)  # fmt: skip
+def test_every_helpers_equal_tl(fn_name: str) -> None:
+    from ndvm.graph import tlpatch
+
+    m = _model(**CONFIGS["rotary"])
+    ref, g, clean = _setup(m, getattr(patching, fn_name))
+    got = getattr(tlpatch, fn_name)(g, clean, _metric)
+    assert got.shape == ref.shape
+    assert _rel(got, ref) < 1e-9
+    assert getattr(tlpatch, fn_name).__name__ == fn_name

@@ -53,7 +53,6 @@ def _tl(hook: str, heads: bool, positions: bool, sources: bool, order: tuple[int
                         sources=sources, chunk=chunk)  # fmt: skip
         return res.values.permute(*order, *range(len(order), res.values.ndim))
 
-    fn.__name__ = fn.__qualname__ = "patch_" + hook.replace(".", "_")
     fn.__doc__ = f"TL's sweep of ``{hook}`` (layer{', pos' * positions}{', head' * heads})."
     return fn
 
@@ -77,3 +76,31 @@ get_act_patch_attn_head_pattern_by_pos = _tl("attn.hook_pattern", True, True, Fa
 get_act_patch_attn_head_pattern_dest_src_pos = _tl(
     "attn.hook_pattern", True, True, True, (0, 2, 1, 3)
 )
+
+
+def get_act_patch_attn_head_all_pos_every(g: Graph, clean: Cache, metric: Any) -> torch.Tensor:
+    """Head out, q, k, v and pattern, all positions: [5, layer, head]."""
+    fns = (get_act_patch_attn_head_out_all_pos, get_act_patch_attn_head_q_all_pos,
+           get_act_patch_attn_head_k_all_pos, get_act_patch_attn_head_v_all_pos,
+           get_act_patch_attn_head_pattern_all_pos)  # fmt: skip
+    return torch.stack([f(g, clean, metric) for f in fns])
+
+
+def get_act_patch_attn_head_by_pos_every(g: Graph, clean: Cache, metric: Any) -> torch.Tensor:
+    """Head out, q, k, v and pattern by (destination) position: [5, layer, pos, head]."""
+    fns = (get_act_patch_attn_head_out_by_pos, get_act_patch_attn_head_q_by_pos,
+           get_act_patch_attn_head_k_by_pos, get_act_patch_attn_head_v_by_pos)  # fmt: skip
+    pattern = act_patch(g, "attn.hook_pattern", clean, metric, heads=True, positions=True)
+    return torch.stack([*(f(g, clean, metric) for f in fns), pattern.values])
+
+
+def get_act_patch_block_every(g: Graph, clean: Cache, metric: Any) -> torch.Tensor:
+    """resid_pre, attn_out and mlp_out by position: [3, layer, pos]."""
+    fns = (get_act_patch_resid_pre, get_act_patch_attn_out, get_act_patch_mlp_out)
+    return torch.stack([f(g, clean, metric) for f in fns])
+
+
+for _name, _fn in list(globals().items()):  # TL's names on the generated functions
+    if _name.startswith("get_act_patch_"):
+        _fn.__name__ = _fn.__qualname__ = _name
+del _name, _fn
