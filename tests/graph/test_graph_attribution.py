@@ -43,8 +43,11 @@ def _tl_estimate(m: object, hook: str, by_head: bool, by_pos: bool) -> torch.Ten
     for layer in range(m.cfg.n_layers):
         name = f"blocks.{layer}.{hook}"
         c = (cache[name] - acts[name].detach()) * acts[name].grad  # [b, pos, (head,) d]
-        c = c.sum(0)  # [pos, (head,) d]
-        c = c.sum(-1) if by_head else c.sum(-1, keepdim=True)  # [pos, head or 1]
+        c = c.sum(0)  # [pos, (head,) d], or [head, q, k] for the pattern
+        if hook.endswith("pattern"):
+            c = c.sum(-1).T  # [q, head]
+        else:
+            c = c.sum(-1) if by_head else c.sum(-1, keepdim=True)  # [pos, head or 1]
         rows.append(c if by_pos else c.sum(0, keepdim=True))
     out = torch.stack(rows)  # [layer, pos or 1, head or 1]
     return out.squeeze(2) if not by_head else (out if by_pos else out.squeeze(1))
@@ -97,6 +100,26 @@ def test_estimate_is_the_first_order_term_of_the_exact_sweep(sweep_name: str) ->
     scale = float(res.estimate.abs().max())
     assert float((exact - res.estimate).abs().max()) < 1e-3 * scale
     assert agreement(res.estimate, exact, k=5)["spearman"] > 0.99
+
+
+HEAD_HOOKS = ["attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_rot_k", "attn.hook_pattern"]
+
+
+@pytest.mark.parametrize("by_pos", [False, True])
+@pytest.mark.parametrize("hook", HEAD_HOOKS)
+def test_head_slice_estimates_equal_tl_gradients(hook: str, by_pos: bool) -> None:
+    """Heads of the batched q, k, v, rot_k and pattern nodes: the estimate over the head's
+    slice equals TL's, and the top k are exact."""
+    m = _model(**CONFIGS["rotary"])
+    ref = _tl_estimate(m, hook, True, by_pos)
+    g, clean = _graphs(m)
+    kw = {"heads": m.cfg.n_heads, "positions": T if by_pos else None}
+    res = attribution_sweep(g, hook, m.cfg.n_layers, clean, _metric, top_k=4, **kw)
+    assert res.estimate.shape == ref.shape
+    torch.testing.assert_close(res.estimate, ref, rtol=1e-9, atol=1e-12)
+    full = sweep_hook(g, hook, m.cfg.n_layers, clean, _metric, **kw).values - res.baseline
+    for idx, val in zip(res.top, res.exact):
+        assert abs(float(full[idx]) - float(val)) <= 1e-10 * float(full.abs().max())
 
 
 def test_agreement_measures() -> None:

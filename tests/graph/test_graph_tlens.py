@@ -220,3 +220,80 @@ def test_other_layer_by_position_hooks_equal_tl(tl_fn: object, hook: str) -> Non
     res = sweep_hook(g, hook, m.cfg.n_layers, clean, _metric, positions=ref.shape[1], chunk=2)
     assert res.values.shape == ref.shape
     assert _rel(res.values, ref) < 1e-9
+
+
+HEAD_SWEEPS = [  # TL's per-head q/k/v/pattern sweeps and the position ones, by TL's name
+    f"get_act_patch_attn_head_{act}_{by}" for act in "qkv" for by in ("all_pos", "by_pos")
+] + [f"get_act_patch_attn_head_pattern_{by}" for by in ("all_pos", "by_pos", "dest_src_pos")]
+
+
+@pytest.mark.parametrize("fn_name", HEAD_SWEEPS)
+@pytest.mark.parametrize(("name", "chunk"), [("gelu_new", 4), ("rotary", 1), ("rotary", 3)])
+def test_q_k_v_pattern_head_sweeps_equal_tl(name: str, chunk: int, fn_name: str) -> None:
+    """Head slices of the batched q, k, v and pattern nodes, patched as TL patches them
+    (learned positions; rotary with biases), one position per pass and several."""
+    from ndvm.graph import tlpatch
+
+    m = _model(**CONFIGS[name])
+    ref, g, clean = _setup(m, getattr(patching, fn_name))
+    got = getattr(tlpatch, fn_name)(g, clean, _metric, chunk=chunk)
+    assert got.shape == ref.shape  # TL's axis order
+    assert _rel(got, ref) < 1e-9
+    assert got.std() > 1e-3 * got.abs().max()  # the sites matter: not a constant grid
+
+
+def test_head_slice_sites_bad_arguments_are_typed_errors() -> None:
+    from ndvm.graph import tlpatch
+    from ndvm.graph.errors import UnknownNodeError
+
+    m = _model(**CONFIGS["gelu_new"])
+    _, g, clean = _setup(m, patching.get_act_patch_resid_pre)
+    assert tlpatch.dims(g) == (2, 4, 9)
+    with pytest.raises(UnknownNodeError, match="head slice named 'blocks.0.hook_mlp_out.0'"):
+        sweep_hook(g, "hook_mlp_out", 2, clean, _metric, heads=2)
+    with pytest.raises(GraphError, match="head 4 out of range"):
+        sweep_hook(g, "attn.hook_q", 2, clean, _metric, heads=5)
+    with pytest.raises(GraphError, match="sources"):
+        sweep_hook(g, "attn.hook_pattern", 2, clean, _metric, heads=4, sources=9)
+    with pytest.raises(GraphError, match="not a from_transformer_lens graph"):
+        tlpatch.dims(_plain_graph())
+
+
+def _plain_graph() -> object:
+    from ndvm.graph import Graph
+
+    g = Graph()
+    g.leaf("x", 1.0)
+    return g
+
+
+@pytest.mark.parametrize("act", ["rot_q", "rot_k"])
+def test_rotated_q_k_head_sites_equal_tl_generic_patch(act: str) -> None:
+    """Heads of hook_rot_q / hook_rot_k (after RoPE) against TL's generic_activation_patch."""
+    from functools import partial
+
+    m = _model(**CONFIGS["rotary"])
+    tl_fn = partial(patching.generic_activation_patch, activation_name=act,
+                    patch_setter=patching.layer_pos_head_vector_patch_setter,
+                    index_axis_names=("layer", "pos", "head"))  # fmt: skip
+    ref, g, clean = _setup(m, tl_fn)
+    res = sweep_hook(g, f"attn.hook_{act}", m.cfg.n_layers, clean, _metric,
+                     heads=m.cfg.n_heads, positions=ref.shape[1], chunk=2)  # fmt: skip
+    assert res.values.shape == ref.shape
+    assert _rel(res.values, ref) < 1e-9
+
+
+@pytest.mark.parametrize(
+    "fn_name",
+    ["get_act_patch_attn_head_all_pos_every", "get_act_patch_attn_head_by_pos_every",
+     "get_act_patch_block_every"],
+)  # fmt: skip
+def test_every_helpers_equal_tl(fn_name: str) -> None:
+    from ndvm.graph import tlpatch
+
+    m = _model(**CONFIGS["rotary"])
+    ref, g, clean = _setup(m, getattr(patching, fn_name))
+    got = getattr(tlpatch, fn_name)(g, clean, _metric)
+    assert got.shape == ref.shape
+    assert _rel(got, ref) < 1e-9
+    assert getattr(tlpatch, fn_name).__name__ == fn_name

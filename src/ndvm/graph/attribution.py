@@ -2,7 +2,8 @@
 
 One forward and one backward on the baseline (corrupted) graph give the gradient of the metric
 with respect to every site at once; the estimated effect of patching a site is
-``sum((clean - baseline) * grad)`` over the site's slice (one position, or all of them). The
+``sum((clean - baseline) * grad)`` over the site's slice (one position, or all of them; one
+head of a node batched over heads, such as ``attn.hook_q``). The
 ``top_k`` sites by |estimate| are then recomputed exactly with row-restricted cones
 (``rows.batched_cone``), so a user gets the ranking of every site for the price of about two
 forwards and exact values where they matter. ``agreement`` reports how well the estimate ranks
@@ -22,8 +23,7 @@ from ndvm.graph.dag import Graph
 from ndvm.graph.errors import GraphError
 from ndvm.graph.patching import Cache
 from ndvm.graph.rows import batched_cone
-from ndvm.graph.rowsweep import patched_rows
-from ndvm.graph.sweep import site_name
+from ndvm.graph.rowsweep import head_site, patched_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,13 +89,15 @@ def attribution_sweep(
     out = g.id(output)
     g.demand(out)
     hs = list(range(heads)) if heads is not None else [None]
-    ids = [[g.id(site_name(hook, layer, h)) for h in hs] for layer in range(layers)]
-    flat = [i for row in ids for i in row]
+    sites = [[head_site(g, hook, layer, h) for h in hs] for layer in range(layers)]
+    flat = [site for row in sites for site in row]
+    nodes = list(dict.fromkeys(i for i, _, _ in flat))  # the heads of q share one node
     t0 = perf_counter()
-    base, grads = site_gradients(g, flat, out, metric)
+    base, grads = site_gradients(g, nodes, out, metric)
+    grad = dict(zip(nodes, grads))
     est = []
-    for i, d in zip(flat, grads):
-        contrib = (clean.values[i] - g.value(i)) * d
+    for i, lead, cols in flat:  # the head's slice (everything for a node site)
+        contrib = ((clean.values[i] - g.value(i)) * grad[i])[(..., *lead, slice(None), cols)]
         per_pos = contrib.transpose(-2, 0).reshape(contrib.shape[-2], -1).sum(-1)
         est.append(per_pos[:positions] if positions is not None else per_pos.sum().reshape(1))
     n_pos = 1 if positions is None else positions
@@ -103,7 +105,7 @@ def attribution_sweep(
     t1 = perf_counter()
     order = torch.argsort(grid.abs().flatten(), descending=True)[: max(0, top_k)]
     top = [tuple(int(x) for x in torch.unravel_index(k, grid.shape)) for k in order]
-    exact = _exact(g, ids, top, clean, metric, out, positions)
+    exact = _exact(g, sites, top, clean, metric, out, positions)
     t2 = perf_counter()
     axes, keep = _axes(heads, positions)
     shape = tuple(n for n, k in zip(grid.shape, keep) if k)
@@ -118,7 +120,7 @@ def _axes(heads: int | None, positions: int | None) -> tuple[tuple[str, ...], tu
 
 
 def _exact(
-    g: Graph, ids: list[list[int]], top: list[tuple[int, int, int]], clean: Cache,
+    g: Graph, sites: list[list[tuple]], top: list[tuple[int, int, int]], clean: Cache,
     metric: Callable[[Any], Any], out: int, positions: int | None,
 ) -> dict[tuple[int, int, int], float]:  # fmt: skip
     """Exact metric at each top site; the heads of one (layer, position) share a pass."""
@@ -130,8 +132,9 @@ def _exact(
         start = 0 if positions is None else t
         variants = []
         for key in keys:
-            i = ids[layer][key[2]]
-            variants.append((i, patched_rows(g.value(i), clean.values[i], start, t, positions)))
+            i, lead, cols = sites[layer][key[2]]
+            value = patched_rows(g.value(i), clean.values[i], start, t, positions, lead, cols)
+            variants.append((i, value))
         run = batched_cone(g, variants, start, out)
         for key, val in zip(keys, run.outputs):
             found[key] = float(metric(val))

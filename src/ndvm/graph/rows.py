@@ -38,6 +38,26 @@ class RowRule:
 
 
 @dataclass(frozen=True, slots=True)
+class HeadAxis:
+    """Where head h sits in a node batched over ``n`` heads (node metadata ``heads``).
+
+    ``width > 0``: columns ``h * width:(h + 1) * width`` of the last axis (q, k, v as
+    [..., pos, head * d_head]); ``width == 0``: index h of axis -3 (patterns [..., head, q, k]).
+    """
+
+    n: int
+    width: int = 0
+
+    def select(self, h: int, col: Any = None) -> tuple[tuple[int, ...], Any]:
+        """(leading index, last-axis index) of head h (``col``: one key of a pattern)."""
+        if not 0 <= h < self.n:
+            raise GraphError(f"head {h} out of range 0..{self.n - 1}")
+        if self.width:
+            return (), slice(h * self.width, (h + 1) * self.width)
+        return (h,), slice(None) if col is None else col
+
+
+@dataclass(frozen=True, slots=True)
 class RowPass:
     """One batched pass: the output per variant (all rows) and the node-rows evaluated."""
 

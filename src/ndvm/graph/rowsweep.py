@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import product
 from time import perf_counter
 from typing import Any
 
@@ -19,7 +20,7 @@ import torch
 
 from ndvm.graph import predict
 from ndvm.graph.dag import Graph
-from ndvm.graph.errors import GraphError
+from ndvm.graph.errors import GraphError, UnknownNodeError
 from ndvm.graph.patching import Cache
 from ndvm.graph.rows import Plan, batched_cone
 from ndvm.graph.sweep import site_name
@@ -47,6 +48,22 @@ def _chunks(positions: int, chunk: int) -> list[list[int]]:
     return [list(range(t, min(t + chunk, positions))) for t in range(0, positions, chunk)]
 
 
+def head_site(g: Graph, hook: str, layer: int, head: int | None) -> tuple[int, tuple, Any]:
+    """(node id, leading index, last-axis index) of site ``blocks.{layer}.{hook}[.{head}]``.
+
+    A head site is its own node (``attn.hook_z.{h}``) or head h of a node batched over
+    heads (``attn.hook_q``, ``attn.hook_pattern``, ...: the node's ``heads`` metadata).
+    """
+    name = site_name(hook, layer, head)
+    if head is None or name in g:
+        return g.id(name), (), slice(None)
+    base = site_name(hook, layer)
+    axis = g.meta[g.id(base)].get("heads") if base in g else None
+    if axis is None:
+        raise UnknownNodeError(f"no node or head slice named {name!r}")
+    return g.id(base), *axis.select(head)
+
+
 def sweep_hook(
     g: Graph,
     hook: str,
@@ -56,13 +73,15 @@ def sweep_hook(
     *,
     heads: int | None = None,
     positions: int | None = None,
+    sources: int | None = None,
     chunk: int = 4,
     output: str = "logits",
 ) -> RowSweep:
-    """Patch ``hook`` at each layer [x head] [x position] with its value in ``clean``.
+    """Patch ``hook`` at each layer [x head] [x position [x source]] with its value in ``clean``.
 
     ``positions=None`` patches all positions at once (start row 0); otherwise one position
-    per site, ``chunk`` neighbouring positions per pass. The graph must hold its baseline
+    per site, ``chunk`` neighbouring positions per pass. ``sources`` (patterns only) patches
+    one (query, key) entry of a head's pattern per site. The graph must hold its baseline
     (corrupted) values; it is demanded first and left unchanged.
     """
     if chunk < 1:
@@ -72,56 +91,70 @@ def sweep_hook(
     seq = g.value(out).shape[-2]
     if positions is not None and not 0 < positions <= seq:
         raise GraphError(f"positions must be in 1..{seq}, got {positions}")
+    if sources is not None and (positions is None or heads is None or not 0 < sources <= seq):
+        raise GraphError(f"sources needs heads and positions and must be in 1..{seq}")
     hs = list(range(heads)) if heads is not None else [None]
-    results: dict[tuple[int, int, int], Any] = {}
+    srcs = list(range(sources)) if sources is not None else [None]
+    results: dict[tuple[int, int, int, int], Any] = {}
     node_rows, starts = 0, []
     t0 = perf_counter()
     for layer in range(layers):
-        ids = [g.id(site_name(hook, layer, h)) for h in hs]
+        sites = [head_site(g, hook, layer, h) for h in hs]
+        ids = [i for i, _, _ in sites]
         g.demand(*ids)
         plan = Plan(g, ids, out)
         groups = [[0]] if positions is None else _chunks(positions, chunk)
         for ts in groups:
             start = 0 if positions is None else ts[0]
             variants, keys = [], []
-            for t in ts:
-                for hi, i in enumerate(ids):
-                    value = patched_rows(g.value(i), clean.values[i], start, t, positions)
-                    variants.append((i, value))
-                    keys.append((layer, t, hi))
-                    starts.append((i, start if positions is None else t))
+            for t, (hi, (i, lead, cols)), s in product(ts, enumerate(sites), srcs):
+                if s is not None:
+                    lead, cols = g.meta[i]["heads"].select(hi, s)
+                value = patched_rows(g.value(i), clean.values[i], start, t, positions, lead, cols)
+                variants.append((i, value))
+                keys.append((layer, t, hi, s or 0))
+                starts.append((i, start if positions is None else t))
             run = batched_cone(g, variants, start, out, plan)
             node_rows += run.node_rows
             for key, val in zip(keys, run.outputs):
                 results[key] = metric(val)
     seconds = perf_counter() - t0
     pred = predict.rows_sweep(g, starts, seq, out)
-    values, axes = _arrange(results, layers, positions, heads)
+    values, axes = _arrange(results, layers, positions, heads, sources)
     return RowSweep(values, axes, len(starts), pred.full, pred.total, node_rows, seconds)
 
 
-def patched_rows(cur: Any, clean: Any, start: int, t: int, positions: int | None) -> Any:
-    """Rows ``start:`` of the site value with position ``t`` (or every row) from clean."""
+def patched_rows(
+    cur: Any, clean: Any, start: int, t: int, positions: int | None,
+    lead: tuple = (), cols: Any = slice(None),
+) -> Any:  # fmt: skip
+    """Rows ``start:`` of the site value with position ``t`` (or every row) from clean.
+
+    ``lead`` and ``cols`` restrict the patch to one head (and key): ``x[..., *lead, row, cols]``.
+    """
+    whole = not lead and cols == slice(None)
     if positions is None:
-        return clean
+        if whole:
+            return clean
+        x, idx = cur.clone(), (..., *lead, slice(None), cols)
+        x[idx] = clean[idx]
+        return x
     x = cur[..., start:, :].clone()
-    x[..., t - start, :] = clean[..., t, :]
+    x[(..., *lead, t - start, cols)] = clean[(..., *lead, t, cols)]
     return x
 
 
 def _arrange(
-    results: dict[tuple[int, int, int], Any], layers: int, positions: int | None,
-    heads: int | None,
+    results: dict[tuple[int, int, int, int], Any], layers: int, positions: int | None,
+    heads: int | None, sources: int | None,
 ) -> tuple[torch.Tensor, tuple[str, ...]]:  # fmt: skip
-    n_pos = 1 if positions is None else positions
-    n_head = 1 if heads is None else heads
-    flat = [results[(layer, t, h)] for layer in range(layers) for t in range(n_pos)
-            for h in range(n_head)]  # fmt: skip
+    shape = [(a, n) for a, n in (("layer", layers), ("pos", positions), ("head", heads),
+                                 ("src", sources))]  # fmt: skip
+    sizes = [1 if n is None else n for _, n in shape]
+    flat = [results[key] for key in product(*(range(n) for n in sizes))]
     vals = torch.stack([torch.as_tensor(v) for v in flat])
-    vals = vals.reshape(layers, n_pos, n_head, *vals.shape[1:])
-    axes = ["layer", "pos", "head"]
-    if heads is None:
-        vals, axes = vals.squeeze(2), axes[:2]
-    if positions is None:
-        vals, axes = vals.squeeze(1), [a for a in axes if a != "pos"]
-    return vals, tuple(axes)
+    vals = vals.reshape(*sizes, *vals.shape[1:])
+    keep = [k for k, (_, n) in enumerate(shape) if n is not None or k == 0]
+    drop = [k for k in range(4) if k not in keep]
+    vals = vals.reshape(*[sizes[k] for k in keep], *vals.shape[4:]) if drop else vals
+    return vals, tuple(shape[k][0] for k in keep)

@@ -5,9 +5,11 @@
 MLPs) and builds an engine graph whose nodes carry TransformerLens hook names. Attention is
 batched over heads (``attn.hook_q``, ``attn.hook_pattern``, ``attn.hook_z`` hold every head,
 with the position axis at -2, as ``rows`` needs); each head's z is a slice node
-``blocks.{l}.attn.hook_z.{h}``, the per-head site. ``tl_cache(g)`` returns values in
-TransformerLens' shapes, keyed by hook name. Models the builder does not cover raise
-``UnsupportedModelError``.
+``blocks.{l}.attn.hook_z.{h}``, the per-head site. Head h of q, k, v (rot_q, rot_k) and of
+the pattern is a slice site such as ``blocks.{l}.attn.hook_q.{h}`` without a node of its
+own: the batched node's ``heads`` metadata (a ``rows.HeadAxis``) says where the head sits.
+``tl_cache(g)`` returns values in TransformerLens' shapes, keyed by hook name. Models the
+builder does not cover raise ``UnsupportedModelError``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import torch.nn.functional as F
 
 from ndvm.graph.dag import Graph
 from ndvm.graph.errors import GraphError
-from ndvm.graph.rows import RowRule
+from ndvm.graph.rows import HeadAxis, RowRule
 from ndvm.graph.sweep import site_name
 
 _ACTS = {
@@ -189,24 +191,25 @@ def _rotate(g: Graph, cfg: Any, layer: int, x: str) -> str:
     fn = partial(rotary, dim=cfg.rotary_dim, adjacent=bool(cfg.rotary_adjacent_pairs),
                  n_heads=cfg.n_heads)  # fmt: skip
     rows = RowRule(at=lambda start: partial(fn, start=start))
-    g.rule(name, fn, [x, p + "rotary_cos", p + "rotary_sin"], layer=layer, rows=rows)
+    g.rule(name, fn, [x, p + "rotary_cos", p + "rotary_sin"], layer=layer, rows=rows,
+           heads=HeadAxis(cfg.n_heads, cfg.d_head))  # fmt: skip
     return name
 
 
 def _attention(g: Graph, cfg: Any, layer: int, ln1: str) -> str:
     """q, k, v, pattern and z of all heads as batched nodes; z per head as slices."""
     p, meta, n = f"blocks.{layer}.", {"layer": layer}, cfg.n_heads
-    qkv = []
+    qkv, cols = [], HeadAxis(n, cfg.d_head)  # head h of q, k, v: columns h*d_head:...
     for w in ("Q", "K", "V"):
         ins = [ln1, _flat(g, p, f"W_{w}"), _flat(g, p, f"b_{w}")]
-        qkv.append(g.rule(f"{p}attn.hook_{w.lower()}", affine, ins, **meta))
+        qkv.append(g.rule(f"{p}attn.hook_{w.lower()}", affine, ins, heads=cols, **meta))
     q, k, v = (g.names[i] for i in qkv)
     if cfg.positional_embedding_type == "rotary":
         q, k = _rotate(g, cfg, layer, q), _rotate(g, cfg, layer, k)
     scale = cfg.attn_scale if cfg.use_attn_scale else 1.0
     fn = partial(pattern, scale=scale, n_heads=n)
     rows = RowRule(full=(1,), at=lambda start: partial(fn, start=start))
-    g.rule(p + "attn.hook_pattern", fn, [q, k], rows=rows, **meta)
+    g.rule(p + "attn.hook_pattern", fn, [q, k], rows=rows, heads=HeadAxis(n), **meta)
     z = p + "attn.hook_z"
     mixed = partial(mix, n_heads=n)
     g.rule(z, mixed, [p + "attn.hook_pattern", v], rows=RowRule(full=(1,)), **meta)
