@@ -145,11 +145,15 @@ def test_sklearn_parameter_conventions() -> None:
 @pytest.mark.sympy
 @pytest.mark.data
 def test_sympy_with_fitted_constants_equals_predict(fitted: SymbolicRegressor) -> None:
+    import warnings
+
     import sympy
 
     df, _ = _data()
     for i in range(len(fitted.front_)):
-        expr = fitted.sympy(i)
+        with warnings.catch_warnings():  # the fitted constants are declared: no free names
+            warnings.simplefilter("error", ndvm.FreeNameWarning)
+            expr = fitted.sympy(i)
         syms = [sympy.Symbol(n, real=True) for n in fitted.feature_names_in_]
         f = sympy.lambdify(syms, expr, "numpy")
         got = np.broadcast_to(f(*(df[c].to_numpy() for c in fitted.feature_names_in_)), len(df))

@@ -293,7 +293,11 @@ def test_report_and_exports(tmp_path, capsys):
     corpus = f"replay:{ROOT / 'examples/candidates/sr-damped.jsonl'}"
     assert main(["search", "--task", "sr-damped", "--proposer", corpus, "--db", str(db),
                  "--quiet"]) == 0  # fmt: skip
-    assert main(["report", "--db", str(db), "--out", str(tmp_path / "out")]) == 0
+    import warnings
+
+    with warnings.catch_warnings():  # stored candidates' free names are their parameters
+        warnings.simplefilter("error", ndvm.FreeNameWarning)
+        assert main(["report", "--db", str(db), "--out", str(tmp_path / "out")]) == 0
     for name in ("frontier.png", "pareto.png", "best_fit.png", "summary.json",
                  "hall_of_fame.jsonl"):  # fmt: skip
         assert (tmp_path / "out" / name).stat().st_size > 0

@@ -223,7 +223,7 @@ class SymbolicRegressor:
         from ndvm.export import to_sympy
 
         src, values = self.program(index)
-        return to_sympy(src, values, inputs=self.names)
+        return to_sympy(_program(src, values, self.names), values)
 
     def latex(self, index: int | None = None, precision: int = 4) -> str:
         """LaTeX of ``sympy(index)`` with constants rounded to ``precision`` digits."""

@@ -184,11 +184,13 @@ def equation(src: str, params: dict[str, float], inputs: tuple[str, ...]) -> dic
         return {"export_error": "sympy is not installed (pip install 'ndvm[sympy]')"}
     import sympy
 
+    import ndvm
     from ndvm.export import to_sympy
 
-    try:
-        symbolic = to_sympy(src, inputs=inputs)
-        exact = to_sympy(src, {k: float(v) for k, v in params.items()}, inputs=inputs)
+    try:  # a candidate's free names are its parameters (docs/tasks.md): no warning
+        prog = ndvm.compile(src, inputs=inputs, backend="reference", free_params=True)
+        symbolic = to_sympy(prog)
+        exact = to_sympy(prog, {k: float(v) for k, v in params.items()})
     except NdvmError as exc:
         return {"export_error": f"{type(exc).__name__}: {exc}"}
     if sympy.count_ops(symbolic) <= 40:  # simplify is unbounded on big trees: skip them

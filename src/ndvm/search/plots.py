@@ -69,7 +69,7 @@ def plot_best_fit(task: Any, rec: Record, path: str | Path) -> None:
     assert rec.evaluation is not None
     x = task.inputs[0]
     S = task.series
-    prog = ndvm.compile(rec.candidate.src, rec.candidate.params, task.inputs)
+    prog = ndvm.compile(rec.candidate.src, rec.candidate.params, task.inputs, free_params=True)
     vals = [rec.evaluation.params[n] for n in prog.params]
     theta = np.asarray(rec.evaluation.extra.get("theta") or [list(prog.unconstrain(vals))])
     fig, ax = plt.subplots(figsize=(6, 4))
