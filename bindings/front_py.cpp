@@ -97,6 +97,7 @@ class FrontProgram {
   // Latin-1): equal strings, equal parameters; the host keys its parameter specs by it.
   nb::object params_key() const {
     std::string key;
+    key.reserve(64 * c_.params.size());
     auto put = [&key](const void* p, size_t n) { key.append(static_cast<const char*>(p), n); };
     auto text = [&put](const std::string& s) {
       const auto n = static_cast<uint32_t>(s.size());
