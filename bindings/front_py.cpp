@@ -93,6 +93,29 @@ class FrontProgram {
     return nb::tuple(out);
   }
 
+  // The parameters as one string (each field length-prefixed or fixed-size, decoded as
+  // Latin-1): equal strings, equal parameters; the host keys its parameter specs by it.
+  nb::object params_key() const {
+    std::string key;
+    key.reserve(64 * c_.params.size());
+    auto put = [&key](const void* p, size_t n) { key.append(static_cast<const char*>(p), n); };
+    auto text = [&put](const std::string& s) {
+      const auto n = static_cast<uint32_t>(s.size());
+      put(&n, sizeof n);
+      put(s.data(), s.size());
+    };
+    for (const ParamSpecOut& p : c_.params) {
+      text(p.name);
+      put(&p.init, sizeof p.init);
+      text(p.constraint);
+      put(&p.line, sizeof p.line);
+      put(&p.column, sizeof p.column);
+    }
+    PyObject* out = PyUnicode_DecodeLatin1(key.data(), static_cast<Py_ssize_t>(key.size()), nullptr);
+    if (out == nullptr) throw nb::python_error();
+    return nb::steal(out);
+  }
+
   nb::tuple prelude() const {
     nb::list out;
     for (const std::string& p : c_.prelude) out.append(ndvm::str_of(p));
@@ -230,6 +253,8 @@ void ndvm::bind_front(nb::module_& m) {
   nb::class_<FrontProgram>(m, "FrontProgram")
       .def_prop_ro("params", &FrontProgram::params,
                    "The parameters: (name, init, constraint, line, column) each.")
+      .def_prop_ro("params_key", &FrontProgram::params_key,
+                   "The parameters as a string (equal strings: equal parameters).")
       .def_prop_ro("has_header", [](const FrontProgram& p) { return p.compiled().has_header; })
       .def_prop_ro("prelude", &FrontProgram::prelude)
       .def_prop_ro("input_positions", &FrontProgram::input_positions)

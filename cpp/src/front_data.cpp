@@ -2,6 +2,7 @@
 #include <pthread.h>
 
 #include <functional>
+#include <iterator>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -86,7 +87,9 @@ Arena::Arena() {
   data.reserve(64);
   items.reserve(64);
   texts.reserve(kw::COUNT + 32);
-  for (const char* name : kKeywordNames) texts.emplace_back(name);
+  static const std::vector<std::string> keywords(std::begin(kKeywordNames),
+                                                 std::end(kKeywordNames));
+  texts.insert(texts.end(), keywords.begin(), keywords.end());
   slots_.assign(64, -1);
 }
 
@@ -94,6 +97,10 @@ int32_t Arena::intern(std::string_view name) {
   const auto& keywords = keyword_ids();
   auto kw = keywords.find(name);
   if (kw != keywords.end()) return kw->second;
+  return intern_other(name);
+}
+
+int32_t Arena::intern_other(std::string_view name) {
   size_t mask = slots_.size() - 1;
   size_t i = hash_name(name) & mask;
   for (; slots_[i] >= 0; i = (i + 1) & mask) {

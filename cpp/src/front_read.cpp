@@ -151,7 +151,7 @@ struct NameCache {
     }
     static const KeywordTable keywords;
     int32_t got = keywords.find(t, h);
-    if (got < 0) got = a.intern(t);
+    if (got < 0) got = a.intern_other(t);
     hash[i] = h;
     id[i] = got;
     used.push_back(static_cast<uint32_t>(i));

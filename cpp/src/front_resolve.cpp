@@ -540,7 +540,9 @@ class Emitter {
     return static_cast<int32_t>(t_.strings.size() - 1);
   }
   int32_t row(ConstKind k, int32_t a, int32_t b, double num) {
-    t_.consts.insert(t_.consts.end(), {static_cast<int32_t>(k), a, b});
+    t_.consts.push_back(static_cast<int32_t>(k));
+    t_.consts.push_back(a);
+    t_.consts.push_back(b);
     t_.nums.push_back(num);
     return static_cast<int32_t>(t_.nums.size() - 1);
   }
@@ -672,6 +674,9 @@ Tables Resolver::emit(int32_t root) const {
   t.nodes.reserve(nodes_.size() * 9);
   t.tail.reserve(nodes_.size());
   t.kids.reserve(kids_.size());
+  t.consts.reserve(3 * 16);
+  t.nums.reserve(16);
+  t.strings.reserve(16);
   Emitter em(t);
   std::vector<std::pair<int32_t, int64_t>> stack{{root, -1}};
   while (!stack.empty()) {
@@ -704,8 +709,18 @@ Tables Resolver::emit(int32_t root) const {
     }
     const auto off = static_cast<int32_t>(t.kids.size());
     t.kids.resize(t.kids.size() + size_t(n.nkids), 0);
-    t.nodes.insert(t.nodes.end(), {static_cast<int32_t>(n.kind), int32_t(n.op), a, b, c, off,
-                                   n.nkids, n.line, n.column});
+    const size_t at = t.nodes.size();
+    t.nodes.resize(at + 9);
+    int32_t* row = t.nodes.data() + at;
+    row[0] = static_cast<int32_t>(n.kind);
+    row[1] = int32_t(n.op);
+    row[2] = a;
+    row[3] = b;
+    row[4] = c;
+    row[5] = off;
+    row[6] = n.nkids;
+    row[7] = n.line;
+    row[8] = n.column;
     t.tail.push_back(n.tail ? 1 : 0);
     for (int32_t k = n.nkids; k-- > 0;) stack.emplace_back(kids_[size_t(n.kids + k)], off + k);
   }

@@ -398,8 +398,18 @@ def free_names_guessed(compiled: CompiledProgram, params: Any) -> bool:
 def free_name_message(compiled: CompiledProgram, names: Sequence[str] | None = None) -> str:
     """One line naming the free names taken as parameters (``names``: those of them to name),
     with a "did you mean" for the ones close to an input or a named constant."""
-    names = [s.name for s in compiled.params] if names is None else list(names)
+    if names is None:
+        specs = compiled.params
+        return _free_params_message(
+            specs if isinstance(specs, tuple) else tuple(specs), tuple(compiled.inputs)
+        )
     return _free_name_message(tuple(names), tuple(compiled.inputs))
+
+
+@lru_cache(maxsize=1024)
+def _free_params_message(specs: tuple[ParamSpec, ...], inputs: tuple[str, ...]) -> str:
+    """``free_name_message`` naming every parameter (kept per specs: they hash once)."""
+    return _free_name_message(tuple(s.name for s in specs), inputs)
 
 
 @lru_cache(maxsize=1024)

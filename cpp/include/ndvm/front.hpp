@@ -97,6 +97,7 @@ class Arena {
   std::vector<std::string> texts;  // by id: symbol names (interned) and number/string texts
 
   int32_t intern(std::string_view name);  // the same name -> the same id
+  int32_t intern_other(std::string_view name);  // intern, for a name known not a keyword
   int32_t add_text(std::string_view text);  // a fresh id
   DRef sym(int32_t name_id, int32_t line, int32_t column);
   DRef sym(std::string_view name, int32_t line, int32_t column) {

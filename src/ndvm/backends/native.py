@@ -299,7 +299,7 @@ class NativeBackend:
         clients share it; two threads lowering it at once build equal forms, one is kept)."""
         low = program.derived.get("native")
         if low is None:
-            low = program.derived.setdefault("native", lower(program))
+            low = program.derived.setdefault("native", _Lowered(program))
         return low  # type: ignore[no-any-return]
 
     def prepare(self, program: CompiledProgram) -> None:

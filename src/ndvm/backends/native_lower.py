@@ -39,7 +39,7 @@ def lower_program(core: Any, program: CompiledProgram) -> tuple[Any, list[str]]:
     """``program`` as the ``Program`` of ``core`` (``_core`` or ``_core32``) and its strings;
     raises ``NativeUnsupported`` for what the core cannot run."""
     front = program.front
-    if front is not None and type(front).__module__ == core.__name__:
+    if type(front) is core.FrontProgram:
         return front.lower()  # the front end's own tables
     out = core.lower(
         program.body, len(program.params), len(program.inputs), NODE_TYPES, VALUE_TYPES
@@ -51,11 +51,11 @@ def lower_program(core: Any, program: CompiledProgram) -> tuple[Any, list[str]]:
 
 def constraint_codes(program: CompiledProgram) -> np.ndarray:
     """The opcode of each parameter's constraint transform (0: free), for the core."""
-    return _codes(tuple(s.constraint for s in program.params))
+    return _codes(program.params)
 
 
 @lru_cache(maxsize=256)
-def _codes(kinds: tuple[str, ...]) -> np.ndarray:
-    out = np.array([constraint(k).code for k in kinds], dtype=np.int32)
+def _codes(specs: tuple[ir.ParamSpec, ...]) -> np.ndarray:
+    out = np.array([constraint(s.constraint).code for s in specs], dtype=np.int32)
     out.flags.writeable = False  # shared between programs
     return out

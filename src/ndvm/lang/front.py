@@ -54,7 +54,7 @@ def compile_source(
     )
     return ir.CompiledProgram(
         None,
-        _specs(front.params),
+        _specs(front),
         inputs,
         source,
         front.has_header,
@@ -65,11 +65,21 @@ def compile_source(
     )
 
 
-@lru_cache(maxsize=4096)
-def _specs(rows: tuple[tuple[Any, ...], ...]) -> tuple[ir.ParamSpec, ...]:
-    """The parameter specs of the front end's rows (name, init, constraint, line, column);
-    the variants of a program share their specs (nothing mutates a ``ParamSpec``)."""
-    return tuple(ir.ParamSpec(*r) for r in rows)
+# the parameter specs by the front end's ``params_key``: the variants of a program share
+# theirs (nothing mutates a ``ParamSpec``)
+_SPECS: dict[str, ir.ParamSpecs] = {}
+
+
+def _specs(front: Any) -> ir.ParamSpecs:
+    """The parameter specs of the front end's rows (name, init, constraint, line, column)."""
+    key = front.params_key
+    specs = _SPECS.get(key)
+    if specs is None:
+        specs = ir.ParamSpecs(ir.ParamSpec(*r) for r in front.params)
+        if len(_SPECS) >= 4096:
+            _SPECS.clear()
+        _SPECS[key] = specs
+    return specs
 
 
 def check_name(name: str, role: str = "input") -> None:

@@ -150,6 +150,21 @@ class ParamSpec:
     column: int = 0
 
 
+class ParamSpecs(tuple):  # type: ignore[type-arg]
+    """A program's parameter specs: a tuple of ``ParamSpec`` that computes its hash once (it
+    keys the caches of what depends on the specs alone: the initial theta, the constraint
+    codes), as a program's variants share one (``ndvm.lang.front``)."""
+
+    def __hash__(self) -> int:
+        h: int | None = self.__dict__.get("hash")
+        if h is None:
+            h = self.__dict__["hash"] = tuple.__hash__(self)
+        return h
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ParamSpecs, (tuple(self),))  # the hash is per process: not pickled
+
+
 CONSTRAINTS = ("free", "positive", "unit", "signed-unit")
 # open interval of the values each constraint admits (its transform's range)
 CONSTRAINT_RANGES = {

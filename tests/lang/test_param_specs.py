@@ -1,0 +1,64 @@
+"""The parameter specs of compiled programs: a program's variants (the same parameters, other
+literals) share one ``ParamSpecs``, keyed by the front end's ``params_key``; a change to any
+field of a parameter gives other specs; ``ParamSpecs`` behaves as the tuple it is."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+import ndvm
+from ndvm.lang.front import compile_source
+from ndvm.lang.ir import ParamSpec, ParamSpecs
+
+HEADER = "(params (a 1.0) (k 0.5 positive) (w 2.0))\n(* a k w x {lit})"
+
+
+def test_variants_share_their_specs() -> None:
+    one = compile_source(HEADER.format(lit="1.5"), inputs=("x",))
+    two = compile_source(HEADER.format(lit="2.5"), inputs=("x",))
+    assert one.front.params_key == two.front.params_key
+    assert one.params is two.params
+    assert one.params == (
+        ParamSpec("a", 1.0, "free", 1, 9),
+        ParamSpec("k", 0.5, "positive", 1, 17),
+        ParamSpec("w", 2.0, "free", 1, 34),  # each at its "("
+    )
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        "(params (a 1.5) (k 0.5 positive) (w 2.0))\n(* a k w x 1)",  # an initial value
+        "(params (a 1.0) (k 0.5 unit) (w 2.0))\n(* a k w x 1)",  # a constraint
+        "(params (b 1.0) (k 0.5 positive) (w 2.0))\n(* b k w x 1)",  # a name
+        "(params  (a 1.0) (k 0.5 positive) (w 2.0))\n(* a k w x 1)",  # a position
+        "(params (a 1.0) (k 0.5 positive))\n(* a k x 1)",  # one parameter fewer
+    ],
+)
+def test_any_field_changes_the_specs(other: str) -> None:
+    base = compile_source(HEADER.format(lit="1"), inputs=("x",))
+    prog = compile_source(other, inputs=("x",))
+    assert prog.front.params_key != base.front.params_key
+    assert prog.params != base.params
+    want = [tuple(r) for r in prog.front.params]  # the front end's rows
+    assert [(s.name, s.init, s.constraint, s.line, s.column) for s in prog.params] == want
+
+
+def test_param_specs_is_its_tuple() -> None:
+    specs = compile_source(HEADER.format(lit="3"), inputs=("x",)).params
+    assert isinstance(specs, ParamSpecs)
+    plain = tuple(specs)
+    assert specs == plain and hash(specs) == hash(plain) and repr(specs) == repr(plain)
+    back = pickle.loads(pickle.dumps(specs))
+    assert type(back) is ParamSpecs and back == specs and hash(back) == hash(plain)
+
+
+def test_shared_specs_give_each_program_its_initial_theta() -> None:
+    progs = [ndvm.compile(HEADER.format(lit=repr(v)), inputs=("x",)) for v in (1.0, 2.0)]
+    thetas = [p.init_theta() for p in progs]
+    thetas[0][:] = 99.0  # a caller's theta is its own
+    np.testing.assert_allclose(progs[1].constrain(thetas[1]), [1.0, 0.5, 2.0], rtol=1e-15)
+    np.testing.assert_allclose(progs[0].constrain(progs[0].init_theta()), [1.0, 0.5, 2.0])
