@@ -17,6 +17,7 @@
 #include "ndvm/prims.hpp"
 #include "ndvm/program.hpp"
 #include "ndvm/version.hpp"
+#include "ndvm/vmath.hpp"
 #include "ndvm/vm.hpp"
 
 namespace nb = nanobind;
@@ -516,6 +517,9 @@ NB_MODULE(NDVM_MODULE, m) {
   m.doc() = "ndvm native core";
   m.def("core_version", &ndvm::core_version, "Version string of the native core.");
   m.attr("dtype") = sizeof(ndvm::Real) == 4 ? "float32" : "float64";
+  m.def("vector_math", &ndvm::vmath::kind,
+        "The exp/log/sin/cos implementation of this process: 'libmvec-avx2', 'libmvec-sse2' "
+        "(glibc's vector math library, <= 4 ulp) or 'libm' (NDVM_NO_LIBMVEC set, or none found).");
   g_main_thread = nb::cast<unsigned long>(
       nb::module_::import_("threading").attr("main_thread")().attr("ident"));
   m.def("missing_kernels", &missing_kernels,

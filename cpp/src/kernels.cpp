@@ -13,185 +13,13 @@
 #include "ndvm/fast.hpp"
 #include "ndvm/kernels.hpp"
 #include "ndvm/prims.hpp"
+#include "ndvm/vmath.hpp"
+#include "kernel_maps.hpp"
 
 namespace ndvm {
 namespace {
 
-constexpr Real kDmciEps = 1e-8;
-constexpr Real kTwoOverSqrtPi = 1.1283791670955126;  // 2 / sqrt(pi)
-
-// Element e of lane l of an operand broadcast to (S, W): p[e * es + l * ls].
-struct Src {
-  const Real* p;
-  size_t es;
-  size_t ls;
-  Real at(size_t e, size_t l) const { return p[e * es + l * ls]; }
-};
-
-Src src_of(const Operand& o) {
-  return {o.p, o.size() > 1 ? static_cast<size_t>(o.width) : 0, o.width > 1 ? size_t{1} : 0};
-}
-
-Src src_out(const Real* p, uint32_t W, size_t S) {
-  return {p, S > 1 ? static_cast<size_t>(W) : 0, W > 1 ? size_t{1} : 0};
-}
-
-// One element row of W lanes: o[l] = f(a[l * als], ...) with als 1 (one value per lane) or
-// 0 (one value for every lane). The maps below run the rows of S elements, S == 1 (a number
-// per lane, the commonest case) without the element loop's setup.
-template <class F>
-NDVM_INLINE void row1(Real* __restrict o, uint32_t W, const Real* ap, size_t als, F f) {
-  if (als) {
-    for (uint32_t l = 0; l < W; ++l) o[l] = f(ap[l]);
-  } else {
-    const Real x = ap[0];
-    for (uint32_t l = 0; l < W; ++l) o[l] = f(x);
-  }
-}
-
-template <class F>
-NDVM_INLINE void row2(Real* __restrict o, uint32_t W, const Real* ap, size_t als, const Real* bp,
-                      size_t bls, F f) {
-  if (als && bls) {
-    for (uint32_t l = 0; l < W; ++l) o[l] = f(ap[l], bp[l]);
-  } else if (als) {
-    const Real y = bp[0];
-    for (uint32_t l = 0; l < W; ++l) o[l] = f(ap[l], y);
-  } else if (bls) {
-    const Real x = ap[0];
-    for (uint32_t l = 0; l < W; ++l) o[l] = f(x, bp[l]);
-  } else {
-    const Real x = ap[0];
-    const Real y = bp[0];
-    for (uint32_t l = 0; l < W; ++l) o[l] = f(x, y);
-  }
-}
-
-template <class F>
-NDVM_INLINE void row3(Real* __restrict o, uint32_t W, const Real* ap, size_t als, const Real* bp,
-                      size_t bls, const Real* cp, size_t cls, F f) {
-  if (als && bls && cls) {
-    for (uint32_t l = 0; l < W; ++l) o[l] = f(ap[l], bp[l], cp[l]);
-  } else {
-    for (uint32_t l = 0; l < W; ++l) o[l] = f(ap[l * als], bp[l * bls], cp[l * cls]);
-  }
-}
-
-// o = f(o, b) on one row, in place (o's own elements as the first operand).
-template <class F>
-NDVM_INLINE void row_into(Real* o, uint32_t W, const Real* bp, size_t bls, F f) {
-  if (bls) {
-    for (uint32_t l = 0; l < W; ++l) o[l] = f(o[l], bp[l]);
-  } else {
-    const Real y = bp[0];
-    for (uint32_t l = 0; l < W; ++l) o[l] = f(o[l], y);
-  }
-}
-
-// The maps write an output that none of their operands overlaps (restrict: their vector loops
-// need no runtime overlap checks); map2_into updates its output in place.
-template <class F>
-NDVM_INLINE void map1(Real* __restrict o, uint32_t W, size_t S, Src a, F f) {
-  if (S == 1) return row1(o, W, a.p, a.ls, f);
-  for (size_t e = 0; e < S; ++e) row1(o + e * W, W, a.p + e * a.es, a.ls, f);
-}
-
-template <class F>
-NDVM_INLINE void map2(Real* __restrict o, uint32_t W, size_t S, Src a, Src b, F f) {
-  if (S == 1) return row2(o, W, a.p, a.ls, b.p, b.ls, f);
-  for (size_t e = 0; e < S; ++e) {
-    row2(o + e * W, W, a.p + e * a.es, a.ls, b.p + e * b.es, b.ls, f);
-  }
-}
-
-template <class F>
-NDVM_INLINE void map3(Real* __restrict o, uint32_t W, size_t S, Src a, Src b, Src c, F f) {
-  if (S == 1) return row3(o, W, a.p, a.ls, b.p, b.ls, c.p, c.ls, f);
-  for (size_t e = 0; e < S; ++e) {
-    row3(o + e * W, W, a.p + e * a.es, a.ls, b.p + e * b.es, b.ls, c.p + e * c.es, c.ls, f);
-  }
-}
-
-template <class F>
-NDVM_INLINE void map2_into(Real* o, uint32_t W, size_t S, Src b, F f) {
-  if (S == 1) return row_into(o, W, b.p, b.ls, f);
-  for (size_t e = 0; e < S; ++e) row_into(o + e * W, W, b.p + e * b.es, b.ls, f);
-}
-
-// out = fold(op, init, args) left to right, as the reference's `_fold`/`_add`/`_mul`.
-template <class F>
-NDVM_INLINE void fold(Real* o, uint32_t W, size_t S, const Operand* args, int n, F f) {
-  map1(o, W, S, src_of(args[0]), [](Real x) { return x; });
-  for (int j = 1; j < n; ++j) map2_into(o, W, S, src_of(args[j]), f);
-}
-
-void fill_value(Real* o, uint32_t W, size_t S, Real v) {
-  for (size_t k = 0; k < S * W; ++k) o[k] = v;
-}
-
-inline Real np_minimum(Real a, Real b) { return (a < b || a != a) ? a : b; }
-inline Real np_maximum(Real a, Real b) { return (a > b || a != a) ? a : b; }
-inline Real np_sign(Real x) {
-  if (x > 0) return 1.0;
-  if (x < 0) return -1.0;
-  if (x == 0) return 0.0;
-  return x;
-}
-Real np_mod(Real a, Real b) {
-  Real mod = std::fmod(a, b);
-  if (b == 0.0) return mod;
-  if (mod != 0.0) {
-    if ((b < 0) != (mod < 0)) mod += b;
-  } else {
-    mod = std::copysign(0.0, b);
-  }
-  return mod;
-}
-Real sigmoid(Real x) {
-  const Real e = std::exp(-std::fabs(x));
-  return x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
-}
-Real softplus(Real x) { return np_maximum(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); }
-inline Real dmci_clamp(Real x) { return np_maximum(x, kDmciEps); }
-
-// Arguments of a forward row: out has W lanes of S elements.
-struct Fw {
-  bool dmci;
-  const Operand* args;
-  int n;
-  Real* out;
-  uint32_t W;
-  size_t S;
-  Src a(int j) const { return src_of(args[j]); }
-};
-
-// Arguments of a VJP row: g, ans are (S, W) buffers of the output; ct gets (S, W).
-struct Bw {
-  bool dmci;
-  const Real* gp;
-  const Real* ansp;
-  const Operand* args;
-  int n;
-  int which;
-  Real* ct;
-  uint32_t W;
-  size_t S;
-  Src g() const { return src_out(gp, W, S); }
-  Src ans() const { return src_out(ansp, W, S); }
-  Src a(int j) const { return src_of(args[j]); }
-  Real x(int j, size_t e, uint32_t l) const { return src_of(args[j]).at(e, l); }
-};
-
-// ct = f(e, l, g, ans) element by element (the general VJP shape; operands read by index).
-template <class F>
-NDVM_INLINE Grad each(const Bw& c, F f) {
-  const Src g = c.g();
-  const Src ans = c.ans();
-  for (size_t e = 0; e < c.S; ++e) {
-    for (uint32_t l = 0; l < c.W; ++l) c.ct[e * c.W + l] = f(e, l, g.at(e, l), ans.at(e, l));
-  }
-  return Grad::WRITTEN;
-}
+using namespace ew;  // NOLINT: the maps and records of kernel_maps.hpp
 
 // ---- unary rows: forward value FWD(x), derivative DER(ans, x); the VJP is g * DER ---------
 // Each row also has its lane form (fast.hpp): the same expressions over a record's f.S
@@ -249,13 +77,10 @@ NDVM_INLINE void lanes_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* 
 
 #define NDVM_UNARY_ROWS(X)  \
   X(ABS, std::fabs(x), np_sign(x)) \
-  X(EXP, std::exp(x), ans) \
   X(LOG1P, std::log1p(x), 1.0 / (1.0 + x)) \
   X(EXPM1, std::expm1(x), ans + 1.0) \
   X(CBRT, std::cbrt(x), 1.0 / (3.0 * ans * ans)) \
   X(SQUARE, x * x, 2.0 * x) \
-  X(SIN, std::sin(x), std::cos(x)) \
-  X(COS, std::cos(x), -std::sin(x)) \
   X(TAN, std::tan(x), 1.0 + ans * ans) \
   X(ASIN, std::asin(x), 1.0 / std::sqrt(1.0 - x * x)) \
   X(ACOS, std::acos(x), -1.0 / std::sqrt(1.0 - x * x)) \
@@ -270,6 +95,72 @@ NDVM_INLINE void lanes_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* 
   X(ERF, std::erf(x), kTwoOverSqrtPi * std::exp(-x * x))
 
 NDVM_UNARY_ROWS(NDVM_UNARY)
+
+// ---- exp, sin, cos (and log below): through vmath's vector functions, whole rows at a time
+// (an element's bits do not depend on its neighbours, so every path and batch agrees) --------
+
+using VecFn = void (*)(const Real*, Real*, size_t);
+constexpr VecFn kVexp = &vmath::exp;
+constexpr VecFn kVlog = &vmath::log;
+constexpr VecFn kVsin = &vmath::sin;
+constexpr VecFn kVcos = &vmath::cos;
+
+// o = vf(a) element by element: the operand gathered into o (any strides), then vf in place.
+NDVM_INLINE void vmap1(Real* __restrict o, uint32_t W, size_t S, Src a, VecFn vf) {
+  map1(o, W, S, a, [](Real x) { return x; });
+  vf(o, o, S * W);
+}
+
+// The lane-form VJP ct(g, vf(x)) of a one-operand record: vf over blocks of a stack buffer.
+template <class F>
+NDVM_INLINE void lanes_vjp_vec(const FastRec& f, const Real* v, Real* adj, uint8_t* touched,
+                               VecFn vf, F ct) {
+  if (!(f.taped & 1)) return;
+  const Real* g = adj + f.out;
+  const Real* x = v + f.off[0];
+  bool first = false;
+  Real* a = fast_target(f, 0, adj, touched, first);
+  constexpr uint32_t kBlock = 256;
+  Real buf[kBlock];
+  for (uint32_t k0 = 0; k0 < f.S; k0 += kBlock) {
+    const uint32_t m = f.S - k0 < kBlock ? f.S - k0 : kBlock;
+    vf(x + k0, buf, m);
+    fast_put(a + k0, m, first, [&](uint32_t e) { return ct(g[k0 + e], buf[e]); });
+  }
+}
+
+void fwd_EXP(const Fw& k) { vmap1(k.out, k.W, k.S, k.a(0), kVexp); }
+NDVM_SIMD Grad vjp_EXP(const Bw& k) {
+  map2(k.ct, k.W, k.S, k.g(), k.ans(), [](Real g, Real ans) { return g * ans; });
+  return Grad::WRITTEN;
+}
+void lanes_fwd_EXP(const FastRec& f, Real* v, LinalgScratch&) { kVexp(v + f.off[0], v + f.out, f.S); }
+NDVM_SIMD void lanes_vjp_EXP(const FastRec& f, const Real* v, Real* adj, uint8_t* t) {
+  lanes_vjp(f, v, adj, t, [](Real g, Real ans, Real) { return g * ans; });
+}
+
+// sin' = cos, cos' = -sin: the VJP writes vf(x) into ct, then multiplies by g in place
+void fwd_SIN(const Fw& k) { vmap1(k.out, k.W, k.S, k.a(0), kVsin); }
+NDVM_SIMD Grad vjp_SIN(const Bw& k) {
+  vmap1(k.ct, k.W, k.S, k.a(0), kVcos);
+  map2_into(k.ct, k.W, k.S, k.g(), [](Real c, Real g) { return g * c; });
+  return Grad::WRITTEN;
+}
+void lanes_fwd_SIN(const FastRec& f, Real* v, LinalgScratch&) { kVsin(v + f.off[0], v + f.out, f.S); }
+void lanes_vjp_SIN(const FastRec& f, const Real* v, Real* adj, uint8_t* t) {
+  lanes_vjp_vec(f, v, adj, t, kVcos, [](Real g, Real c) { return g * c; });
+}
+
+void fwd_COS(const Fw& k) { vmap1(k.out, k.W, k.S, k.a(0), kVcos); }
+NDVM_SIMD Grad vjp_COS(const Bw& k) {
+  vmap1(k.ct, k.W, k.S, k.a(0), kVsin);
+  map2_into(k.ct, k.W, k.S, k.g(), [](Real s, Real g) { return g * -s; });
+  return Grad::WRITTEN;
+}
+void lanes_fwd_COS(const FastRec& f, Real* v, LinalgScratch&) { kVcos(v + f.off[0], v + f.out, f.S); }
+void lanes_vjp_COS(const FastRec& f, const Real* v, Real* adj, uint8_t* t) {
+  lanes_vjp_vec(f, v, adj, t, kVsin, [](Real g, Real s) { return g * -s; });
+}
 NDVM_PIECEWISE(FLOOR, std::floor(x))
 NDVM_PIECEWISE(CEILING, std::ceil(x))
 NDVM_PIECEWISE(ROUND, std::nearbyint(x))
@@ -455,8 +346,11 @@ Grad vjp_MAX(const Bw& k) { return vjp_extremal(k); }
 
 void fwd_LOG(const Fw& k) {
   if (k.n == 1) {
-    if (k.dmci) return map1(k.out, k.W, k.S, k.a(0), [](Real v) { return std::log(dmci_clamp(v)); });
-    return map1(k.out, k.W, k.S, k.a(0), [](Real v) { return std::log(v); });
+    if (k.dmci) {
+      map1(k.out, k.W, k.S, k.a(0), [](Real v) { return dmci_clamp(v); });
+      return kVlog(k.out, k.out, k.S * k.W);
+    }
+    return vmap1(k.out, k.W, k.S, k.a(0), kVlog);
   }
   if (k.dmci) {
     return map2(k.out, k.W, k.S, k.a(0), k.a(1),
@@ -466,7 +360,7 @@ void fwd_LOG(const Fw& k) {
 }
 // its lane form: the one-operand non-dmci rows (a dmci record keeps the general path)
 void lanes_fwd_LOG(const FastRec& f, Real* v, LinalgScratch&) {
-  lanes_map(v + f.out, v + f.off[0], f.S, [](Real x) { return std::log(x); });
+  kVlog(v + f.off[0], v + f.out, f.S);
 }
 NDVM_SIMD void lanes_vjp_LOG(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
   lanes_vjp(f, v, adj, touched, [](Real g, Real, Real x) { return g / x; });
@@ -688,6 +582,9 @@ bool has_numeric_kernels(int code) {
 FastKernels unary_lane_kernels(int code) {
   switch (static_cast<Prim>(code)) {
     NDVM_UNARY_ROWS(NDVM_UNARY_CASE)
+    case Prim::EXP: return {&lanes_fwd_EXP, &lanes_vjp_EXP};
+    case Prim::SIN: return {&lanes_fwd_SIN, &lanes_vjp_SIN};
+    case Prim::COS: return {&lanes_fwd_COS, &lanes_vjp_COS};
     case Prim::SQRT: return {&lanes_fwd_SQRT, &lanes_vjp_SQRT};
     case Prim::LOG: return {&lanes_fwd_LOG, &lanes_vjp_LOG};
     default: return {nullptr, nullptr};

@@ -8,6 +8,7 @@ import numpy as np
 dtype: str  # "float64" (_core) or "float32" (_core32): the payload element type
 
 def core_version() -> str: ...
+def vector_math() -> str: ...  # "libmvec-avx2", "libmvec-sse2" or "libm"
 def missing_kernels() -> list[int]: ...
 def lower(
     body: Any,  # the resolved IR (ndvm.lang.ir records)

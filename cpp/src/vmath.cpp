@@ -1,0 +1,164 @@
+// Vector transcendental functions (vmath.hpp): glibc's libmvec loaded at run time, or libm.
+#include "ndvm/vmath.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && defined(__GLIBC__) && \
+    !defined(NDVM_NO_LIBMVEC)
+#define NDVM_LIBMVEC 1
+#include <dlfcn.h>
+#include <immintrin.h>
+#endif
+
+namespace ndvm::vmath {
+namespace {
+
+enum Fn { EXP = 0, LOG, SIN, COS, NFN };
+
+// The scalar C library: the fallback, and the meaning of every function here.
+template <class R>
+R scalar(int fn, R x) {
+  switch (fn) {
+    case EXP: return std::exp(x);
+    case LOG: return std::log(x);
+    case SIN: return std::sin(x);
+    default: return std::cos(x);
+  }
+}
+
+template <class R>
+void scalar_array(int fn, const R* x, R* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] = scalar(fn, x[i]);
+}
+
+#if NDVM_LIBMVEC
+
+// libmvec's vector-ABI names: 'd' AVX2 (4 doubles / 8 floats), 'b' SSE2 (2 / 4).
+constexpr const char* kAvx2[2][NFN] = {
+    {"_ZGVdN4v_exp", "_ZGVdN4v_log", "_ZGVdN4v_sin", "_ZGVdN4v_cos"},
+    {"_ZGVdN8v_expf", "_ZGVdN8v_logf", "_ZGVdN8v_sinf", "_ZGVdN8v_cosf"}};
+constexpr const char* kSse2[2][NFN] = {
+    {"_ZGVbN2v_exp", "_ZGVbN2v_log", "_ZGVbN2v_sin", "_ZGVbN2v_cos"},
+    {"_ZGVbN4v_expf", "_ZGVbN4v_logf", "_ZGVbN4v_sinf", "_ZGVbN4v_cosf"}};
+
+struct Table {
+  void* fn[2][NFN] = {};  // [0] float64, [1] float32
+  bool avx2 = false;
+  const char* kind = "libm";
+};
+
+Table load() {
+  Table t;
+  if (std::getenv("NDVM_NO_LIBMVEC") != nullptr) return t;
+  void* h = dlopen("libmvec.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) return t;
+  const bool avx2 = __builtin_cpu_supports("avx2");
+  const auto& names = avx2 ? kAvx2 : kSse2;
+  Table found;
+  for (int d = 0; d < 2; ++d) {
+    for (int f = 0; f < NFN; ++f) {
+      found.fn[d][f] = dlsym(h, names[d][f]);
+      if (found.fn[d][f] == nullptr) return t;  // an old libmvec: the scalar library
+    }
+  }
+  found.avx2 = avx2;
+  found.kind = avx2 ? "libmvec-avx2" : "libmvec-sse2";
+  return found;
+}
+
+const Table& table() {
+  static const Table t = load();
+  return t;
+}
+
+// Whole vectors straight from x to y; the tail through a vector padded with 1 (a value every
+// function takes without a special case), so each element's bits are those of a full vector.
+template <class R, int L, class Call>
+inline void chunks(const R* x, R* y, size_t n, Call call) {
+  size_t i = 0;
+  for (; i + L <= n; i += L) call(x + i, y + i);
+  if (i < n) {
+    R in[L], out[L];
+    for (int k = 0; k < L; ++k) in[k] = R(1);
+    std::memcpy(in, x + i, (n - i) * sizeof(R));
+    call(in, out);
+    std::memcpy(y + i, out, (n - i) * sizeof(R));
+  }
+}
+
+#pragma GCC push_options
+#pragma GCC target("avx2")
+void avx2_d(void* fp, const double* x, double* y, size_t n) {
+  auto f = reinterpret_cast<__m256d (*)(__m256d)>(fp);
+  chunks<double, 4>(x, y, n, [f](const double* a, double* b) {
+    _mm256_storeu_pd(b, f(_mm256_loadu_pd(a)));
+  });
+}
+void avx2_f(void* fp, const float* x, float* y, size_t n) {
+  auto f = reinterpret_cast<__m256 (*)(__m256)>(fp);
+  chunks<float, 8>(x, y, n, [f](const float* a, float* b) {
+    _mm256_storeu_ps(b, f(_mm256_loadu_ps(a)));
+  });
+}
+#pragma GCC pop_options
+
+void sse2_d(void* fp, const double* x, double* y, size_t n) {
+  auto f = reinterpret_cast<__m128d (*)(__m128d)>(fp);
+  chunks<double, 2>(x, y, n, [f](const double* a, double* b) {
+    _mm_storeu_pd(b, f(_mm_loadu_pd(a)));
+  });
+}
+void sse2_f(void* fp, const float* x, float* y, size_t n) {
+  auto f = reinterpret_cast<__m128 (*)(__m128)>(fp);
+  chunks<float, 4>(x, y, n, [f](const float* a, float* b) {
+    _mm_storeu_ps(b, f(_mm_loadu_ps(a)));
+  });
+}
+
+void run(int fn, const double* x, double* y, size_t n) {
+  const Table& t = table();
+  void* f = t.fn[0][fn];
+  if (f == nullptr) return scalar_array(fn, x, y, n);
+  if (t.avx2) return avx2_d(f, x, y, n);
+  sse2_d(f, x, y, n);
+}
+
+void run(int fn, const float* x, float* y, size_t n) {
+  const Table& t = table();
+  void* f = t.fn[1][fn];
+  if (f == nullptr) return scalar_array(fn, x, y, n);
+  if (t.avx2) return avx2_f(f, x, y, n);
+  sse2_f(f, x, y, n);
+}
+
+#else
+
+template <class R>
+void run(int fn, const R* x, R* y, size_t n) {
+  scalar_array(fn, x, y, n);
+}
+
+#endif
+
+}  // namespace
+
+void exp(const double* x, double* y, size_t n) { run(EXP, x, y, n); }
+void log(const double* x, double* y, size_t n) { run(LOG, x, y, n); }
+void sin(const double* x, double* y, size_t n) { run(SIN, x, y, n); }
+void cos(const double* x, double* y, size_t n) { run(COS, x, y, n); }
+void exp(const float* x, float* y, size_t n) { run(EXP, x, y, n); }
+void log(const float* x, float* y, size_t n) { run(LOG, x, y, n); }
+void sin(const float* x, float* y, size_t n) { run(SIN, x, y, n); }
+void cos(const float* x, float* y, size_t n) { run(COS, x, y, n); }
+
+const char* kind() {
+#if NDVM_LIBMVEC
+  return table().kind;
+#else
+  return "libm";
+#endif
+}
+
+}  // namespace ndvm::vmath
