@@ -56,3 +56,26 @@ def test_decay_law_with_a_large_amplitude(tmp_path: Path) -> None:
     law = _law_r2(task, lambda x: 8.4e4 * np.exp(-x / 37.0))
     small = [r for r in hof if r["complexity"] <= 9]  # (* a (exp (* b hours))) is 6-9 nodes
     assert max(r["validation_r2"] for r in small) >= law - 0.01, hof
+
+
+def test_a_law_without_constants_is_scored_as_it_is(tmp_path: Path) -> None:
+    """On a data task a parameter-free candidate (``omega / c``) passes the funnel and is
+    evaluated in one walk; its training loss is the law's own mse on the training rows. A
+    built-in task still rejects candidates without parameters (its protocol calibrates)."""
+    from ndvm import tasks
+    from ndvm.search import Candidate
+    from ndvm.search.evaluate import CalibLimits, Job, run_job
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(1.0, 10.0, (120, 2))
+    y = X[:, 0] / X[:, 1] + rng.normal(0.0, 0.01, 120)
+    task = Task.from_arrays(X, y, names=["omega", "c"], name="ratio")
+    res = run_job(task, Job(0, Candidate("(/ omega c)", ()), 0), CalibLimits(), set())
+    assert res.evaluation.status == "ok" and res.n_params == 0
+    data = task.data()
+    law = data.train_inputs["omega"] / data.train_inputs["c"]
+    mse = float(np.mean((law - data.train_target) ** 2))
+    assert res.evaluation.train_loss == pytest.approx(mse, rel=1e-12)
+    fixed = run_job(tasks.get("sr-damped"), Job(0, Candidate("(* 2 x)", ()), 0), CalibLimits(),
+                    set())  # fmt: skip
+    assert fixed.evaluation.status == "rejected" and fixed.evaluation.reason.startswith("params")

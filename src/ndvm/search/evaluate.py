@@ -107,7 +107,7 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
         )  # fmt: skip
     except NdvmError as exc:
         return _rejected(job, Verdict(False, "resolve", f"{type(exc).__name__}: {exc}"), t0)
-    K = starts_for(task, limits)
+    K = starts_for(task, limits) if prog.params else 1  # nothing to start from: one walk
     lanes = K * task.series
     rng = np.random.default_rng(job.seed)
     scale = task.calib.init_scale if task.calib.init_scale is not None else 1.0

@@ -1,7 +1,8 @@
 """Validation funnel run before calibration; every rejection carries its stage and reason.
 
 Stages, in order: ``parse`` (the reader), ``size`` (three times the grammar's node budget),
-``resolve`` (compile: unbound variables, bad forms), ``params`` (at least one parameter, every
+``resolve`` (compile: unbound variables, bad forms), ``params`` (at least one parameter unless the
+task scores parameter-free candidates as they are — ``SearchSpec.fixed``, data tasks; every
 declared parameter used), ``finite`` (evaluating at the first start's initial parameters gives
 one finite value per training point), ``duplicate`` (an earlier candidate of the same dedupe
 scope had the same skeleton and was calibrated). The stages run in the worker on the one
@@ -69,7 +70,7 @@ def check_compiled(
     """The ``params`` and ``finite`` stages on the compiled candidate at ``theta`` [1, P]."""
     skel, n_params = prog.skeleton, len(prog.params)
     base = {"skeleton": skel, "n_params": n_params, "complexity": size}
-    if n_params == 0:
+    if n_params == 0 and not (task.search is not None and task.search.fixed):
         return Verdict(False, "params", "no parameters", **base)
     unused = [p for p in prog.params if p not in symbols_in(data)]
     if unused:

@@ -70,12 +70,14 @@ class SearchSpec:
 
     grammar: the proposal grammar (``ndvm.search.Grammar``); seeds: programs the evolutionary
     proposer starts from; prompt: the task as an LLM proposer is told it (never the law that
-    generated the data).
+    generated the data); fixed: whether a candidate without parameters is scored as it is
+    (a law with no free constant, such as ``(/ omega c)``, on a data task) instead of rejected.
     """
 
     grammar: Any
     seeds: tuple[str, ...] = ()
     prompt: str = ""
+    fixed: bool = False
 
 
 @dataclass(frozen=True)
@@ -445,7 +447,7 @@ def from_arrays(
         calib=CalibSpec(loss="mse", steps=steps, lr=lr, optimizer=optimizer, init_scale=1.0),
         score=regression_score,
         success=validation_success,
-        search=SearchSpec(grammar, tuple(f"(* {params[0]} {c})" for c in cols), prompt),
+        search=SearchSpec(grammar, tuple(f"(* {params[0]} {c})" for c in cols), prompt, fixed=True),
     )
 
 
