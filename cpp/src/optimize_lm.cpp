@@ -16,6 +16,8 @@
 #include <cmath>
 #include <limits>
 
+
+#include "lm_rows.hpp"
 #include "ndvm/optimize.hpp"
 
 namespace ndvm {
@@ -188,65 +190,15 @@ bool LMRun::evaluate(const std::vector<double>& theta) {
   return true;
 }
 
-// Adds the Ng weighted rows of jac (row n at jac + n * P, residual r[n * S], weight
-// w[n * S]) to the lower triangle of jtj and to jtr, each cell summed in row order. With the
-// parameter count a template argument the cells stay in registers across the rows (P <= 6).
-template <uint32_t P>
-void add_rows(const double* __restrict jac, const double* __restrict w, const double* __restrict r,
-              uint32_t Ng, uint32_t S, double* __restrict jtj, double* __restrict jtr) {
-  double tri[P * (P + 1) / 2];
-  double g[P];
-  for (uint32_t i = 0, t = 0; i < P; ++i) {
-    g[i] = jtr[i];
-    for (uint32_t k = 0; k <= i; ++k) tri[t++] = jtj[i * P + k];
-  }
-  for (uint32_t n = 0; n < Ng; ++n) {
-    const size_t m = static_cast<size_t>(n) * S;
-    double wrow[P];
-    for (uint32_t i = 0; i < P; ++i) wrow[i] = jac[static_cast<size_t>(n) * P + i] * w[m];
-    const double rm = r[m];
-    for (uint32_t i = 0, t = 0; i < P; ++i) {
-      g[i] += wrow[i] * rm;
-      for (uint32_t k = 0; k <= i; ++k) tri[t++] += wrow[i] * wrow[k];
-    }
-  }
-  for (uint32_t i = 0, t = 0; i < P; ++i) {
-    jtr[i] = g[i];
-    for (uint32_t k = 0; k <= i; ++k) jtj[i * P + k] = tri[t++];
-  }
-}
 
 // Adds lane b's rows of the last sweep (walk row c, value element s of S) to its J'J and J'r.
 void LMRun::accumulate(uint32_t b, uint32_t c, uint32_t s, uint32_t S) {
   const uint32_t Ng = run_.Ng;
   const size_t PP = static_cast<size_t>(P_) * P_;
-  double* __restrict jtj = jtj_t_.data() + b * PP;
-  double* __restrict jtr = jtr_t_.data() + static_cast<size_t>(b) * P_;
-  const double* __restrict w = w_.data() + s;
-  const double* __restrict r = r_.data() + static_cast<size_t>(b) * M_ + s;
-  const double* __restrict jac = jac_.data() + static_cast<size_t>(c) * Ng * P_;
-  switch (P_) {
-    case 1: return add_rows<1>(jac, w, r, Ng, S, jtj, jtr);
-    case 2: return add_rows<2>(jac, w, r, Ng, S, jtj, jtr);
-    case 3: return add_rows<3>(jac, w, r, Ng, S, jtj, jtr);
-    case 4: return add_rows<4>(jac, w, r, Ng, S, jtj, jtr);
-    case 5: return add_rows<5>(jac, w, r, Ng, S, jtj, jtr);
-    case 6: return add_rows<6>(jac, w, r, Ng, S, jtj, jtr);
-    default: break;
-  }
-  double* __restrict wrow = wrow_.data();
-  for (uint32_t n = 0; n < Ng; ++n) {
-    const size_t m = static_cast<size_t>(n) * S;
-    const double* __restrict row = jac + static_cast<size_t>(n) * P_;
-    for (uint32_t i = 0; i < P_; ++i) wrow[i] = row[i] * w[m];
-    const double rm = r[m];
-    for (uint32_t i = 0; i < P_; ++i) {
-      const double ji = wrow[i];
-      jtr[i] += ji * rm;
-      double* __restrict out = jtj + static_cast<size_t>(i) * P_;
-      for (uint32_t k = 0; k <= i; ++k) out[k] += ji * wrow[k];
-    }
-  }
+  const size_t ld = act_.size() * static_cast<size_t>(Ng);  // lanes of the last sweep
+  lm_add_rows(jac_.data() + static_cast<size_t>(c) * Ng, ld, P_, w_.data() + s,
+              r_.data() + static_cast<size_t>(b) * M_ + s, Ng, S, jtj_t_.data() + b * PP,
+              jtr_t_.data() + static_cast<size_t>(b) * P_, wrow_.data());
 }
 
 // J'J and J'r at the trial points of the accepting lanes: one reverse sweep per element of
@@ -523,7 +475,7 @@ bool LMRun::probe_columns(const std::vector<double>& rows, uint32_t n, std::vect
     in_.lane_jacobian(ct_.data(), jac_);
     for (size_t l = 0; l < W; ++l) ct_[l * S + s] = 0.0;
     for (size_t l = 0; l < W; ++l) {
-      std::copy_n(jac_.data() + l * P_, P_, jac.data() + (l * S + s) * P_);
+      for (uint32_t i = 0; i < P_; ++i) jac[(l * S + s) * P_ + i] = jac_[i * W + l];
     }
   }
   return true;

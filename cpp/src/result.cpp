@@ -174,15 +174,18 @@ void Interp::lane_jacobian(const double* cotangent, std::vector<double>& jac) {
   if (!can_differentiate()) throw std::logic_error("jacobian: no numeric result to differentiate");
   reverse_sweep(cotangent);
   const uint32_t P = static_cast<uint32_t>(leaves_.size());
-  jac.assign(static_cast<size_t>(W_) * P, 0.0);
+  jac.resize(static_cast<size_t>(W_) * P);
   for (uint32_t i = 0; i < P; ++i) {
-    if (!touched_[leaves_[i]]) continue;  // unused parameter: column 0
-    const Real* a = adj_.data() + pay_[leaves_[i]].off;
-    for (uint32_t l = 0; l < W_; ++l) jac[static_cast<size_t>(l) * P + i] = a[l];
+    double* col = jac.data() + static_cast<size_t>(i) * W_;
+    if (!touched_[leaves_[i]]) {  // unused parameter: column 0
+      std::fill_n(col, W_, 0.0);
+      continue;
+    }
+    std::copy_n(adj_.data() + pay_[leaves_[i]].off, W_, col);
   }
   for (uint32_t l = 0; l < W_ && !errors_.empty(); ++l) {
     if (status_[l] != 2) continue;
-    for (uint32_t i = 0; i < P; ++i) jac[static_cast<size_t>(l) * P + i] = kNaN;
+    for (uint32_t i = 0; i < P; ++i) jac[static_cast<size_t>(i) * W_ + l] = kNaN;
   }
 }
 

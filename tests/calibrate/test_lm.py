@@ -203,3 +203,24 @@ def test_time_limit_stops_a_fit_that_does_not_converge() -> None:
             cal = ndvm.calibrate("(exp a)", {"x": X[:5]}, np.zeros(5), time_limit=1e-12,
                                  optimizer=opt, engine="native" if opt == "lm" else "numpy")
         assert all("time limit" in s or "deadline" in s for s in cal.status), cal.status
+
+
+TERMS = ["(* a (exp (* b x)))", "(* c (sin x))", "(* d x x)", "(* e (cos x))", "(* f x x x)", "g"]
+
+
+@pytest.mark.native
+@pytest.mark.parametrize("P", [1, 2, 3, 4, 5, 6, 7])
+def test_normal_equations_are_the_jacobians(P: int) -> None:
+    """The runtime's J'J at the optimum equals Jᵀ J of ``Program.jacobian`` there, for every
+    parameter count (1-6 in registers, 3-4 on AVX2 as whole rows over even and odd data rows,
+    7 the general loop), over an odd number of data rows, for every start alike."""
+    src = "(exp (* b x))" if P == 1 else f"(+ {' '.join(TERMS[: P - 1])})"
+    x = np.linspace(-1.0, 1.0, 45)
+    y = 1.5 * np.exp(-0.7 * x) + 0.3 * np.sin(x) + 0.1 * x * x
+    prog = ndvm.compile(src, inputs=["x"])
+    assert len(prog.params) == P
+    cal = ndvm.calibrate(prog, {"x": x}, y, starts=3, warn=False)
+    assert cal.optimizer == "lm" and cal.jtj is not None
+    J = prog.jacobian(cal.theta, {"x": x})
+    want = J.T @ J
+    np.testing.assert_allclose(cal.jtj, want, rtol=1e-11, atol=1e-13 * np.abs(want).max())

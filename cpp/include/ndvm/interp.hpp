@@ -209,9 +209,10 @@ class Interp {
   // the gradient [B, P] of sum(cotangent * value); cotangent [B, Ng, *struct] or nullptr.
   std::vector<double> gradient(const double* cotangent);
   void gradient(const double* cotangent, std::vector<double>& grad);  // into grad's capacity
-  // d value / d theta per lane for the last run: jac [B * Ng, P] (lane-major, as the value's
-  // lanes) of sum(cotangent * value) — with a one-hot cotangent over the value's elements,
-  // one column block of the Jacobian per element. NaN rows for lanes that failed.
+  // d value / d theta per lane for the last run: jac [P, B * Ng] (parameter-major: column i
+  // holds parameter i's adjoint over the value's lanes, copied as it lies) of sum(cotangent *
+  // value) — with a one-hot cotangent over the value's elements, one column block of the
+  // Jacobian per element. NaN entries for lanes that failed.
   void lane_jacobian(const double* cotangent, std::vector<double>& jac);
   uint32_t value_elements() const { return static_cast<uint32_t>(value_elems_ / W_); }
   bool can_differentiate() const { return ready_ && last_numeric_; }
