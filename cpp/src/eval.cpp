@@ -97,6 +97,30 @@ int Interp::overrun(uint32_t& bad) {
   return 1;
 }
 
+// The lanes of `mask` whose own steps passed the limit when they end (an error or a value):
+// 0 none, 2 all, 1 some (then `bad` and `ok` are the two new masks).
+int Interp::split_by_steps(uint32_t mask, uint32_t& bad, uint32_t& ok) {
+  charge();
+  const uint8_t* act = masks_.bits(mask);
+  uint32_t n = 0;
+  for (uint32_t l = 0; l < W_; ++l) n += act[l] && all_steps_ + lane_steps_[l] > lim_.max_steps;
+  if (n == 0) return 0;
+  if (n == masks_.count(mask)) return 2;
+  bad = masks_.add();
+  ok = masks_.add();
+  act = masks_.bits(mask);
+  uint8_t* b = masks_.mutable_bits(bad);
+  uint8_t* o = masks_.mutable_bits(ok);
+  for (uint32_t l = 0; l < W_; ++l) {
+    const bool over = act[l] && all_steps_ + lane_steps_[l] > lim_.max_steps;
+    b[l] = static_cast<uint8_t>(over);
+    o[l] = static_cast<uint8_t>(act[l] && !over);
+  }
+  masks_.seal(bad);
+  masks_.seal(ok);
+  return 1;
+}
+
 void Interp::spend(uint64_t n) {
   steps_ += n;
   if (steps_ < check_at_) return;
@@ -584,8 +608,19 @@ Step Interp::service(uint32_t js) {
       const std::vector<std::pair<uint32_t, Value>> results = std::move(j.results);
       joins_[js].results.clear();
       std::vector<std::pair<uint32_t, Value>> groups = merge_groups(results);
-      if (kont_.empty()) {
-        groups_.insert(groups_.end(), groups.begin(), groups.end());
+      if (kont_.empty()) {  // the lanes' values; a lane past the step limit fails instead
+        for (const auto& g : groups) {
+          uint32_t bad = 0, ok = 0;
+          const int over = split_by_steps(g.first, bad, ok);
+          if (over == 2) {
+            errors_.emplace_back(g.first, step_error());
+          } else if (over == 1) {
+            errors_.emplace_back(bad, step_error());
+            groups_.emplace_back(ok, g.second);
+          } else {
+            groups_.push_back(g);
+          }
+        }
         s.expr = Step::kDone;
         return s;
       }
@@ -612,7 +647,17 @@ Step Interp::fail(LaneError& err) {
   for (const Frame& f : kont_) {
     if (f.kind == K_JOIN) joins_[f.i].outstanding -= n;
   }
-  errors_.emplace_back(mask_, std::move(err));
+  uint32_t bad = 0, ok = 0;
+  const bool own = err.cls == ErrClass::PROGRAM || err.cls == ErrClass::SHAPE;
+  const int over = own ? split_by_steps(mask_, bad, ok) : 0;
+  if (over == 2) {
+    errors_.emplace_back(mask_, step_error());
+  } else if (over == 1) {
+    errors_.emplace_back(bad, step_error());
+    errors_.emplace_back(ok, std::move(err));
+  } else {
+    errors_.emplace_back(mask_, std::move(err));
+  }
   while (!kont_.empty() && kont_.back().kind != K_JOIN) kont_.pop_back();
   Step s;
   if (kont_.empty()) {

@@ -76,3 +76,25 @@ def test_isolation_covers_failing_and_runaway_lanes(backend: str) -> None:
     assert batch.value[2, 0] == 1.5 and batch.value[3, 0] == 1.0
     for b in range(4):
         _same_lane(_run(prog, th[b : b + 1], 3.0), batch, b)
+
+
+@pytest.mark.parametrize("backend", registry.available())
+@pytest.mark.parametrize("max_steps", range(2_500, 6_500, 250))
+def test_a_lane_that_ends_just_past_its_limit_fails_alike_alone_and_in_a_batch(
+    backend: str, max_steps: int
+) -> None:
+    """A lane whose own step count crosses ``max_steps`` shortly before it ends (with a value
+    or its own error) ends with StepLimitExceeded, alone and in a batch alike: the limit is
+    checked when a lane ends, not only at check points whose phase follows the whole walk."""
+    src = (
+        "(+ (* 0 a b c) (let loop ((i 0)) (if (< i (* 3 (abs (let loop ((i 0)) (if (< i (* 3 "
+        "(abs (log (abs c))))) (loop (+ i 1)) c))))) (loop (+ i 1)) (if (> x 0.5) (car a) a))))"
+    )
+    limits = ndvm.Limits(max_steps=max_steps, deadline=30.0)
+    prog = ndvm.compile(src, inputs=("x",), backend=backend, limits=limits, strict=False,
+                        free_params=True)  # fmt: skip
+    th = np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 1.4e-45], [0.0, 0.0, 1e-300]])
+    for x in (0.0, 1.0):  # the lane's end: its value, or its own ProgramError
+        batch = _run(prog, th, x)
+        for b in range(th.shape[0]):
+            _same_lane(_run(prog, th[b : b + 1], x), batch, b)

@@ -314,6 +314,7 @@ class Interp {
   void charge();
   bool limit_error(LaneError& out);
   int overrun(uint32_t& bad);
+  int split_by_steps(uint32_t mask, uint32_t& bad, uint32_t& ok);
   Step split_overrun(const Step& s, uint32_t bad);
   LaneError step_error() const;
   Step call(Value fn, const Value* args, uint32_t n, uint32_t node);

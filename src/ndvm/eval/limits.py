@@ -13,7 +13,9 @@ class Limits:
     lanes still running, the heap stops the whole evaluation):
     max_steps: evaluation steps of each lane (one per IR node visited or continuation
         resumed, plus the work of structural primitives such as ``equal?``), counted for the
-        lanes that ran them.
+        lanes that ran them. The native core checks a lane's count at check points and
+        when the lane ends (with a value or its own error), so a lane that ends past the limit
+        fails with ``StepLimitExceeded`` alone and in any batch alike.
     max_heap: heap cells allocated (pairs, closures, vectors, environment frames); exporting a
         structural result to Python may use as many cells again.
     max_depth: control-stack depth (non-tail nesting, e.g. non-tail recursion).
