@@ -173,3 +173,32 @@ def test_select_by_score_with_loss_tolerance() -> None:
     rows = frontier.hall_of_fame(recs, INPUTS, export=False)
     assert [r["selected"] for r in rows] == [False, False, True, False]
     assert rows[-1]["lowest_loss"] and not rows[2]["lowest_loss"]
+
+
+def _scored(idx: int, src: str, mse: float, r2: float) -> Record:
+    d = read(src)
+    ev = Evaluation("ok", train_loss=mse, validation_mse=mse, validation_r2=r2)
+    return Record(idx, 0, Candidate(src), skeleton(d, set(PARAMS)), 1, complexity(d), idx, ev)
+
+
+def test_exact_fits_tie_so_the_simplest_exact_program_is_chosen() -> None:
+    """Validation losses at round-off level (below 1e-20 of the target's variance, here 4.0 =
+    mse / (1 - R²) of the constant model) are not evidence: a more complex program whose
+    round-off loss is 100x lower neither joins the front nor is selected."""
+    var = 4.0
+    recs = [
+        _scored(0, "a", 4.0, 0.0),
+        _scored(1, "(* a x)", 1.0, 0.75),
+        _scored(2, "(* a x x)", 3e-30, 1.0),  # the law, exact
+        _scored(3, "(+ (* a x x) (* b x))", 3e-32, 1.0),  # the law plus a vanishing term
+    ]
+    assert frontier.exact_floor(recs) == pytest.approx(frontier.EXACT * var, rel=1e-12)
+    front = frontier.pareto_front(recs)
+    assert [r.idx for r in front] == [0, 1, 2]
+    assert frontier.select(recs).idx == 2
+    rows = frontier.hall_of_fame(recs, INPUTS, export=False)
+    assert [r["idx"] for r in rows] == [0, 1, 2] and rows[-1]["selected"]
+    # above the floor a lower loss is still evidence: the same losses scaled up 1e12
+    up = [_scored(r.idx, r.candidate.src, r.evaluation.validation_mse * 1e12,
+                  1.0 - r.evaluation.validation_mse * 1e12 / var) for r in recs[2:]]  # fmt: skip
+    assert [r.idx for r in frontier.pareto_front(recs[:2] + up)] == [0, 1, 2, 3]

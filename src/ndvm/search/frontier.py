@@ -11,7 +11,9 @@ closed-form subset gets the one-line reason instead.
 The reported model (``select``, ``Summary.selected``) is PySR's default choice: the largest
 score among front entries within ``SCORE_TOLERANCE`` (1.5x) of the lowest validation loss, so
 a redundant complex program with the same loss does not displace the law; the lowest-loss
-entry stays ``Summary.best`` and the last row of the hall of fame.
+entry stays ``Summary.best`` and the last row of the hall of fame. Validation losses below
+``EXACT`` (1e-20) times the validation target's variance are exact fits and tie (round-off
+is not evidence): the simplest exact program ends the front.
 """
 
 from __future__ import annotations
@@ -96,16 +98,42 @@ def summarize(records: list[Record], elapsed: float | None = None) -> Summary:
     )
 
 
-def pareto_front(records: list[Record]) -> list[Record]:
-    """Records not dominated in (complexity, validation loss), by increasing complexity."""
+EXACT = 1e-20  # validation losses below this fraction of the target's variance: exact fits
+
+
+def exact_floor(records: list[Record]) -> float:
+    """The validation loss under which a fit is exact — round-off, not structure: ``EXACT``
+    times the validation target's variance (``mse / (1 - R²)`` of the evaluated record
+    farthest from exact); 0 when no record tells it (no validation split)."""
+    ratio, worst = 0.0, 1.0 - 1e-6
+    for r in records:
+        ev = r.evaluation
+        if ev is None or r.status != "ok":
+            continue
+        r2, v = ev.validation_r2, ev.validation_mse
+        if r2 == r2 and v == v and r2 < worst and v > 0:
+            ratio, worst = v / (1.0 - r2), r2
+    return EXACT * ratio
+
+
+def ranked_loss(r: Record, floor: float) -> float:
+    """``selection_loss`` with exact fits tied at ``floor`` (their round-off differences are
+    not evidence, so the simplest exact program keeps its place)."""
+    return max(selection_loss(r), floor)
+
+
+def pareto_front(records: list[Record], floor: float | None = None) -> list[Record]:
+    """Records not dominated in (complexity, validation loss), by increasing complexity;
+    losses under ``floor`` (default ``exact_floor(records)``) tie."""
+    floor = exact_floor(records) if floor is None else floor
     pts = [r for r in records if math.isfinite(selection_loss(r))]
     pts.sort(key=lambda r: (r.complexity, selection_loss(r), r.idx))
     front: list[Record] = []
     best = math.inf
     for r in pts:
-        if selection_loss(r) < best:
+        if ranked_loss(r, floor) < best:
             front.append(r)
-            best = selection_loss(r)
+            best = ranked_loss(r, floor)
     return front
 
 
@@ -113,14 +141,16 @@ LOSS_FLOOR = 1e-300  # a zero loss scores as this (log of 0 is undefined)
 SCORE_TOLERANCE = 1.5  # PySR's "best": the top score among losses within 1.5x the lowest
 
 
-def scores(front: list[Record]) -> list[float]:
+def scores(front: list[Record], floor: float | None = None) -> list[float]:
     """PySR's score of each Pareto-front entry: ``-Δ log(loss) / Δ complexity`` against the
     previous (simpler) entry; 0 for the first. A large score marks a complexity step that
-    buys a large drop in validation loss: where the law's structure appears."""
+    buys a large drop in validation loss: where the law's structure appears. Losses under
+    ``floor`` (default ``exact_floor(front)``) count as ``floor``."""
+    floor = exact_floor(front) if floor is None else floor
     out: list[float] = []
     prev: tuple[int, float] | None = None
     for r in front:
-        loss = max(selection_loss(r), LOSS_FLOOR)
+        loss = max(ranked_loss(r, floor), LOSS_FLOOR)
         score = 0.0
         if prev is not None and r.complexity > prev[0]:
             score = -(math.log(loss) - math.log(prev[1])) / (r.complexity - prev[0])
@@ -133,12 +163,13 @@ def select(records: list[Record], tolerance: float = SCORE_TOLERANCE) -> Record 
     """The reported model, chosen as PySR's ``model_selection="best"``: among the Pareto-front
     entries whose validation loss is at most ``tolerance`` times the lowest, the one with the
     largest score (ties: the simpler). ``tolerance=1`` gives the lowest-loss entry."""
-    front = pareto_front(records)
+    exact = exact_floor(records)
+    front = pareto_front(records, exact)
     if not front:
         return None
-    floor = min(selection_loss(r) for r in front)
-    pairs = zip(front, scores(front))
-    ok = [(sc, r) for r, sc in pairs if selection_loss(r) <= tolerance * floor]
+    low = min(ranked_loss(r, exact) for r in front)
+    pairs = zip(front, scores(front, exact))
+    ok = [(sc, r) for r, sc in pairs if ranked_loss(r, exact) <= tolerance * low]
     return max(ok, key=lambda t: (t[0], -t[1].complexity))[1]
 
 
@@ -148,9 +179,10 @@ def hall_of_fame(
     """The Pareto front as rows: complexity, losses, score, test metrics, the equation, and
     ``selected`` (the entry ``select`` reports) / ``lowest_loss`` flags."""
     rows: list[dict[str, Any]] = []
-    front = pareto_front(records)
-    chosen = select(front)
-    for r, score in zip(front, scores(front)):
+    exact = exact_floor(records)
+    front = pareto_front(records, exact)
+    chosen = select(records)
+    for r, score in zip(front, scores(front, exact)):
         ev = r.evaluation
         assert ev is not None
         row: dict[str, Any] = {
