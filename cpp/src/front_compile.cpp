@@ -318,6 +318,38 @@ std::vector<std::string> prelude_closure(const std::vector<std::string>& names) 
   return out;
 }
 
+namespace {
+
+// This thread's arena, reused by one compile after another (reset when the compile ends,
+// however it ends); a compile inside a compile (from a host hook) gets a fresh one.
+struct ArenaLease {
+  std::unique_ptr<Arena> own;
+  Arena* arena;
+  bool* busy = nullptr;
+  ArenaLease() {
+    thread_local Arena shared;
+    thread_local bool shared_busy = false;
+    if (shared_busy) {
+      own = std::make_unique<Arena>();
+      arena = own.get();
+    } else {
+      shared_busy = true;
+      busy = &shared_busy;
+      arena = &shared;
+    }
+  }
+  ~ArenaLease() {
+    if (busy != nullptr) {
+      arena->reset();
+      *busy = false;
+    }
+  }
+  ArenaLease(const ArenaLease&) = delete;
+  ArenaLease& operator=(const ArenaLease&) = delete;
+};
+
+}  // namespace
+
 Compiled compile(std::string_view source, const ParamsFn& params,
                  const std::vector<std::string>& inputs, const CompileOptions& options) {
   for (const std::string& name : inputs) {
@@ -325,7 +357,8 @@ Compiled compile(std::string_view source, const ParamsFn& params,
       throw FrontError{ErrKind::COMPILE, "input names must be non-empty strings, got ''", -1, -1};
     }
   }
-  Arena arena;
+  const ArenaLease lease;
+  Arena& arena = *lease.arena;
   const ReadOutput rd = read(arena, source, options.limits, false);
   Compiled out;
   std::vector<ParamSpecOut> header;

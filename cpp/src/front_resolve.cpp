@@ -110,7 +110,12 @@ Resolver::Resolver(std::vector<std::string>& params, const std::vector<std::stri
   for (size_t i = 0; i < params_.size(); ++i) param_index_.emplace(params_[i], int32_t(i));
   for (size_t i = 0; i < inputs_.size(); ++i) input_index_.emplace(inputs_[i], int32_t(i));
   input_pos_.assign(inputs_.size(), {0, 0});
+  // a small program's tables without regrowing them
   nodes_.reserve(64);
+  kids_.reserve(64);
+  scratch_.reserve(32);
+  scope_.reserve(16);
+  frame_start_.reserve(8);
 }
 
 void Resolver::use_arena(const Arena& arena, int which) {
