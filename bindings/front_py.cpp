@@ -278,9 +278,7 @@ void ndvm::bind_front(nb::module_& m) {
         options.limits = {max_source_chars, max_forms};
         options.dmci = dmci;
         try {
-          Compiled c = front::compile(text, params_fn(params), inputs, options);
-          c.inputs = std::move(inputs);
-          return FrontProgram(std::move(c));
+          return FrontProgram(front::compile(text, params_fn(params), inputs, options));
         } catch (const FrontError& e) {
           raise_front_error(e);
         }

@@ -35,6 +35,7 @@ struct Prelude {
   Arena arena;
   std::vector<PreludeProc> procs;  // sorted by name
   std::unordered_map<std::string, int> by_name;  // names and aliases -> index in procs
+  size_t shortest = 0;  // the length of the shortest name or alias (a shorter one is not one)
 };
 
 const Prelude& prelude() {
@@ -82,6 +83,8 @@ const Prelude& prelude() {
       proc.datum = expander.expand(out.top.at(0));
     }
     for (PreludeProc& proc : t->procs) proc.id = t->arena.intern(proc.name);
+    t->shortest = t->by_name.empty() ? 0 : t->by_name.begin()->first.size();
+    for (const auto& [name, index] : t->by_name) t->shortest = std::min(t->shortest, name.size());
     if (t->procs.size() > 64) throw std::logic_error("prelude: more than 64 procedures");
     return t;
   }();
@@ -114,6 +117,7 @@ std::vector<int> closure(std::vector<char>& named) {
 
 void mark_named(const std::string& name, std::vector<char>& named) {
   const Prelude& p = prelude();
+  if (name.size() < p.shortest) return;  // most of a program's names: no hash, no look-up
   auto it = p.by_name.find(name);
   if (it != p.by_name.end()) named[size_t(it->second)] = 1;
 }

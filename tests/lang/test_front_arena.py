@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
+import ndvm
 from ndvm import _core
 from ndvm.errors import CompileError, ReadError
 from ndvm.eval.limits import Limits
@@ -74,3 +76,24 @@ def test_a_compile_inside_a_compile_has_its_own_arena() -> None:
     assert inner == want_inner
     assert got == want_outer
     assert _tables(_compile(PROGRAMS[1])) == want_outer
+
+
+@pytest.mark.parametrize("n", [3, 16, 17, 40])
+@pytest.mark.parametrize("header", [True, False])
+def test_parameter_and_input_names_at_any_count(n: int, header: bool) -> None:
+    """The resolver finds names by a scan up to 16 and by a map beyond: each parameter and
+    input is the one its name says, declared or inferred, at counts on both sides."""
+    terms = " ".join(f"(* {i + 1} p{i} u{n - 1 - i})" for i in range(n))
+    src = f"(+ {terms})"
+    if header:
+        src = "(params " + " ".join(f"(p{i} 0.0)" for i in range(n)) + ")\n" + src
+    inputs = tuple(f"u{i}" for i in range(n))
+    prog = ndvm.compile(src, inputs=inputs, backend="native", free_params=True)
+    assert prog.params == tuple(f"p{i}" for i in range(n))
+    rng = np.random.default_rng(n)
+    theta, data = rng.normal(size=n), rng.normal(size=n)
+    got = prog.eval(theta, {f"u{i}": data[i] for i in range(n)})
+    want = sum((i + 1) * theta[i] * data[n - 1 - i] for i in range(n))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    ref = prog.with_options(backend="reference")
+    np.testing.assert_array_equal(got, ref.eval(theta, {f"u{i}": data[i] for i in range(n)}))

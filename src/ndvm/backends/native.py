@@ -65,8 +65,13 @@ class _Lowered:
     __slots__ = ("strings", "constraints", "core", "_core32")
 
     def __init__(self, compiled: CompiledProgram) -> None:
-        # core: the float64 core's Program; the float32 one is lowered on first use
-        self.core, self.strings = lower_program(_core, compiled)
+        # core: the float64 core's Program (lower_program, its front-end case inline: the
+        # path of every compile); the float32 one is lowered on first use
+        front = compiled.front
+        if type(front) is _core.FrontProgram:
+            self.core, self.strings = front.lower()
+        else:
+            self.core, self.strings = lower_program(_core, compiled)
         specs = compiled.params
         memo = specs.__dict__ if type(specs) is ParamSpecs else {}  # kept with the specs
         codes = memo.get("codes")
