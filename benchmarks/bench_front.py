@@ -1,6 +1,8 @@
 """The front end, stage by stage: source text of a never-seen program -> first gradient.
 
     PYTHONPATH=src python benchmarks/bench_front.py [--reps 400] [--profile]
+    valgrind --tool=callgrind --dump-before=getpgrp --callgrind-out-file=DIR/cg.out \
+        python benchmarks/bench_front.py --marks 30; python benchmarks/bench_front.py --counts DIR
 
 Each program is timed on ``reps`` distinct sources (a numeric literal changes, so no cache
 answers), and each stage is the best over them (on a shared machine the minimum is the stable
@@ -13,12 +15,19 @@ export tracer and the baselines need), then ``ndvm.compile`` whole, the first an
 per source. The targets, printed as ratios in the same run: ``ndvm.compile`` of a 10-30 node
 program in 30 us, the first gradient in 50 us, and the first gradient within 2x a second
 ``value_and_grad`` (the ratio of the best times; machine-independent).
+
+Instruction counts: ``--marks N`` runs the same loop (20 sources, then N), calling
+``os.getpgrp`` at each stage's end, so that callgrind with ``--dump-before=getpgrp`` writes one
+dump per stage (``ndvm.compile``, ``init_theta``, the first and the second ``value_and_grad``);
+``--counts DIR`` prints each stage's median over the N sources and the ratio.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import os
+import pathlib
 import pstats
 import time
 from collections.abc import Callable
@@ -97,11 +106,64 @@ def stages(template: str, inputs: tuple[str, ...], reps: int) -> dict[str, float
     return best
 
 
+STAGES = ("ndvm.compile", "init_theta", "first value_and_grad", "second value_and_grad")
+
+
+def marks(n: int, warm: int = 20) -> None:
+    """The loop of ``stages`` with ``os.getpgrp`` (a callgrind dump) after each stage."""
+    x = np.linspace(0.0, 3.0, 32)
+    mark = os.getpgrp
+    for template, inputs in PROGRAMS.values():
+        srcs = [template.format(k=repr(3.0 + i * 1e-6)) for i in range(warm + n)]
+        for i, src in enumerate(srcs):
+            if i == warm:
+                mark()
+            prog = ndvm.compile(src, inputs=inputs, backend="native")
+            if i >= warm:
+                mark()
+            theta = prog.init_theta()
+            if i >= warm:
+                mark()
+            prog.value_and_grad(theta, x=x)
+            if i >= warm:
+                mark()
+            prog.value_and_grad(theta, x=x)
+            if i >= warm:
+                mark()
+
+
+def counts(folder: str) -> None:
+    """Each stage's median instructions from the dumps of a ``--marks`` run."""
+    parts = []
+    for path in pathlib.Path(folder).glob("cg.out.*"):
+        total = next(ln for ln in path.read_text().splitlines() if ln.startswith("totals:"))
+        parts.append((int(path.suffix[1:]), int(total.split()[1])))
+    totals = [t for _, t in sorted(parts)]
+    per = len(totals) // len(PROGRAMS)  # per program: its warm-up, then 4 N stages
+    for p, name in enumerate(PROGRAMS):
+        block = totals[p * per + 1 : (p + 1) * per]
+        med = [float(np.median(block[k :: len(STAGES)])) for k in range(len(STAGES))]
+        first = sum(med[:3])
+        row = "  ".join(f"{s} {m / 1e3:.1f}k" for s, m in zip(STAGES, med, strict=True))
+        print(
+            f"{name:26s} {row}  | first gradient {first / 1e3:.1f}k, / second {first / med[3]:.3f}"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=400)
     ap.add_argument("--profile", action="store_true", help="cProfile ndvm.compile")
+    ap.add_argument("--marks", type=int, metavar="N", help="the loop for callgrind (N sources)")
+    ap.add_argument("--counts", metavar="DIR", help="instructions per stage from --marks dumps")
     args = ap.parse_args()
+    if args.counts:
+        counts(args.counts)
+        return
+    if args.marks:
+        ndvm.compile("(+ a x)", inputs=("x",), backend="native", free_params=True)
+        marks(args.marks)
+        return
     ndvm.compile("(+ a x)", inputs=("x",), backend="native")  # imports, caches
     for name, (template, inputs) in PROGRAMS.items():
         s = stages(template, inputs, args.reps)

@@ -258,6 +258,13 @@ void ndvm::bind_front(nb::module_& m) {
       .def_prop_ro("has_header", [](const FrontProgram& p) { return p.compiled().has_header; })
       .def_prop_ro("prelude", &FrontProgram::prelude)
       .def_prop_ro("input_positions", &FrontProgram::input_positions)
+      .def_prop_ro(
+          "fields",
+          [](const FrontProgram& p) {
+            return nb::make_tuple(p.params_key(), p.compiled().has_header, p.prelude(),
+                                  p.input_positions());
+          },
+          "(params_key, has_header, prelude, input_positions) in one call.")
       .def_prop_ro("n_nodes",
                    [](const FrontProgram& p) { return p.compiled().tables.nodes.size() / 9; })
       .def("lower", &FrontProgram::lower, "(Program, strings) of this core.")
@@ -271,9 +278,7 @@ void ndvm::bind_front(nb::module_& m) {
         options.limits = {max_source_chars, max_forms};
         options.dmci = dmci;
         try {
-          Compiled c = front::compile(text, params_fn(params), inputs, options);
-          c.inputs = std::move(inputs);
-          return FrontProgram(std::move(c));
+          return FrontProgram(front::compile(text, params_fn(params), inputs, options));
         } catch (const FrontError& e) {
           raise_front_error(e);
         }

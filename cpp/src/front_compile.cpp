@@ -35,6 +35,7 @@ struct Prelude {
   Arena arena;
   std::vector<PreludeProc> procs;  // sorted by name
   std::unordered_map<std::string, int> by_name;  // names and aliases -> index in procs
+  size_t shortest = 0;  // the length of the shortest name or alias (a shorter one is not one)
 };
 
 const Prelude& prelude() {
@@ -82,6 +83,8 @@ const Prelude& prelude() {
       proc.datum = expander.expand(out.top.at(0));
     }
     for (PreludeProc& proc : t->procs) proc.id = t->arena.intern(proc.name);
+    t->shortest = t->by_name.empty() ? 0 : t->by_name.begin()->first.size();
+    for (const auto& [name, index] : t->by_name) t->shortest = std::min(t->shortest, name.size());
     if (t->procs.size() > 64) throw std::logic_error("prelude: more than 64 procedures");
     return t;
   }();
@@ -114,6 +117,7 @@ std::vector<int> closure(std::vector<char>& named) {
 
 void mark_named(const std::string& name, std::vector<char>& named) {
   const Prelude& p = prelude();
+  if (name.size() < p.shortest) return;  // most of a program's names: no hash, no look-up
   auto it = p.by_name.find(name);
   if (it != p.by_name.end()) named[size_t(it->second)] = 1;
 }
@@ -318,6 +322,38 @@ std::vector<std::string> prelude_closure(const std::vector<std::string>& names) 
   return out;
 }
 
+namespace {
+
+// This thread's arena, reused by one compile after another (reset when the compile ends,
+// however it ends); a compile inside a compile (from a host hook) gets a fresh one.
+struct ArenaLease {
+  std::unique_ptr<Arena> own;
+  Arena* arena;
+  bool* busy = nullptr;
+  ArenaLease() {
+    thread_local Arena shared;
+    thread_local bool shared_busy = false;
+    if (shared_busy) {
+      own = std::make_unique<Arena>();
+      arena = own.get();
+    } else {
+      shared_busy = true;
+      busy = &shared_busy;
+      arena = &shared;
+    }
+  }
+  ~ArenaLease() {
+    if (busy != nullptr) {
+      arena->reset();
+      *busy = false;
+    }
+  }
+  ArenaLease(const ArenaLease&) = delete;
+  ArenaLease& operator=(const ArenaLease&) = delete;
+};
+
+}  // namespace
+
 Compiled compile(std::string_view source, const ParamsFn& params,
                  const std::vector<std::string>& inputs, const CompileOptions& options) {
   for (const std::string& name : inputs) {
@@ -325,7 +361,8 @@ Compiled compile(std::string_view source, const ParamsFn& params,
       throw FrontError{ErrKind::COMPILE, "input names must be non-empty strings, got ''", -1, -1};
     }
   }
-  Arena arena;
+  const ArenaLease lease;
+  Arena& arena = *lease.arena;
   const ReadOutput rd = read(arena, source, options.limits, false);
   Compiled out;
   std::vector<ParamSpecOut> header;

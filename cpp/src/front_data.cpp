@@ -93,6 +93,19 @@ Arena::Arena() {
   slots_.assign(64, -1);
 }
 
+void Arena::reset() {
+  constexpr size_t kKeep = 4096;  // larger buffers are released, not kept
+  if (data.capacity() > kKeep || items.capacity() > kKeep || slots_.size() > kKeep) {
+    *this = Arena();
+    return;
+  }
+  data.clear();
+  items.clear();
+  texts.resize(static_cast<size_t>(kw::COUNT));
+  std::fill(slots_.begin(), slots_.end(), -1);
+  interned_ = 0;
+}
+
 int32_t Arena::intern(std::string_view name) {
   const auto& keywords = keyword_ids();
   auto kw = keywords.find(name);

@@ -106,11 +106,15 @@ const std::vector<std::string>& prim_names() { return primitives().all; }
 
 Resolver::Resolver(std::vector<std::string>& params, const std::vector<std::string>& inputs,
                    bool infer)
-    : params_(params), inputs_(inputs), infer_(infer) {
-  for (size_t i = 0; i < params_.size(); ++i) param_index_.emplace(params_[i], int32_t(i));
-  for (size_t i = 0; i < inputs_.size(); ++i) input_index_.emplace(inputs_[i], int32_t(i));
+    : params_(params), inputs_(inputs), infer_(infer), param_index_(params),
+      input_index_(inputs) {
   input_pos_.assign(inputs_.size(), {0, 0});
+  // a small program's tables without regrowing them
   nodes_.reserve(64);
+  kids_.reserve(64);
+  scratch_.reserve(32);
+  scope_.reserve(16);
+  frame_start_.reserve(8);
 }
 
 void Resolver::use_arena(const Arena& arena, int which) {
@@ -137,10 +141,10 @@ Resolver::Info& Resolver::info(int32_t id) {
     in.computed = true;
     const std::string& name = a_->texts[size_t(id)];
     in.prim = static_cast<int16_t>(prim_code(name));
-    auto p = param_index_.find(name);
-    if (p != param_index_.end()) in.param = p->second;
-    auto q = input_index_.find(name);
-    if (q != input_index_.end()) in.input = q->second;
+    const int32_t p = param_index_.find(name);
+    if (p >= 0) in.param = p;
+    const int32_t q = input_index_.find(name);
+    if (q >= 0) in.input = q;
   }
   return in;
 }
@@ -234,7 +238,7 @@ int32_t Resolver::lookup(DRef s, bool callee) {
   }
   if (infer_ && (name.empty() || name[0] != '#')) {
     params_.push_back(name);
-    param_index_.emplace(name, int32_t(params_.size() - 1));
+    param_index_.appended();
     in.param = static_cast<int32_t>(params_.size() - 1);
     n.kind = NodeKind::PARAM;
     n.a = in.param;
@@ -269,9 +273,9 @@ void Resolver::check_operator(DRef head) {
     return;
   }
   std::string msg;
-  if (param_index_.count(name) != 0) {
+  if (param_index_.find(name) >= 0) {
     msg = "cannot call parameter " + py_repr(name) + ": parameters are numbers, not procedures";
-  } else if (input_index_.count(name) != 0) {
+  } else if (input_index_.find(name) >= 0) {
     msg = "cannot call input " + py_repr(name) + ": inputs are data, not procedures";
   } else {
     const std::string hint = hooks().did_you_mean(name, known(true));
@@ -728,7 +732,7 @@ Tables Resolver::emit(int32_t root) const {
 }
 
 std::pair<int32_t, int32_t> Resolver::input_position(size_t i) const {
-  return input_pos_[size_t(input_index_.at(inputs_[i]))];
+  return input_pos_[size_t(input_index_.find(inputs_[i]))];
 }
 
 }  // namespace ndvm::front::detail

@@ -45,6 +45,40 @@ struct Fragment {
   std::vector<const std::string*> names;
 };
 
+// The first index of a name among `names` (a vector that may grow at its end): a scan while
+// there are few names, a map once there are more.
+class NameIndex {
+ public:
+  explicit NameIndex(const std::vector<std::string>& names) : names_(names) {
+    if (names_.size() > kScan) build();
+  }
+  int32_t find(const std::string& name) const {  // -1: absent
+    if (!map_.empty()) {
+      const auto it = map_.find(name);
+      return it == map_.end() ? -1 : it->second;
+    }
+    for (size_t i = 0; i < names_.size(); ++i) {
+      if (names_[i] == name) return static_cast<int32_t>(i);
+    }
+    return -1;
+  }
+  void appended() {  // names.back() was just added
+    if (!map_.empty()) {
+      map_.emplace(names_.back(), static_cast<int32_t>(names_.size() - 1));
+    } else if (names_.size() > kScan) {
+      build();
+    }
+  }
+
+ private:
+  static constexpr size_t kScan = 16;
+  void build() {
+    for (size_t i = 0; i < names_.size(); ++i) map_.emplace(names_[i], static_cast<int32_t>(i));
+  }
+  const std::vector<std::string>& names_;
+  std::unordered_map<std::string, int32_t> map_;  // empty while scanning
+};
+
 class Resolver {
  public:
   Resolver(std::vector<std::string>& params, const std::vector<std::string>& inputs,
@@ -94,7 +128,7 @@ class Resolver {
   std::vector<std::string>& params_;
   const std::vector<std::string>& inputs_;
   bool infer_;
-  std::unordered_map<std::string, int32_t> param_index_, input_index_;
+  NameIndex param_index_, input_index_;
   std::vector<std::pair<int32_t, int32_t>> input_pos_;  // per input name's first index
 
   const Arena* a_ = nullptr;

@@ -22,7 +22,7 @@ from ndvm.errors import BackendUnsupported, FreeNameWarning, NdvmError
 from ndvm.eval.limits import Limits
 from ndvm.frozen import frozen
 from ndvm.lang.front import compile_source, skeleton_of
-from ndvm.lang.ir import CompiledProgram, ParamSpec
+from ndvm.lang.ir import CompiledProgram, ParamSpec, ParamSpecs
 from ndvm.lang.suggest import did_you_mean
 from ndvm.prims import CONSTANTS, constraints
 from ndvm.values import show
@@ -114,7 +114,13 @@ class Program:
     # -- parameter spaces --------------------------------------------------------------
     def init_theta(self) -> np.ndarray:
         """Unconstrained theta ``[P]`` of the declared initial values."""
-        return constraints.init_theta(self.compiled.params)
+        specs = self.compiled.params
+        memo = specs.__dict__ if type(specs) is ParamSpecs else {}  # kept with the specs
+        theta = memo.get("init_theta")
+        if theta is None:
+            theta = memo["init_theta"] = constraints.init_theta(specs)
+            theta.flags.writeable = False
+        return theta.copy()
 
     def constrain(self, theta: Any) -> np.ndarray:
         """Parameter values the program sees for unconstrained ``theta`` (``[P]``/``[B, P]``)."""
@@ -382,10 +388,17 @@ def compile(  # noqa: A001 - the public name is part of the contract
         inputs = (inputs,)
     limits = limits or _DEFAULT_LIMITS
     compiled = compile_source(source, params, tuple(inputs), limits, dialect)
-    if free_names_guessed(compiled, params) and not free_params:
+    # free_names_guessed(compiled, params), inline: this is the path of every compile
+    if params is None and not compiled.has_header and compiled.params and not free_params:
         if free_params is False:
             compile_source(source, (), tuple(inputs), limits, dialect)  # raises, positioned
-        warnings.warn(free_name_message(compiled), FreeNameWarning, stacklevel=2)
+        # free_name_message(compiled), kept with the specs per inputs
+        specs = compiled.params
+        memo = specs.__dict__ if type(specs) is ParamSpecs else {}
+        message = memo.get(compiled.inputs)
+        if message is None:
+            message = memo[compiled.inputs] = free_name_message(compiled)
+        warnings.warn(message, FreeNameWarning, 2)  # stacklevel 2: the caller's line
     name = _choose_backend(backend, compiled)
     return Program(compiled, name, dtype, dialect, limits, strict, replay)
 
@@ -432,7 +445,13 @@ def _choose_backend(name: str | None, compiled: CompiledProgram) -> str:
     A backend may define ``prepare(compiled)``; it raises ``BackendUnsupported`` for a program
     it cannot run. An explicitly named backend raises that error; auto-selection moves on.
     """
-    names = (name,) if name is not None else registry.available()
+    if name is not None:  # one backend: its error is the caller's
+        impl = registry.get(name)
+        prepare = getattr(impl, "prepare", None)
+        if prepare is not None:
+            prepare(compiled)
+        return impl.name  # type: ignore[no-any-return]
+    names = registry.available()
     for i, candidate in enumerate(names):
         impl = registry.get(candidate)
         prepare = getattr(impl, "prepare", None)
@@ -441,7 +460,7 @@ def _choose_backend(name: str | None, compiled: CompiledProgram) -> str:
         try:
             prepare(compiled)
         except BackendUnsupported:
-            if name is not None or i == len(names) - 1:
+            if i == len(names) - 1:
                 raise
             continue
         return impl.name

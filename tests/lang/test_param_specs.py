@@ -62,3 +62,39 @@ def test_shared_specs_give_each_program_its_initial_theta() -> None:
     thetas[0][:] = 99.0  # a caller's theta is its own
     np.testing.assert_allclose(progs[1].constrain(thetas[1]), [1.0, 0.5, 2.0], rtol=1e-15)
     np.testing.assert_allclose(progs[0].constrain(progs[0].init_theta()), [1.0, 0.5, 2.0])
+
+
+def test_what_the_specs_keep_is_what_the_functions_give() -> None:
+    """The constraint codes, the initial theta and the free-name message kept with a
+    ``ParamSpecs`` equal those computed from a plain tuple of the same specs."""
+    from ndvm.api import free_name_message
+    from ndvm.backends.native import NativeBackend
+    from ndvm.backends.native_lower import constraint_codes
+    from ndvm.prims import constraints
+
+    srcs = (HEADER.format(lit="1"), "(params (u 0.25 unit) (s -0.5 signed-unit))\n(* u s x)")
+    for src in srcs:
+        prog = ndvm.compile(src, inputs=("x",), backend="native")
+        plain = prog.compiled.replace(params=tuple(prog.compiled.params))
+        assert type(plain.params) is tuple
+        low = NativeBackend().lowered(prog.compiled)
+        np.testing.assert_array_equal(low.constraints, constraint_codes(plain))
+        np.testing.assert_array_equal(
+            NativeBackend().lowered(plain).constraints, constraint_codes(plain)
+        )
+        want = constraints.init_theta(tuple(prog.compiled.params))
+        for _ in range(2):  # a fresh, writable array each time
+            theta = prog.init_theta()
+            np.testing.assert_array_equal(theta, want)
+            assert theta.flags.writeable
+            theta[:] = 7.0
+        np.testing.assert_array_equal(prog.with_options(compiled=plain).init_theta(), want)
+    # the message is kept per inputs: the same specs, other inputs, another hint
+    with pytest.warns(ndvm.FreeNameWarning) as near:
+        one = ndvm.compile("(* xx 2)", inputs=("x",))
+    with pytest.warns(ndvm.FreeNameWarning) as far:
+        two = ndvm.compile("(* xx 2)", inputs=("q",))
+    assert one.compiled.params is two.compiled.params
+    assert str(near[0].message) == free_name_message(one.compiled) != str(far[0].message)
+    assert str(far[0].message) == free_name_message(two.compiled)
+    assert "did you mean" in str(near[0].message)

@@ -91,6 +91,9 @@ inline constexpr const char* kKeywordNames[kw::COUNT] = {
 class Arena {
  public:
   Arena();  // interns kKeywordNames at ids 0 .. kw::COUNT-1
+  // Back to the state of a new Arena (the keywords only), keeping the buffers of a small
+  // program for the next (one compile after another reuses them).
+  void reset();
 
   std::vector<Datum> data;
   std::vector<DRef> items;         // list items, each list's a contiguous run

@@ -30,7 +30,7 @@ from ndvm.errors import (
 )
 from ndvm.eval.export import Budget, error_message, object_grid
 from ndvm.eval.limits import Limits
-from ndvm.lang.ir import CompiledProgram
+from ndvm.lang.ir import CompiledProgram, ParamSpecs
 from ndvm.payload import Arr, BoolArr
 from ndvm.prims import PRIMS
 from ndvm.values import NIL, VOID, Pair, String, Symbol
@@ -62,25 +62,32 @@ _KINDS = {"scalar": 0, "data": 1, "const": 2}
 class _Lowered:
     """The core's Program of one compiled program (per dtype), its strings and constraints."""
 
-    __slots__ = ("strings", "constraints", "_cores")
+    __slots__ = ("strings", "constraints", "core", "_core32")
 
     def __init__(self, compiled: CompiledProgram) -> None:
-        core, self.strings = lower_program(_core, compiled)
-        self.constraints = constraint_codes(compiled)
-        self._cores: dict[str, Any] = {"float64": core}
-
-    @property
-    def core(self) -> Any:
-        """The float64 core's Program."""
-        return self._cores["float64"]
+        # core: the float64 core's Program (lower_program, its front-end case inline: the
+        # path of every compile); the float32 one is lowered on first use
+        front = compiled.front
+        if type(front) is _core.FrontProgram:
+            self.core, self.strings = front.lower()
+        else:
+            self.core, self.strings = lower_program(_core, compiled)
+        specs = compiled.params
+        memo = specs.__dict__ if type(specs) is ParamSpecs else {}  # kept with the specs
+        codes = memo.get("codes")
+        if codes is None:
+            codes = memo["codes"] = constraint_codes(compiled)
+        self.constraints = codes
+        self._core32: Any = None
 
     def program(self, dtype: str, compiled: CompiledProgram) -> Any:
         """The Program of the core computing in ``dtype`` (the float32 one lowered from
         ``compiled``, the program this was lowered from, on first use)."""
-        prog = self._cores.get(dtype)
-        if prog is None:
-            prog = self._cores[dtype] = lower_program(_module(dtype), compiled)[0]
-        return prog
+        if dtype != "float32":
+            return self.core
+        if self._core32 is None:
+            self._core32 = lower_program(_module(dtype), compiled)[0]
+        return self._core32
 
 
 def lower(program: CompiledProgram) -> _Lowered:
@@ -302,9 +309,9 @@ class NativeBackend:
             low = program.derived.setdefault("native", _Lowered(program))
         return low  # type: ignore[no-any-return]
 
-    def prepare(self, program: CompiledProgram) -> None:
-        """Lower ``program`` now; raises ``NativeUnsupported`` for what the core cannot run."""
-        self.lowered(program)
+    # prepare(program): lower ``program`` now (the Backend protocol's hook, run by
+    # ``ndvm.compile``); raises ``NativeUnsupported`` for what the core cannot run
+    prepare = lowered
 
     def run(
         self,

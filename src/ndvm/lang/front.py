@@ -52,14 +52,16 @@ def compile_source(
     front = native_core().front_compile(
         source, specs_of, inputs, lim.max_source_chars, lim.max_forms, dialect == "dmci"
     )
+    key, has_header, prelude, input_positions = front.fields
+    specs = _SPECS.get(key)
     return ir.CompiledProgram(
         None,
-        _specs(front),
+        _specs(front, key) if specs is None else specs,
         inputs,
         source,
-        front.has_header,
-        front.prelude,
-        front.input_positions,
+        has_header,
+        prelude,
+        input_positions,
         dialect,
         front=front,
     )
@@ -70,9 +72,9 @@ def compile_source(
 _SPECS: dict[str, ir.ParamSpecs] = {}
 
 
-def _specs(front: Any) -> ir.ParamSpecs:
-    """The parameter specs of the front end's rows (name, init, constraint, line, column)."""
-    key = front.params_key
+def _specs(front: Any, key: str) -> ir.ParamSpecs:
+    """The parameter specs of the front end's rows (name, init, constraint, line, column);
+    ``key``: its ``params_key``."""
     specs = _SPECS.get(key)
     if specs is None:
         specs = ir.ParamSpecs(ir.ParamSpec(*r) for r in front.params)

@@ -153,7 +153,10 @@ class ParamSpec:
 class ParamSpecs(tuple):  # type: ignore[type-arg]
     """A program's parameter specs: a tuple of ``ParamSpec`` that computes its hash once (it
     keys the caches of what depends on the specs alone: the initial theta, the constraint
-    codes), as a program's variants share one (``ndvm.lang.front``)."""
+    codes), as a program's variants share one (``ndvm.lang.front``). What a program's first
+    gradient needs from the specs alone (the constraint codes, the initial theta, the
+    free-name message per inputs) is also kept in the instance dict, where the hot path reads
+    it without a call (a cache keyed by the specs calls ``__hash__``)."""
 
     def __hash__(self) -> int:
         h: int | None = self.__dict__.get("hash")
