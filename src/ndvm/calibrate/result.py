@@ -219,10 +219,11 @@ def _n_best(losses: np.ndarray, loss: float, prep: Any) -> int:
         return 1
     scale = abs(loss)
     target = getattr(prep, "target", None)
-    if target is not None and getattr(prep, "kind", None) == "mse" and np.size(target):
-        flat = np.ravel(target)
+    if target is not None and getattr(prep, "kind", None) == "mse" and target.size:
+        flat = target.reshape(-1)
         scale = max(scale, 1e-12 * float(flat @ flat) / flat.size)  # the mse's scale
-    return int(np.sum(losses <= loss + 1e-6 * scale))
+    tie = loss + 1e-6 * scale
+    return sum(1 for v in losses.tolist() if v <= tie)  # NaN compares False
 
 
 def _diagnose(
