@@ -258,7 +258,7 @@ class _Book:
         self.order.extend(sorted(r.idx for r in records))
 
     def propose(self, cands: list[Any], batch: int, seed: int, now: float) -> list[Record]:
-        start = max(self.by_idx) + 1 if self.by_idx else 0
+        start = next(reversed(self.by_idx)) + 1 if self.by_idx else 0  # index order
         new = []
         for i, cand in enumerate(cands):
             idx = start + i
