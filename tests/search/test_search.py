@@ -440,3 +440,21 @@ def test_dmci_dialect_in_search_clamps_sqrt_and_log():
     dmci = _run(src, 0, starts=1, dialect="dmci").evaluation
     assert plain.status == "rejected" and plain.reason.startswith("finite:")
     assert dmci.status == "ok" and math.isfinite(dmci.train_loss)
+
+
+@pytest.mark.parametrize("every", [1, 1000])
+def test_commit_grouping_does_not_change_records(tmp_path, monkeypatch, every):
+    """Results committed one per transaction, or held until a batch completes (the driver's
+    grouping), give the same records and database rows as the default grouping."""
+    import ndvm.search.driver as driver
+
+    def go(name):
+        st = run_search("sr-damped", _evolve(), tmp_path / name, budget=Budget(batches=3),
+                        workers=2, seed=7, batch_size=24)  # fmt: skip
+        return _key(st.records), _key(Store(tmp_path / name).records(1))
+
+    default = go("default.db")
+    monkeypatch.setattr(driver, "COMMIT_EVERY", every)
+    monkeypatch.setattr(driver, "COMMIT_SECONDS", 0.0 if every == 1 else 1e9)
+    grouped = go(f"g{every}.db")
+    assert grouped == default and len(default[0]) == 72 and default[0] == default[1]

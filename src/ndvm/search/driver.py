@@ -31,6 +31,8 @@ from ndvm.tasks.base import Task
 DEFAULT_LIMITS = CalibLimits()
 INTERNAL_ERROR_LIMIT = 3  # the same internal error this many times stops the search
 INTERNAL = "internal error: "  # how a worker's record of an internal error starts
+COMMIT_EVERY = 64  # decided results per commit (a kill loses at most these, rerun on resume)
+COMMIT_SECONDS = 0.25  # ... or what was decided in this long
 
 
 @dataclass(frozen=True)
@@ -104,8 +106,8 @@ def run_search(
     def stop() -> bool:
         return budget.seconds is not None and elapsed() >= budget.seconds
 
-    def on_results(results: list[Result]) -> None:
-        if book.take(results, elapsed()) and progress is not None:
+    def on_results(results: list[Result], flush: bool = False) -> None:
+        if book.take(results, elapsed(), flush) and progress is not None:
             progress(book.progress(elapsed(), time.perf_counter() - t0))
 
     def more() -> list[Job]:
@@ -137,6 +139,7 @@ def run_search(
         pending = [r for r in records if r.status == "pending"]
         book.expect(pending)
         sched.run([book.job(r) for r in pending], on_results, stop, more)
+        on_results([], flush=True)
     finally:
         sched.close()
         store.set_elapsed(run, elapsed())
@@ -151,7 +154,7 @@ def _scope_fn(proposer: Proposer) -> Callable[[int], int]:
 
 
 class _Book:
-    """The driver's records: final duplicate decisions in index order, one commit per chunk."""
+    """The driver's records: final duplicate decisions in index order, committed in groups."""
 
     def __init__(
         self, run: int, store: Store, records: list[Record], scope: Callable[[int], int]
@@ -174,6 +177,8 @@ class _Book:
                 self.waiting[r.batch] = self.waiting.get(r.batch, 0) + 1
         self.order: list[int] = []  # pending indices in the order they are decided
         self.ready: dict[int, Result] = {}
+        self.decided: list[Result] = []  # decided in index order, not yet committed
+        self.committed_at = time.perf_counter()
         self.done = 0  # results committed by this process
         self.done_calibrated = 0
         self.lanes = 0  # start lanes calibrated by this process
@@ -239,9 +244,9 @@ class _Book:
                 break
             if r.evaluation is not None and not r.evaluation.reason.startswith("proposal: "):
                 recs[i] = Record(r.idx, r.batch, r.candidate, "", 0, 0, r.seed, None, r.t_done)
-                h = self.hash_of.get(r.idx)
-                if h is not None:
-                    masked[h] = masked.get(h, 0) + 1
+            h = self.hash_of.get(r.idx)  # decided, committed or not
+            if h is not None:
+                masked[h] = masked.get(h, 0) + 1
         seen = frozenset(h for h, k in self.hashes.items() if k > masked.get(h, 0))
         return SearchState.of(task, seed, recs, seen)
 
@@ -253,7 +258,7 @@ class _Book:
         self.order.extend(sorted(r.idx for r in records))
 
     def propose(self, cands: list[Any], batch: int, seed: int, now: float) -> list[Record]:
-        start = max(self.by_idx) + 1 if self.by_idx else 0
+        start = next(reversed(self.by_idx)) + 1 if self.by_idx else 0  # index order
         new = []
         for i, cand in enumerate(cands):
             idx = start + i
@@ -265,35 +270,55 @@ class _Book:
             self.by_idx[idx] = rec
         return new
 
-    def take(self, results: list[Result], now: float) -> bool:
-        """Buffer results; commit the decided prefix (index order). True if any was committed."""
+    def take(self, results: list[Result], now: float, flush: bool = False) -> bool:
+        """Buffer results and decide the prefix that is complete (index order); commit the
+        decided ones in one transaction when ``COMMIT_EVERY`` wait, a batch is complete (the
+        next proposal waits for it), ``COMMIT_SECONDS`` passed since the last commit, one is
+        an internal error, or ``flush``. True if any was committed."""
         for res in results:
             self.ready[res.idx] = res
-        final = []
         while self.order and self.order[0] in self.ready:
-            res = self.ready.pop(self.order.pop(0))
-            final.append(self._decide(res))
-        if not final:
+            res = self._decide(self.ready.pop(self.order.pop(0)))
+            self.decided.append(res)
+            ev = res.evaluation  # an internal error is counted (and may stop the search) now
+            flush = flush or (ev.status == "failed" and ev.reason.startswith(INTERNAL))
+        if not self.decided:
             return False
+        t = time.perf_counter()
+        due = t - self.committed_at >= COMMIT_SECONDS or len(self.decided) >= COMMIT_EVERY
+        if not (flush or due or self._completes_batch()):
+            return False
+        final, self.decided, self.committed_at = self.decided, [], t
         rows = [(res, now) for res in final]
         for res, ok in zip(final, self.store.finish_many(self.run, rows, now)):
             if ok:
-                r = self.by_idx[res.idx]
-                self.by_idx[res.idx] = Record(
-                    r.idx, r.batch, r.candidate, res.skeleton, res.n_params, res.complexity,
-                    r.seed, res.evaluation, now,
-                )  # fmt: skip
-                self.done += 1
-                left = self.waiting[r.batch] - 1
-                if left:
-                    self.waiting[r.batch] = left
-                else:
-                    del self.waiting[r.batch]
-                self.done_calibrated += res.evaluation.status != "rejected"
-                self.lanes += res.evaluation.lanes
-                self._count(res.evaluation)
-                self._check_internal(res.evaluation)
+                self._commit(res, now)
         return True
+
+    def _completes_batch(self) -> bool:
+        """Whether the decided results include the last pending record of a batch."""
+        per: dict[int, int] = {}
+        for res in self.decided:
+            b = self.by_idx[res.idx].batch
+            per[b] = per.get(b, 0) + 1
+        return any(k >= self.waiting.get(b, 0) for b, k in per.items())
+
+    def _commit(self, res: Result, now: float) -> None:
+        r = self.by_idx[res.idx]
+        self.by_idx[res.idx] = Record(
+            r.idx, r.batch, r.candidate, res.skeleton, res.n_params, res.complexity,
+            r.seed, res.evaluation, now,
+        )  # fmt: skip
+        self.done += 1
+        left = self.waiting[r.batch] - 1
+        if left:
+            self.waiting[r.batch] = left
+        else:
+            del self.waiting[r.batch]
+        self.done_calibrated += res.evaluation.status != "rejected"
+        self.lanes += res.evaluation.lanes
+        self._count(res.evaluation)
+        self._check_internal(res.evaluation)
 
     def _check_internal(self, ev: Evaluation) -> None:
         """Stop the search when one internal error repeats: every further candidate would

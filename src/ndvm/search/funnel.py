@@ -72,7 +72,8 @@ def check_compiled(
     base = {"skeleton": skel, "n_params": n_params, "complexity": size}
     if n_params == 0 and not (task.search is not None and task.search.fixed):
         return Verdict(False, "params", "no parameters", **base)
-    unused = [p for p in prog.params if p not in symbols_in(data)]
+    used = symbols_in(data)
+    unused = [p for p in prog.params if p not in used]
     if unused:
         return Verdict(False, "params", f"declared but unused: {', '.join(unused)}", **base)
     train = task.data().train_inputs
