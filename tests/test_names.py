@@ -172,7 +172,9 @@ def test_cli_eval_fit_search(name: str, tmp_path: Path) -> None:
     assert not any(k.startswith("internal error") for k in data["failures"])
 
 
-@pytest.mark.parametrize("name", ["theta", "exp", "a", "class", "inputs"])
+@pytest.mark.parametrize(
+    "name", ["theta", "exp", "a", "class", "inputs", "P", "C", "I", "E", "S", "N"]
+)
 def test_estimator_takes_any_symbol_as_a_variable(name: str, tmp_path: Path) -> None:
     from ndvm.search import SymbolicRegressor
 
@@ -183,7 +185,7 @@ def test_estimator_takes_any_symbol_as_a_variable(name: str, tmp_path: Path) -> 
     np.testing.assert_allclose(model.predict(x[:, None]), 2.5 * x + 1.0, rtol=1e-6)
 
 
-@pytest.mark.parametrize("bad", ["P", "C", "if", "a b"])
+@pytest.mark.parametrize("bad", ["if", "a b", "3x"])
 def test_estimator_and_tasks_reject_what_cannot_name_data(bad: str) -> None:
     from ndvm.search import SymbolicRegressor
 

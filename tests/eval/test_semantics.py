@@ -111,6 +111,16 @@ def test_skeleton(src: str, skeleton: str) -> None:
     assert ndvm.compile(src, inputs=("x",)).skeleton == skeleton
 
 
+def test_inputs_spelled_like_skeleton_markers_stay_apart() -> None:
+    """An input named P or C (pressure, a concentration) is not a parameter or a literal in
+    the skeleton: each program keeps its own."""
+    srcs = ["(* a P)", "(* a b)", "(* a C)", "(* a 2.0)", "(* a P*)", "(* a C**)", "(* a Pa)"]
+    inputs = ("P", "C", "P*", "C**", "Pa")
+    skels = [ndvm.compile(s, inputs=inputs).skeleton for s in srcs]
+    assert skels == ["(* P P*)", "(* P P)", "(* P C*)", "(* P C)", "(* P P**)", "(* P C***)",
+                     "(* P Pa)"]  # fmt: skip
+
+
 def test_dmci_dialect_protects_sqrt_and_log() -> None:
     src = "(+ (sqrt a) (log b))"
     theta = np.array([-4.0, 0.0])

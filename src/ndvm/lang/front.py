@@ -177,12 +177,20 @@ def skeleton_of(program: ir.CompiledProgram) -> str:
 
 
 def skeleton(data: Iterable[Datum], params: Set[str]) -> str:
-    """Structure string: parameters -> ``P``, numeric literals -> ``C``, spaces collapsed."""
+    """Structure string: parameters -> ``P``, numeric literals -> ``C``, spaces collapsed.
+    Any other name spelled like a marker (``P``, ``C``, then any number of ``*``) gets one more
+    ``*`` (an input named ``P`` is ``P*``), so that no name reads as a marker and distinct
+    programs keep distinct skeletons."""
     data = tuple(data)
     try:
         return _skeleton_fast(data, params)
     except RecursionError:  # deeper than the interpreter stack allows: the iterative printer
         return " ".join(_skeleton_one(d, params) for d in data)
+
+
+def _skeleton_name(name: str) -> str:
+    marker = name[:1] in ("P", "C") and not name[1:].strip("*")
+    return name + "*" if marker else name
 
 
 def _skeleton_fast(data: tuple[Datum, ...], params: set[str]) -> str:
@@ -204,7 +212,7 @@ def _skeleton_fast(data: tuple[Datum, ...], params: set[str]) -> str:
                 walk(x.tail)
             app(")")
         elif type(x) is Sym:
-            app("P" if x.name in params else x.name)
+            app("P" if x.name in params else _skeleton_name(x.name))
         else:
             app("C" if type(x) is Num else str(x))
 
@@ -218,7 +226,7 @@ def _skeleton_fast(data: tuple[Datum, ...], params: set[str]) -> str:
 def _skeleton_one(d: Datum, params: set[str]) -> str:
     def atom(x: Datum) -> str:
         if isinstance(x, Sym):
-            return "P" if x.name in params else x.name
+            return "P" if x.name in params else _skeleton_name(x.name)
         return "C" if isinstance(x, Num) else str(x)
 
     return " ".join(to_source(d, atom).split())

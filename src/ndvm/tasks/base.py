@@ -451,22 +451,15 @@ def from_arrays(
     )
 
 
-SKELETON_MARKERS = ("P", "C")  # a skeleton's names for parameters and literals
-
-
 def check_input_names(names: Sequence[str]) -> None:
-    """Every name can be an input of a searched program: distinct, one symbol of the language
-    that is no special form (``check_name``), and not a skeleton marker (``P``, ``C``: two
-    programs would share a skeleton). Raises ``NdvmError`` saying which and why."""
+    """Every name can be an input of a searched program: distinct and one symbol of the
+    language that is no special form (``check_name``; skeletons write a name spelled like
+    their markers ``P`` and ``C`` apart, ``lang.front.skeleton``). Raises ``NdvmError`` saying
+    which and why."""
     if len(set(names)) != len(names):
         raise NdvmError(f"input names must be distinct, got {list(names)}")
     for name in names:
         check_name(name)
-        if name in SKELETON_MARKERS:
-            raise NdvmError(
-                f"input name {name!r} cannot be used: P and C stand for parameters and literals "
-                "in skeletons; rename the column"
-            )
 
 
 def from_csv(
