@@ -3,16 +3,16 @@
     python benchmarks/bench_discovery.py [--seconds 10] [--noise 0,0.01] [--laws NAME,...]
                                          [--out bench-out]
 
-Laws in the style of SRBench's Feynman set, with data generated here from their published
-formulas (200 rows in the formula's range; ``--noise`` relative Gaussian noise on the target),
-120 held-out test rows from the same range and 120 extrapolation rows beyond it. ndvm's
-``SymbolicRegressor`` and pyoperon's (``pip install 'ndvm[bench]'``) run one after the other per
-law, one thread each, with the same wall-clock budget. Reported per law and method: exact
-recovery (the model and the law — quotients normalized by the denominator's leading
-coefficient — with their constants rounded to 3 significant digits, 2 with noise, and those
-below 1e-4 dropped, are equal as exact rationals, by sympy), test R², extrapolation R², model
-size (ndvm: nodes of the program; Operon: its model length) and wall time. Writes
-``discovery.json`` to ``--out``.
+Laws in the style of SRBench's Feynman set and laws at natural scales (constants far from 1),
+with data generated here from their published formulas (200 rows in the formula's range;
+``--noise`` relative Gaussian noise on the target), 120 held-out test rows from the same range
+and 120 extrapolation rows beyond it. ndvm's ``SymbolicRegressor`` and pyoperon's (``pip install
+'ndvm[bench]'``) run one after the other per law, one thread each, with the same wall-clock
+budget. Reported per law and method: exact recovery (the model and the law — quotients
+normalized by the denominator's leading coefficient — with their constants rounded to 3
+significant digits, 2 with noise, and those below 1e-4 dropped, are equal as exact rationals, by
+sympy), test R², extrapolation R², model size (ndvm: nodes of the program; Operon: its model
+length) and wall time. Writes ``discovery.json`` to ``--out``.
 """
 
 from __future__ import annotations
@@ -54,6 +54,75 @@ LAWS = [
     Law("I.6.2a", "exp(-angle**2/2)/sqrt(2*pi)", ("angle",), (-3,), (3,), lambda t: _gauss(t)),
     Law("michaelis-menten", "2.5*S/(0.8 + S)", ("S",), (0.1,), (5,), lambda s: _mm(s)),
     Law("decay", "3*exp(-0.7*t)", ("t",), (0,), (4,), lambda t: 3 * np.exp(-0.7 * t)),
+    Law("I.39.1", "3*pr*V/2", ("pr", "V"), (1, 1), (5, 5), lambda p, v: 1.5 * p * v),
+    Law("I.43.31", "mob*kb*T", ("mob", "kb", "T"), (1, 1, 1), (5, 5, 5), lambda a, b, t: a * b * t),
+    Law(
+        "II.38.14",
+        "Y/(2*(1 + sigma))",
+        ("Y", "sigma"),
+        (1, 1),
+        (5, 5),
+        lambda Y, s: Y / (2 * (1 + s)),
+    ),
+    Law(
+        "I.27.6",
+        "1/(1/d1 + n/d2)",
+        ("d1", "n", "d2"),
+        (1, 1, 1),
+        (5, 5, 5),
+        lambda a, n, b: 1 / (1 / a + n / b),
+    ),
+    Law(
+        "I.10.7",
+        "m0/sqrt(1 - v**2/c**2)",
+        ("m0", "v", "c"),
+        (1, 1, 3),
+        (5, 2, 10),
+        lambda m, v, c: m / np.sqrt(1 - v**2 / c**2),
+    ),
+    Law(
+        "I.34.27",
+        "h*omega/(2*pi)",
+        ("h", "omega"),
+        (1, 1),
+        (5, 5),
+        lambda h, w: h * w / (2 * np.pi),
+    ),
+    Law(
+        "II.3.24", "P/(4*pi*r**2)", ("P", "r"), (1, 1), (5, 5), lambda p, r: p / (4 * np.pi * r**2)
+    ),
+    Law(
+        "I.18.12",
+        "r*F*sin(theta)",
+        ("r", "F", "theta"),
+        (1, 1, 0),
+        (5, 5, 5),
+        lambda r, f, t: r * f * np.sin(t),
+    ),
+    Law(
+        "I.47.23",
+        "sqrt(gamma*pr/rho)",
+        ("gamma", "pr", "rho"),
+        (1, 1, 1),
+        (5, 5, 5),
+        lambda g, p, r: np.sqrt(g * p / r),
+    ),
+    Law("II.27.18", "eps*Ef**2", ("eps", "Ef"), (1, 1), (5, 5), lambda e, f: e * f**2),
+    # natural scales: constants far from 1
+    Law("logistic", "0.8*x*(1 - x/7)", ("x",), (0,), (10,), lambda x: 0.8 * x * (1 - x / 7)),
+    Law(
+        "arrhenius",
+        "3.2e7*exp(-5400/T)",
+        ("T",),
+        (280,),
+        (400,),
+        lambda t: 3.2e7 * np.exp(-5400 / t),
+    ),
+    Law("line-big", "147.5 + 0.83*x", ("x",), (300,), (5000,), lambda x: 147.5 + 0.83 * x),
+    Law("mm-big", "2300*S/(45 + S)", ("S",), (2,), (200,), lambda s: 2300 * s / (45 + s)),
+    Law(
+        "decay-big", "80000*exp(-0.046*t)", ("t",), (0,), (60,), lambda t: 8e4 * np.exp(-0.046 * t)
+    ),
 ]
 
 

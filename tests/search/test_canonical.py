@@ -175,6 +175,36 @@ def test_select_by_score_with_loss_tolerance() -> None:
     assert rows[-1]["lowest_loss"] and not rows[2]["lowest_loss"]
 
 
+def _counted(idx: int, src: str, loss: float) -> Record:
+    """A record whose parameter count is the program's own (``a``..``d`` it uses)."""
+    d = read(src)
+    n = len({s for s in symbols_in(d) if s in PARAMS})
+    ev = Evaluation("ok", train_loss=loss, validation_mse=loss)
+    return Record(idx, 0, Candidate(src), skeleton(d, set(PARAMS)), n, complexity(d), idx, ev)
+
+
+def test_a_fitted_constant_costs_more_than_an_input() -> None:
+    """Two programs of 10 nodes: the law (2 parameters) and one more constant that fits the
+    noise a little better. The law is selected; the other is the next entry of the front, its
+    score its small gain per cost unit."""
+    recs = [
+        _counted(0, "(* a x)", 0.5),
+        _counted(1, "(/ (* a x) (+ b x))", 1.02e-4),  # the law, 2 parameters
+        _counted(2, "(- a (/ b (+ x c)))", 1.00e-4),  # 3 parameters, as many nodes
+    ]
+    assert [r.complexity for r in recs[1:]] == [10, 10]
+    assert [frontier.cost(r) for r in recs] == [5, 12, 13]
+    front = frontier.pareto_front(recs)
+    assert [r.idx for r in front] == [0, 1, 2]
+    np.testing.assert_allclose(
+        frontier.scores(front), [0.0, math.log(0.5 / 1.02e-4) / 7, math.log(1.02)], rtol=1e-12
+    )
+    assert frontier.select(recs).idx == 1 and frontier.select(recs, tolerance=1.0).idx == 2
+    rows = frontier.hall_of_fame(recs, INPUTS, export=False)
+    assert [(r["n_params"], r["cost"], r["selected"]) for r in rows] == [
+        (1, 5, False), (2, 12, True), (3, 13, False)]  # fmt: skip
+
+
 def _scored(idx: int, src: str, mse: float, r2: float) -> Record:
     d = read(src)
     ev = Evaluation("ok", train_loss=mse, validation_mse=mse, validation_r2=r2)

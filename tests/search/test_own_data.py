@@ -166,13 +166,14 @@ def test_hall_of_fame_is_a_front_with_pysr_scores(tmp_path):
                     budget=Budget(batches=3), batch_size=24)  # fmt: skip
     hof = frontier.hall_of_fame(list(st.records), ("S",), export=False)
     assert len(hof) >= 2
-    cx = [r["complexity"] for r in hof]
+    cost = [r["cost"] for r in hof]  # nodes plus one per fitted parameter
+    assert cost == [r["complexity"] + r["n_params"] for r in hof]
     loss = [r["validation_loss"] for r in hof]
-    assert cx == sorted(set(cx)) and all(a > b for a, b in zip(loss, loss[1:]))
+    assert cost == sorted(set(cost)) and all(a > b for a, b in zip(loss, loss[1:]))
     assert hof[0]["score"] == 0.0
     for prev, row in zip(hof, hof[1:]):
         want = -(math.log(row["validation_loss"]) - math.log(prev["validation_loss"])) / (
-            row["complexity"] - prev["complexity"]
+            row["cost"] - prev["cost"]
         )
         assert row["score"] == pytest.approx(want, rel=1e-12)
 

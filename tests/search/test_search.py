@@ -316,7 +316,7 @@ def test_report_and_exports(tmp_path, capsys):
 def test_pareto_front_is_monotone(tmp_path):
     st = run_search("sr-damped", _evolve(), tmp_path / "p.db", budget=Budget(batches=2), seed=2)
     front = frontier.pareto_front(list(st.ok))
-    cx = [r.complexity for r in front]
+    cx = [r.complexity + r.n_params for r in front]  # frontier.cost
     mse = [r.evaluation.validation_mse for r in front]
     assert cx == sorted(cx) and all(a > b for a, b in zip(mse, mse[1:]))
 

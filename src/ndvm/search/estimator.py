@@ -311,7 +311,8 @@ def _table(front: list[Record], chosen: Record) -> Any:
         ev = r.evaluation
         assert ev is not None
         rows.append({
-            "complexity": r.complexity, "loss": frontier.selection_loss(r), "score": score,
+            "complexity": r.complexity, "n_params": r.n_params, "cost": frontier.cost(r),
+            "loss": frontier.selection_loss(r), "score": score,
             "equation": r.candidate.src, "params": dict(ev.params),
             "train_loss": ev.train_loss, "validation_r2": ev.validation_r2,
             "test_r2": ev.heldout_r2, "selected": r.idx == chosen.idx, "idx": r.idx,

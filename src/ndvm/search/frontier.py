@@ -2,11 +2,11 @@
 
 Every choice here ranks by the validation split (``Evaluation.selection_loss``: validation MSE,
 or the training loss for a task without one); test (held-out) scores are reported next to the
-chosen programs and never used to choose them. The hall of fame is PySR's: for each
-complexity the best program by validation loss, kept when it beats every simpler one, with
-score = -Δ log(loss) / Δ complexity against the previous entry. Equations come from
-``ndvm.export.to_sympy`` with the full-precision calibrated parameters; a program outside the
-closed-form subset gets the one-line reason instead.
+chosen programs and never used to choose them. The hall of fame is PySR's: for each cost (nodes
+plus one per fitted parameter, ``cost``) the best program by validation loss, kept when it beats
+every simpler one, with score = -Δ log(loss) / Δ cost against the previous entry. Equations come
+from ``ndvm.export.to_sympy`` with the full-precision calibrated parameters; a program outside
+the closed-form subset gets the one-line reason instead.
 
 The reported model (``select``, ``Summary.selected``) is PySR's default choice: the largest
 score among front entries within ``SCORE_TOLERANCE`` (1.5x) of the lowest validation loss, so
@@ -101,6 +101,17 @@ def summarize(records: list[Record], elapsed: float | None = None) -> Summary:
 EXACT = 1e-20  # validation losses below this fraction of the target's variance: exact fits
 
 
+PARAM_COST = 1  # what a fitted parameter costs for selection on top of its node
+
+
+def cost(r: Record) -> int:
+    """A program's size for selection: its nodes (``complexity``) plus ``PARAM_COST`` per
+    fitted parameter, so that of two programs of as many nodes the one that fits fewer
+    constants is the simpler (``a S / (b + S)`` before ``a - b / (S + c)``): a constant is a
+    node and a value chosen to fit the data, an input only a node."""
+    return r.complexity + PARAM_COST * r.n_params
+
+
 def exact_floor(records: list[Record]) -> float:
     """The validation loss under which a fit is exact — round-off, not structure: ``EXACT``
     times the validation target's variance (``mse / (1 - R²)`` of the evaluated record
@@ -123,11 +134,11 @@ def ranked_loss(r: Record, floor: float) -> float:
 
 
 def pareto_front(records: list[Record], floor: float | None = None) -> list[Record]:
-    """Records not dominated in (complexity, validation loss), by increasing complexity;
-    losses under ``floor`` (default ``exact_floor(records)``) tie."""
+    """Records not dominated in (``cost``, validation loss), by increasing cost; losses under
+    ``floor`` (default ``exact_floor(records)``) tie."""
     floor = exact_floor(records) if floor is None else floor
     pts = [r for r in records if math.isfinite(selection_loss(r))]
-    pts.sort(key=lambda r: (r.complexity, selection_loss(r), r.idx))
+    pts.sort(key=lambda r: (cost(r), selection_loss(r), r.idx))
     front: list[Record] = []
     best = math.inf
     for r in pts:
@@ -142,7 +153,7 @@ SCORE_TOLERANCE = 1.5  # PySR's "best": the top score among losses within 1.5x t
 
 
 def scores(front: list[Record], floor: float | None = None) -> list[float]:
-    """PySR's score of each Pareto-front entry: ``-Δ log(loss) / Δ complexity`` against the
+    """PySR's score of each Pareto-front entry: ``-Δ log(loss) / Δ cost`` against the
     previous (simpler) entry; 0 for the first. A large score marks a complexity step that
     buys a large drop in validation loss: where the law's structure appears. Losses under
     ``floor`` (default ``exact_floor(front)``) count as ``floor``."""
@@ -152,10 +163,10 @@ def scores(front: list[Record], floor: float | None = None) -> list[float]:
     for r in front:
         loss = max(ranked_loss(r, floor), LOSS_FLOOR)
         score = 0.0
-        if prev is not None and r.complexity > prev[0]:
-            score = -(math.log(loss) - math.log(prev[1])) / (r.complexity - prev[0])
+        if prev is not None and cost(r) > prev[0]:
+            score = -(math.log(loss) - math.log(prev[1])) / (cost(r) - prev[0])
         out.append(score)
-        prev = (r.complexity, loss)
+        prev = (cost(r), loss)
     return out
 
 
@@ -170,13 +181,14 @@ def select(records: list[Record], tolerance: float = SCORE_TOLERANCE) -> Record 
     low = min(ranked_loss(r, exact) for r in front)
     pairs = zip(front, scores(front, exact))
     ok = [(sc, r) for r, sc in pairs if ranked_loss(r, exact) <= tolerance * low]
-    return max(ok, key=lambda t: (t[0], -t[1].complexity))[1]
+    return max(ok, key=lambda t: (t[0], -cost(t[1])))[1]
 
 
 def hall_of_fame(
     records: list[Record], inputs: tuple[str, ...] = ("x",), export: bool = True
 ) -> list[dict[str, Any]]:
-    """The Pareto front as rows: complexity, losses, score, test metrics, the equation, and
+    """The Pareto front as rows: complexity (nodes), n_params, cost, losses, score, test
+    metrics, the equation, and
     ``selected`` (the entry ``select`` reports) / ``lowest_loss`` flags."""
     rows: list[dict[str, Any]] = []
     exact = exact_floor(records)
@@ -188,6 +200,8 @@ def hall_of_fame(
         row: dict[str, Any] = {
             "idx": r.idx,
             "complexity": r.complexity,
+            "n_params": r.n_params,
+            "cost": cost(r),
             "src": r.candidate.src,
             "skeleton": r.skeleton,
             "train_loss": ev.train_loss,
