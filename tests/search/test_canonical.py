@@ -232,3 +232,16 @@ def test_exact_fits_tie_so_the_simplest_exact_program_is_chosen() -> None:
     up = [_scored(r.idx, r.candidate.src, r.evaluation.validation_mse * 1e12,
                   1.0 - r.evaluation.validation_mse * 1e12 / var) for r in recs[2:]]  # fmt: skip
     assert [r.idx for r in frontier.pareto_front(recs[:2] + up)] == [0, 1, 2, 3]
+
+
+def test_square_mutation_multiplies_a_subexpression_by_itself() -> None:
+    """``square``: a non-literal subexpression e of the parent becomes ``(* e e)``."""
+    prop = EvolveProposer(GRAMMAR)
+    parent = read("(+ a (- x y))")[0]
+    seen = set()
+    for seed in range(40):
+        child = prop._m_square(Builder(GRAMMAR, np.random.default_rng(seed)), parent)
+        assert child is not None
+        seen.add(to_source(child))
+    assert "(+ a (* (- x y) (- x y)))" in seen and "(* (+ a (- x y)) (+ a (- x y)))" in seen
+    assert all("(* " in s for s in seen)

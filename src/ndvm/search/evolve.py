@@ -329,6 +329,8 @@ class EvolveProposer:
             ("param", self._m_param),
             ("leaf", self._m_leaf),
         ]
+        if "*" in self.g.binary:
+            ops.append(("square", self._m_square))
         if self.g.loop:
             ops.append(("loop", self._m_loop))
             if _has_loop(p):
@@ -405,6 +407,15 @@ class EvolveProposer:
         d = get(p, s.path)
         form = L(S("*"), q, d) if b.rng.random() < 0.5 else L(S("+"), d, q)
         return put(p, s.path, form)
+
+    def _m_square(self, b: Builder, p: Datum) -> Datum | None:
+        """A subexpression times itself: ``(- x2 x1)`` -> ``(* (- x2 x1) (- x2 x1))`` (squares
+        are common in laws; two independent edits rarely make both factors equal)."""
+        s = self._site(b, p, lambda d: not isinstance(d, Num))
+        if s is None:
+            return None
+        d = get(p, s.path)
+        return put(p, s.path, L(S("*"), d, d))
 
     def _m_leaf(self, b: Builder, p: Datum) -> Datum | None:
         s = self._site(b, p, lambda d: not isinstance(d, SList))
