@@ -301,11 +301,12 @@ class EvolveProposer:
             return
         if self.g.require_loop and not any(uses_loop_state(d) for d in data):
             return
-        h = skeleton_hash(skeleton(data, set(self.g.params)))
+        skel = skeleton(data, set(self.g.params))
+        h = skeleton_hash(skel)
         if h in seen:
             return
         seen.add(h)
-        out.append(Candidate(src, None, f"evolve:{how}"))
+        out.append(Candidate(src, None, f"evolve:{how}", skel, key=h))  # the worker's hash
 
     # -- variation ----------------------------------------------------------------------
     def _crossover(self, b: Builder, p1: Datum, p2: Datum) -> tuple[Datum | None, str]:
