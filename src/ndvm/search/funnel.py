@@ -111,131 +111,43 @@ def check_finite(prog: Program, task: Any, theta: np.ndarray, v: Verdict) -> Ver
     return Verdict(True, **base)
 
 
-# What ``_Kinds`` infers for an expression: one number per point, one truth value per point,
-# a ``recur`` (a jump back to its loop: no value of its own); None: anything else or unknown.
-_NUM, _BOOL, _JUMP = "number", "truth", "jump"
+_NUM, _BOOL = "number", "truth"  # what ``_kind`` infers: one number / truth value per point
 _TYPED = (Kind.NUMERIC, Kind.PREDICATE)
-MAX_ITERATIONS = 10_000  # loop iterations of a folded program's walk (nested loops multiply)
 
 
 def scalar_valued(data: Sequence[Datum], names: Collection[str]) -> bool:
     """Whether the program provably gives one number per data point whatever its parameter
-    values, in a bounded walk: one form built from numbers, ``names`` (its parameters and its
-    one-number-per-point inputs), numeric primitives that map numbers to a number, predicates
-    (in conditions), ``if``, and counted loops (``(loop ((k 0) ...) (if (= k 8) EXIT (recur
-    ... (+ k 1) ...)))``, at most ``MAX_ITERATIONS`` iterations). Conservative: False for
-    anything else. Such a program passes the ``finite`` stage exactly when its value at the
-    first start is finite, which a least-squares fit's first loss tells (``evaluate`` folds
-    the stage into the fit)."""
-    return len(data) == 1 and _Kinds(names).of(data[0], {}, None, MAX_ITERATIONS) == _NUM
-
-
-class _Kinds:
-    def __init__(self, names: Collection[str]) -> None:
-        self.names = names
-
-    def of(self, d: Datum, env: dict[str, str], arity: int | None, room: int) -> str | None:
-        """The kind of ``d`` with loop variables ``env``; ``arity``: the variables of the
-        loop a ``recur`` here jumps to (None: no ``recur`` here); ``room``: the iterations
-        a loop here may take."""
-        if isinstance(d, Num):
-            return _NUM
-        if isinstance(d, Sym):
-            return env.get(d.name) or (_NUM if d.name in self.names else None)
-        if not isinstance(d, SList) or d.tail is not None or not d.items:
-            return None
-        head, args = d.items[0], d.items[1:]
-        if not isinstance(head, Sym) or head.name in env or head.name in self.names:
-            return None
-        if head.name == "if":
-            if len(args) != 3 or self.of(args[0], env, None, room) not in (_NUM, _BOOL):
-                return None
-            kinds = {self.of(x, env, arity, room) for x in args[1:]}
-            return _JUMP if kinds == {_JUMP} else _NUM if kinds <= {_NUM, _JUMP} else None
-        if head.name == "recur":
-            ok = arity == len(args) and all(self.of(x, env, None, room) == _NUM for x in args)
-            return _JUMP if ok else None
-        if head.name == "loop":
-            return self.loop(args, env, room)
-        prim = PRIMS.get(head.name)
-        if prim is None or prim.kind not in _TYPED or prim.shape == Shape.CUSTOM:
-            return None
-        if not all(self.of(x, env, None, room) == _NUM for x in args):
-            return None
-        return _NUM if prim.kind == Kind.NUMERIC else _BOOL
-
-    def loop(self, args: Sequence[Datum], env: dict[str, str], room: int) -> str | None:
-        """``(loop ((var init) ...) body)``: a number when every init is, the loop is counted
-        within ``room`` iterations, and the body is a number (each ``recur`` passing numbers)."""
-        if len(args) != 2 or not isinstance(args[0], SList) or args[0].tail is not None:
-            return None
-        inner, inits = dict(env), []
-        for b in args[0].items:
-            if not (isinstance(b, SList) and b.tail is None and len(b.items) == 2):
-                return None
-            var, init = b.items
-            if not isinstance(var, Sym) or self.of(init, env, None, room) != _NUM:
-                return None
-            inner[var.name] = _NUM
-            inits.append((var.name, init))
-        n = _iterations(inits, args[1])
-        if n is None or n > room:
-            return None
-        return _NUM if self.of(args[1], inner, len(inits), room // max(n, 1)) == _NUM else None
-
-
-def _iterations(inits: list[tuple[str, Datum]], body: Datum) -> int | None:
-    """The iterations of a counted loop: its body ``(if (= k N) EXIT NEXT)`` (or ``>=``, or
-    ``(= N k)``), ``k`` a variable from an integer ``k0 <= N``, EXIT without a ``recur`` of
-    this loop and each ``recur`` in NEXT passing ``(+ k 1)`` for ``k``; else None."""
-    if not (isinstance(body, SList) and len(body.items) == 4 and _is(body.items[0], "if")):
-        return None
-    test, done, step = body.items[1:]
-    if not (isinstance(test, SList) and len(test.items) == 3 and body.tail is None):
-        return None
-    op, lhs, rhs = test.items
-    if isinstance(rhs, Sym) and isinstance(lhs, Num):  # (= N k), (<= N k)
-        lhs, rhs, op = rhs, lhs, Sym(">=") if _is(op, "<=") else op
-    if not (_is(op, "=") or _is(op, ">=")) or not isinstance(lhs, Sym) or not isinstance(rhs, Num):
-        return None
-    names = [v for v, _ in inits]
-    if lhs.name not in names:
-        return None
-    k, init = names.index(lhs.name), inits[names.index(lhs.name)][1]
-    if not isinstance(init, Num) or not (float(init.value).is_integer()):
-        return None
-    n = rhs.value - init.value
-    if not (float(rhs.value).is_integer() and 0 <= n <= MAX_ITERATIONS):
-        return None
-    if _recurs(done) or not all(_adds_one(r.items[1 + k], lhs.name) for r in _recurs(step)):
-        return None
-    return int(n)
-
-
-def _recurs(d: Datum) -> list[SList]:
-    """The ``recur`` forms of the loop whose body holds ``d`` (not those of loops inside)."""
-    if not isinstance(d, SList) or not d.items:
-        return []
-    if _is(d.items[0], "loop"):
-        return [r for b in d.items[1:2] for r in _recurs(b)]  # inits only: bodies recur inward
-    found = [d] if _is(d.items[0], "recur") else []
-    return found + [r for x in d.items for r in _recurs(x)]
-
-
-def _adds_one(d: Datum, var: str) -> bool:
-    """``d`` is ``(+ var 1)`` or ``(+ 1 var)``."""
-    if not (isinstance(d, SList) and len(d.items) == 3 and _is(d.items[0], "+")):
+    values: one form built from numbers, ``names`` (its parameters and its one-number-per-point
+    inputs), elementwise numeric primitives, predicates (in conditions) and ``if``.
+    Conservative: False for anything else (loops, bindings, vectors, ...). Such a program
+    passes the ``finite`` stage exactly when its value at the first start is finite, which a
+    least-squares fit's first loss tells (``evaluate`` folds the stage into the fit)."""
+    try:
+        return len(data) == 1 and _kind(data[0], names) == _NUM
+    except RecursionError:
         return False
-    a, b = d.items[1:]
-    return (_is(a, var) and _is_one(b)) or (_is(b, var) and _is_one(a))
 
 
-def _is(d: Datum, name: str) -> bool:
-    return isinstance(d, Sym) and d.name == name
-
-
-def _is_one(d: Datum) -> bool:
-    return isinstance(d, Num) and d.value == 1
+def _kind(d: Datum, names: Collection[str]) -> str | None:
+    if isinstance(d, Num):
+        return _NUM
+    if isinstance(d, Sym):
+        return _NUM if d.name in names else None
+    if not isinstance(d, SList) or d.tail is not None or not d.items:
+        return None
+    head, args = d.items[0], d.items[1:]
+    if not isinstance(head, Sym) or head.name in names:
+        return None
+    if head.name == "if":
+        if len(args) != 3 or _kind(args[0], names) not in (_NUM, _BOOL):
+            return None
+        return _NUM if _kind(args[1], names) == _kind(args[2], names) == _NUM else None
+    prim = PRIMS.get(head.name)
+    if prim is None or prim.kind not in _TYPED or prim.shape == Shape.CUSTOM:
+        return None
+    if not all(_kind(x, names) == _NUM for x in args):
+        return None
+    return _NUM if prim.kind == Kind.NUMERIC else _BOOL
 
 
 def _n_points(inputs: Any) -> int:
