@@ -34,6 +34,20 @@ def test_recovers_known_optimum_256_starts(backend: str) -> None:
     _close_to_truth(cal.params, 1e-7)
 
 
+def test_seed_may_be_a_generator() -> None:
+    """A Generator seed draws the jittered starts and restarts from its own stream: the same
+    fit as its integer seed (a fresh generator of it), and a different one once drawn from."""
+    p, y = damped()
+    kw = dict(starts=8, steps=20, optimizer="adam", on_failure="restart", warn=False)
+    by_int = ndvm.calibrate(p, {"x": X}, y, seed=7, **kw)
+    by_gen = ndvm.calibrate(p, {"x": X}, y, seed=np.random.default_rng(7), **kw)
+    np.testing.assert_array_equal(by_gen.all_theta, by_int.all_theta)
+    used = np.random.default_rng(7)
+    used.standard_normal(3)
+    moved = ndvm.calibrate(p, {"x": X}, y, seed=used, **kw)
+    assert not np.array_equal(moved.all_theta, by_int.all_theta)
+
+
 def test_adam_history_and_shapes() -> None:
     p, y = damped()
     cal = ndvm.calibrate(p, {"x": X}, y, starts=3, steps=25, lr=0.05, optimizer="adam")

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from ndvm.errors import CompileError, NdvmError, ReadError
 from ndvm.eval.limits import Limits
-from ndvm.lang.datum import Bool, Num, SList, Str, Sym, to_source
+from ndvm.lang.datum import Bool, Num, SList, Str, Sym, _print_deep, to_source
 from ndvm.lang.reader import MAX_NESTING, read, read_with_symbols
 
 BIG = Limits(max_source_chars=10**8, max_forms=10**8)
@@ -39,6 +39,11 @@ def test_generated_sources_read_or_raise_and_print_back(tokens: list[str]) -> No
     printed = " ".join(to_source(d) for d in data)
     again = read(printed, allow_empty=True, limits=BIG)
     assert " ".join(to_source(d) for d in again) == printed
+    # the recursive printer and the iterative one (for data deeper than the stack) agree
+    shape = lambda d: "N" if isinstance(d, Num) else str(d)  # noqa: E731
+    for d in data:
+        assert to_source(d) == _print_deep(d, str)
+        assert to_source(d, shape) == _print_deep(d, shape)
 
 
 @pytest.mark.parametrize(
@@ -69,6 +74,11 @@ def test_nesting_limit() -> None:
     assert (e.value.line, e.value.column) == (1, MAX_NESTING + 1)
     ok = "(" * MAX_NESTING + "x" + ")" * MAX_NESTING
     assert to_source(read(ok, limits=BIG)[0]) == ok  # (== on the data would recurse)
+    dotted = SList((Sym("a"),), SList((Sym("b"),), Num(2.0, "2")))
+    for _ in range(3 * MAX_NESTING):  # past the interpreter's stack: the iterative printer
+        dotted = SList((dotted,), Sym("t"))
+    text = to_source(dotted)
+    assert text == "(" * 3 * MAX_NESTING + "(a . (b . 2))" + " . t)" * 3 * MAX_NESTING
 
 
 @pytest.mark.parametrize(

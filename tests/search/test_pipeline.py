@@ -72,3 +72,28 @@ def test_regression_score_of_a_non_finite_prediction():
     cal = task.calibrate(prog, starts=1, steps=1, seed=0, diagnostics=False)
     got = regression_score(cal, task.data())
     assert got["test_r2"] == -math.inf and not math.isfinite(got["test_mse"])
+
+
+def test_worker_takes_the_proposers_skeleton_hash_only_for_its_skeleton():
+    """``evolve`` hands each candidate's skeleton and hash to the worker, which uses the hash
+    only when the compiled program has that skeleton (a wrong pair is recomputed)."""
+    from ndvm.search.candidate import Candidate, skeleton_hash
+    from ndvm.search.evaluate import CalibLimits, Job, run_job
+    from ndvm.search.state import SearchState
+
+    task = tasks.get("sr-damped").for_search()
+    spec = task.search
+    cands = EvolveProposer(spec.grammar, spec.seeds).propose(SearchState("sr-damped", 1, ()), 40)
+    assert len(cands) == 40
+    for c in cands:  # the proposer's pair is the compiled program's
+        skel = ndvm.compile(c.src, c.params, task.inputs, strict=False, free_params=True).skeleton
+        assert (c.skeleton, c.key) == (skel, skeleton_hash(skel))
+    lim = CalibLimits(starts=1)
+    src = "(* a (sin (* b x)))"
+    skel, h = "(* P (sin (* P x)))", skeleton_hash("(* P (sin (* P x)))")
+    trusted = run_job(task, Job(0, Candidate(src, skeleton=skel, key="f" * 16), 1), lim, set())
+    assert trusted.key == "f" * 16  # taken as given: it is not recomputed
+    for wrong in ("(* P (cos (* P x)))", ""):
+        res = run_job(task, Job(0, Candidate(src, skeleton=wrong, key="f" * 16), 1), lim, set())
+        assert res.key == h and res.evaluation.status == "ok"
+    assert Candidate.from_json({"src": src, "skeleton": skel, "key": "f" * 16}).key == ""

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from ndvm.lang.reader import read
-from ndvm.search import Budget, Candidate, run_search
+from ndvm.search import Budget, CalibLimits, Candidate, run_search
 from ndvm.search.candidate import read_jsonl, write_jsonl
 from ndvm.search.evolve import EvolveProposer, loop_parts
 from ndvm.search.replay import ReplayProposer
@@ -129,3 +129,32 @@ def test_bad_database_is_a_one_line_error(tmp_path, kind):
             assert str(db) in proc.stderr
     finally:
         tmp_path.chmod(0o755)
+
+
+@pytest.mark.parametrize("task", ["sr-damped", "iterated-map"])
+def test_evolve_children_are_proposed_as_their_printed_source(task, monkeypatch, tmp_path):
+    """A child is canonicalized as built, not printed and read back: the same program as from
+    its printed source, with literals (even ones that print inexactly) valued as printed."""
+    import dataclasses
+
+    from ndvm.lang.datum import to_source
+    from ndvm.search.simplify import canonical
+
+    the_task = get(task)
+    spec = the_task.search
+    g = dataclasses.replace(spec.grammar, literals=(0.5, 3.14159265358979, 1e-7, 2.0))
+    accept, checked = EvolveProposer._accept, []
+
+    def check(self, data, seen, out, how, src=None):  # type: ignore[no-untyped-def]
+        again = read(" ".join(to_source(d) for d in data))
+        built = [to_source(canonical(d, g.params)) for d in data]
+        assert built == [to_source(canonical(d, g.params)) for d in again]
+        checked.append(how)
+        return accept(self, data, seen, out, how, src)
+
+    monkeypatch.setattr(EvolveProposer, "_accept", check)
+    search = dataclasses.replace(spec, grammar=g)
+    run_search(dataclasses.replace(the_task, search=search), EvolveProposer(g, spec.seeds),
+               tmp_path / "e.db", budget=Budget(batches=4), batch_size=32,
+               limits=CalibLimits(starts=1))  # fmt: skip
+    assert len(checked) >= 100 and len({c.split(":")[0] for c in checked} - {"seed"}) >= 3

@@ -155,7 +155,7 @@ def calibrate(
     lr: float = 0.05,
     lr_final: float | None = None,
     init: Any = None,
-    seed: int = 0,
+    seed: int | np.random.Generator = 0,
     constraints: Mapping[str, tuple[float | None, float | None]] | None = None,
     early_stop: float | optim.EarlyStop | None = None,
     backend: str | None = None,
@@ -195,7 +195,8 @@ def calibrate(
             space), values
             [P] / [starts, P] / {name: value} in the constrained space, or a callable
             ``(rng, shape) -> values``, which also draws restarts.
-        seed: seeds the start jitter and restarts.
+        seed: seeds the start jitter and restarts (a ``np.random.Generator`` is drawn from as
+            it is).
         constraints: {name: (lo, hi)} box bounds (constrained space), kept by projection;
             they combine with a parameter's own constraint (``positive``, ...).
         early_stop: rtol or ``optim.EarlyStop``: freeze lanes whose loss stopped improving.

@@ -78,6 +78,22 @@ def to_source(d: Datum, atom: Callable[[Datum], str] = str) -> str:
 
     ``atom`` prints each non-list datum (the skeleton printer substitutes names and numbers).
     """
+    try:
+        return _print(d, atom)
+    except RecursionError:  # deeper than the interpreter stack allows: the iterative printer
+        return _print_deep(d, atom)
+
+
+def _print(d: Datum, atom: Callable[[Datum], str]) -> str:
+    if isinstance(d, SList):
+        inner = " ".join([_print(x, atom) for x in d.items])
+        if d.tail is not None:
+            inner += " . " + _print(d.tail, atom)
+        return "(" + inner + ")"
+    return atom(d)
+
+
+def _print_deep(d: Datum, atom: Callable[[Datum], str]) -> str:
     out: list[str] = []
     stack: list[object] = [d]
     while stack:

@@ -22,6 +22,9 @@ class Candidate:
 
     ``error`` is set by a proposer that could not produce a program (a malformed JSON line, an
     LLM reply without a code block, a timeout); such a candidate is recorded as rejected.
+    ``key`` is ``skeleton_hash(skeleton)`` when the proposer computed both (``evolve`` does, to
+    deduplicate what it proposes): the worker takes it instead of hashing again when the
+    compiled program's skeleton is ``skeleton``. It is never read from or written to JSON.
     """
 
     src: str
@@ -29,6 +32,7 @@ class Candidate:
     origin: str = ""
     skeleton: str = ""
     error: str = ""
+    key: str = ""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"src": self.src}

@@ -25,7 +25,7 @@ import ndvm
 from ndvm.errors import LimitExceeded, NdvmError, ReadError
 from ndvm.lang.reader import read
 from ndvm.search.candidate import Candidate, Evaluation, skeleton_hash
-from ndvm.search.funnel import Verdict, check_compiled, check_source
+from ndvm.search.funnel import Verdict, check_finite, check_params, check_source, scalar_valued
 from ndvm.tasks.base import Task, series_best
 
 
@@ -88,7 +88,14 @@ def _fail(job: Job, v: Verdict, status: str, reason: str, t0: float, key: str = 
 
 def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) -> Result:
     """Funnel, calibrate and score ``job``; ``seen`` holds (scope, skeleton hash) pairs of
-    earlier jobs this process calibrated (a hit is a duplicate; the driver decides the rest)."""
+    earlier jobs this process calibrated (a hit is a duplicate; the driver decides the rest).
+
+    For a program that provably gives one number per point (``funnel.scalar_valued``) on a
+    least-squares task, the ``finite`` stage is read from the fit (one walk fewer): its first
+    loss is the mean squared residual of the first start at its initial parameters, finite
+    only when the program's value there is finite at every point, which is the stage. When it
+    is not finite the stage is evaluated on its own (its verdict and reason) and the fit is
+    kept if the stage passes, so the result is the one the stages in order give."""
     t0 = time.perf_counter()
     cand = job.candidate
     grammar = task.search.grammar if task.search is not None else None
@@ -108,32 +115,98 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     except NdvmError as exc:
         return _rejected(job, Verdict(False, "resolve", f"{type(exc).__name__}: {exc}"), t0)
     K = starts_for(task, limits) if prog.params else 1  # nothing to start from: one walk
-    lanes = K * task.series
     rng = np.random.default_rng(job.seed)
     scale = task.calib.init_scale if task.calib.init_scale is not None else 1.0
-    init = scale * rng.standard_normal((lanes, len(prog.params)))
-    v = check_compiled(prog, data, task, init[:1], v.complexity)
+    init = scale * rng.standard_normal((K * task.series, len(prog.params)))
+    v = check_params(prog, data, task, v.complexity)
+    if not v.ok:
+        return _rejected(job, v, t0)
+    h = cand.key if cand.key and cand.skeleton == v.skeleton else skeleton_hash(v.skeleton)
+    key = (job.scope, h)
+    fit: _Fit | None = None
+    if key not in seen and _folds(task, prog, data):
+        fit = _fit(task, prog, K, init, rng, limits, t0)
+        if fit.first_finite:  # the finite stage passed (see above)
+            seen.add(key)
+            return _result(job, task, v, fit, t0, h)
+    v = check_finite(prog, task, init[:1], v)
     if v.stage == "limit":  # a step limit or the deadline at the first start: too slow
         return _fail(job, v, "timeout", v.reason, t0)
     if not v.ok:
         return _rejected(job, v, t0)
-    h = skeleton_hash(v.skeleton)
-    key = (job.scope, h)
     if key in seen:
         why = Verdict(False, "duplicate", f"skeleton already evaluated: {v.skeleton}", **v.info)
         return _rejected(job, why, t0)
     seen.add(key)
+    if fit is None:
+        fit = _fit(task, prog, K, init, rng, limits, t0)
+    return _result(job, task, v, fit, t0, h)
+
+
+@dataclass(frozen=True)
+class _Fit:
+    """A calibration and its scores, or what it raised."""
+
+    cal: Any = None
+    metrics: dict[str, float] | None = None
+    error: BaseException | None = None
+
+    @property
+    def first_finite(self) -> bool:
+        """The first lane's loss at its initial parameters is finite."""
+        return self.error is None and math.isfinite(self.cal.history[0, 0])
+
+
+def _fit(
+    task: Task, prog: Any, K: int, init: np.ndarray, rng: np.random.Generator,
+    limits: CalibLimits, t0: float,
+) -> _Fit:  # fmt: skip
+    """Calibrate (``task.calibrate``: restarts would draw from ``rng``; the task's protocol
+    has none) and score; an exception is kept, not raised (the funnel's verdict comes first)."""
     left = limits.seconds - (time.perf_counter() - t0)
     try:
-        cal = task.calibrate(prog, starts=K, init=init, seed=job.seed, time_limit=left,
+        cal = task.calibrate(prog, starts=K, init=init, seed=rng, time_limit=left,
                              diagnostics=False)  # fmt: skip
-        metrics = task.score(cal, task.data())
-    except LimitExceeded as exc:
+        return _Fit(cal, task.score(cal, task.data()))
+    except Exception as exc:  # noqa: BLE001 - raised by _result, after the funnel's verdict
+        return _Fit(error=exc)
+
+
+def _result(job: Job, task: Task, v: Verdict, fit: _Fit, t0: float, h: str) -> Result:
+    exc = fit.error
+    if isinstance(exc, LimitExceeded):
         return _fail(job, v, "timeout", f"{type(exc).__name__}: {exc}", t0, h)
-    except NdvmError as exc:
+    if isinstance(exc, NdvmError):
         return _fail(job, v, "failed", f"{type(exc).__name__}: {exc}", t0, h)
-    ev = _evaluation(task, cal, metrics, t0)
+    if exc is not None:
+        raise exc
+    assert fit.metrics is not None
+    ev = _evaluation(task, fit.cal, fit.metrics, t0)
     return Result(job.idx, v.skeleton, v.n_params, v.complexity, ev, h)
+
+
+def _folds(task: Task, prog: Any, data: tuple[Any, ...]) -> bool:
+    """Whether the ``finite`` stage can be read from the fit: a least-squares task whose
+    inputs are one number per point, float64, unconstrained parameters, a program that gives
+    one number per point (``scalar_valued``)."""
+    if task.calib.loss != "mse" or prog.dtype != "float64":
+        return False
+    if any(s.constraint != "free" for s in prog.param_specs):
+        return False
+    inputs = _point_inputs(task)
+    return inputs is not None and scalar_valued(data, {*prog.params, *inputs})
+
+
+def _point_inputs(task: Task) -> list[str] | None:
+    """The task's inputs when each is a plain 1-D array of one number per training point (the
+    target's last axis), else None."""
+    data = task.data()
+    t, cols = data.train_target, dict(data.train_inputs)
+    if not cols or t is None or np.ndim(t) not in (1, 2):
+        return None
+    n = np.shape(t)[-1]
+    ok = all(type(v) is np.ndarray and v.ndim == 1 and len(v) == n for v in cols.values())
+    return list(cols) if ok else None
 
 
 _LIMIT_WORDS = ("time limit", "StepLimitExceeded", "DeadlineExceeded", "DepthLimitExceeded")

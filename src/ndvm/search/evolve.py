@@ -48,7 +48,9 @@ def L(*items: Datum) -> SList:
 
 
 def lit(v: float) -> Num:
-    return Num(float(v), f"{v:g}")
+    """A literal whose value is its text's (what reading the printed program gives)."""
+    text = f"{v:g}"
+    return Num(float(text), text)
 
 
 def get(d: Datum, path: Path) -> Datum:
@@ -232,7 +234,11 @@ class EvolveProposer:
         out: list[Candidate] = []
         if state.next_batch == 0:
             for src in self.seeds:
-                self._accept(src, seen, out, "seed")
+                try:
+                    data = read(src)
+                except Exception:  # noqa: BLE001 - a seed that does not read is skipped
+                    continue
+                self._accept(data, seen, out, "seed", src)
         tries = 0
         while len(out) < n and tries < 50 * n:
             tries += 1
@@ -243,7 +249,7 @@ class EvolveProposer:
             else:
                 child, how = self._mutate(b, self._select(b, pool))
             if child is not None:
-                self._accept(to_source(child), seen, out, how)
+                self._accept((child,), seen, out, how)
         return out[:n]
 
     # -- population and selection -------------------------------------------------------
@@ -288,24 +294,25 @@ class EvolveProposer:
             return b.loop(b.expr(1))
         return e
 
-    def _accept(self, src: str, seen: set[str], out: list[Candidate], how: str) -> None:
-        try:
-            data = read(src)
-        except Exception:  # noqa: BLE001 - a seed that does not read is skipped
-            return
+    def _accept(
+        self, data: tuple[Datum, ...], seen: set[str], out: list[Candidate], how: str,
+        src: str | None = None,
+    ) -> None:  # fmt: skip
+        """Propose ``data`` (a seed's text ``src`` is kept when it is canonical already)."""
         # parsimony before scoring: (/ x x) -> 1, (exp a) -> a, (* x a) -> (* a x)
         simpler = tuple(canonical(d, self.g.params) for d in data)
-        if simpler != data:
+        if src is None or simpler != data:
             data, src = simpler, " ".join(to_source(d) for d in simpler)
         if complexity(data) > self.g.max_size:
             return
         if self.g.require_loop and not any(uses_loop_state(d) for d in data):
             return
-        h = skeleton_hash(skeleton(data, set(self.g.params)))
+        skel = skeleton(data, set(self.g.params))
+        h = skeleton_hash(skel)
         if h in seen:
             return
         seen.add(h)
-        out.append(Candidate(src, None, f"evolve:{how}"))
+        out.append(Candidate(src, None, f"evolve:{how}", skel, key=h))  # the worker's hash
 
     # -- variation ----------------------------------------------------------------------
     def _crossover(self, b: Builder, p1: Datum, p2: Datum) -> tuple[Datum | None, str]:

@@ -12,7 +12,7 @@ index order, so it does not depend on how jobs were spread over workers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +20,9 @@ import numpy as np
 
 from ndvm.api import Program
 from ndvm.errors import LimitExceeded, NdvmError
-from ndvm.lang.datum import Datum, SList, symbols_in
+from ndvm.lang.datum import Datum, Num, SList, Sym, symbols_in
+from ndvm.prims import PRIMS
+from ndvm.prims.registry import Kind, Shape
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,13 @@ def check_compiled(
     prog: Program, data: Iterable[Datum], task: Any, theta: np.ndarray, size: int
 ) -> Verdict:
     """The ``params`` and ``finite`` stages on the compiled candidate at ``theta`` [1, P]."""
+    v = check_params(prog, data, task, size)
+    return check_finite(prog, task, theta, v) if v.ok else v
+
+
+def check_params(prog: Program, data: Iterable[Datum], task: Any, size: int) -> Verdict:
+    """The ``params`` stage (no evaluation): at least one parameter unless the task scores
+    parameter-free candidates, and every declared parameter used."""
     skel, n_params = prog.skeleton, len(prog.params)
     base = {"skeleton": skel, "n_params": n_params, "complexity": size}
     if n_params == 0 and not (task.search is not None and task.search.fixed):
@@ -76,6 +85,13 @@ def check_compiled(
     unused = [p for p in prog.params if p not in used]
     if unused:
         return Verdict(False, "params", f"declared but unused: {', '.join(unused)}", **base)
+    return Verdict(True, **base)
+
+
+def check_finite(prog: Program, task: Any, theta: np.ndarray, v: Verdict) -> Verdict:
+    """The ``finite`` stage: one finite number per training point at ``theta`` [1, P] (a
+    step limit or the deadline is stage ``limit``); ``v`` is the ``params`` stage's verdict."""
+    base = v.info
     train = task.data().train_inputs
     try:
         value = prog.eval(theta, dict(train))
@@ -93,6 +109,45 @@ def check_compiled(
     if not np.all(np.isfinite(arr)):
         return Verdict(False, "finite", "non-finite output at the initial parameters", **base)
     return Verdict(True, **base)
+
+
+_NUM, _BOOL = "number", "truth"  # what ``_kind`` infers: one number / truth value per point
+_TYPED = (Kind.NUMERIC, Kind.PREDICATE)
+
+
+def scalar_valued(data: Sequence[Datum], names: Collection[str]) -> bool:
+    """Whether the program provably gives one number per data point whatever its parameter
+    values: one form built from numbers, ``names`` (its parameters and its one-number-per-point
+    inputs), elementwise numeric primitives, predicates (in conditions) and ``if``.
+    Conservative: False for anything else (loops, bindings, vectors, ...). Such a program
+    passes the ``finite`` stage exactly when its value at the first start is finite, which a
+    least-squares fit's first loss tells (``evaluate`` folds the stage into the fit)."""
+    try:
+        return len(data) == 1 and _kind(data[0], names) == _NUM
+    except RecursionError:
+        return False
+
+
+def _kind(d: Datum, names: Collection[str]) -> str | None:
+    if isinstance(d, Num):
+        return _NUM
+    if isinstance(d, Sym):
+        return _NUM if d.name in names else None
+    if not isinstance(d, SList) or d.tail is not None or not d.items:
+        return None
+    head, args = d.items[0], d.items[1:]
+    if not isinstance(head, Sym) or head.name in names:
+        return None
+    if head.name == "if":
+        if len(args) != 3 or _kind(args[0], names) not in (_NUM, _BOOL):
+            return None
+        return _NUM if _kind(args[1], names) == _kind(args[2], names) == _NUM else None
+    prim = PRIMS.get(head.name)
+    if prim is None or prim.kind not in _TYPED or prim.shape == Shape.CUSTOM:
+        return None
+    if not all(_kind(x, names) == _NUM for x in args):
+        return None
+    return _NUM if prim.kind == Kind.NUMERIC else _BOOL
 
 
 def _n_points(inputs: Any) -> int:
