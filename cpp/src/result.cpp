@@ -208,6 +208,7 @@ void Interp::reverse_sweep(const double* cotangent) {
     touched_[v.id] = 1;
   }
   if (fast_.size() == tape_.records.size()) {
+    if (W_ == 1) reuse_inverses();
     vjp_fast(fast_.data());
   } else {
     for (size_t r = tape_.records.size(); r-- > 0;) {
@@ -228,6 +229,32 @@ void Interp::find_inverses() {
     const uint32_t in = tape_.operands[rec.args];
     if (pay_[in].width == W_ && pay_[rec.out].width == W_) inverse_of_[in] = rec.out;
   }
+}
+
+// At one lane, the same for the fast forms: a 2 x 2 `logdet`/`det` record whose operand a taped
+// `inv` record also inverted reads that record's output in its VJP when fused_ (else it
+// recomputes the inverse). The pairs are found once per tape (the tape of a walk is replayed
+// unchanged), the kernels chosen for each sweep.
+void Interp::reuse_inverses() {
+  if (!inv_pairs_ready_) {
+    inv_pairs_.clear();
+    std::vector<uint32_t> inverse(pay_.count(), kNoInverse);
+    for (const FastRec& f : fast_) {
+      if (f.op == FastOp::INV2 && f.forward) inverse[f.pid[0]] = f.out;
+    }
+    for (size_t r = 0; r < fast_.size(); ++r) {
+      FastRec& f = fast_[r];
+      const bool slogdet = f.op == FastOp::LOGDET2 || f.op == FastOp::DET2;
+      if (!slogdet || !f.vjp || inverse[f.pid[0]] == kNoInverse) continue;
+      f.off[1] = inverse[f.pid[0]];
+      inv_pairs_.push_back(static_cast<uint32_t>(r));
+    }
+    inv_pairs_ready_ = true;
+    inv_pairs_fused_ = !fused_;
+  }
+  if (inv_pairs_fused_ == fused_) return;  // the kernels are already those of fused_
+  for (const uint32_t r : inv_pairs_) fast_[r].vjp = slogdet2_vjp_kernel(fast_[r].op, fused_);
+  inv_pairs_fused_ = fused_;
 }
 
 // The reverse sweep with the records' fast forms (fast_[r] beside tape record r): the arena,

@@ -408,6 +408,12 @@ class Interp {
   bool fused_ = true;  // the last run's RunRequest::fused (its reverse sweeps use it)
   static constexpr uint32_t kNoInverse = 0xffffffffu;
   void find_inverses();
+  // at one lane: the fast_ indices of the logdet/det records with a taped inverse of their
+  // operand (found once per tape: inv_pairs_ready_), and the fused_ their kernels were set for
+  std::vector<uint32_t> inv_pairs_;
+  bool inv_pairs_ready_ = false;
+  bool inv_pairs_fused_ = false;
+  void reuse_inverses();
   bool (*poll_)(void*) = nullptr;
   void* poll_ctx_ = nullptr;
   std::chrono::steady_clock::time_point polled_;
