@@ -432,7 +432,7 @@ void Interp::reset(const RunRequest& req) {
   heap_.reset();
   tape_.reset();
   fast_.clear();
-  inv_pairs_ready_ = false;
+  inverses_ready_ = false;
   kont_.clear();
   vstack_.clear();
   retry_args_.clear();
