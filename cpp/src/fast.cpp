@@ -2,50 +2,24 @@
 // kernels. Each kernel restates, for one lane, the operations of the general kernel it
 // replaces, in the same order: elementwise + - * as kernels.cpp's fwd_/vjp_ rows, dot /
 // matvec / matmul as linalg_lanes.cpp's one-lane products, the 2 x 2 inverse and slogdet as
-// lu_lanes.cpp's (the same inverse2 / slogdet2_parts / slogdet2_value of lanes.hpp).
+// lu_lanes.cpp's (the same inverse2 / slogdet2_parts / slogdet2_value of lanes.hpp). The
+// lane forms (W > 1 lanes) are in fast_lanes.cpp: this file is compiled without vectorization
+// (CMakeLists.txt), so every element is loaded and stored on its own and a kernel never reads
+// a vector from elements that the previous record stored one at a time (a stall per load).
 #include "ndvm/fast.hpp"
 
 #include "ndvm/prims.hpp"
 
+#include "fast_ew.hpp"
 #include "lanes.hpp"
 
 namespace ndvm {
 namespace {
 
-constexpr Real kZero = 0;
-constexpr Real kOne = 1;
-
-// ---- elementwise + - * (kernels.cpp's fwd_ADD/SUB/MUL and vjp_ rows) -----------------------
-
-// The output element from the operands' elements x(0), ..., x(n-1).
-template <class X>
-NDVM_INLINE Real ew_value(FastOp op, int n, X x) {
-  if (op == FastOp::ADD) {  // ((0 + x0) + x1) + ...
-    Real acc = kZero + x(0);
-    for (int i = 1; i < n; ++i) acc = acc + x(i);
-    return acc;
-  }
-  if (op == FastOp::SUB) {  // -x0, or (x0 - x1) - ...
-    Real acc = n == 1 ? -x(0) : x(0);
-    for (int i = 1; i < n; ++i) acc = acc - x(i);
-    return acc;
-  }
-  Real acc = kOne * x(0);  // ((1 * x0) * x1) * ...
-  for (int i = 1; i < n; ++i) acc = acc * x(i);
-  return acc;
-}
-
-// Operand i's cotangent element from the output's g and the operands' elements x(j).
-template <class X>
-NDVM_INLINE Real ew_cotangent(FastOp op, int n, int i, Real g, X x) {
-  if (op == FastOp::ADD || (op == FastOp::SUB && n > 1 && i == 0)) return g;
-  if (op == FastOp::SUB) return -g;
-  Real rest = kOne;  // the product of the other operands
-  for (int j = 0; j < n; ++j) {
-    if (j != i) rest = rest * x(j);
-  }
-  return g * rest;
-}
+using fast_ew::ew_cotangent;
+using fast_ew::ew_value;
+using fast_ew::fits32;
+using fast_ew::kZero;
 
 // K elements read from p: copied into registers when K is a compile-time size (then the
 // stores that follow need no aliasing checks against them), else read in place (K = 0).
@@ -130,47 +104,6 @@ void ew_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
       continue;
     }
     fast_put(adj_i, f.S, first, ct);
-  }
-}
-
-// ---- W lanes: elementwise + - * of up to three operands (kernels.cpp's map rows) ----------
-// f.S counts the output's elements over its lanes (S x W, contiguous); operand i is read at the
-// same index, or (bit i of BC, an untaped lane-uniform number) is one value for all of them.
-// The rows of the general kernels evaluate the same expression element by element.
-
-template <int N, unsigned BC>
-struct LaneArgs {
-  const Real* p[N];
-  Real s[N];
-  LaneArgs(const FastRec& f, const Real* v) {
-    for (int i = 0; i < N; ++i) {
-      p[i] = v + f.off[i];
-      s[i] = p[i][0];
-    }
-  }
-  Real operator()(int i, uint32_t k) const { return (BC >> i) & 1 ? s[i] : p[i][k]; }
-};
-
-template <FastOp OP, int N, unsigned BC>
-NDVM_SIMD void lanes_forward(const FastRec& f, Real* v, LinalgScratch&) {
-  const LaneArgs<N, BC> x(f, v);
-  Real* __restrict o = v + f.out;
-  const uint32_t n = f.S;
-  for (uint32_t k = 0; k < n; ++k) o[k] = ew_value(OP, N, [&](int i) { return x(i, k); });
-}
-
-// Each taped operand (never a broadcast one) gets its cotangent, stored or added.
-template <FastOp OP, int N, unsigned BC>
-NDVM_SIMD void lanes_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
-  const LaneArgs<N, BC> x(f, v);
-  const Real* g = adj + f.out;
-  for (int i = 0; i < N; ++i) {
-    if (!((f.taped >> i) & 1)) continue;
-    bool first = false;
-    Real* a = fast_target(f, i, adj, touched, first);
-    fast_put(a, f.S, first, [&](uint32_t k) {
-      return ew_cotangent(OP, N, i, g[k], [&](int j) { return x(j, k); });
-    });
   }
 }
 
@@ -280,13 +213,16 @@ NDVM_SIMD void slogdet2_forward(const FastRec& f, Real* v, LinalgScratch&) {
   v[f.out] = lanes::slogdet2_value(lanes::slogdet2_parts(p[0], p[1], p[2], p[3]), kDet);
 }
 
-// s inv(A)^T, with s = g ans (det) or g (logdet)
-template <bool kDet>
+// s inv(A)^T, with s = g ans (det) or g (logdet); kReuse: inv(A) read at f.off[1], the output
+// of a taped `inv` record of the same operand (the same inverse_of on the same elements: the
+// same bits), else computed here
+template <bool kDet, bool kReuse = false>
 NDVM_SIMD void slogdet2_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
   if (!(f.taped & 1)) return;
   const Real* ans = v + f.out;
   const Real* g = adj + f.out;
-  const lanes::Inv2 b = inverse_of(v + f.off[0]);
+  const Real* q = v + f.off[1];
+  const lanes::Inv2 b = kReuse ? lanes::Inv2{q[0], q[1], q[2], q[3]} : inverse_of(v + f.off[0]);
   const Real s = kDet ? g[0] * ans[0] : g[0];
   const Real inv_t[4] = {b.b00, b.b10, b.b01, b.b11};
   bool first = false;
@@ -333,21 +269,6 @@ Kernels products_kernels(const FastRec& f) {
   if (square && f.r == 3) return products_of<OP, 3>();
   if (square && f.r == 4) return products_of<OP, 4>();
   return {&products_forward<OP, 0, 0, 0>, &products_vjp<OP, 0, 0, 0>};
-}
-
-// The lane kernels of N operands with broadcast bits bc (every BC from B up instantiated).
-template <FastOp OP, int N, unsigned B = 0>
-Kernels lanes_bc(unsigned bc) {
-  if constexpr (B + 1 < (1u << N)) {
-    if (bc != B) return lanes_bc<OP, N, B + 1>(bc);
-  }
-  return {&lanes_forward<OP, N, B>, &lanes_vjp<OP, N, B>};
-}
-
-template <FastOp OP>
-Kernels lanes_kernels(const FastRec& f) {
-  if (f.n == 1) return lanes_bc<OP, 1>(f.scalar);
-  return f.n == 2 ? lanes_bc<OP, 2>(f.scalar) : lanes_bc<OP, 3>(f.scalar);
 }
 
 Kernels kernels_of(const FastRec& f) {
@@ -408,9 +329,6 @@ FastOp classify(Prim p, const Payload& out, const Payload* const* in, int n, Fas
   }
 }
 
-// Whether the payload's elements lie below 2^32 (FastRec's offsets and sizes are 32-bit).
-bool fits32(const Payload& p) { return p.off + p.count() <= UINT32_MAX; }
-
 // Fills f (op, sizes, offsets, kernels) for primitive `code` on one-lane payloads (in: the
 // operands'); false: it has no fast form (f.forward and f.vjp stay null).
 bool resolve(int code, const Payload& out, const Payload* const* in, int n, FastRec& f) {
@@ -432,51 +350,15 @@ bool resolve(int code, const Payload& out, const Payload* const* in, int n, Fast
   return true;
 }
 
-// The lane form of + - * (and scale) over W-lane operands, of / (one or two operands), or of
-// an elementwise unary primitive, sqrt or one-operand log (their kernels from kernels.cpp);
-// false: none. Operands are of the output's shape and lanes, or untaped lane-uniform numbers
-// (+ - * / only). The caller never asks for a dmci record.
-bool resolve_lanes(int code, const Payload& out, const Payload* const* in, int n, FastRec& f) {
-  if (code < 0 || code >= kPrimCodeLimit || n == 0 || n > 3 || out.width < 2 || !fits32(out)) {
-    return false;
-  }
-  const Prim p = static_cast<Prim>(code);
-  const bool arith = p == Prim::ADD || p == Prim::SUB || p == Prim::MUL || p == Prim::SCALE;
-  const bool div = p == Prim::DIV;
-  if (div && n > 2) return false;
-  for (int i = 0; i < n; ++i) {
-    const Payload& a = *in[i];
-    const bool whole = a.width == out.width && a.size() == out.size();
-    const bool uniform = (arith || div) && a.width == 1 && a.size() == 1 && !a.taped;
-    if (!(whole || uniform) || !fits32(a)) return false;
-    if (uniform) f.scalar |= static_cast<uint8_t>(1u << i);
-  }
-  f.n = static_cast<uint8_t>(n);
-  f.S = static_cast<uint32_t>(out.count());
-  f.out = static_cast<uint32_t>(out.off);
-  for (int i = 0; i < n; ++i) f.off[i] = static_cast<uint32_t>(in[i]->off);
-  f.op = p == Prim::ADD ? FastOp::ADD : p == Prim::SUB ? FastOp::SUB : FastOp::MUL;
-  if (!arith) f.op = FastOp::UNARY;
-  Kernels k{nullptr, nullptr};
-  if (div) k = div_lane_kernels(n, f.scalar);
-  if (f.op == FastOp::UNARY && !div && n == 1) k = unary_lane_kernels(code);
-  if (f.op == FastOp::ADD) k = lanes_kernels<FastOp::ADD>(f);
-  if (f.op == FastOp::SUB) k = lanes_kernels<FastOp::SUB>(f);
-  if (f.op == FastOp::MUL) k = lanes_kernels<FastOp::MUL>(f);
-  f.forward = k.forward;
-  f.vjp = k.vjp;
-  return f.forward != nullptr;
-}
-
 }  // namespace
+
+FastVjp slogdet2_vjp_kernel(FastOp op, bool reuse) {
+  if (op == FastOp::DET2) return reuse ? &slogdet2_vjp<true, true> : &slogdet2_vjp<true>;
+  return reuse ? &slogdet2_vjp<false, true> : &slogdet2_vjp<false>;
+}
 
 bool fast_resolve(int code, const Payload& out, const Payload* const* in, int n, FastRec& f) {
   return resolve(code, out, in, n, f);
-}
-
-bool fast_resolve_lanes(int code, const Payload& out, const Payload* const* in, int n,
-                        FastRec& f) {
-  return resolve_lanes(code, out, in, n, f);
 }
 
 }  // namespace ndvm

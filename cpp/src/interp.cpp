@@ -432,6 +432,7 @@ void Interp::reset(const RunRequest& req) {
   heap_.reset();
   tape_.reset();
   fast_.clear();
+  inverses_ready_ = false;
   kont_.clear();
   vstack_.clear();
   retry_args_.clear();

@@ -208,6 +208,10 @@ void Interp::reverse_sweep(const double* cotangent) {
     touched_[v.id] = 1;
   }
   if (fast_.size() == tape_.records.size()) {
+    if (inv_pairs_fused_ != fused_) {  // the one-lane pairs' kernels, for fused_
+      for (const uint32_t r : inv_pairs_) fast_[r].vjp = slogdet2_vjp_kernel(fast_[r].op, fused_);
+      inv_pairs_fused_ = fused_;
+    }
     vjp_fast(fast_.data());
   } else {
     for (size_t r = tape_.records.size(); r-- > 0;) {
@@ -217,17 +221,39 @@ void Interp::reverse_sweep(const double* cotangent) {
   }
 }
 
-// inverse_of_: for each payload that a tape record inverted over all W > 1 lanes, that
-// record's output (the forward `inv` kernel runs on every lane; values never change after a
-// record writes them). Only with fused_ (the buffered path recomputes the inverse).
+// Once per tape (a walk's tape is replayed unchanged, and differentiated again as it is): for
+// each payload that a tape record inverted over all W > 1 lanes, that record's output
+// (inverse_of_; the forward `inv` kernel runs on every lane, and values never change after a
+// record writes them); at one lane, the fast 2 x 2 `logdet`/`det` records whose operand a fast
+// `inv` record inverted (inv_pairs_, with the inverse's offset in their off[1]). Their VJPs
+// read that inverse instead of recomputing it when fused_ (the buffered path recomputes it).
 void Interp::find_inverses() {
-  inverse_of_.assign(fused_ && W_ > 1 ? pay_.count() : 0, kNoInverse);
-  if (inverse_of_.empty()) return;
-  for (const TapeRecord& rec : tape_.records) {
-    if (rec.op != static_cast<uint16_t>(Prim::INV) || rec.nargs != 1) continue;
-    const uint32_t in = tape_.operands[rec.args];
-    if (pay_[in].width == W_ && pay_[rec.out].width == W_) inverse_of_[in] = rec.out;
+  if (inverses_ready_) return;
+  inverses_ready_ = true;
+  inv_pairs_.clear();
+  inv_pairs_fused_ = false;  // the fast records' kernels as resolved: they recompute
+  inverse_of_.assign(pay_.count(), kNoInverse);
+  if (W_ > 1) {
+    for (const TapeRecord& rec : tape_.records) {
+      if (rec.op != static_cast<uint16_t>(Prim::INV) || rec.nargs != 1) continue;
+      const uint32_t in = tape_.operands[rec.args];
+      if (pay_[in].width == W_ && pay_[rec.out].width == W_) inverse_of_[in] = rec.out;
+    }
+    return;
   }
+  if (fast_.size() == tape_.records.size()) {
+    for (const FastRec& f : fast_) {
+      if (f.op == FastOp::INV2 && f.forward) inverse_of_[f.pid[0]] = f.out_pid;
+    }
+    for (size_t r = 0; r < fast_.size(); ++r) {
+      FastRec& f = fast_[r];
+      const bool slogdet = f.op == FastOp::LOGDET2 || f.op == FastOp::DET2;
+      if (!slogdet || !f.vjp || inverse_of_[f.pid[0]] == kNoInverse) continue;
+      f.off[1] = static_cast<uint32_t>(pay_[inverse_of_[f.pid[0]]].off);
+      inv_pairs_.push_back(static_cast<uint32_t>(r));
+    }
+  }
+  inverse_of_.clear();  // at one lane the general path recomputes
 }
 
 // The reverse sweep with the records' fast forms (fast_[r] beside tape record r): the arena,
@@ -287,7 +313,7 @@ void Interp::vjp_record(const TapeRecord& rec, std::vector<Real>& adj) {
       elems = in.size();
       const bool det = rec.op == static_cast<uint16_t>(Prim::DET);
       if ((det || rec.op == static_cast<uint16_t>(Prim::LOGDET)) && all_lanes && in.width == W &&
-          !inverse_of_.empty() && inverse_of_[pid] != kNoInverse) {
+          fused_ && !inverse_of_.empty() && inverse_of_[pid] != kNoInverse) {
         // the operand's inverse from its forward `inv` record, not recomputed
         slogdet_vjp_from_inverse(det, g, ans, pay_.ptr(inverse_of_[pid]), in.rows, direct_ct,
                                  W, touched_[pid] != 0);

@@ -95,6 +95,10 @@ bool fast_resolve(int code, const Payload& out, const Payload* const* in, int n,
 bool fast_resolve_lanes(int code, const Payload& out, const Payload* const* in, int n,
                         FastRec& f);
 
+// The VJP of a 2 x 2 `logdet` or `det` record (op LOGDET2 or DET2) that computes the inverse
+// of its operand (reuse false) or reads it at the record's off[1] (reuse true).
+FastVjp slogdet2_vjp_kernel(FastOp op, bool reuse);
+
 struct FastKernels {
   FastForward forward;
   FastVjp vjp;

@@ -394,8 +394,13 @@ class Interp {
   std::vector<Real> adj_;
   std::vector<uint8_t> touched_;
   // per payload: the output of a taped `inv` of it over all W > 1 lanes (kNoInverse: none),
-  // which the det/logdet VJPs read instead of recomputing the inverse (when fused_)
+  // which the det/logdet VJPs read instead of recomputing the inverse (when fused_); at one
+  // lane, the fast_ indices of the logdet/det records with a taped inverse of their operand
+  // and the fused_ their kernels were set for (find_inverses: once per tape)
   std::vector<uint32_t> inverse_of_;
+  std::vector<uint32_t> inv_pairs_;
+  bool inv_pairs_fused_ = false;
+  bool inverses_ready_ = false;
   std::vector<FastRec> fast_;  // per tape record, its fast or lane form (fast.hpp)
   FastRec op_fast_;            // the fast or lane form of the operation just run
   std::vector<uint32_t> leaves_;

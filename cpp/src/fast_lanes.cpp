@@ -1,0 +1,118 @@
+// Lane forms (fast.hpp) of + - * (and scale): which records over W > 1 lanes qualify, and
+// their kernels, which loop over the S x W output elements with the general kernels' rows'
+// expression per element; / and the elementwise unary primitives take kernels.cpp's lane
+// kernels.
+#include "ndvm/fast.hpp"
+
+#include "ndvm/prims.hpp"
+
+#include "fast_ew.hpp"
+
+namespace ndvm {
+namespace {
+
+using fast_ew::ew_cotangent;
+using fast_ew::ew_value;
+using fast_ew::fits32;
+using Kernels = FastKernels;
+
+// ---- W lanes: elementwise + - * of up to three operands (kernels.cpp's map rows) ----------
+// f.S counts the output's elements over its lanes (S x W, contiguous); operand i is read at the
+// same index, or (bit i of BC, an untaped lane-uniform number) is one value for all of them.
+// The rows of the general kernels evaluate the same expression element by element.
+
+template <int N, unsigned BC>
+struct LaneArgs {
+  const Real* p[N];
+  Real s[N];
+  LaneArgs(const FastRec& f, const Real* v) {
+    for (int i = 0; i < N; ++i) {
+      p[i] = v + f.off[i];
+      s[i] = p[i][0];
+    }
+  }
+  Real operator()(int i, uint32_t k) const { return (BC >> i) & 1 ? s[i] : p[i][k]; }
+};
+
+template <FastOp OP, int N, unsigned BC>
+NDVM_SIMD void lanes_forward(const FastRec& f, Real* v, LinalgScratch&) {
+  const LaneArgs<N, BC> x(f, v);
+  Real* __restrict o = v + f.out;
+  const uint32_t n = f.S;
+  for (uint32_t k = 0; k < n; ++k) o[k] = ew_value(OP, N, [&](int i) { return x(i, k); });
+}
+
+// Each taped operand (never a broadcast one) gets its cotangent, stored or added.
+template <FastOp OP, int N, unsigned BC>
+NDVM_SIMD void lanes_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
+  const LaneArgs<N, BC> x(f, v);
+  const Real* g = adj + f.out;
+  for (int i = 0; i < N; ++i) {
+    if (!((f.taped >> i) & 1)) continue;
+    bool first = false;
+    Real* a = fast_target(f, i, adj, touched, first);
+    fast_put(a, f.S, first, [&](uint32_t k) {
+      return ew_cotangent(OP, N, i, g[k], [&](int j) { return x(j, k); });
+    });
+  }
+}
+
+// The lane kernels of N operands with broadcast bits bc (every BC from B up instantiated).
+template <FastOp OP, int N, unsigned B = 0>
+Kernels lanes_bc(unsigned bc) {
+  if constexpr (B + 1 < (1u << N)) {
+    if (bc != B) return lanes_bc<OP, N, B + 1>(bc);
+  }
+  return {&lanes_forward<OP, N, B>, &lanes_vjp<OP, N, B>};
+}
+
+template <FastOp OP>
+Kernels lanes_kernels(const FastRec& f) {
+  if (f.n == 1) return lanes_bc<OP, 1>(f.scalar);
+  return f.n == 2 ? lanes_bc<OP, 2>(f.scalar) : lanes_bc<OP, 3>(f.scalar);
+}
+
+// The lane form of + - * (and scale) over W-lane operands, of / (one or two operands), or of
+// an elementwise unary primitive, sqrt or one-operand log (their kernels from kernels.cpp);
+// false: none. Operands are of the output's shape and lanes, or untaped lane-uniform numbers
+// (+ - * / only). The caller never asks for a dmci record.
+bool resolve_lanes(int code, const Payload& out, const Payload* const* in, int n, FastRec& f) {
+  if (code < 0 || code >= kPrimCodeLimit || n == 0 || n > 3 || out.width < 2 || !fits32(out)) {
+    return false;
+  }
+  const Prim p = static_cast<Prim>(code);
+  const bool arith = p == Prim::ADD || p == Prim::SUB || p == Prim::MUL || p == Prim::SCALE;
+  const bool div = p == Prim::DIV;
+  if (div && n > 2) return false;
+  for (int i = 0; i < n; ++i) {
+    const Payload& a = *in[i];
+    const bool whole = a.width == out.width && a.size() == out.size();
+    const bool uniform = (arith || div) && a.width == 1 && a.size() == 1 && !a.taped;
+    if (!(whole || uniform) || !fits32(a)) return false;
+    if (uniform) f.scalar |= static_cast<uint8_t>(1u << i);
+  }
+  f.n = static_cast<uint8_t>(n);
+  f.S = static_cast<uint32_t>(out.count());
+  f.out = static_cast<uint32_t>(out.off);
+  for (int i = 0; i < n; ++i) f.off[i] = static_cast<uint32_t>(in[i]->off);
+  f.op = p == Prim::ADD ? FastOp::ADD : p == Prim::SUB ? FastOp::SUB : FastOp::MUL;
+  if (!arith) f.op = FastOp::UNARY;
+  Kernels k{nullptr, nullptr};
+  if (div) k = div_lane_kernels(n, f.scalar);
+  if (f.op == FastOp::UNARY && !div && n == 1) k = unary_lane_kernels(code);
+  if (f.op == FastOp::ADD) k = lanes_kernels<FastOp::ADD>(f);
+  if (f.op == FastOp::SUB) k = lanes_kernels<FastOp::SUB>(f);
+  if (f.op == FastOp::MUL) k = lanes_kernels<FastOp::MUL>(f);
+  f.forward = k.forward;
+  f.vjp = k.vjp;
+  return f.forward != nullptr;
+}
+
+}  // namespace
+
+bool fast_resolve_lanes(int code, const Payload& out, const Payload* const* in, int n,
+                        FastRec& f) {
+  return resolve_lanes(code, out, in, n, f);
+}
+
+}  // namespace ndvm
