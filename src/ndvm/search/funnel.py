@@ -66,14 +66,6 @@ def check_source(data: tuple[Datum, ...] | list[Datum], grammar: Any) -> Verdict
     return Verdict(True, complexity=size)
 
 
-def check_compiled(
-    prog: Program, data: Iterable[Datum], task: Any, theta: np.ndarray, size: int
-) -> Verdict:
-    """The ``params`` and ``finite`` stages on the compiled candidate at ``theta`` [1, P]."""
-    v = check_params(prog, data, task, size)
-    return check_finite(prog, task, theta, v) if v.ok else v
-
-
 def check_params(prog: Program, data: Iterable[Datum], task: Any, size: int) -> Verdict:
     """The ``params`` stage (no evaluation): at least one parameter unless the task scores
     parameter-free candidates, and every declared parameter used."""
