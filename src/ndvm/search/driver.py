@@ -24,7 +24,7 @@ from ndvm.errors import SearchAborted
 from ndvm.search.candidate import Evaluation, Record, skeleton_hash
 from ndvm.search.evaluate import CalibLimits, Job, Result
 from ndvm.search.scheduler import ProcessExecutor, SerialExecutor
-from ndvm.search.state import Budget, Proposer, SearchState, derive_seed
+from ndvm.search.state import Budget, Proposer, RecordsView, SearchState, SeenView, derive_seed
 from ndvm.search.store import Store
 from ndvm.tasks.base import Task
 
@@ -160,14 +160,14 @@ class _Book:
         self, run: int, store: Store, records: list[Record], scope: Callable[[int], int]
     ) -> None:
         self.run, self.store, self.scope = run, store, scope
-        self.by_idx: dict[int, Record] = {r.idx: r for r in sorted(records, key=lambda r: r.idx)}
+        self.recs: list[Record] = sorted(records, key=lambda r: r.idx)  # index order
+        self.pos: dict[int, int] = {r.idx: i for i, r in enumerate(self.recs)}  # idx -> position
         self.seen = {
             (scope(r.idx), skeleton_hash(r.skeleton))
             for r in records
             if r.skeleton and r.status not in ("rejected", "pending")
         }
-        self.hashes: dict[str, int] = {}  # SearchState.seen (every scope): hash -> records
-        self.hash_of: dict[int, str] = {}  # idx -> hash, for calibrated records
+        self.first: dict[str, int] = {}  # SearchState.seen (every scope): hash -> first idx
         for r in records:
             if r.skeleton and r.status not in ("rejected", "pending"):
                 self._saw(r.idx, skeleton_hash(r.skeleton))
@@ -206,7 +206,7 @@ class _Book:
     def progress(self, now: float, active: float) -> Progress:
         return Progress(
             elapsed=now,
-            proposed=len(self.by_idx),
+            proposed=len(self.recs),
             evaluated=self.counts["evaluated"],
             rejected=self.counts["rejected"],
             successes=self.counts["successes"],
@@ -217,38 +217,38 @@ class _Book:
         )
 
     def _saw(self, idx: int, h: str) -> None:
-        self.hash_of[idx] = h
-        self.hashes[h] = self.hashes.get(h, 0) + 1
+        if self.first.get(h, idx) >= idx:
+            self.first[h] = idx
 
     @property
     def next_batch(self) -> int:
-        return self.by_idx[next(reversed(self.by_idx))].batch + 1 if self.by_idx else 0
+        return self.recs[-1].batch + 1 if self.recs else 0
 
     def decided_before(self, batch: int) -> bool:
         """Every record of the batches before ``batch`` is decided."""
         return not any(b < batch for b in self.waiting)
 
     def state(self, task: str, seed: int) -> SearchState:
-        # by_idx is in index order: records are appended with increasing indices
-        return SearchState.of(task, seed, list(self.by_idx.values()), frozenset(self.hashes))
+        return SearchState.of(task, seed, list(self.recs), frozenset(self.first))
 
     def view(self, task: str, seed: int, batch: int) -> SearchState:
         """What the proposal of ``batch`` sees: every record, those of ``batch - 1`` as they
         were proposed (pending unless rejected at proposal), whether or not they finished —
-        the same state for any timing, executor and number of workers."""
-        recs = list(self.by_idx.values())
-        masked: dict[str, int] = {}
-        for i in range(len(recs) - 1, -1, -1):
-            r = recs[i]
-            if r.batch != batch - 1:
-                break
+        the same state for any timing, executor and number of workers. Every earlier batch is
+        committed (final), so the view shares those records instead of copying them."""
+        recs = self.recs
+        k = len(recs)
+        while k and recs[k - 1].batch == batch - 1:
+            k -= 1
+        tail, hidden = [], 0
+        for r in recs[k:]:
             if r.evaluation is not None and not r.evaluation.reason.startswith("proposal: "):
-                recs[i] = Record(r.idx, r.batch, r.candidate, "", 0, 0, r.seed, None, r.t_done)
-            h = self.hash_of.get(r.idx)  # decided, committed or not
-            if h is not None:
-                masked[h] = masked.get(h, 0) + 1
-        seen = frozenset(h for h, k in self.hashes.items() if k > masked.get(h, 0))
-        return SearchState.of(task, seed, recs, seen)
+                hidden += r.evaluation.success  # committed: counted in counts["successes"]
+                r = Record(r.idx, r.batch, r.candidate, "", 0, 0, r.seed, None, r.t_done)
+            tail.append(r)
+        cutoff = recs[k].idx if k < len(recs) else (recs[-1].idx + 1 if recs else 0)
+        return SearchState(task, seed, RecordsView(recs, k, tail), SeenView(self.first, cutoff),
+                           self.counts["successes"] - hidden)  # fmt: skip
 
     def job(self, r: Record) -> Job:
         return Job(r.idx, r.candidate, r.seed, self.scope(r.idx))
@@ -258,7 +258,7 @@ class _Book:
         self.order.extend(sorted(r.idx for r in records))
 
     def propose(self, cands: list[Any], batch: int, seed: int, now: float) -> list[Record]:
-        start = next(reversed(self.by_idx)) + 1 if self.by_idx else 0  # index order
+        start = self.recs[-1].idx + 1 if self.recs else 0  # index order
         new = []
         for i, cand in enumerate(cands):
             idx = start + i
@@ -267,7 +267,8 @@ class _Book:
             if ev is None:
                 self.waiting[batch] = self.waiting.get(batch, 0) + 1
             new.append(rec)
-            self.by_idx[idx] = rec
+            self.pos[idx] = len(self.recs)
+            self.recs.append(rec)
         return new
 
     def take(self, results: list[Result], now: float, flush: bool = False) -> bool:
@@ -299,13 +300,14 @@ class _Book:
         """Whether the decided results include the last pending record of a batch."""
         per: dict[int, int] = {}
         for res in self.decided:
-            b = self.by_idx[res.idx].batch
+            b = self.recs[self.pos[res.idx]].batch
             per[b] = per.get(b, 0) + 1
         return any(k >= self.waiting.get(b, 0) for b, k in per.items())
 
     def _commit(self, res: Result, now: float) -> None:
-        r = self.by_idx[res.idx]
-        self.by_idx[res.idx] = Record(
+        i = self.pos[res.idx]
+        r = self.recs[i]
+        self.recs[i] = Record(
             r.idx, r.batch, r.candidate, res.skeleton, res.n_params, res.complexity,
             r.seed, res.evaluation, now,
         )  # fmt: skip

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import numpy as np
@@ -200,6 +201,19 @@ class _Pool:
         return len(self.ranked)
 
 
+class _Taken:
+    """Skeleton hashes already calibrated (the state's, read in place) or proposed now."""
+
+    def __init__(self, calibrated: AbstractSet[str]) -> None:
+        self.calibrated, self.new = calibrated, set[str]()
+
+    def __contains__(self, h: str) -> bool:
+        return h in self.new or h in self.calibrated
+
+    def add(self, h: str) -> None:
+        self.new.add(h)
+
+
 class EvolveProposer:
     """Tournament selection, crossover and mutation over the task grammar."""
 
@@ -229,7 +243,7 @@ class EvolveProposer:
     def propose(self, state: SearchState, n: int) -> list[Candidate]:
         rng = np.random.default_rng([state.seed, state.next_batch, 0xE7])
         b = Builder(self.g, rng)
-        seen = set(state.seen)
+        seen = _Taken(state.seen)
         pool = self._population(state)
         out: list[Candidate] = []
         if state.next_batch == 0:
@@ -275,8 +289,8 @@ class EvolveProposer:
             niche.setdefault(m.complexity, m)
         self._pool = {m.idx: m for m in (*best, *niche.values())}
         # records still pending may be scored later: rescan from the first pending one
-        pending = [i for i, r in enumerate(state.records) if r.status == "pending"]
-        self._scanned = pending[0] if pending else len(state.records)
+        recs, n = state.records, len(state.records)
+        self._scanned = next((i for i in range(self._scanned, n) if recs[i].status == "pending"), n)
         return _Pool([m.datum for m in best], [niche[c].datum for c in sorted(niche)])
 
     def _select(self, b: Builder, pool: _Pool) -> Datum:
@@ -295,7 +309,7 @@ class EvolveProposer:
         return e
 
     def _accept(
-        self, data: tuple[Datum, ...], seen: set[str], out: list[Candidate], how: str,
+        self, data: tuple[Datum, ...], seen: _Taken, out: list[Candidate], how: str,
         src: str | None = None,
     ) -> None:  # fmt: skip
         """Propose ``data`` (a seed's text ``src`` is kept when it is canonical already)."""
