@@ -93,3 +93,21 @@ def test_a_proposal_rejected_record_keeps_its_evaluation_in_the_view():
     ev = Evaluation("rejected", reason="proposal: bad")
     r = Record(0, 0, Candidate("(+"), "", 0, 0, 0, ev)
     assert RecordsView([r], 0, [r])[0].evaluation is ev
+
+
+def test_the_search_leaves_the_collector_as_it_found_it(tmp_path):
+    """The driver freezes what it committed (the collector stops rescanning the records) and
+    unfreezes at the end; a caller's own frozen objects stay frozen."""
+    import gc
+
+    assert gc.get_freeze_count() == 0
+    run_search("sr-damped", Keeping(), tmp_path / "a.db", budget=Budget(batches=2),
+               batch_size=8)  # fmt: skip
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        run_search("sr-damped", Keeping(), tmp_path / "b.db", budget=Budget(batches=2),
+                   batch_size=8)  # fmt: skip
+        assert gc.get_freeze_count() > 0  # not unfrozen by the search
+    finally:
+        gc.unfreeze()

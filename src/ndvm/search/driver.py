@@ -13,6 +13,7 @@ kill-and-resume.
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import time
 from collections.abc import Callable
@@ -107,7 +108,11 @@ def run_search(
         return budget.seconds is not None and elapsed() >= budget.seconds
 
     def on_results(results: list[Result], flush: bool = False) -> None:
-        if book.take(results, elapsed(), flush) and progress is not None:
+        if not book.take(results, elapsed(), flush):
+            return
+        if tenure:
+            gc.freeze()  # what is committed stays: the collector stops rescanning it
+        if progress is not None:
             progress(book.progress(elapsed(), time.perf_counter() - t0))
 
     def more() -> list[Job]:
@@ -134,6 +139,7 @@ def run_search(
         return []
 
     finished = False
+    tenure = gc.isenabled() and not gc.get_freeze_count()  # not when the caller froze already
     sched = make_executor(the_task, workers, limits, executor)
     try:
         pending = [r for r in records if r.status == "pending"]
@@ -141,6 +147,8 @@ def run_search(
         sched.run([book.job(r) for r in pending], on_results, stop, more)
         on_results([], flush=True)
     finally:
+        if tenure:
+            gc.unfreeze()
         sched.close()
         store.set_elapsed(run, elapsed())
         store.close()
