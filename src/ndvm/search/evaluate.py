@@ -197,16 +197,26 @@ def _folds(task: Task, prog: Any, data: tuple[Any, ...]) -> bool:
     return inputs is not None and scalar_valued(data, {*prog.params, *inputs})
 
 
+_POINT_INPUTS: dict[int, tuple[Any, list[str] | None]] = {}  # id(data) -> (data, names)
+
+
 def _point_inputs(task: Task) -> list[str] | None:
     """The task's inputs when each is a plain 1-D array of one number per training point (the
-    target's last axis), else None."""
+    target's last axis), else None (once per data object)."""
     data = task.data()
+    hit = _POINT_INPUTS.get(id(data))
+    if hit is not None and hit[0] is data:
+        return hit[1]
     t, cols = data.train_target, dict(data.train_inputs)
-    if not cols or t is None or np.ndim(t) not in (1, 2):
-        return None
-    n = np.shape(t)[-1]
-    ok = all(type(v) is np.ndarray and v.ndim == 1 and len(v) == n for v in cols.values())
-    return list(cols) if ok else None
+    names = None
+    if cols and t is not None and np.ndim(t) in (1, 2):
+        n = np.shape(t)[-1]
+        ok = all(type(v) is np.ndarray and v.ndim == 1 and len(v) == n for v in cols.values())
+        names = list(cols) if ok else None
+    if len(_POINT_INPUTS) > 64:
+        _POINT_INPUTS.clear()
+    _POINT_INPUTS[id(data)] = (data, names)
+    return names
 
 
 _LIMIT_WORDS = ("time limit", "StepLimitExceeded", "DeadlineExceeded", "DepthLimitExceeded")
@@ -214,7 +224,7 @@ _LIMIT_WORDS = ("time limit", "StepLimitExceeded", "DeadlineExceeded", "DepthLim
 
 def _evaluation(task: Task, cal: Any, metrics: dict[str, float], t0: float) -> Evaluation:
     steps = int(cal.history.shape[0] - 1)
-    losses = [float(x) for x in np.asarray(cal.all_losses)]
+    losses = np.asarray(cal.all_losses, dtype=np.float64).tolist()
     best = series_best(cal, task.series)
     wall = time.perf_counter() - t0
     for b in best:
@@ -227,8 +237,7 @@ def _evaluation(task: Task, cal: Any, metrics: dict[str, float], t0: float) -> E
     if not (math.isfinite(train) and math.isfinite(valid)):
         reason = next((s for s in cal.status if s != "ok"), "non-finite loss or prediction")
         return Evaluation("failed", reason=reason[:500], wall=wall, steps=steps)
-    values = np.asarray(cal.all_params)
-    names = cal.names
+    best_values = np.asarray(cal.all_params, dtype=np.float64)[int(best[0])].tolist()
     extra: dict[str, Any] = {"lane_losses": losses}
     if task.series > 1:
         P = len(cal.program.params)
@@ -241,7 +250,7 @@ def _evaluation(task: Task, cal: Any, metrics: dict[str, float], t0: float) -> E
         success=bool(task.success(metrics)),
         validation_mse=float(metrics.get("validation_mse", math.nan)),
         validation_r2=float(metrics.get("validation_r2", math.nan)),
-        params={n: float(x) for n, x in zip(names, values[int(best[0])])},
+        params=dict(zip(cal.names, best_values)),
         wall=wall,
         steps=steps,
         extra=extra,
