@@ -241,6 +241,7 @@ class EvolveProposer:
         self._pool: dict[int, _Member] = {}  # fittest and per-complexity best so far, by idx
         self._scanned = 0  # records already considered for the pool
         self._made: dict[str, tuple[str, str, str] | None] = {}  # child text -> _make's
+        self._site_memo: dict[int, tuple[Datum, list[Site]]] = {}
         self._of: tuple[str, int] | None = None  # the search the cache belongs to
 
     # -- the protocol -----------------------------------------------------------------
@@ -345,8 +346,19 @@ class EvolveProposer:
         return src, skel, skeleton_hash(skel)  # the hash is handed to the worker
 
     # -- variation ----------------------------------------------------------------------
+    def _sites(self, parent: Datum) -> list[Site]:
+        """``sites(parent)``, once per parent (parents breed again and again); read only."""
+        hit = self._site_memo.get(id(parent))
+        if hit is not None and hit[0] is parent:
+            return hit[1]
+        if len(self._site_memo) >= 4096:
+            self._site_memo.clear()
+        out = sites(parent, self.g)
+        self._site_memo[id(parent)] = (parent, out)  # the parent is kept: ids stay unique
+        return out
+
     def _crossover(self, b: Builder, p1: Datum, p2: Datum) -> tuple[Datum | None, str]:
-        s1, s2 = sites(p1, self.g), sites(p2, self.g)
+        s1, s2 = self._sites(p1), self._sites(p2)
         target = s1[int(b.rng.integers(len(s1)))]
         for _ in range(10):
             donor = s2[int(b.rng.integers(len(s2)))]
@@ -378,7 +390,7 @@ class EvolveProposer:
     def _site(
         self, b: Builder, p: Datum, pred: Callable[[Datum], bool] | None = None
     ) -> Site | None:
-        ss = [s for s in sites(p, self.g) if pred is None or pred(get(p, s.path))]
+        ss = [s for s in self._sites(p) if pred is None or pred(get(p, s.path))]
         return ss[int(b.rng.integers(len(ss)))] if ss else None
 
     def _is_op(self, d: Datum) -> bool:

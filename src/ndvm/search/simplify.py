@@ -160,7 +160,7 @@ class _Canon:
         head = d.items[0]
         if _sym(head, "quote"):
             return d
-        items = (head, *(self.walk(x) for x in d.items[1:]))
+        items = (head, *[self.walk(x) for x in d.items[1:]])
         if not isinstance(head, Sym) or head.name not in SCALAR_OPS:
             return SList(items, None, d.line, d.column)
         if head.name in _COMMUTATIVE:
@@ -298,8 +298,9 @@ class _Canon:
         for a in args:
             nested = isinstance(a, SList) and a.items and _sym(a.items[0], op)
             flat.extend(a.items[1:] if nested else (a,))  # type: ignore[union-attr]
-        consts = [a for a in flat if self.is_param(a) or self.is_literal(a)]
-        rest = [a for a in flat if not (self.is_param(a) or self.is_literal(a))]
+        consts, rest = [], []
+        for a in flat:
+            (consts if self.is_param(a) or self.is_literal(a) else rest).append(a)
         if op == "+" and len(rest) > 1:
             rest = self.like_terms([(1.0, t) for t in rest]) or rest
         unit = _COMMUTATIVE[op]
