@@ -159,29 +159,3 @@ def test_evolve_children_are_proposed_as_their_printed_source(task, monkeypatch,
                limits=CalibLimits(starts=1))  # fmt: skip
     assert len(checked) >= 100 and len({c.split(":")[0] for c in checked} - {"seed"}) >= 3
 
-
-class _Forgetful(dict):
-    """A memo that remembers nothing."""
-
-    def __setitem__(self, key, value):  # type: ignore[no-untyped-def]
-        pass
-
-
-@pytest.mark.parametrize("task", ["sr-damped", "iterated-map"])
-def test_evolve_proposes_the_same_whether_or_not_it_remembers_children(task):
-    from ndvm.search.candidate import Evaluation, Record
-
-    spec = get(task).search
-    runs = []
-    for memo in (True, False):
-        prop = EvolveProposer(spec.grammar, spec.seeds)
-        if not memo:
-            prop._made = _Forgetful()
-        rng, recs, got = np.random.default_rng(0), [], []
-        for b in range(8):
-            for c in prop.propose(SearchState(task, 1, tuple(recs)), 48):
-                ev = Evaluation("ok", train_loss=rng.random(), validation_mse=rng.random())
-                recs.append(Record(len(recs), b, c, c.skeleton or "", 1, 5, 0, ev))
-                got.append((c.src, c.skeleton, c.key, c.origin))
-        runs.append(got)
-    assert runs[0] == runs[1] and len(runs[0]) == 8 * 48

@@ -201,9 +201,6 @@ class _Pool:
         return len(self.ranked)
 
 
-_MADE_LIMIT = 200_000  # children remembered by text (about 100 MB at most)
-
-
 class _Taken:
     """Skeleton hashes already calibrated (the state's, read in place) or proposed now."""
 
@@ -240,7 +237,6 @@ class EvolveProposer:
         self.p_niche = niches
         self._pool: dict[int, _Member] = {}  # fittest and per-complexity best so far, by idx
         self._scanned = 0  # records already considered for the pool
-        self._made: dict[str, tuple[str, str, str] | None] = {}  # child text -> _make's
         self._site_memo: dict[int, tuple[Datum, list[Site]]] = {}
         self._of: tuple[str, int] | None = None  # the search the cache belongs to
 
@@ -317,33 +313,21 @@ class EvolveProposer:
         self, data: tuple[Datum, ...], seen: _Taken, out: list[Candidate], how: str,
         src: str | None = None,
     ) -> None:  # fmt: skip
-        """Propose ``data`` (a seed's text ``src`` is kept when it is canonical already)
-        unless its skeleton was calibrated or proposed. Children repeat (about half of them
-        in a run): what a text becomes is worked out once per proposer."""
-        text = src if src is not None else " ".join(to_source(d) for d in data)
-        made = self._made.get(text, False)
-        if made is False:
-            if len(self._made) >= _MADE_LIMIT:
-                self._made.clear()
-            made = self._made[text] = self._make(data, src)
-        if made is None or made[2] in seen:
-            return
-        seen.add(made[2])
-        out.append(Candidate(made[0], None, f"evolve:{how}", made[1], key=made[2]))
-
-    def _make(self, data: tuple[Datum, ...], src: str | None) -> tuple[str, str, str] | None:
-        """``(source, skeleton, skeleton hash)`` of ``data`` in canonical form, or None when
-        that is too large or (a loop task) its loops do not use their state."""
+        """Propose ``data`` (a seed's text ``src`` is kept when it is canonical already)."""
         # parsimony before scoring: (/ x x) -> 1, (exp a) -> a, (* x a) -> (* a x)
         simpler = tuple(canonical(d, self.g.params) for d in data)
         if src is None or simpler != data:
             data, src = simpler, " ".join(to_source(d) for d in simpler)
         if complexity(data) > self.g.max_size:
-            return None
+            return
         if self.g.require_loop and not any(uses_loop_state(d) for d in data):
-            return None
+            return
         skel = skeleton(data, set(self.g.params))
-        return src, skel, skeleton_hash(skel)  # the hash is handed to the worker
+        h = skeleton_hash(skel)
+        if h in seen:
+            return
+        seen.add(h)
+        out.append(Candidate(src, None, f"evolve:{how}", skel, key=h))  # the worker's hash
 
     # -- variation ----------------------------------------------------------------------
     def _sites(self, parent: Datum) -> list[Site]:
