@@ -15,6 +15,12 @@ LIMITS = ndvm.Limits(max_steps=200_000, deadline=5.0)
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 coord = st.floats(-3, 3, allow_nan=False, width=64)
 thetas = st.lists(st.lists(coord, min_size=3, max_size=3), min_size=2, max_size=4)
+# The data-lane gradient is a sum over points taken in another order than the per-point runs'
+# sum: where terms of 1/v for a tiny v cancel (``(/ b b x)`` at b = 5e-178), the two sums
+# differ by an ulp of 1e177, which no tolerance on the (zero) result can hold; that test
+# draws zero or magnitudes of at least 1e-3.
+moderate = st.one_of(st.just(0.0), st.floats(1e-3, 3), st.floats(-3, -1e-3))
+moderate_thetas = st.lists(st.lists(moderate, min_size=3, max_size=3), min_size=2, max_size=4)
 
 
 def _compile(src: str, backend: str) -> ndvm.Program:
@@ -64,7 +70,7 @@ def test_permuting_lanes_permutes_results(
 
 @pytest.mark.parametrize("backend", registry.available())
 @SETTINGS
-@given(programs(), thetas, st.lists(coord, min_size=1, max_size=4))
+@given(programs(), moderate_thetas, st.lists(moderate, min_size=1, max_size=4))
 def test_data_lanes_equal_per_point_runs(
     backend: str, src: str, theta: list, xs: list[float]
 ) -> None:
