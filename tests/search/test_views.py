@@ -24,7 +24,8 @@ def test_records_view_reads_like_the_tuple_it_stands_for(k, extra, a, b, step):
     base = [_rec(i) for i in range(k + 3)]
     tail = [_rec(100 + i) for i in range(extra)]
     view, want = RecordsView(base, k, tail), tuple(base[:k] + tail)
-    assert len(view) == len(want) and tuple(view) == want
+    assert len(view) == len(want) and tuple(view) == want and view == want
+    assert view == RecordsView(list(want), len(want), []) and hash(view) == hash(want)
     assert view[a:b:step] == want[a:b:step]
     for i in range(-len(want), len(want)):
         assert view[i] is want[i]

@@ -137,6 +137,17 @@ class RecordsView(Sequence[Record]):
     def __iter__(self) -> Iterator[Record]:
         return itertools.chain(itertools.islice(self._base, self._k), self._tail)
 
+    def __eq__(self, other: object) -> bool:  # equal to the tuple it stands for
+        if isinstance(other, (tuple, RecordsView)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"RecordsView({len(self)} records)"
+
 
 class SeenView(Set[str]):
     """The hashes whose first record (``first``: hash -> smallest index) comes before
