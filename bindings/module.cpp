@@ -259,10 +259,9 @@ nb::dict run(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta, I32In
   ndvm::RunOutput out;
   try {
     nb::gil_scoped_release release;
-    // with ones, each lane block's sweep follows its forward; a given cotangent (broadcast to
-    // the value's shape once known) is applied after the run, which is then not blocked
+    // with ones, the gradient comes with the run (in lane blocks, each block's sweep right
+    // after its forward); a given cotangent is broadcast to the value's shape once it is known
     req.grad = grad && !cotangent;
-    if (grad && cotangent) req.block_rows = UINT32_MAX;
     out = interp.run(req);
     if (grad && out.numeric && !out.has_grad) {
       const Cotangent ct = cotangent ? broadcast_cotangent(*cotangent, out.value_shape)
@@ -278,6 +277,9 @@ nb::dict run(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta, I32In
 }
 
 nb::object gradient(ndvm::Interp& interp, nb::object cotangent, size_t n_params) {
+  if (interp.ran_blocked()) {
+    throw std::invalid_argument("gradient: the last run ran in lane blocks and kept no tape");
+  }
   if (!interp.can_differentiate()) {
     throw std::invalid_argument("gradient: the last run has no numeric result");
   }
@@ -369,7 +371,6 @@ nb::dict optimize(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta0,
                   uint32_t Ng, const RunOptions& options, const AdamArgs& adam) {
   ndvm::OptimizeRequest req;
   req.run = make_request(prog, theta0, constraints, kinds, arrays, Ng, options);
-  req.run.block_rows = UINT32_MAX;  // a fit differentiates after the run: never blocked
   req.theta0 = theta0.data();
   const AdamArrays arr{take_array<F64Opt>(adam.lower, "lower"),
                        take_array<F64Opt>(adam.upper, "upper"),

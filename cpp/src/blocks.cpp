@@ -9,10 +9,11 @@
 // always does; the statistics of a blocked run (steps, tape, heap) are its largest block's.
 //
 // Only a run that takes its gradient in the same request (RunRequest::grad, the cotangent
-// ones) or none is blocked: the blocks share two child machines (full blocks, a shorter last
-// one; each replays its own trace from block to block), and no tape of the whole batch stays
-// for a later gradient or lane_jacobian (a blocked run leaves the machine not differentiable;
-// the fits, which differentiate after the run, ask for no blocking).
+// ones) is blocked: the blocks share two child machines (full blocks, a shorter last one; each
+// replays its own trace from block to block), and no tape of the whole batch stays for a later
+// gradient or lane_jacobian (a blocked run leaves the machine not differentiable). A run
+// without grad may be differentiated after it (the fits' runs, whose cotangents depend on the
+// values): it runs whole.
 #include <unistd.h>
 
 #include <algorithm>
@@ -84,10 +85,10 @@ void Interp::note_lane_bytes(const RunRequest& req) {
 
 // Rows per block for `req`, or 0 to run it whole: RunRequest::block_rows, else NDVM_BLOCK_ROWS,
 // else, once a whole walk of the program has measured its bytes per lane, as many rows as fit
-// the budget but at least kMinBlockLanes lanes, spread evenly over the blocks. A given
-// cotangent is never blocked.
+// the budget but at least kMinBlockLanes lanes, spread evenly over the blocks. Only a run with
+// its gradient and the cotangent ones is blocked.
 uint32_t Interp::choose_block_rows(const RunRequest& req) {
-  if (req.cotangent != nullptr) return 0;
+  if (!req.grad || req.cotangent != nullptr) return 0;
   uint32_t rows = req.block_rows != 0 ? req.block_rows : forced_rows();
   if (rows != 0) return rows >= req.B ? 0 : rows;
   if (req.program != lane_prog_ || req.program->serial != lane_serial_ || req.Ng != lane_Ng_ ||

@@ -528,8 +528,8 @@ RunOutput Interp::run(const RunRequest& req) {
 
 void Interp::run(const RunRequest& req, RunOutput& out) {
   const uint32_t rows = choose_block_rows(req);
-  if (rows != 0 && run_blocked(req, rows, out)) return;
-  run_whole(req, out);
+  ran_blocked_ = rows != 0 && run_blocked(req, rows, out);
+  if (!ran_blocked_) run_whole(req, out);
 }
 
 void Interp::run_whole(const RunRequest& req, RunOutput& out) {

@@ -9,6 +9,7 @@ unblocked. Steps are not compared: a blocked run reports its largest block's.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,7 @@ from tests.native.test_replay import GOLDENS, _perturbed, golden_case
 
 import ndvm
 from ndvm.backends import native
+from ndvm.errors import NativeError
 
 pytestmark = pytest.mark.native
 
@@ -181,6 +183,8 @@ def test_a_failing_lane_fails_alone(dtype: str, client: str) -> None:
 
 def test_the_automatic_choice_blocks_a_long_tape_and_keeps_the_bits() -> None:
     # 128 lanes or more per block once a whole walk has measured the tape's bytes per lane
+    if os.environ.get("NDVM_BLOCK_ROWS"):
+        pytest.skip("NDVM_BLOCK_ROWS sets the rows of every automatic choice")
     src = "(let loop ((k 0) (s a)) (if (= k 300) s (loop (+ k 1) (sin (+ s (* b k))))))"
     theta = np.random.default_rng(6).normal(scale=0.3, size=(300, 2))
     prog = ndvm.compile(src, ["a", "b"], backend="native")
@@ -191,3 +195,23 @@ def test_the_automatic_choice_blocks_a_long_tape_and_keeps_the_bits() -> None:
     assert np.asarray(first.grad).tobytes() == np.asarray(second.grad).tobytes()
     small = prog.evaluate(theta[:100], {}, grad=True)
     assert small.stats["blocks"] == 0
+
+
+def test_only_a_run_with_its_gradient_is_blocked() -> None:
+    # a run without grad may be differentiated after it (ctx.gradient, the fits): it runs
+    # whole; after a blocked run, which kept no tape of the batch, gradient says so
+    from ndvm.backends import registry
+
+    program = ndvm.compile(KALMAN_LIKE, ["a", "b"], backend="native").compiled
+    backend = registry.get("native")
+    low = backend.lowered(program)
+    ctx, core = backend._context("float64"), low.program("float64", program)
+    theta = np.random.default_rng(1).normal(scale=0.3, size=(B, 2))
+    opts = _with_rows(ROWS)(ndvm.Limits(), None)
+    first = ctx.run(core, theta, low.constraints, [], [], 1, opts)
+    assert first["blocks"] == 0
+    then = ctx.gradient(None, 2)
+    both = ctx.run(core, theta, low.constraints, [], [], 1, opts, True)
+    assert both["blocks"] == 4 and both["grad"].tobytes() == then.tobytes()
+    with pytest.raises(NativeError, match="lane blocks"):
+        ctx.gradient(None, 2)

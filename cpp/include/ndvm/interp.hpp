@@ -225,6 +225,7 @@ class Interp {
   void lane_jacobian(const double* cotangent, std::vector<double>& jac);
   uint32_t value_elements() const { return static_cast<uint32_t>(value_elems_ / W_); }
   bool can_differentiate() const { return ready_ && last_numeric_; }
+  bool ran_blocked() const { return ran_blocked_; }  // the last run ran in lane blocks
   size_t value_size() const { return value_elems_; }
   const Trace& trace() const { return trace_; }
   uint32_t lanes_b() const { return B_; }
@@ -435,6 +436,7 @@ class Interp {
   // and the bytes per lane of the last program walked whole (for the block size); no_block_:
   // a blocked run of it fell back to the whole batch
   std::unique_ptr<Interp> kids_[2];
+  bool ran_blocked_ = false;
   RunOutput kid_out_;
   RunRequest sub_;
   const Program* lane_prog_ = nullptr;
