@@ -182,18 +182,19 @@ def test_a_failing_lane_fails_alone(dtype: str, client: str) -> None:
 
 
 def test_the_automatic_choice_blocks_a_long_tape_and_keeps_the_bits() -> None:
-    # 128 lanes or more per block once a whole walk has measured the tape's bytes per lane
+    # blocks from the budget once a whole walk has measured the tape's bytes per lane
     if os.environ.get("NDVM_BLOCK_ROWS"):
         pytest.skip("NDVM_BLOCK_ROWS sets the rows of every automatic choice")
-    src = "(let loop ((k 0) (s a)) (if (= k 300) s (loop (+ k 1) (sin (+ s (* b k))))))"
-    theta = np.random.default_rng(6).normal(scale=0.3, size=(300, 2))
+    # (about 100 KB of tape per lane: 600 lanes are over the budget of an L3 up to 256 MB)
+    src = "(let loop ((k 0) (s a)) (if (= k 2000) s (loop (+ k 1) (sin (+ s (* b k))))))"
+    theta = np.random.default_rng(6).normal(scale=0.3, size=(600, 2))
     prog = ndvm.compile(src, ["a", "b"], backend="native")
     first = prog.evaluate(theta, {}, grad=True)
     second = prog.evaluate(theta, {}, grad=True)
     assert first.stats["blocks"] == 0 and second.stats["blocks"] >= 2
     assert np.asarray(first.value).tobytes() == np.asarray(second.value).tobytes()
     assert np.asarray(first.grad).tobytes() == np.asarray(second.grad).tobytes()
-    small = prog.evaluate(theta[:100], {}, grad=True)
+    small = prog.evaluate(theta[:60], {}, grad=True)
     assert small.stats["blocks"] == 0
 
 
