@@ -36,6 +36,7 @@ struct RunOptions {
   bool replay = true;  // trace replay (cpp/include/ndvm/trace.hpp)
   int client = 0;  // 0: the tree walker, 1: the bytecode VM
   bool fused = true;  // RunRequest::fused
+  uint32_t block_rows = 0;  // RunRequest::block_rows
 };
 
 // The options of the in-runtime Adam fit (Python: _core.AdamOptions); the arrays are checked
@@ -155,6 +156,7 @@ ndvm::RunRequest make_request(const ndvm::Program& prog, F64In theta, I32In cons
   req.replay = opt.replay;
   req.client = static_cast<uint8_t>(opt.client);
   req.fused = opt.fused;
+  req.block_rows = opt.block_rows;
   return req;
 }
 
@@ -230,6 +232,7 @@ nb::dict run_dict(ndvm::RunOutput& out, size_t B, size_t Ng, size_t P) {
   d["tape"] = out.tape;
   d["heap"] = out.heap;
   d["replayed"] = out.replayed;
+  d["blocks"] = out.blocks;
   return d;
 }
 
@@ -256,8 +259,11 @@ nb::dict run(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta, I32In
   ndvm::RunOutput out;
   try {
     nb::gil_scoped_release release;
+    // with ones, the gradient comes with the run (in lane blocks, each block's sweep right
+    // after its forward); a given cotangent is broadcast to the value's shape once it is known
+    req.grad = grad && !cotangent;
     out = interp.run(req);
-    if (grad && out.numeric) {
+    if (grad && out.numeric && !out.has_grad) {
       const Cotangent ct = cotangent ? broadcast_cotangent(*cotangent, out.value_shape)
                                      : Cotangent{};
       out.grad = interp.gradient(ct.data);
@@ -271,6 +277,9 @@ nb::dict run(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta, I32In
 }
 
 nb::object gradient(ndvm::Interp& interp, nb::object cotangent, size_t n_params) {
+  if (interp.ran_blocked()) {
+    throw std::invalid_argument("gradient: the last run ran in lane blocks and kept no tape");
+  }
   if (!interp.can_differentiate()) {
     throw std::invalid_argument("gradient: the last run has no numeric result");
   }
@@ -440,16 +449,17 @@ void bind_options(nb::module_& m) {
       .def(
           "__init__",
           [](RunOptions* self, uint64_t max_steps, uint64_t max_heap, uint64_t max_depth,
-             double deadline, bool dmci, bool replay, int client, bool fused) {
+             double deadline, bool dmci, bool replay, int client, bool fused,
+             uint32_t block_rows) {
             new (self) RunOptions{max_steps, max_heap, max_depth, deadline, dmci, replay, client,
-                                  fused};
+                                  fused, block_rows};
             check_options(*self);
           },
           nb::kw_only(), nb::arg("max_steps") = RunOptions{}.max_steps,
           nb::arg("max_heap") = RunOptions{}.max_heap,
           nb::arg("max_depth") = RunOptions{}.max_depth, nb::arg("deadline") = 0.0,
           nb::arg("dmci") = false, nb::arg("replay") = true, nb::arg("client") = 0,
-          nb::arg("fused") = true)
+          nb::arg("fused") = true, nb::arg("block_rows") = 0)
       .def_rw("max_steps", &RunOptions::max_steps)
       .def_rw("max_heap", &RunOptions::max_heap)
       .def_rw("max_depth", &RunOptions::max_depth)
@@ -457,6 +467,7 @@ void bind_options(nb::module_& m) {
       .def_rw("dmci", &RunOptions::dmci)
       .def_rw("replay", &RunOptions::replay)
       .def_rw("fused", &RunOptions::fused)
+      .def_rw("block_rows", &RunOptions::block_rows)
       .def_ro("client", &RunOptions::client);
   nb::class_<AdamArgs>(m, "AdamOptions", "Options of the in-runtime Adam fit.")
       .def(nb::init<>())

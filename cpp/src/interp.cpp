@@ -454,7 +454,8 @@ void Interp::reset(const RunRequest& req) {
   mask_ = 0;
   node_ = -1;
   diverge_pending_ = false;
-  t0_ = std::chrono::steady_clock::now();
+  t0_ = req.start != std::chrono::steady_clock::time_point{} ? req.start
+                                                             : std::chrono::steady_clock::now();
   scratch_.clock = WorkClock{lim_.deadline, t0_, 0, false};
   materialize_constants();
 }
@@ -516,6 +517,7 @@ void RunOutput::clear() {
   groups.clear();
   steps = tape = heap = 0;
   replayed = false;
+  blocks = 0;
 }
 
 RunOutput Interp::run(const RunRequest& req) {
@@ -525,6 +527,12 @@ RunOutput Interp::run(const RunRequest& req) {
 }
 
 void Interp::run(const RunRequest& req, RunOutput& out) {
+  const uint32_t rows = choose_block_rows(req);
+  ran_blocked_ = rows != 0 && run_blocked(req, rows, out);
+  if (!ran_blocked_) run_whole(req, out);
+}
+
+void Interp::run_whole(const RunRequest& req, RunOutput& out) {
   out.clear();
   ready_ = false;
   fused_ = req.fused;
@@ -547,6 +555,7 @@ void Interp::run(const RunRequest& req, RunOutput& out) {
   }
   finish_run(req, out);
   finish_recording(out);
+  note_lane_bytes(req);
 }
 
 // The tree walker's part of an evaluation: the root expression, then the threads of joins

@@ -232,7 +232,8 @@ bool Interp::replay(const RunRequest& req, RunOutput& out) {
     trace_.skipped = 0;
   }
   lim_ = req.limits;
-  t0_ = std::chrono::steady_clock::now();
+  t0_ = req.start != std::chrono::steady_clock::time_point{} ? req.start
+                                                             : std::chrono::steady_clock::now();
   scratch_.clock = WorkClock{lim_.deadline, t0_, 0, false};
   for (uint32_t i = 0; i < leaves_.size(); ++i) fill_leaf(req, i, leaves_[i]);
   if (!replay_forward()) {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -106,6 +107,12 @@ struct RunRequest {
   // reverse mode: the lane kernels add a later cotangent into an operand's adjoint themselves
   // (lanes_vjp_add); false: through a buffer and the accumulate pass (the same bits; tests)
   bool fused = true;
+  // Lane blocking (blocks.cpp): 0 chooses the rows per block from the cache size (or the
+  // NDVM_BLOCK_ROWS environment variable); k > 0 runs blocks of k parameter rows; the results
+  // are the same bits either way.
+  uint32_t block_rows = 0;
+  // The evaluation's start for its deadline (a block of a blocked run); default: now.
+  std::chrono::steady_clock::time_point start{};
 };
 
 struct ErrorOut {
@@ -134,10 +141,12 @@ struct RunOutput {
   std::vector<double> grad;        // [B, P]
   std::vector<ErrorOut> errors;
   std::vector<GroupOut> groups;  // non-numeric results
+  // a blocked run's steps, tape and heap are its largest block's
   uint64_t steps = 0;
   uint64_t tape = 0;
   uint64_t heap = 0;
   bool replayed = false;  // the result came from replaying the recorded trace
+  uint32_t blocks = 0;    // lane blocks it ran as (blocks.cpp); 0: the batch whole
 
   // Empties every field and keeps the vectors' capacity (a reused output allocates nothing).
   void clear();
@@ -216,6 +225,7 @@ class Interp {
   void lane_jacobian(const double* cotangent, std::vector<double>& jac);
   uint32_t value_elements() const { return static_cast<uint32_t>(value_elems_ / W_); }
   bool can_differentiate() const { return ready_ && last_numeric_; }
+  bool ran_blocked() const { return ran_blocked_; }  // the last run ran in lane blocks
   size_t value_size() const { return value_elems_; }
   const Trace& trace() const { return trace_; }
   uint32_t lanes_b() const { return B_; }
@@ -353,6 +363,11 @@ class Interp {
   void start_recording(const RunRequest& req);
   void finish_recording(const RunOutput& out);
   bool key_matches(const RunRequest& req) const;
+  // blocks.cpp
+  uint32_t choose_block_rows(const RunRequest& req);
+  bool run_blocked(const RunRequest& req, uint32_t rows, RunOutput& out);
+  void note_lane_bytes(const RunRequest& req);
+  void run_whole(const RunRequest& req, RunOutput& out);
 
   Limits lim_;
   uint64_t steps_ = 0;
@@ -417,6 +432,18 @@ class Interp {
   void* poll_ctx_ = nullptr;
   std::chrono::steady_clock::time_point polled_;
   std::vector<Real> guard_buf_;
+  // lane blocking (blocks.cpp): the machines of the blocks (full ones, a shorter last one),
+  // and the bytes per lane of the last program walked whole (for the block size); no_block_:
+  // a blocked run of it fell back to the whole batch
+  std::unique_ptr<Interp> kids_[2];
+  bool ran_blocked_ = false;
+  RunOutput kid_out_;
+  RunRequest sub_;
+  const Program* lane_prog_ = nullptr;
+  uint64_t lane_serial_ = 0;
+  uint32_t lane_Ng_ = 0;
+  double lane_bytes_ = 0.0;
+  bool no_block_ = false;
 };
 
 }  // namespace ndvm

@@ -365,6 +365,7 @@ class NativeBackend:
             "tape": raw["tape"],
             "heap": raw["heap"],
             "replayed": raw["replayed"],
+            "blocks": raw["blocks"],
         }
         if raw["grad_needs_numeric"]:
             raise NdvmError("value_and_grad needs a numeric result (a number, vector or matrix)")
