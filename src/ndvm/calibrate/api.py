@@ -77,10 +77,14 @@ def _init_theta(
     scale = np.maximum(1.0, np.abs(base))  # jitter in proportion to each declared init
 
     def jitter(r: np.random.Generator, n: int) -> np.ndarray:
-        return base + scale * r.standard_normal((n, P))
+        z = r.standard_normal((n, P))
+        z *= scale
+        z += base  # base + scale * z, bitwise
+        return z
 
     if init is None:
-        theta = np.tile(base, (starts, 1))
+        theta = np.empty((starts, P))
+        theta[0] = base
         if starts > 1:
             theta[1:] = jitter(rng, starts - 1)
         return theta, jitter

@@ -24,6 +24,7 @@ A lane stops (``CONVERGED``) on the first of, like ``scipy.optimize.least_square
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -386,9 +387,9 @@ def verdict(
     parameter (all of J zero: a symmetric start such as all zeros for ``A sin(w t + phi)``)
     is not a success; neither is an iteration or time limit."""
     tail = f"({n_best} of {starts} starts reached this loss)"
-    diag = np.diag(jtj) if jtj.size else np.zeros(0)
-    top = float(diag.max(initial=0.0))
-    dead = [n for n, d in zip(names, diag.tolist()) if not d > 1e-30 * top]
+    diag = jtj.diagonal().tolist() if jtj.size else []
+    top = math.nan if any(d != d for d in diag) else max([0.0, *diag])  # ndarray.max's
+    dead = [n for n, d in zip(names, diag) if not d > 1e-30 * top]
     if dead and why != WHY_ZERO:
         what = ("a stationary point where the model does not depend on any parameter (a "
                 "symmetric start?)" if len(dead) == len(diag) else

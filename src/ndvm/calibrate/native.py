@@ -84,7 +84,12 @@ class _Run:
         if self.done == 0:
             self._first(out, h, bl, st, took)
         else:
-            self.history[self.done : self.done + h.shape[0], lanes] = h
+            rows = self.done + h.shape[0]
+            if self.history.shape[0] < rows:  # NaN rows for the lanes this call leaves out
+                more = self.steps + 1 - self.history.shape[0]
+                pad = np.full((more, self.history.shape[1]), np.nan)
+                self.history = np.concatenate([self.history, pad])
+            self.history[self.done : rows, lanes] = h
             better = np.isfinite(bl) & (bl < self.best_loss[lanes])
             self.best_loss[lanes[better]] = bl[better]
             self.best_theta[lanes[better]] = np.asarray(out["best_theta"])[better]
@@ -121,11 +126,8 @@ class _Run:
             better = np.isfinite(bl)
             self.best_loss = np.where(better, bl, np.inf)
             self.best_theta = np.where(better[:, None], out["best_theta"], self.theta)
-        if took < self.steps:
-            h = np.concatenate([h, np.full((self.steps - took, h.shape[1]), np.nan)])
-        else:
-            h = own(h) if h is out["history"] else h
-        self.history = h
+        # a later call (chunks) pads the rows it needs; trace() keeps the rows run
+        self.history = own(h) if h is out["history"] else h
         self.theta = own(out["theta"])
         self.state = st if copy is None else st.copy()
         self.jtj, self.why = out.get("jtj"), out.get("why")

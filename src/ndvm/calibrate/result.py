@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import field, replace
 from functools import cached_property
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -200,7 +201,10 @@ def _best(losses: np.ndarray) -> int:
     reached it within 1e-9 relative, the first. (Python floats: a fit has few starts.)"""
     if losses.shape[0] == 1:
         return 0
-    vals = [math.inf if v != v else v for v in losses.tolist()]
+    vals = losses.tolist()
+    total = sum(vals)
+    if total != total:  # a NaN (or inf - inf): NaN counts as inf
+        vals = [math.inf if v != v else v for v in vals]
     low = min(vals)
     if not math.isfinite(low):
         return 0
@@ -341,7 +345,7 @@ def build(
     status = tuple(
         STATUS_NAMES.get(s, "failed") if s != optim.FAILED else f"failed: {r or 'unknown'}"
         for s, r in zip(codes, trace.reasons)
-    ) if optim.FAILED in codes else tuple(STATUS_NAMES.get(s, "failed") for s in codes)
+    ) if optim.FAILED in codes else tuple(map(STATUS_NAMES.get, codes, repeat("failed")))
     theta = trace.best_theta[best].copy()
     loss = float(losses[best])
     grad = r2 = None
