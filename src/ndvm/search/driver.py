@@ -85,19 +85,11 @@ def run_search(
     the_task = (tasks.get(task) if isinstance(task, str) else task).for_search()
     name = the_task.name
     store = Store(db)
-    info = store.latest_run() if resume else None
-    if info is not None:
-        if info["task"] != name:
-            raise ValueError(f"{db}: latest run is task {info['task']!r}, not {name!r}")
-        run, seed, base = info["run"], info["seed"], float(info["elapsed"])
-        records = store.records(run)
-    else:
-        config = {
-            "batch_size": batch_size, "limits": limits.__dict__, "workers": workers,
-            "inputs": list(the_task.inputs), "origin": the_task.data().meta.get("origin"),
-        }  # fmt: skip
-        run = store.new_run(name, proposer.name, seed, config, git_commit())
-        base, records = 0.0, []
+    config = {
+        "batch_size": batch_size, "limits": limits.__dict__, "workers": workers,
+        "inputs": list(the_task.inputs), "origin": the_task.data().meta.get("origin"),
+    }  # fmt: skip
+    run, seed, base, records = _open_run(store, the_task, proposer, seed, config, resume)
     book = _Book(run, store, records, _scope_fn(proposer))
     t0 = time.perf_counter()
 
@@ -153,6 +145,18 @@ def run_search(
         store.set_elapsed(run, elapsed())
         store.close()
     return book.state(name, seed)
+
+
+def _open_run(
+    store: Store, task: Task, proposer: Proposer, seed: int, config: dict[str, Any], resume: bool
+) -> tuple[int, int, float, list[Record]]:
+    """(run, seed, elapsed so far, records): the latest run when resuming, else a new one."""
+    info = store.latest_run() if resume else None
+    if info is None:
+        return store.new_run(task.name, proposer.name, seed, config, git_commit()), seed, 0.0, []
+    if info["task"] != task.name:
+        raise ValueError(f"{store.path}: latest run is task {info['task']!r}, not {task.name!r}")
+    return info["run"], info["seed"], float(info["elapsed"]), store.records(info["run"])
 
 
 def _scope_fn(proposer: Proposer) -> Callable[[int], int]:
