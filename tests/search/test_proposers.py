@@ -158,4 +158,3 @@ def test_evolve_children_are_proposed_as_their_printed_source(task, monkeypatch,
                tmp_path / "e.db", budget=Budget(batches=4), batch_size=32,
                limits=CalibLimits(starts=1))  # fmt: skip
     assert len(checked) >= 100 and len({c.split(":")[0] for c in checked} - {"seed"}) >= 3
-
