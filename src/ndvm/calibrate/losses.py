@@ -21,6 +21,7 @@ from ndvm.backends.base import RunResult
 from ndvm.backends.inputs import Const, classify_inputs
 from ndvm.errors import NdvmError
 from ndvm.frozen import frozen
+from ndvm.identity import ByIdentity
 from ndvm.lang import ir
 from ndvm.prims import PRIMS
 
@@ -168,28 +169,10 @@ def augmented(model: Program) -> Program:
     return hit
 
 
-class _ByIdentity:
-    """A bounded cache keyed by an (immutable) object's identity; it holds the object, so the
-    id stays that object's while the entry lives."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._items: dict[int, tuple[Any, Any]] = {}
-
-    def get(self, obj: Any) -> Any:
-        hit = self._items.get(id(obj))
-        return hit[1] if hit is not None and hit[0] is obj else None
-
-    def put(self, obj: Any, value: Any) -> None:
-        if len(self._items) >= self._size:
-            self._items.pop(next(iter(self._items)), None)
-        self._items[id(obj)] = (obj, value)
-
-
 _AUGMENTED: dict[tuple[Any, ...], Program] = {}
 _AUGMENTED_MAX = 512
-_AUGMENTED_OF = _ByIdentity(_AUGMENTED_MAX)  # model -> augmented, before the structural key
-_LENIENT = _ByIdentity(512)  # program -> program.with_options(strict=False)
+_AUGMENTED_OF = ByIdentity(_AUGMENTED_MAX)  # model -> augmented, before the structural key
+_LENIENT = ByIdentity(512)  # program -> program.with_options(strict=False)
 
 
 def _residual_target(program: Program, inputs: Mapping[str, Any], target: Any) -> tuple:

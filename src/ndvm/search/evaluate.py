@@ -23,6 +23,7 @@ import numpy as np
 
 import ndvm
 from ndvm.errors import LimitExceeded, NdvmError, ReadError
+from ndvm.identity import MISSING, ByIdentity
 from ndvm.lang.reader import read
 from ndvm.search.candidate import Candidate, Evaluation, skeleton_hash
 from ndvm.search.funnel import Verdict, check_finite, check_params, check_source, scalar_valued
@@ -197,26 +198,23 @@ def _folds(task: Task, prog: Any, data: tuple[Any, ...]) -> bool:
     return inputs is not None and scalar_valued(data, {*prog.params, *inputs})
 
 
-_POINT_INPUTS: dict[int, tuple[Any, list[str] | None]] = {}  # id(data) -> (data, names)
+_POINT_INPUTS = ByIdentity(64)  # task data -> _point_inputs
 
 
 def _point_inputs(task: Task) -> list[str] | None:
     """The task's inputs when each is a plain 1-D array of one number per training point (the
     target's last axis), else None (once per data object)."""
     data = task.data()
-    hit = _POINT_INPUTS.get(id(data))
-    if hit is not None and hit[0] is data:
-        return hit[1]
+    hit = _POINT_INPUTS.get(data, MISSING)
+    if hit is not MISSING:
+        return hit  # type: ignore[no-any-return]
     t, cols = data.train_target, dict(data.train_inputs)
     names = None
     if cols and t is not None and np.ndim(t) in (1, 2):
         n = np.shape(t)[-1]
         ok = all(type(v) is np.ndarray and v.ndim == 1 and len(v) == n for v in cols.values())
         names = list(cols) if ok else None
-    if len(_POINT_INPUTS) > 64:
-        _POINT_INPUTS.clear()
-    _POINT_INPUTS[id(data)] = (data, names)
-    return names
+    return _POINT_INPUTS.put(data, names)  # type: ignore[no-any-return]
 
 
 _LIMIT_WORDS = ("time limit", "StepLimitExceeded", "DeadlineExceeded", "DepthLimitExceeded")

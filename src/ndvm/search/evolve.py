@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ndvm.identity import ByIdentity
 from ndvm.lang.datum import Datum, Num, SList, Sym, symbols_in, to_source
 from ndvm.lang.front import skeleton
 from ndvm.lang.reader import read
@@ -237,7 +238,7 @@ class EvolveProposer:
         self.p_niche = niches
         self._pool: dict[int, _Member] = {}  # fittest and per-complexity best so far, by idx
         self._scanned = 0  # records already considered for the pool
-        self._site_memo: dict[int, tuple[Datum, list[Site]]] = {}
+        self._site_memo = ByIdentity(4096)  # parent -> sites(parent)
         self._of: tuple[str, int] | None = None  # the search the cache belongs to
 
     # -- the protocol -----------------------------------------------------------------
@@ -332,14 +333,8 @@ class EvolveProposer:
     # -- variation ----------------------------------------------------------------------
     def _sites(self, parent: Datum) -> list[Site]:
         """``sites(parent)``, once per parent (parents breed again and again); read only."""
-        hit = self._site_memo.get(id(parent))
-        if hit is not None and hit[0] is parent:
-            return hit[1]
-        if len(self._site_memo) >= 4096:
-            self._site_memo.clear()
-        out = sites(parent, self.g)
-        self._site_memo[id(parent)] = (parent, out)  # the parent is kept: ids stay unique
-        return out
+        hit = self._site_memo.get(parent)
+        return hit if hit is not None else self._site_memo.put(parent, sites(parent, self.g))
 
     def _crossover(self, b: Builder, p1: Datum, p2: Datum) -> tuple[Datum | None, str]:
         s1, s2 = self._sites(p1), self._sites(p2)

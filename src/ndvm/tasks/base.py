@@ -26,6 +26,7 @@ from ndvm.api import Program
 from ndvm.backends.inputs import as_array, as_table
 from ndvm.calibrate import Calibration, calibrate
 from ndvm.errors import NdvmError
+from ndvm.identity import ByIdentity
 from ndvm.lang.front import check_name
 from ndvm.tasks.columns import DEFAULT_BINARY, DEFAULT_UNARY, check_operators, read_csv, split_rows
 from ndvm.tasks.grammar import Grammar, param_names
@@ -274,13 +275,13 @@ class _Plan:
     cuts: list[int]  # where each split's points end in the joined inputs
 
 
-_PLANS: dict[int, _Plan] = {}
+_PLANS = ByIdentity(64)  # task data -> its scoring plan
 
 
 def _score_plan(data: TaskData) -> _Plan:
-    plan = _PLANS.get(id(data))
-    if plan is not None and plan.data is data:
-        return plan
+    plan = _PLANS.get(data)
+    if plan is not None:
+        return plan  # type: ignore[no-any-return]
     named = [("test", data.test_inputs, data.test_target)]
     if data.valid_inputs is not None and data.valid_target is not None:
         named.append(("validation", data.valid_inputs, data.valid_target))
@@ -291,10 +292,7 @@ def _score_plan(data: TaskData) -> _Plan:
     one_d = all(np.ndim(v) == 1 for s in inputs for v in s.values())
     if len(inputs) > 1 and len({tuple(sorted(s)) for s in inputs}) == 1 and one_d:
         joint = {k: np.concatenate([np.asarray(s[k]) for s in inputs]) for k in inputs[0]}
-    if len(_PLANS) > 64:
-        _PLANS.clear()
-    plan = _PLANS[id(data)] = _Plan(data, splits, inputs, joint, cuts)
-    return plan
+    return _PLANS.put(data, _Plan(data, splits, inputs, joint, cuts))  # type: ignore[no-any-return]
 
 
 def _predict_splits(cal: Any, plan: _Plan) -> list[np.ndarray]:
