@@ -3,16 +3,18 @@
     python benchmarks/bench_discovery.py [--seconds 10] [--noise 0,0.01] [--laws NAME,...]
                                          [--out bench-out]
 
-Laws in the style of SRBench's Feynman set and laws at natural scales (constants far from 1),
+Laws in the style of SRBench's Feynman set (the harder ones with nested quotients and roots,
+or four to six variables) and laws at natural scales (constants far from 1),
 with data generated here from their published formulas (200 rows in the formula's range;
 ``--noise`` relative Gaussian noise on the target), 120 held-out test rows from the same range
 and 120 extrapolation rows beyond it. ndvm's ``SymbolicRegressor`` and pyoperon's (``pip install
 'ndvm[bench]'``) run one after the other per law, one thread each, with the same wall-clock
-budget. Reported per law and method: exact recovery (the model and the law — quotients
-normalized by the denominator's leading coefficient — with their constants rounded to 3
-significant digits, 2 with noise, and those below 1e-4 dropped, are equal as exact rationals, by
-sympy), test R², extrapolation R², model size (ndvm: nodes of the program; Operon: its model
-length) and wall time. Writes ``discovery.json`` to ``--out``.
+budget. Reported per law and method: exact recovery (the model and the law — numeric
+subexpressions evaluated, quotients normalized by the denominator's leading coefficient — with
+their constants rounded to 3 significant digits, 2 with noise, and those below 1e-4 dropped,
+are equal as exact rationals, by sympy, the variables positive where the data's range is),
+test R², extrapolation R², model size (ndvm: nodes of the program; Operon: its model length)
+and wall time. Writes ``discovery.json`` to ``--out``.
 """
 
 from __future__ import annotations
@@ -108,6 +110,95 @@ LAWS = [
         lambda g, p, r: np.sqrt(g * p / r),
     ),
     Law("II.27.18", "eps*Ef**2", ("eps", "Ef"), (1, 1), (5, 5), lambda e, f: e * f**2),
+    # harder Feynman laws: nested quotients and roots, four to six variables
+    Law(
+        "I.15.10",
+        "m0*v/sqrt(1 - v**2/c**2)",
+        ("m0", "v", "c"),
+        (1, 1, 3),
+        (5, 2, 10),
+        lambda m, v, c: m * v / np.sqrt(1 - v**2 / c**2),
+    ),
+    Law(
+        "I.48.2",
+        "m*c**2/sqrt(1 - v**2/c**2)",
+        ("m", "v", "c"),
+        (1, 1, 3),
+        (5, 2, 10),
+        lambda m, v, c: m * c**2 / np.sqrt(1 - v**2 / c**2),
+    ),
+    Law(
+        "I.8.14",
+        "sqrt((x2 - x1)**2 + (y2 - y1)**2)",
+        ("x1", "x2", "y1", "y2"),
+        (1, 1, 1, 1),
+        (5, 5, 5, 5),
+        lambda x1, x2, y1, y2: np.sqrt((x2 - x1) ** 2 + (y2 - y1) ** 2),
+    ),
+    Law(
+        "I.13.12",
+        "G*m1*m2*(1/r2 - 1/r1)",
+        ("m1", "m2", "r1", "r2", "G"),
+        (1, 1, 1, 1, 1),
+        (5, 5, 5, 5, 5),
+        lambda m1, m2, r1, r2, g: g * m1 * m2 * (1 / r2 - 1 / r1),
+    ),
+    Law(
+        "I.16.6",
+        "(u + v)/(1 + u*v/c**2)",
+        ("c", "v", "u"),
+        (1, 1, 1),
+        (5, 5, 5),
+        lambda c, v, u: (u + v) / (1 + u * v / c**2),
+    ),
+    Law(
+        "III.4.33",
+        "(h/(2*pi))*omega/(exp((h/(2*pi))*omega/(kb*T)) - 1)",
+        ("h", "omega", "kb", "T"),
+        (1, 1, 1, 1),
+        (5, 5, 5, 5),
+        lambda h, w, k, t: (h / (2 * np.pi)) * w / np.expm1((h / (2 * np.pi)) * w / (k * t)),
+    ),
+    Law(
+        "I.12.11",
+        "q*(Ef + B*v*sin(theta))",
+        ("q", "Ef", "B", "v", "theta"),
+        (1, 1, 1, 1, 1),
+        (5, 5, 5, 5, 5),
+        lambda q, e, b, v, t: q * (e + b * v * np.sin(t)),
+    ),
+    Law(
+        "I.37.4",
+        "I1 + I2 + 2*sqrt(I1*I2)*cos(delta)",
+        ("I1", "I2", "delta"),
+        (1, 1, 1),
+        (5, 5, 5),
+        lambda a, b, d: a + b + 2 * np.sqrt(a * b) * np.cos(d),
+    ),
+    Law(
+        "I.44.4",
+        "n*kb*T*log(V2/V1)",
+        ("n", "kb", "T", "V1", "V2"),
+        (1, 1, 1, 1, 1),
+        (5, 5, 5, 5, 5),
+        lambda n, k, t, v1, v2: n * k * t * np.log(v2 / v1),
+    ),
+    Law(
+        "I.24.6",
+        "m*(omega**2 + omega0**2)*x**2/4",
+        ("m", "omega", "omega0", "x"),
+        (1, 1, 1, 1),
+        (5, 5, 5, 5),
+        lambda m, w, w0, x: m * (w**2 + w0**2) * x**2 / 4,
+    ),
+    Law(
+        "I.11.19",
+        "x1*y1 + x2*y2 + x3*y3",
+        ("x1", "x2", "x3", "y1", "y2", "y3"),
+        (1, 1, 1, 1, 1, 1),
+        (5, 5, 5, 5, 5, 5),
+        lambda x1, x2, x3, y1, y2, y3: x1 * y1 + x2 * y2 + x3 * y3,
+    ),
     # natural scales: constants far from 1
     Law("logistic", "0.8*x*(1 - x/7)", ("x",), (0,), (10,), lambda x: 0.8 * x * (1 - x / 7)),
     Law(
@@ -142,21 +233,34 @@ def r2(y: np.ndarray, pred: np.ndarray) -> float:
 
 def recovered(expr: Any, law: Law, digits: int = 3) -> bool:
     """The model and the law, normalized (``_normalized``), with their floats rounded to
-    ``digits`` significant digits (those below 1e-4 in magnitude dropped) are equal as exact
-    rationals, by sympy."""
+    ``digits`` (or ``digits + 1``) significant digits (those below 1e-4 in magnitude dropped)
+    are equal as exact rationals, by sympy."""
     import sympy
 
-    names = {v: sympy.Symbol(v, real=True) for v in law.variables}
+    names = _symbols(law)
 
-    def rounded(e: Any) -> Any:
-        e = _normalized(e)
+    def rounded(e: Any, digits: int) -> Any:
+        e = e.xreplace({s: names[s.name] for s in e.free_symbols if s.name in names})
+        e = _normalized(sympy.N(e))  # 0.7071*sqrt(2) -> 1.0
         return e.xreplace({f: _round(f, digits) for f in e.atoms(sympy.Float)})
 
-    try:
-        truth = rounded(sympy.N(sympy.sympify(law.formula, locals=names)))  # 1/sqrt(2 pi) too
-        return bool(sympy.simplify(rounded(expr) - truth) == 0)
+    def equal(digits: int) -> bool:
+        truth = rounded(sympy.sympify(law.formula, locals=names), digits)  # 1/sqrt(2 pi) too
+        return bool(sympy.simplify(sympy.expand_log(rounded(expr, digits) - truth)) == 0)
+
+    try:  # one digit more, for a constant at a rounding boundary (147.49999 and 147.5)
+        return equal(digits) or equal(digits + 1)
     except Exception:  # noqa: BLE001 - sympy gives up on some forms: not recovered
         return False
+
+
+def _symbols(law: Law) -> dict[str, Any]:
+    """The law's variables as sympy symbols: real, and positive where the data's range is (so
+    that ``log(V2) - log(V1)`` is ``log(V2/V1)`` on the data, as it is for the law)."""
+    import sympy
+
+    return {v: sympy.Symbol(v, real=True, positive=lo > 0 or None)
+            for v, lo in zip(law.variables, law.low)}  # fmt: skip
 
 
 def _round(f: Any, digits: int) -> Any:

@@ -143,10 +143,10 @@ def test_parents_come_from_every_complexity() -> None:
         _record(3, "(+ (* a (exp (* b x))) (* c (sin x)))", 0.02),
     ]  # fmt: skip
     prop = EvolveProposer(GRAMMAR, population=2)
-    pool = prop._population(SearchState("t", 0, tuple(recs)))
+    pool = prop._parents.pool(SearchState("t", 0, tuple(recs)))
     assert [to_source(d) for d in pool.ranked] == [recs[2].candidate.src, recs[3].candidate.src]
     by_cx = {r.complexity: r for r in sorted(recs, key=lambda r: -r.evaluation.selection_loss)}
-    assert [to_source(d) for d in pool.niches] == [by_cx[c].candidate.src for c in sorted(by_cx)]
+    assert [to_source(d[0]) for d in pool.niches] == [by_cx[c].candidate.src for c in sorted(by_cx)]
     a = [c.src for c in prop.propose(SearchState("t", 0, tuple(recs)), 40)]
     b = [c.src for c in EvolveProposer(GRAMMAR, population=2).propose(
         SearchState("t", 0, tuple(recs)), 40)]  # fmt: skip

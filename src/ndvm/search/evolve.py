@@ -5,8 +5,10 @@ loss, or training loss for a task without a validation split, lightly penalized 
 data is never used), chosen by tournament, or (diversity) the best program of a uniformly
 drawn complexity, so that simple structures keep breeding while complex ones lead; children
 come from crossover and the mutations swap operator, insert subtree, delete subtree, replace
-subtree, wrap in a unary op, add a parameter, add a bounded loop, change a loop's depth and
-point-mutate a leaf. A child is put in canonical form (``simplify.canonical``: parameter-only
+subtree, wrap in a unary op, add a parameter, square a subexpression, add a term (a fresh
+parameter times one or two variables) to a sum, add a bounded loop, change a loop's depth and
+point-mutate a leaf. With ``islands=K`` the parents of batch ``g`` are island ``g % K``'s
+(``search.population``). A child is put in canonical form (``simplify.canonical``: parameter-only
 subtrees folded into one parameter, ``+``/``*`` flattened and ordered) before it is
 deduplicated and scored. Everything follows the task's ``Grammar``. The generator for batch ``g``
 is seeded by ``(seed, g)``, so proposals depend only on the seed and the evaluated records.
@@ -14,7 +16,6 @@ is seeded by ``(seed, g)``, so proposals depend only on the seed and the evaluat
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from ndvm.lang.front import skeleton
 from ndvm.lang.reader import read
 from ndvm.search.candidate import Candidate, skeleton_hash
 from ndvm.search.funnel import complexity
+from ndvm.search.population import Pool, Population
 from ndvm.search.simplify import canonical
 from ndvm.search.state import SearchState
 from ndvm.tasks.grammar import Grammar
@@ -184,24 +186,6 @@ def _has_loop(d: Datum) -> bool:
     return "loop" in symbols_in([d])
 
 
-@dataclass(frozen=True)
-class _Member:
-    fit: float  # selection loss with the size penalty (tournament order)
-    idx: int
-    datum: Datum
-    complexity: int
-    loss: float  # selection loss (niche order)
-
-
-@dataclass(frozen=True)
-class _Pool:
-    ranked: list[Datum]  # the fittest, best first
-    niches: list[Datum]  # the best of each complexity, by complexity
-
-    def __len__(self) -> int:
-        return len(self.ranked)
-
-
 class _Taken:
     """Skeleton hashes already calibrated (the state's, read in place) or proposed now."""
 
@@ -229,24 +213,27 @@ class EvolveProposer:
         parsimony: float = 0.01,
         random_fraction: float = 0.1,
         niches: float = 0.3,
+        islands: int = 1,
+        migration: float = 0.1,
+        per_niche: int = 1,
+        terms: bool = True,
     ) -> None:
         self.name = "evolve"
         self.g = grammar
         self.seeds = seeds
         self.population, self.tournament = population, tournament
         self.p_cross, self.parsimony, self.p_random = crossover, parsimony, random_fraction
-        self.p_niche = niches
-        self._pool: dict[int, _Member] = {}  # fittest and per-complexity best so far, by idx
-        self._scanned = 0  # records already considered for the pool
+        self.p_niche, self.p_migrate = niches, migration
+        self._parents = Population(population, parsimony, islands, per_niche)
+        self.terms = terms
         self._site_memo = ByIdentity(4096)  # parent -> sites(parent)
-        self._of: tuple[str, int] | None = None  # the search the cache belongs to
 
     # -- the protocol -----------------------------------------------------------------
     def propose(self, state: SearchState, n: int) -> list[Candidate]:
         rng = np.random.default_rng([state.seed, state.next_batch, 0xE7])
         b = Builder(self.g, rng)
         seen = _Taken(state.seen)
-        pool = self._population(state)
+        pool = self._parents.pool(state)
         out: list[Candidate] = []
         if state.next_batch == 0:
             for src in self.seeds:
@@ -269,38 +256,17 @@ class EvolveProposer:
         return out[:n]
 
     # -- population and selection -------------------------------------------------------
-    def _population(self, state: SearchState) -> _Pool:
-        """The ``population`` fittest calibrated records and the best record of every
-        complexity (kept incrementally: each record is read once; a state with fewer records
-        than seen before, e.g. a new search, restarts)."""
-        if self._scanned > len(state.records) or self._of != (state.task, state.seed):
-            self._pool, self._scanned, self._of = {}, 0, (state.task, state.seed)
-        scored = dict(self._pool)
-        for r in state.records[self._scanned :]:
-            ev = r.evaluation
-            if r.status != "ok" or ev is None or not math.isfinite(ev.selection_loss):
-                continue
-            forms = read(r.candidate.src)
-            if len(forms) != 1:
-                continue
-            fit = ev.selection_loss * (1.0 + self.parsimony * r.complexity)
-            scored[r.idx] = _Member(fit, r.idx, forms[0], r.complexity, ev.selection_loss)
-        best = sorted(scored.values(), key=lambda m: (m.fit, m.idx))[: self.population]
-        niche: dict[int, _Member] = {}
-        for m in sorted(scored.values(), key=lambda m: (m.loss, m.idx)):
-            niche.setdefault(m.complexity, m)
-        self._pool = {m.idx: m for m in (*best, *niche.values())}
-        # records still pending may be scored later: rescan from the first pending one
-        recs, n = state.records, len(state.records)
-        self._scanned = next((i for i in range(self._scanned, n) if recs[i].status == "pending"), n)
-        return _Pool([m.datum for m in best], [niche[c].datum for c in sorted(niche)])
-
-    def _select(self, b: Builder, pool: _Pool) -> Datum:
+    def _select(self, b: Builder, pool: Pool) -> Datum:
         """A parent: from a uniformly drawn complexity niche (with probability ``niches``),
-        so that simple structures keep breeding next to the fittest; else by tournament."""
+        so that simple structures keep breeding next to the fittest; else by tournament among
+        the island's fittest, or (with probability ``migration``, and while the island has
+        none) among the fittest of all islands."""
         if pool.niches and b.rng.random() < self.p_niche:
-            return pool.niches[int(b.rng.integers(len(pool.niches)))]
+            niche = pool.niches[int(b.rng.integers(len(pool.niches)))]
+            return niche[int(b.rng.integers(len(niche)))] if len(niche) > 1 else niche[0]
         ranked = pool.ranked
+        if not ranked or (self._parents.islands > 1 and b.rng.random() < self.p_migrate):
+            ranked = pool.migrants
         picks = b.rng.integers(len(ranked), size=min(self.tournament, len(ranked)))
         return ranked[int(min(picks))]  # ranked is sorted: the lowest index is the fittest
 
@@ -359,6 +325,8 @@ class EvolveProposer:
         ]
         if "*" in self.g.binary:
             ops.append(("square", self._m_square))
+            if "+" in self.g.binary and self.terms:
+                ops.append(("term", self._m_term))
         if self.g.loop:
             ops.append(("loop", self._m_loop))
             if _has_loop(p):
@@ -444,6 +412,25 @@ class EvolveProposer:
             return None
         d = get(p, s.path)
         return put(p, s.path, L(S("*"), d, d))
+
+    def _m_term(self, b: Builder, p: Datum) -> Datum | None:
+        """One more term of a sum, a parameter times one or two variables: ``(+ e f)`` ->
+        ``(+ e f (* q x y))``; at any other site ``e`` -> ``(+ e (* q x))`` (laws are often
+        sums of products, which single edits reach only through a poorer intermediate)."""
+        s = self._site(b, p, lambda d: isinstance(d, SList) and bool(d.items)
+                       and _is_sym(d.items[0], "+"))  # fmt: skip
+        if s is None or b.rng.random() < 0.3:
+            s = self._site(b, p)
+        free = [q for q in self.g.params if q not in symbols_in([p])]
+        if s is None or not free:
+            return None
+        names = sorted(set(self.g.inputs) | s.scope)
+        factors = [S(b.pick(names)) for _ in range(int(b.rng.integers(1, 3)))]
+        term = L(S("*"), S(b.pick(free)), *factors)
+        d = get(p, s.path)
+        if isinstance(d, SList) and d.items and _is_sym(d.items[0], "+"):
+            return put(p, s.path, SList(d.items + (term,)))
+        return put(p, s.path, L(S("+"), d, term))
 
     def _m_leaf(self, b: Builder, p: Datum) -> Datum | None:
         s = self._site(b, p, lambda d: not isinstance(d, SList))
