@@ -32,8 +32,10 @@ constexpr double kDominatedDrop = 0.01;
 constexpr double kRadiusFactor = 100.0;
 
 // Cholesky solve of the P x P SPD system a x = rhs in place (a is overwritten); false if
-// not positive definite.
-bool cholesky_solve(std::vector<double>& a, std::vector<double>& x, uint32_t P) {
+// not positive definite. Inlined with a constant P (cholesky_fixed) the loops unroll; the
+// operations and their order are the same.
+inline __attribute__((always_inline)) bool cholesky_solve(double* __restrict a,
+                                                          double* __restrict x, uint32_t P) {
   for (uint32_t j = 0; j < P; ++j) {
     double d = a[j * P + j];
     for (uint32_t k = 0; k < j; ++k) d -= a[j * P + k] * a[j * P + k];
@@ -57,6 +59,24 @@ bool cholesky_solve(std::vector<double>& a, std::vector<double>& x, uint32_t P) 
     x[i] = s / a[i * P + i];
   }
   return true;
+}
+
+template <uint32_t N>
+bool cholesky_fixed(double* a, double* x) {
+  return cholesky_solve(a, x, N);
+}
+
+// cholesky_solve with P <= 6 unrolled.
+bool cholesky_small(double* a, double* x, uint32_t P) {
+  switch (P) {
+    case 1: return cholesky_fixed<1>(a, x);
+    case 2: return cholesky_fixed<2>(a, x);
+    case 3: return cholesky_fixed<3>(a, x);
+    case 4: return cholesky_fixed<4>(a, x);
+    case 5: return cholesky_fixed<5>(a, x);
+    case 6: return cholesky_fixed<6>(a, x);
+    default: return cholesky_solve(a, x, P);
+  }
 }
 
 class LMRun {
@@ -180,9 +200,16 @@ bool LMRun::evaluate(const std::vector<double>& theta) {
     double* __restrict r = r_.data() + static_cast<size_t>(b) * M;
     const double* __restrict v = val + static_cast<size_t>(c) * M;
     double sum = 0.0;
-    for (size_t m = 0; m < M; ++m) {
-      r[m] = (v[m] - t[m]) * w[m];
-      sum += r[m] * r[m];
+    if (rq_.residual_weight) {
+      for (size_t m = 0; m < M; ++m) {
+        r[m] = (v[m] - t[m]) * w[m];
+        sum += r[m] * r[m];
+      }
+    } else {  // unweighted: (v - t) * 1 is v - t
+      for (size_t m = 0; m < M; ++m) {
+        r[m] = v[m] - t[m];
+        sum += r[m] * r[m];
+      }
     }
     bool lane_failed = false;
     if (!last_.errors.empty() && !last_.status.empty()) {  // status 2 only where an error is
@@ -394,16 +421,18 @@ bool LMRun::damped_solve(uint32_t b, const std::vector<uint8_t>& free, double df
     if (free[i]) idx_.push_back(i);
   }
   const uint32_t F = static_cast<uint32_t>(idx_.size());
-  a_.assign(static_cast<size_t>(F) * F, 0.0);
-  y_.assign(F, 0.0);
+  a_.resize(static_cast<size_t>(F) * F);  // every entry is written below
+  y_.resize(F);
+  double* __restrict a = a_.data();
   for (uint32_t i = 0; i < F; ++i) {
     const uint32_t r = idx_[i];
-    for (uint32_t k = 0; k < F; ++k) a_[i * F + k] = jtj[r * P_ + idx_[k]];
-    a_[i * F + i] += lam * std::max(jtj[r * P_ + r], dfloor);
+    for (uint32_t k = 0; k < F; ++k) a[i * F + k] = jtj[r * P_ + idx_[k]];
+    a[i * F + i] += lam * std::max(jtj[r * P_ + r], dfloor);
     y_[i] = -g[r];
   }
-  if (F > 0 && !cholesky_solve(a_, y_, F)) return false;
-  x_.assign(P_, 0.0);
+  if (F > 0 && !cholesky_small(a, y_.data(), F)) return false;
+  x_.resize(P_);
+  if (F < P_) std::fill(x_.begin(), x_.end(), 0.0);
   for (uint32_t i = 0; i < F; ++i) x_[idx_[i]] = y_[i];
   return true;
 }
