@@ -24,11 +24,13 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
-import ndvm
-
+# one thread: set before NumPy loads its BLAS (which reads it once, at import)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+import ndvm  # noqa: E402
 
 
 def sr_data() -> tuple[np.ndarray, np.ndarray]:

@@ -3,15 +3,16 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace ndvm {
 
-// Adds Ng weighted Jacobian rows of one lane — row n: jac[i * ld + n] for parameter i < P,
+// Adds Ng weighted Jacobian rows of one lane — row n: cols[i][n] for parameter i < P,
 // residual r[n * S], weight w[n * S] — to the lower triangle of jtj [P, P] and to jtr [P].
-// P <= 6 keeps the cells in registers (3 or 4 on AVX2: whole rows, even and odd data rows
-// summed apart, then added); wrow: P doubles of scratch for larger P. A lane's sums depend
-// only on its own rows.
-void lm_add_rows(const double* jac, size_t ld, uint32_t P, const double* w, const double* r,
-                 uint32_t Ng, uint32_t S, double* jtj, double* jtr, double* wrow);
+// Each cell is four partial sums over the rows n = 0, 1, 2, 3 (mod 4), then added pairwise:
+// the same bits on every path (AVX2 for S = 1 and P <= 6); scratch serves P > 6. A lane's
+// sums depend only on its own rows.
+void lm_add_rows(const double* const* cols, uint32_t P, const double* w, const double* r,
+                 uint32_t Ng, uint32_t S, double* jtj, double* jtr, std::vector<double>& scratch);
 
 }  // namespace ndvm

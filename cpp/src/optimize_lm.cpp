@@ -32,8 +32,10 @@ constexpr double kDominatedDrop = 0.01;
 constexpr double kRadiusFactor = 100.0;
 
 // Cholesky solve of the P x P SPD system a x = rhs in place (a is overwritten); false if
-// not positive definite.
-bool cholesky_solve(std::vector<double>& a, std::vector<double>& x, uint32_t P) {
+// not positive definite. Inlined with a constant P (cholesky_fixed) the loops unroll; the
+// operations and their order are the same.
+inline __attribute__((always_inline)) bool cholesky_solve(double* __restrict a,
+                                                          double* __restrict x, uint32_t P) {
   for (uint32_t j = 0; j < P; ++j) {
     double d = a[j * P + j];
     for (uint32_t k = 0; k < j; ++k) d -= a[j * P + k] * a[j * P + k];
@@ -59,6 +61,24 @@ bool cholesky_solve(std::vector<double>& a, std::vector<double>& x, uint32_t P) 
   return true;
 }
 
+template <uint32_t N>
+bool cholesky_fixed(double* a, double* x) {
+  return cholesky_solve(a, x, N);
+}
+
+// cholesky_solve with P <= 6 unrolled.
+bool cholesky_small(double* a, double* x, uint32_t P) {
+  switch (P) {
+    case 1: return cholesky_fixed<1>(a, x);
+    case 2: return cholesky_fixed<2>(a, x);
+    case 3: return cholesky_fixed<3>(a, x);
+    case 4: return cholesky_fixed<4>(a, x);
+    case 5: return cholesky_fixed<5>(a, x);
+    case 6: return cholesky_fixed<6>(a, x);
+    default: return cholesky_solve(a, x, P);
+  }
+}
+
 class LMRun {
  public:
   LMRun(Interp& interp, const OptimizeRequest& req)
@@ -70,6 +90,7 @@ class LMRun {
   void start();
   bool out_of_time(uint32_t it, std::chrono::steady_clock::time_point t0, double base);
   bool evaluate(const std::vector<double>& theta);
+  void sweep(const double* cotangent, size_t W);
   void normal_equations();
   void accumulate(uint32_t b, uint32_t c, uint32_t s, uint32_t S);
   void compact();
@@ -112,7 +133,11 @@ class LMRun {
   std::vector<uint8_t> projected_;  // [B] the last trial was the linear parameters' solve
   RunOutput probe_;
   std::vector<uint8_t> accept_;
-  std::vector<double> ct_, jac_, a_, x_, y_, w_, wrow_;
+  std::vector<double> ct_, jac_, a_, x_, y_, w_, rows_scratch_;
+  std::vector<const Real*> adj_;     // [P] the last sweep's adjoint columns (nullptr: unused)
+  std::vector<const double*> cols_;  // [P] the same as doubles over the walk's lanes
+  std::vector<const double*> lane_cols_;  // [P] one lane's rows of cols_
+  std::vector<double> zeros_;        // the column of a parameter the value does not use
   std::vector<uint32_t> idx_;
   std::vector<uint8_t> free_;
   std::vector<int32_t> err_map_;
@@ -175,12 +200,19 @@ bool LMRun::evaluate(const std::vector<double>& theta) {
     double* __restrict r = r_.data() + static_cast<size_t>(b) * M;
     const double* __restrict v = val + static_cast<size_t>(c) * M;
     double sum = 0.0;
-    for (size_t m = 0; m < M; ++m) {
-      r[m] = (v[m] - t[m]) * w[m];
-      sum += r[m] * r[m];
+    if (rq_.residual_weight) {
+      for (size_t m = 0; m < M; ++m) {
+        r[m] = (v[m] - t[m]) * w[m];
+        sum += r[m] * r[m];
+      }
+    } else {  // unweighted: (v - t) * 1 is v - t
+      for (size_t m = 0; m < M; ++m) {
+        r[m] = v[m] - t[m];
+        sum += r[m] * r[m];
+      }
     }
     bool lane_failed = false;
-    if (!last_.status.empty()) {
+    if (!last_.errors.empty() && !last_.status.empty()) {  // status 2 only where an error is
       const int8_t* st = last_.status.data() + static_cast<size_t>(c) * run_.Ng;
       for (uint32_t n = 0; n < run_.Ng; ++n) lane_failed = lane_failed || st[n] == 2;
     }
@@ -191,43 +223,83 @@ bool LMRun::evaluate(const std::vector<double>& theta) {
 }
 
 
+// A sweep's adjoint columns as doubles: in place in the float64 core; in the float32 core
+// converted into buf [P, W]. Unused parameters read the zero column.
+[[maybe_unused]] void as_columns(const std::vector<const double*>& adj, size_t, const double* zeros,
+                std::vector<double>&, std::vector<const double*>& cols) {
+  cols.resize(adj.size());
+  for (size_t i = 0; i < adj.size(); ++i) cols[i] = adj[i] ? adj[i] : zeros;
+}
+
+[[maybe_unused]] void as_columns(const std::vector<const float*>& adj, size_t W,
+                                 const double* zeros, std::vector<double>& buf,
+                                 std::vector<const double*>& cols) {
+  cols.resize(adj.size());
+  buf.resize(adj.size() * W);
+  for (size_t i = 0; i < adj.size(); ++i) {
+    if (!adj[i]) {
+      cols[i] = zeros;
+      continue;
+    }
+    std::copy_n(adj[i], W, buf.data() + i * W);
+    cols[i] = buf.data() + i * W;
+  }
+}
+
+// One reverse sweep of the last walk (W lanes): cols_[i] is parameter i's column of
+// d sum(cotangent * value) / d theta over the lanes, read where the sweep left it.
+void LMRun::sweep(const double* cotangent, size_t W) {
+  if (zeros_.size() < W) zeros_.assign(W, 0.0);
+  in_.lane_adjoints(cotangent, adj_);
+  as_columns(adj_, W, zeros_.data(), jac_, cols_);
+}
+
 // Adds lane b's rows of the last sweep (walk row c, value element s of S) to its J'J and J'r.
 void LMRun::accumulate(uint32_t b, uint32_t c, uint32_t s, uint32_t S) {
   const uint32_t Ng = run_.Ng;
   const size_t PP = static_cast<size_t>(P_) * P_;
-  const size_t ld = act_.size() * static_cast<size_t>(Ng);  // lanes of the last sweep
-  lm_add_rows(jac_.data() + static_cast<size_t>(c) * Ng, ld, P_, w_.data() + s,
-              r_.data() + static_cast<size_t>(b) * M_ + s, Ng, S, jtj_t_.data() + b * PP,
-              jtr_t_.data() + static_cast<size_t>(b) * P_, wrow_.data());
+  lane_cols_.resize(P_);
+  for (uint32_t i = 0; i < P_; ++i) lane_cols_[i] = cols_[i] + static_cast<size_t>(c) * Ng;
+  lm_add_rows(lane_cols_.data(), P_, w_.data() + s, r_.data() + static_cast<size_t>(b) * M_ + s,
+              Ng, S, jtj_t_.data() + b * PP, jtr_t_.data() + static_cast<size_t>(b) * P_,
+              rows_scratch_);
 }
 
 // J'J and J'r at the trial points of the accepting lanes: one reverse sweep per element of
-// the value, each giving every lane's row d value[b, n, s] / d theta[b].
+// the value, each giving every lane's row d value[b, n, s] / d theta[b] (with one element,
+// the seed 1 on every lane is the sweep's own: no cotangent).
 void LMRun::normal_equations() {
   const uint32_t S = in_.value_elements();
   const uint32_t Ng = run_.Ng;
   const size_t W = act_.size() * Ng;
   const size_t PP = static_cast<size_t>(P_) * P_;
-  wrow_.resize(P_);
-  jtj_t_.assign(static_cast<size_t>(B_) * PP, 0.0);
-  jtr_t_.assign(static_cast<size_t>(B_) * P_, 0.0);
-  ct_.assign(W * S, 0.0);
+  for (uint32_t b = 0; b < B_; ++b) {
+    if (!accept_[b]) continue;
+    std::fill_n(jtj_t_.data() + b * PP, PP, 0.0);
+    std::fill_n(jtr_t_.data() + static_cast<size_t>(b) * P_, P_, 0.0);
+  }
+  if (S > 1) ct_.assign(W * S, 0.0);
   for (uint32_t s = 0; s < S; ++s) {
-    for (size_t l = 0; l < W; ++l) ct_[l * S + s] = 1.0;
-    in_.lane_jacobian(ct_.data(), jac_);
-    for (size_t l = 0; l < W; ++l) ct_[l * S + s] = 0.0;
+    if (S > 1) {
+      for (size_t l = 0; l < W; ++l) ct_[l * S + s] = 1.0;
+    }
+    sweep(S > 1 ? ct_.data() : nullptr, W);
+    if (S > 1) {
+      for (size_t l = 0; l < W; ++l) ct_[l * S + s] = 0.0;
+    }
     for (uint32_t c = 0; c < act_.size(); ++c) {
       if (accept_[act_[c]]) accumulate(act_[c], c, s, S);
     }
   }
   for (uint32_t b = 0; b < B_; ++b) {
+    if (!accept_[b]) continue;
     double* jtj = jtj_t_.data() + b * PP;
     bool finite = true;
     for (uint32_t i = 0; i < P_; ++i) {
       for (uint32_t k = 0; k < i; ++k) jtj[k * P_ + i] = jtj[i * P_ + k];
       finite = finite && std::isfinite(jtr_t_[static_cast<size_t>(b) * P_ + i]);
     }
-    if (accept_[b] && !finite) {  // a non-finite derivative: the point cannot be stepped from
+    if (!finite) {  // a non-finite derivative: the point cannot be stepped from
       accept_[b] = 0;
       f_[b] = kInf;
     }
@@ -349,16 +421,18 @@ bool LMRun::damped_solve(uint32_t b, const std::vector<uint8_t>& free, double df
     if (free[i]) idx_.push_back(i);
   }
   const uint32_t F = static_cast<uint32_t>(idx_.size());
-  a_.assign(static_cast<size_t>(F) * F, 0.0);
-  y_.assign(F, 0.0);
+  a_.resize(static_cast<size_t>(F) * F);  // every entry is written below
+  y_.resize(F);
+  double* __restrict a = a_.data();
   for (uint32_t i = 0; i < F; ++i) {
     const uint32_t r = idx_[i];
-    for (uint32_t k = 0; k < F; ++k) a_[i * F + k] = jtj[r * P_ + idx_[k]];
-    a_[i * F + i] += lam * std::max(jtj[r * P_ + r], dfloor);
+    for (uint32_t k = 0; k < F; ++k) a[i * F + k] = jtj[r * P_ + idx_[k]];
+    a[i * F + i] += lam * std::max(jtj[r * P_ + r], dfloor);
     y_[i] = -g[r];
   }
-  if (F > 0 && !cholesky_solve(a_, y_, F)) return false;
-  x_.assign(P_, 0.0);
+  if (F > 0 && !cholesky_small(a, y_.data(), F)) return false;
+  x_.resize(P_);
+  if (F < P_) std::fill(x_.begin(), x_.end(), 0.0);
   for (uint32_t i = 0; i < F; ++i) x_[idx_[i]] = y_[i];
   return true;
 }
@@ -624,6 +698,8 @@ void LMRun::start() {
   fc_.assign(B_, kInf);
   jtj_.assign(B_ * PP, kNaN);
   jtr_.assign(BP, kNaN);
+  jtj_t_.assign(B_ * PP, 0.0);
+  jtr_t_.assign(BP, 0.0);
   lambda_.assign(B_, rq_.lm.lambda0);
   nu_.assign(B_, 2.0);
   pred_.assign(B_, 0.0);

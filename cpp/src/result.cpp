@@ -189,6 +189,15 @@ void Interp::lane_jacobian(const double* cotangent, std::vector<double>& jac) {
   }
 }
 
+void Interp::lane_adjoints(const double* cotangent, std::vector<const Real*>& cols) {
+  if (!can_differentiate()) throw std::logic_error("jacobian: no numeric result to differentiate");
+  reverse_sweep(cotangent);
+  cols.resize(leaves_.size());
+  for (size_t i = 0; i < leaves_.size(); ++i) {
+    cols[i] = touched_[leaves_[i]] ? adj_.data() + pay_[leaves_[i]].off : nullptr;
+  }
+}
+
 // The seeding and the reverse sweep of ``backward``: afterwards adj_ holds, for each taped
 // payload, d sum(cotangent * value) / d payload per lane (touched_ says which are set). No
 // zeroing of adjoints: a payload's first cotangent is stored, later ones are added; untouched

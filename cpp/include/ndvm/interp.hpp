@@ -223,6 +223,10 @@ class Interp {
   // value) — with a one-hot cotangent over the value's elements, one column block of the
   // Jacobian per element. NaN entries for lanes that failed.
   void lane_jacobian(const double* cotangent, std::vector<double>& jac);
+  // The same columns read in place: cols[i] points at parameter i's adjoint over the W lanes
+  // (valid until the next run or sweep), nullptr for a parameter the value does not use (a
+  // zero column). Lanes that failed are not masked: their entries are whatever the sweep left.
+  void lane_adjoints(const double* cotangent, std::vector<const Real*>& cols);
   uint32_t value_elements() const { return static_cast<uint32_t>(value_elems_ / W_); }
   bool can_differentiate() const { return ready_ && last_numeric_; }
   bool ran_blocked() const { return ran_blocked_; }  // the last run ran in lane blocks
