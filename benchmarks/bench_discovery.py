@@ -20,9 +20,12 @@ and wall time. Writes ``discovery.json`` to ``--out``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -231,10 +234,14 @@ def r2(y: np.ndarray, pred: np.ndarray) -> float:
     return float(1 - np.sum((y - pred) ** 2) / np.sum((y - y.mean()) ** 2))
 
 
+SYMPY_SECONDS = 20.0  # a check sympy has not decided in this time is "not recovered"
+
+
 def recovered(expr: Any, law: Law, digits: int = 3) -> bool:
     """The model and the law, normalized (``_normalized``), with their floats rounded to
     ``digits`` (or ``digits + 1``) significant digits (those below 1e-4 in magnitude dropped)
-    are equal as exact rationals, by sympy."""
+    are equal as exact rationals, by sympy (within ``SYMPY_SECONDS``: ``simplify`` can take
+    minutes on a large model that only approximates the law)."""
     import sympy
 
     names = _symbols(law)
@@ -249,9 +256,35 @@ def recovered(expr: Any, law: Law, digits: int = 3) -> bool:
         return bool(sympy.simplify(sympy.expand_log(rounded(expr, digits) - truth)) == 0)
 
     try:  # one digit more, for a constant at a rounding boundary (147.49999 and 147.5)
-        return equal(digits) or equal(digits + 1)
+        with _time_limit(SYMPY_SECONDS):
+            return equal(digits) or equal(digits + 1)
     except Exception:  # noqa: BLE001 - sympy gives up on some forms: not recovered
         return False
+
+
+class _SympyTimeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Raise ``_SympyTimeout`` after ``seconds`` (SIGALRM: POSIX, main thread; elsewhere no
+    limit)."""
+    main = threading.current_thread() is threading.main_thread()
+    if not hasattr(signal, "setitimer") or not main:
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise _SympyTimeout
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def _symbols(law: Law) -> dict[str, Any]:
