@@ -109,7 +109,7 @@ size_t Interp::forward_span(const FastRec* fast, size_t r, size_t end) {
   Real* base = pay_.base();  // fast kernels write into allocated payloads: it stays put
   for (; r < end; ++r) {
     const FastRec& f = fast[r];
-    if (f.forward) {
+    if (f.forward && fused_form(f)) {
       f.forward(f, base, scratch_);
     } else {
       forward_record(tape_.records[r]);

@@ -348,6 +348,10 @@ class Interp {
   void reverse_sweep(const double* cotangent);
   void vjp_record(const TapeRecord& rec, std::vector<Real>& adj);
   void vjp_fast(const FastRec* fast);
+  // whether replay and the reverse sweep run f's form: the fused lane forms (fast.hpp's
+  // LANE_PRODUCTS and after) only when the run is fused, else their records take the general
+  // path
+  bool fused_form(const FastRec& f) const { return fused_ || f.op < FastOp::LANE_PRODUCTS; }
   void accumulate(uint32_t pid, const Real* ct, size_t ct_elems, uint32_t mask,
                   std::vector<Real>& adj);
   void assemble(RunOutput& out);
