@@ -266,12 +266,18 @@ void Interp::find_inverses() {
 // The reverse sweep with the records' fast forms (fast_[r] beside tape record r): the arena,
 // the adjoints and the touched flags stay where they are while it runs.
 void Interp::vjp_fast(const FastRec* fast) {
+  if (fused_) return vjp_fast_k<true>(fast);
+  vjp_fast_k<false>(fast);
+}
+
+template <bool kFused>
+void Interp::vjp_fast_k(const FastRec* fast) {
   const Real* v = pay_.base();
   Real* adj = adj_.data();
   uint8_t* touched = touched_.data();
   for (size_t r = tape_.records.size(); r-- > 0;) {
     const FastRec& f = fast[r];
-    if (f.vjp && fused_form(f)) {
+    if (f.vjp && fused_form<kFused>(f)) {
       if (touched[f.out_pid]) f.vjp(f, v, adj, touched);
     } else if (touched[tape_.records[r].out]) {
       vjp_record(tape_.records[r], adj_);
