@@ -117,19 +117,6 @@ void sse2_f(void* fp, const float* x, float* y, size_t n) {
   });
 }
 
-#pragma GCC push_options
-#pragma GCC target("avx2")
-// One element in lane 0 of a vector padded with 1 (as chunks' tail): no copies through memory.
-double avx2_one_d(void* fp, double x) {
-  auto f = reinterpret_cast<__m256d (*)(__m256d)>(fp);
-  return _mm256_cvtsd_f64(f(_mm256_set_pd(1.0, 1.0, 1.0, x)));
-}
-float avx2_one_f(void* fp, float x) {
-  auto f = reinterpret_cast<__m256 (*)(__m256)>(fp);
-  return _mm256_cvtss_f32(f(_mm256_set_ps(1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, x)));
-}
-#pragma GCC pop_options
-
 void run(int fn, const double* x, double* y, size_t n) {
   const Table& t = table();
   void* f = t.fn[0][fn];
@@ -146,29 +133,11 @@ void run(int fn, const float* x, float* y, size_t n) {
   sse2_f(f, x, y, n);
 }
 
-template <class R>
-R one(int fn, R x) {
-  const Table& t = table();
-  void* f = t.fn[sizeof(R) == sizeof(float) ? 1 : 0][fn];
-  if (f != nullptr && t.avx2) {
-    if constexpr (sizeof(R) == sizeof(float)) return avx2_one_f(f, x);
-    else return avx2_one_d(f, x);
-  }
-  R y;
-  run(fn, &x, &y, 1);
-  return y;
-}
-
 #else
 
 template <class R>
 void run(int fn, const R* x, R* y, size_t n) {
   scalar_array(fn, x, y, n);
-}
-
-template <class R>
-R one(int fn, R x) {
-  return scalar(fn, x);
 }
 
 #endif
@@ -183,9 +152,6 @@ void exp(const float* x, float* y, size_t n) { run(EXP, x, y, n); }
 void log(const float* x, float* y, size_t n) { run(LOG, x, y, n); }
 void sin(const float* x, float* y, size_t n) { run(SIN, x, y, n); }
 void cos(const float* x, float* y, size_t n) { run(COS, x, y, n); }
-
-double log1(double x) { return one(LOG, x); }
-float log1(float x) { return one(LOG, x); }
 
 const char* kind() {
 #if NDVM_LIBMVEC
