@@ -112,7 +112,8 @@ bool resolve_lanes(int code, const Payload& out, const Payload* const* in, int n
 
 bool fast_resolve_lanes(int code, const Payload& out, const Payload* const* in, int n,
                         FastRec& f) {
-  return resolve_lanes(code, out, in, n, f);
+  return fast_resolve_lane_products(code, out, in, n, f) ||
+         fast_resolve_lane_square(code, out, in, n, f) || resolve_lanes(code, out, in, n, f);
 }
 
 }  // namespace ndvm

@@ -239,7 +239,7 @@ Value Interp::custom(int code, const Value* args, uint32_t n) {
   if (!fast) custom_forward(run, ops_.data(), static_cast<int>(n), pay_.ptr(out), width, scratch_);
   if (taped) {
     tape_values(run, args, n, out);
-    note_fast(fast, n, out);
+    note_fast(fast || (W_ > 1 && !dmci_ && lane_form(run, args, n, out)), n, out);
   }
   return make_value(Tag::NUM, out, shape.rank);
 }

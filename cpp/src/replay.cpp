@@ -106,10 +106,15 @@ void Interp::forward_record(const TapeRecord& rec) {
 
 // Records [r, end) forward, each by its fast form where it has one; returns end.
 size_t Interp::forward_span(const FastRec* fast, size_t r, size_t end) {
+  return fused_ ? forward_span_k<true>(fast, r, end) : forward_span_k<false>(fast, r, end);
+}
+
+template <bool kFused>
+size_t Interp::forward_span_k(const FastRec* fast, size_t r, size_t end) {
   Real* base = pay_.base();  // fast kernels write into allocated payloads: it stays put
   for (; r < end; ++r) {
     const FastRec& f = fast[r];
-    if (f.forward) {
+    if (f.forward && fused_form<kFused>(f)) {
       f.forward(f, base, scratch_);
     } else {
       forward_record(tape_.records[r]);

@@ -248,6 +248,13 @@ void Interp::find_inverses() {
       const uint32_t in = tape_.operands[rec.args];
       if (pay_[in].width == W_ && pay_[rec.out].width == W_) inverse_of_[in] = rec.out;
     }
+    for (FastRec& f : fast_) {  // the lane forms of logdet/det read it too (fast_square.cpp)
+      if (f.op != FastOp::LANE_SLOGDET2 || inverse_of_[f.pid[0]] == kNoInverse) continue;
+      const Payload& inv = pay_[inverse_of_[f.pid[0]]];
+      if (inv.off + inv.count() > UINT32_MAX) continue;
+      f.off[1] = static_cast<uint32_t>(inv.off);
+      f.c = 1;
+    }
     return;
   }
   if (fast_.size() == tape_.records.size()) {
@@ -268,12 +275,18 @@ void Interp::find_inverses() {
 // The reverse sweep with the records' fast forms (fast_[r] beside tape record r): the arena,
 // the adjoints and the touched flags stay where they are while it runs.
 void Interp::vjp_fast(const FastRec* fast) {
+  if (fused_) return vjp_fast_k<true>(fast);
+  vjp_fast_k<false>(fast);
+}
+
+template <bool kFused>
+void Interp::vjp_fast_k(const FastRec* fast) {
   const Real* v = pay_.base();
   Real* adj = adj_.data();
   uint8_t* touched = touched_.data();
   for (size_t r = tape_.records.size(); r-- > 0;) {
     const FastRec& f = fast[r];
-    if (f.vjp) {
+    if (f.vjp && fused_form<kFused>(f)) {
       if (touched[f.out_pid]) f.vjp(f, v, adj, touched);
     } else if (touched[tape_.records[r].out]) {
       vjp_record(tape_.records[r], adj_);

@@ -154,3 +154,41 @@ def test_a_matrix_chain_gets_several_cotangents_per_operand(client: str) -> None
         for b in range(len(theta)):
             v1, g1 = prog.value_and_grad(theta[b])
             assert v1.tobytes() == v[b].tobytes() and g1.tobytes() == g[b].tobytes()
+
+
+def _sized_chain(n: int, c: int) -> str:
+    """dot, matvec (n x c and n x n), n x n matmul (an operand given twice), and for n = 2 the
+    inverse, logdet and det (non-symmetric operands, with and without a taped inverse)."""
+
+    def mat(r: int, k: int, shift: float) -> str:
+        rows = [" ".join(f"(+ (* {1 + (i + j) % 3} a) (* {shift + 0.1 * j} b) "
+                         f"{3.0 if i == j else 0.2 * (i - j)})" for j in range(k))
+                for i in range(r)]  # fmt: skip
+        return "(mat " + " ".join(f"(vec {row})" for row in rows) + ")"
+
+    v = f"(vec {' '.join(f'(* {k + 1} a)' for k in range(n))})"
+    w = f"(vec {' '.join(f'(- b {k})' for k in range(c))})"
+    body = (f"(let* ((m {mat(n, n, 0.5)}) (p {mat(n, c, -0.3)}) (v {v}) (w {w}) "
+            f"(mm (matmul m m)) (x (matvec p w)) (y (matvec mm v)))"
+            f" (+ (dot v x) (dot y y) (vsum (matvec (matmul mm m) x))")  # fmt: skip
+    if n == 2:
+        body += " (logdet m) (det mm) (vsum (matvec (inv m) v)) (det (inv mm))"
+    return body + "))"
+
+
+@pytest.mark.parametrize("n,c", [(1, 1), (2, 2), (2, 3), (3, 1), (3, 3), (4, 2), (4, 4)])
+def test_fused_lane_forms_of_every_size_equal_the_general_path(n: int, c: int, client: str) -> None:
+    # the lane forms of small products and 2x2 inverse/logdet/det (fused path) against the
+    # general kernels (buffered path), bitwise; and B lanes = single lanes
+    src = _sized_chain(n, c)
+    theta = np.random.default_rng(n * 10 + c).normal(scale=0.4, size=(9, 2))
+    for dtype in DTYPES:
+        for replay in (True, False):
+            check(src, theta, {}, backend=client, dtype=dtype, replay=replay,
+                  params=["a", "b"])  # fmt: skip
+        prog = ndvm.compile(src, ["a", "b"], backend=client, dtype=dtype, strict=False)
+        many = prog.evaluate(theta, {}, grad=True)
+        for b in range(len(theta)):
+            one = prog.evaluate(theta[b : b + 1], {}, grad=True)
+            assert _bits(one.value) == _bits(np.asarray(many.value)[b : b + 1])
+            assert _bits(one.grad) == _bits(np.asarray(many.grad)[b : b + 1])

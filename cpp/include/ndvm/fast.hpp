@@ -38,6 +38,11 @@ enum class FastOp : uint8_t {
   LOGDET2,
   DET2,
   UNARY,   // W lanes: a unary row, sqrt, log or / (kernels.cpp's lane kernels)
+  // W lanes, fused forms (only when the run is fused: Interp::fused_form); every op from
+  // LANE_PRODUCTS on is one
+  LANE_PRODUCTS,  // dot, matvec, matmul of small full-width operands
+  LANE_INV2,      // 2 x 2 inverse
+  LANE_SLOGDET2,  // 2 x 2 log|det| or det
 };
 
 constexpr int kFastArgs = 4;
@@ -94,6 +99,19 @@ bool fast_resolve(int code, const Payload& out, const Payload* const* in, int n,
 // The same for an output of W > 1 lanes (its lane form; f.S: its elements over all lanes).
 bool fast_resolve_lanes(int code, const Payload& out, const Payload* const* in, int n,
                         FastRec& f);
+
+// The lane form of a dot (K <= 4), matvec (r, c <= 4) or n x n matmul (n <= 4) whose operands
+// and output are all full-width over W > 1 lanes (fast_products.cpp: one lane loop per record,
+// FastOp::LANE_PRODUCTS; f.m holds W); false: none. Such forms run only when the run is fused
+// (Interp::fused_form).
+bool fast_resolve_lane_products(int code, const Payload& out, const Payload* const* in, int n,
+                                FastRec& f);
+
+// The lane form of a 2 x 2 `inv`, `logdet` or `det` of a full-width operand over W > 1 lanes
+// (fast_square.cpp; f.m holds W, and for logdet/det f.c = 1 once off[1] holds the operand's
+// inverse, Interp::find_inverses); false: none.
+bool fast_resolve_lane_square(int code, const Payload& out, const Payload* const* in, int n,
+                              FastRec& f);
 
 // The VJP of a 2 x 2 `logdet` or `det` record (op LOGDET2 or DET2) that computes the inverse
 // of its operand (reuse false) or reads it at the record's off[1] (reuse true).

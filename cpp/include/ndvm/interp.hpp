@@ -352,6 +352,13 @@ class Interp {
   void reverse_sweep(const double* cotangent);
   void vjp_record(const TapeRecord& rec, std::vector<Real>& adj);
   void vjp_fast(const FastRec* fast);
+  template <bool kFused>
+  void vjp_fast_k(const FastRec* fast);
+  // whether replay and the reverse sweep run f's form: the fused lane forms (fast.hpp's
+  // LANE_PRODUCTS and after) only when the run is fused (kFused: fused_), else their records
+  // take the general path
+  template <bool kFused>
+  static bool fused_form(const FastRec& f) { return kFused || f.op < FastOp::LANE_PRODUCTS; }
   void accumulate(uint32_t pid, const Real* ct, size_t ct_elems, uint32_t mask,
                   std::vector<Real>& adj);
   void assemble(RunOutput& out);
@@ -361,6 +368,8 @@ class Interp {
   bool replay(const RunRequest& req, RunOutput& out);
   bool replay_forward();
   size_t forward_span(const FastRec* fast, size_t r, size_t end);
+  template <bool kFused>
+  size_t forward_span_k(const FastRec* fast, size_t r, size_t end);
   size_t forward_general(size_t r, size_t end);
   void forward_record(const TapeRecord& rec);
   bool guard_holds(const Guard& g);
