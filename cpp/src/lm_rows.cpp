@@ -1,5 +1,6 @@
 // The normal equations' sums of Levenberg–Marquardt (optimize_lm.cpp): one lane's weighted
-// Jacobian rows added to its J'J (lower triangle) and J'r.
+// Jacobian rows added to its J'J (lower triangle) and J'r; and the Cholesky solve of its damped
+// normal equations.
 //
 // Every cell is summed in one order, on every path: four partial sums, partial j taking the
 // data rows n = j (mod 4) in row order, then (p0 + p1) + (p2 + p3); rows past the last
@@ -9,6 +10,7 @@
 // its lane's rows, never on the other lanes of the walk.
 #include "lm_rows.hpp"
 
+#include <cmath>
 #include <cstddef>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -133,6 +135,57 @@ void lm_add_rows(const double* const* cols, uint32_t P, const double* w, const d
   double* g = acc + 4 * T;
   add_rows_any(cols, P, w, r, Ng, S, acc, g, g + 4 * P);
   reduce(acc, g, P, jtj, jtr);
+}
+
+namespace {
+
+// Cholesky solve of the P x P SPD system a x = rhs in place (a is overwritten); false if
+// not positive definite. Inlined with a constant P (cholesky_fixed) the loops unroll; the
+// operations and their order are the same.
+inline __attribute__((always_inline)) bool cholesky_solve(double* __restrict a,
+                                                          double* __restrict x, uint32_t P) {
+  for (uint32_t j = 0; j < P; ++j) {
+    double d = a[j * P + j];
+    for (uint32_t k = 0; k < j; ++k) d -= a[j * P + k] * a[j * P + k];
+    if (!(d > 0.0) || !std::isfinite(d)) return false;
+    d = std::sqrt(d);
+    a[j * P + j] = d;
+    for (uint32_t i = j + 1; i < P; ++i) {
+      double s = a[i * P + j];
+      for (uint32_t k = 0; k < j; ++k) s -= a[i * P + k] * a[j * P + k];
+      a[i * P + j] = s / d;
+    }
+  }
+  for (uint32_t i = 0; i < P; ++i) {  // L y = rhs
+    double s = x[i];
+    for (uint32_t k = 0; k < i; ++k) s -= a[i * P + k] * x[k];
+    x[i] = s / a[i * P + i];
+  }
+  for (uint32_t i = P; i-- > 0;) {  // L' x = y
+    double s = x[i];
+    for (uint32_t k = i + 1; k < P; ++k) s -= a[k * P + i] * x[k];
+    x[i] = s / a[i * P + i];
+  }
+  return true;
+}
+
+template <uint32_t N>
+bool cholesky_fixed(double* a, double* x) {
+  return cholesky_solve(a, x, N);
+}
+
+}  // namespace
+
+bool lm_cholesky_solve(double* a, double* x, uint32_t P) {
+  switch (P) {
+    case 1: return cholesky_fixed<1>(a, x);
+    case 2: return cholesky_fixed<2>(a, x);
+    case 3: return cholesky_fixed<3>(a, x);
+    case 4: return cholesky_fixed<4>(a, x);
+    case 5: return cholesky_fixed<5>(a, x);
+    case 6: return cholesky_fixed<6>(a, x);
+    default: return cholesky_solve(a, x, P);
+  }
 }
 
 }  // namespace ndvm

@@ -1,4 +1,4 @@
-// Levenberg–Marquardt's normal-equation sums (lm_rows.cpp).
+// Levenberg–Marquardt's normal-equation sums and their Cholesky solve (lm_rows.cpp).
 #pragma once
 
 #include <cstddef>
@@ -14,5 +14,10 @@ namespace ndvm {
 // sums depend only on its own rows.
 void lm_add_rows(const double* const* cols, uint32_t P, const double* w, const double* r,
                  uint32_t Ng, uint32_t S, double* jtj, double* jtr, std::vector<double>& scratch);
+
+// Cholesky solve of the P x P SPD system a x = x in place (a is overwritten, x holds the
+// right-hand side and then the solution); false if a is not positive definite. Unrolled for
+// P <= 6, with the same operations in the same order as for any P.
+bool lm_cholesky_solve(double* a, double* x, uint32_t P);
 
 }  // namespace ndvm

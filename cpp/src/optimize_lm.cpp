@@ -16,7 +16,6 @@
 #include <cmath>
 #include <limits>
 
-
 #include "lm_rows.hpp"
 #include "ndvm/optimize.hpp"
 
@@ -30,54 +29,6 @@ constexpr double kMaxLambda = 1e16;  // damping past this: no step lowers the lo
 constexpr uint32_t kDominatedWindow = 10;
 constexpr double kDominatedDrop = 0.01;
 constexpr double kRadiusFactor = 100.0;
-
-// Cholesky solve of the P x P SPD system a x = rhs in place (a is overwritten); false if
-// not positive definite. Inlined with a constant P (cholesky_fixed) the loops unroll; the
-// operations and their order are the same.
-inline __attribute__((always_inline)) bool cholesky_solve(double* __restrict a,
-                                                          double* __restrict x, uint32_t P) {
-  for (uint32_t j = 0; j < P; ++j) {
-    double d = a[j * P + j];
-    for (uint32_t k = 0; k < j; ++k) d -= a[j * P + k] * a[j * P + k];
-    if (!(d > 0.0) || !std::isfinite(d)) return false;
-    d = std::sqrt(d);
-    a[j * P + j] = d;
-    for (uint32_t i = j + 1; i < P; ++i) {
-      double s = a[i * P + j];
-      for (uint32_t k = 0; k < j; ++k) s -= a[i * P + k] * a[j * P + k];
-      a[i * P + j] = s / d;
-    }
-  }
-  for (uint32_t i = 0; i < P; ++i) {  // L y = rhs
-    double s = x[i];
-    for (uint32_t k = 0; k < i; ++k) s -= a[i * P + k] * x[k];
-    x[i] = s / a[i * P + i];
-  }
-  for (uint32_t i = P; i-- > 0;) {  // L' x = y
-    double s = x[i];
-    for (uint32_t k = i + 1; k < P; ++k) s -= a[k * P + i] * x[k];
-    x[i] = s / a[i * P + i];
-  }
-  return true;
-}
-
-template <uint32_t N>
-bool cholesky_fixed(double* a, double* x) {
-  return cholesky_solve(a, x, N);
-}
-
-// cholesky_solve with P <= 6 unrolled.
-bool cholesky_small(double* a, double* x, uint32_t P) {
-  switch (P) {
-    case 1: return cholesky_fixed<1>(a, x);
-    case 2: return cholesky_fixed<2>(a, x);
-    case 3: return cholesky_fixed<3>(a, x);
-    case 4: return cholesky_fixed<4>(a, x);
-    case 5: return cholesky_fixed<5>(a, x);
-    case 6: return cholesky_fixed<6>(a, x);
-    default: return cholesky_solve(a, x, P);
-  }
-}
 
 class LMRun {
  public:
@@ -430,7 +381,7 @@ bool LMRun::damped_solve(uint32_t b, const std::vector<uint8_t>& free, double df
     a[i * F + i] += lam * std::max(jtj[r * P_ + r], dfloor);
     y_[i] = -g[r];
   }
-  if (F > 0 && !cholesky_small(a, y_.data(), F)) return false;
+  if (F > 0 && !lm_cholesky_solve(a, y_.data(), F)) return false;
   x_.resize(P_);
   if (F < P_) std::fill(x_.begin(), x_.end(), 0.0);
   for (uint32_t i = 0; i < F; ++i) x_[idx_[i]] = y_[i];
