@@ -78,28 +78,42 @@ def corpus(task_name: str, n: int, out: Path) -> Path:
     return path
 
 
-def tree_cpu() -> float:
-    """CPU seconds (user + system) of this process and its live descendants (Linux /proc;
-    NaN elsewhere): the search's driver and worker processes together."""
-    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    stats: dict[int, tuple[int, float]] = {}
+def _proc_stat(pid: int) -> tuple[int, float] | None:
+    """(parent pid, CPU seconds user + system) of ``pid`` from /proc, or None if gone."""
     try:
-        for d in os.listdir("/proc"):
-            if d.isdigit():
-                try:
-                    f = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
-                except OSError:
-                    continue
-                stats[int(d)] = (int(f[1]), (int(f[11]) + int(f[12])) / tick)
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_TREE: set[int] = set()  # the process tree of the last full scan
+
+
+def tree_cpu(rescan: bool = False) -> float:
+    """CPU seconds (user + system) of this process and its live descendants (Linux /proc;
+    NaN elsewhere): the search's driver and worker processes together. The tree is found by
+    one scan of /proc and then read process by process (a scan of every process costs the
+    driver milliseconds, which would count against the search); it is scanned again when a
+    process of it is gone, or when asked (``rescan``)."""
+    if _TREE and not rescan:
+        stats = {p: _proc_stat(p) for p in _TREE}
+        if all(v is not None for v in stats.values()):
+            return sum(v[1] for v in stats.values() if v is not None)
+    try:
+        pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
     except OSError:
         return float("nan")
-    mine, total, grew = {os.getpid()}, 0.0, True
+    every = {p: v for p in pids if (v := _proc_stat(p)) is not None}
+    mine, grew = {os.getpid()}, True
     while grew:
-        new = {p for p, (pp, _) in stats.items() if pp in mine} - mine
+        new = {p for p, (pp, _) in every.items() if pp in mine} - mine
         grew, mine = bool(new), mine | new
-    for p in mine:
-        total += stats[p][1] if p in stats else 0.0
-    return total
+    _TREE.clear()
+    _TREE.update(p for p in mine if p in every)
+    return sum(every[p][1] for p in _TREE)
 
 
 def bare(task_name: str, path: Path, starts: int, seconds: float) -> tuple[float, float]:
@@ -136,7 +150,7 @@ def search(
         now = time.perf_counter()
         if now - last[0] > 0.25:  # /proc is read a few times a second, not per result
             last[0] = now
-            marks.append((p.evaluated, tree_cpu()))
+            marks.append((p.evaluated, tree_cpu(rescan=len(marks) < 2)))
 
     st = run_search(
         task_name, make_proposer(f"replay:{path}", task_name, cycles=0), db,
