@@ -20,6 +20,10 @@ A lane stops (``CONVERGED``) on the first of, like ``scipy.optimize.least_square
   test: scale-free, zero at a stationary point);
 - an exact fit (sum of squares 0);
 - no progress: λ above 1e16, no damped step lowers the loss (a stationary point or a bound).
+
+The verdict (``success``) is stricter than the stop: an ``ftol`` or ``xtol`` stop where a column
+of J still makes a cosine above ``STATIONARY_COSINE`` (1e-3) with the residual is reported as
+not converged (a stop in an ill-conditioned valley, e.g. NIST's MGH10 from its first start).
 """
 
 from __future__ import annotations
@@ -50,6 +54,9 @@ CONVERGED_WHY = (WHY_FTOL, WHY_XTOL, WHY_GTOL, WHY_ZERO)
 MAX_LAMBDA = 1e16
 DOMINATED_WINDOW, DOMINATED_DROP = 10, 0.01
 RADIUS_FACTOR = 100.0
+# an ftol or xtol stop is a success only where no Jacobian column makes a cosine above this
+# with the residual (a stationary point has none; a stop in an ill-conditioned valley may)
+STATIONARY_COSINE = 1e-3
 
 
 @dataclass(frozen=True)
@@ -385,7 +392,9 @@ def verdict(
     ``JᵀJ`` there and the largest cosine of a Jacobian column with the residual (of the
     gradient projected on the box). A stationary point where the model depends on no
     parameter (all of J zero: a symmetric start such as all zeros for ``A sin(w t + phi)``)
-    is not a success; neither is an iteration or time limit."""
+    is not a success; neither is an iteration or time limit, nor an ftol or xtol stop where a
+    column of J still makes a cosine above ``STATIONARY_COSINE`` with the residual (a stop in
+    an ill-conditioned valley, short of the minimum)."""
     tail = f"({n_best} of {starts} starts reached this loss)"
     diag = jtj.diagonal().tolist() if jtj.size else []
     top = math.nan if any(d != d for d in diag) else max([0.0, *diag])  # ndarray.max's
@@ -396,6 +405,12 @@ def verdict(
                 f"a point where the model does not depend on {', '.join(dead)} (not "
                 "identifiable there)")  # fmt: skip
         return False, f"not converged: {what}; use more starts or another init {tail}"
+    if why in (WHY_FTOL, WHY_XTOL) and cosine > STATIONARY_COSINE:
+        return False, (
+            f"not converged: {WHY_TEXT[why]}, but the gradient is not small (largest gradient "
+            f"cosine {cosine:.2g} > {STATIONARY_COSINE:g}): an ill-conditioned or slowly "
+            f"converging fit; raise steps or starts, or start nearer {tail}"
+        )
     if why in CONVERGED_WHY:
         return True, f"converged: {WHY_TEXT[why]} {tail}"
     if why == WHY_STUCK and cosine <= 1e-6:
