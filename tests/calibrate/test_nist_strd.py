@@ -19,8 +19,9 @@ import ndvm
 
 pytestmark = pytest.mark.native
 
-# Start 1 of MGH17 and MGH10 and Start 2 of Bennett5: the fit stops short of the minimum in
-# a narrow, ill-conditioned valley (normal equations square J's condition number) and says so
+# Start 1 of MGH17 (a stationary point far from the minimum, as curve_fit's) and of MGH10 (a
+# stop in a curved valley) and Start 2 of Bennett5 (520 iterations needed, steps=200): each
+# fit stops short of the certified minimum and says so
 KNOWN_MISSES = {("MGH17", 1), ("MGH10", 1), ("Bennett5", 2)}
 # models whose value is unchanged by swapping groups of parameters (two exponentials or peaks
 # or cycles): a fit may find the certified solution with its terms in another order
