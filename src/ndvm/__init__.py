@@ -24,6 +24,17 @@ from ndvm.eval.limits import Limits as Limits
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> object:
+    """``ndvm.SymbolicRegressor``: the estimator of ``ndvm.search``, imported on first use (the
+    search machinery is not loaded by ``import ndvm``)."""
+    if name == "SymbolicRegressor":
+        from ndvm.search.estimator import SymbolicRegressor
+
+        return SymbolicRegressor
+    raise AttributeError(f"module 'ndvm' has no attribute {name!r}")
+
+
 __all__ = [
     "CompileError",
     "FreeNameWarning",
@@ -37,6 +48,7 @@ __all__ = [
     "ReadError",
     "ResultTooLarge",
     "ShapeError",
+    "SymbolicRegressor",
     "UnsupportedForm",
     "compile",
     "const",

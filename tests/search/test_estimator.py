@@ -185,3 +185,29 @@ def test_jax_with_fitted_constants_equals_predict(fitted: SymbolicRegressor) -> 
             out = fn(params, **{c: df[c].to_numpy() for c in fitted.feature_names_in_})
             got = np.broadcast_to(np.asarray(out), len(df))
             np.testing.assert_allclose(got, fitted.predict(df, index=i), rtol=1e-12, atol=1e-14)
+
+
+def test_the_estimator_is_ndvm_symbolic_regressor_and_import_ndvm_stays_light() -> None:
+    import subprocess
+    import sys
+
+    assert ndvm.SymbolicRegressor is SymbolicRegressor
+    with pytest.raises(AttributeError, match="no attribute 'SymbolicRegresor'"):
+        ndvm.SymbolicRegresor  # noqa: B018 - the misspelling is the point
+    code = "import sys, ndvm; print('ndvm.search' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("X", "y", "match"),
+    [
+        (np.ones((8, 1)) + 1j, np.arange(8.0), "X must be real"),
+        (np.ones((8, 1)), np.arange(8.0) + 0j, "y must be real"),
+        (np.array([["a"]] * 8), np.arange(8.0), "X must be numeric"),
+        (np.ones((8, 1)), np.arange(4.0), "y has 4 rows, X has 8"),
+    ],
+)  # fmt: skip
+def test_data_that_is_not_real_numbers_is_a_clear_error(X: Any, y: Any, match: str) -> None:
+    with pytest.raises(ndvm.NdvmError, match=match):
+        SymbolicRegressor(max_candidates=10, workers=1).fit(X, y)

@@ -274,10 +274,7 @@ def _elapsed(db: str) -> float | None:
 def _columns(X: Any, names: Sequence[str] | None) -> tuple[np.ndarray, list[str]]:
     """``(values [N, d], names)`` of an array or a DataFrame (its column names by default)."""
     cols = [str(c) for c in X.columns] if hasattr(X, "columns") else None
-    try:
-        values = np.asarray(X.to_numpy() if hasattr(X, "to_numpy") else X, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise NdvmError(f"X must be numeric: {exc}") from None
+    values = _real(X, "X")
     if values.ndim == 1:
         values = values[:, None]
     if values.ndim != 2:
@@ -289,11 +286,20 @@ def _columns(X: Any, names: Sequence[str] | None) -> tuple[np.ndarray, list[str]
     return values, [str(n) for n in out]
 
 
-def _target(y: Any, n: int | None) -> np.ndarray:
+def _real(values: Any, what: str) -> np.ndarray:
+    """``values`` (an array, a list or a pandas object) as float64; complex or non-numeric
+    values are an error (NumPy would drop an imaginary part with a warning)."""
+    raw = values.to_numpy() if hasattr(values, "to_numpy") else values
+    if np.iscomplexobj(raw):
+        raise NdvmError(f"{what} must be real numbers, got complex values")
     try:
-        yv = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y, dtype=np.float64)
+        return np.asarray(raw, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise NdvmError(f"y must be numeric: {exc}") from None
+        raise NdvmError(f"{what} must be numeric: {exc}") from None
+
+
+def _target(y: Any, n: int | None) -> np.ndarray:
+    yv = _real(y, "y")
     if yv.ndim != 1 and not (yv.ndim == 2 and yv.shape[1] == 1):
         raise NdvmError(f"y must be one target [N], got shape {yv.shape}")
     yv = yv.reshape(-1)

@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
-import ndvm
+from ndvm.api import compile as compile_program
 from ndvm.errors import LimitExceeded, NdvmError, ReadError
+from ndvm.eval.limits import Limits
 from ndvm.identity import MISSING, ByIdentity
 from ndvm.lang.reader import read
 from ndvm.search.candidate import Candidate, Evaluation, skeleton_hash
@@ -107,9 +108,9 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     v = check_source(data, grammar)
     if not v.ok:
         return _rejected(job, v, t0)
-    lim = ndvm.Limits(max_steps=limits.max_steps, deadline=limits.seconds)
+    lim = Limits(max_steps=limits.max_steps, deadline=limits.seconds)
     try:
-        prog = ndvm.compile(
+        prog = compile_program(
             cand.src, cand.params, task.inputs, backend=limits.backend,
             dialect=limits.dialect, strict=False, limits=lim, free_params=True,
         )  # fmt: skip

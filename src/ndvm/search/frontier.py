@@ -230,11 +230,11 @@ def equation(src: str, params: dict[str, float], inputs: tuple[str, ...]) -> dic
         return {"export_error": "sympy is not installed (pip install 'ndvm[sympy]')"}
     import sympy
 
-    import ndvm
+    from ndvm.api import compile as compile_program
     from ndvm.export import to_sympy
 
     try:  # a candidate's free names are its parameters (docs/tasks.md): no warning
-        prog = ndvm.compile(src, inputs=inputs, backend="reference", free_params=True)
+        prog = compile_program(src, inputs=inputs, backend="reference", free_params=True)
         symbolic = to_sympy(prog)
         exact = to_sympy(prog, {k: float(v) for k, v in params.items()})
     except NdvmError as exc:

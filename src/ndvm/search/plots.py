@@ -62,14 +62,14 @@ def plot_pareto(records: list[Record], summary: Summary, path: str | Path) -> No
 
 def plot_best_fit(task: Any, rec: Record, path: str | Path) -> None:
     """The program at its calibrated parameters against every split of the first input."""
-    import ndvm
+    from ndvm.api import compile as compile_program
 
     plt = _plt()
     data = task.data()
     assert rec.evaluation is not None
     x = task.inputs[0]
     S = task.series
-    prog = ndvm.compile(rec.candidate.src, rec.candidate.params, task.inputs, free_params=True)
+    prog = compile_program(rec.candidate.src, rec.candidate.params, task.inputs, free_params=True)
     vals = [rec.evaluation.params[n] for n in prog.params]
     theta = np.asarray(rec.evaluation.extra.get("theta") or [list(prog.unconstrain(vals))])
     fig, ax = plt.subplots(figsize=(6, 4))

@@ -91,7 +91,6 @@ class Population:
         # records still pending may be scored later: read again from the first pending one
         self._scanned = next((i for i in range(self._scanned, n) if recs[i].status == "pending"), n)
 
-
     def _enter_niche(self, m: Member) -> None:
         best = [o for o in self._niche.get(m.complexity, []) if o.idx != m.idx] + [m]
         best.sort(key=lambda o: (o.loss, o.idx))

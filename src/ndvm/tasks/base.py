@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ndvm.api import Program
+from ndvm.api import compile as compile_program
 from ndvm.backends.inputs import as_array, as_table
 from ndvm.calibrate import Calibration, calibrate
 from ndvm.errors import NdvmError
@@ -93,7 +94,6 @@ class TaskResult:
 
 def load_candidate(candidate: Any, inputs: tuple[str, ...], backend: str | None = None) -> Program:
     """A Program from source text, a Program, or a JSONL record / line (``src``, ``params``)."""
-    import ndvm
 
     if isinstance(candidate, Program):
         return candidate if backend is None else candidate.with_options(backend=backend)
@@ -101,7 +101,7 @@ def load_candidate(candidate: Any, inputs: tuple[str, ...], backend: str | None 
         candidate = json.loads(candidate)
     if isinstance(candidate, Mapping):
         params = candidate.get("params")
-        return ndvm.compile(
+        return compile_program(
             candidate["src"],
             None if params is None else list(params),
             inputs,
@@ -109,7 +109,7 @@ def load_candidate(candidate: Any, inputs: tuple[str, ...], backend: str | None 
             free_params=True,  # a candidate's free names are its parameters (docs/tasks.md)
         )
     if isinstance(candidate, str):
-        return ndvm.compile(candidate, inputs=inputs, backend=backend, free_params=True)
+        return compile_program(candidate, inputs=inputs, backend=backend, free_params=True)
     raise NdvmError(f"a candidate is source text, a Program or a JSON record, not {candidate!r}")
 
 

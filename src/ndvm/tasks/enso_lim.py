@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-import ndvm
+from ndvm.backends.inputs import const
 from ndvm.tasks.base import CalibSpec, Task, TaskData
 
 D_DEFAULT = 20
@@ -89,7 +89,7 @@ def build(D: int = D_DEFAULT, months: int | None = None, train_frac: float = 0.6
     if months is not None:
         n_train = min(n_train, months)
     return TaskData(
-        {"Y": ndvm.const(Y[:n_train])},
+        {"Y": const(Y[:n_train])},
         None,
         meta={"Y": Y, "n_train": n_train, "D": D, "z": z},
     )

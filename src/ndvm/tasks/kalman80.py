@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-import ndvm
+from ndvm.backends.inputs import const
 from ndvm.tasks.base import CalibSpec, Task, TaskData
 
 PROGRAM = """\
@@ -38,7 +38,7 @@ PROGRAM = """\
 
 def build() -> TaskData:
     Y = np.random.default_rng(0).standard_normal((80, 2))
-    return TaskData({"Y": ndvm.const(Y)}, None, meta={"Y": Y})
+    return TaskData({"Y": const(Y)}, None, meta={"Y": Y})
 
 
 def score(cal: Any, data: TaskData) -> dict[str, float]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-import ndvm
+from ndvm.backends.inputs import const
 from ndvm.tasks.base import CalibSpec, Task, TaskData
 
 PROGRAM = """\
@@ -44,7 +44,7 @@ def load_nile() -> np.ndarray:
 
 def build() -> TaskData:
     y = load_nile()
-    return TaskData({"Y": ndvm.const(y)}, None, meta={"y": y})
+    return TaskData({"Y": const(y)}, None, meta={"y": y})
 
 
 @cache
