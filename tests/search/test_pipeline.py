@@ -2,6 +2,8 @@
 any executor; the one-evaluation regression score against NumPy."""
 
 import math
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -97,3 +99,25 @@ def test_worker_takes_the_proposers_skeleton_hash_only_for_its_skeleton():
         res = run_job(task, Job(0, Candidate(src, skeleton=wrong, key="f" * 16), 1), lim, set())
         assert res.key == h and res.evaluation.status == "ok"
     assert Candidate.from_json({"src": src, "skeleton": skel, "key": "f" * 16}).key == ""
+
+
+def test_a_script_without_a_main_guard_runs_with_two_workers(tmp_path: Path) -> None:
+    """Worker processes start without running the main module again (forkserver and spawn
+    would, and an unguarded script would fit again in every worker and fail there)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "fit.py"
+    script.write_text(
+        "import numpy as np, ndvm\n"
+        "x = np.linspace(1.0, 5.0, 40)\n"
+        "m = ndvm.SymbolicRegressor(max_candidates=60, workers=2, random_state=0)\n"
+        "m.fit(x[:, None], 3.0 * x + 2.0)\n"
+        "print('R2', round(m.score(x[:, None], 3.0 * x + 2.0), 6))\n"
+    )
+    src = str(Path(ndvm.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": src}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         env=env, timeout=300, cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "R2 1.0" in out.stdout

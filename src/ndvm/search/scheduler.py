@@ -16,8 +16,11 @@ then retried one by one, and a job that kills its worker twice is recorded as fa
 from __future__ import annotations
 
 import multiprocessing as mp
+import pickle
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -225,13 +228,15 @@ class ProcessExecutor(Pool):
         ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
         if ctx.get_start_method() == "forkserver":
             ctx.set_forkserver_preload(["ndvm.search.evaluate", "ndvm.tasks"])
-        for i in range(self.workers):
-            here, there = ctx.Pipe()
-            proc = ctx.Process(target=_serve, args=(there, self.ref, self.limits), daemon=True)
-            proc.start()
-            there.close()
-            self.procs.append((proc, here))
-            self.owed[i] = []
+        with _main_unimported(self.ref):
+            for i in range(self.workers):
+                here, there = ctx.Pipe()
+                proc = ctx.Process(target=_serve, args=(there, self.ref, self.limits),
+                                   daemon=True)  # fmt: skip
+                proc.start()
+                there.close()
+                self.procs.append((proc, here))
+                self.owed[i] = []
 
     def submit(self, chunk: list[Job]) -> int:
         if not self.procs:
@@ -300,6 +305,32 @@ class ProcessExecutor(Pool):
                 proc.kill()
                 proc.join(timeout=5)
             conn.close()
+
+
+@contextmanager
+def _main_unimported(ref: TaskRef) -> Iterator[None]:
+    """Workers start without running the main module again when the task does not need it
+    (nothing of ``__main__`` in its pickle): a script that fits without an ``if __name__ ==
+    "__main__":`` guard would otherwise run again in every worker, which forkserver and spawn
+    workers do to rebuild ``__main__``, and fail there (the workers' start-up reads where the
+    main module came from only while they start)."""
+    main = sys.modules.get("__main__")
+    try:
+        needed = main is None or b"__main__" in pickle.dumps(ref)
+    except Exception:  # noqa: BLE001 - unpicklable: the start reports it, main untouched
+        needed = True
+    if needed:
+        yield
+        return
+    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__spec__ = None
+    try:
+        yield
+    finally:
+        main.__dict__.update(saved)
+        if "__spec__" not in saved:
+            del main.__spec__
 
 
 def _serve(conn: Any, ref: TaskRef, limits: CalibLimits) -> None:
