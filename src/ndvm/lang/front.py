@@ -112,11 +112,38 @@ def _specs_function(params: ParamsArg) -> Any:
     (at the point of the checks where the header is known)."""
 
     def specs(header: tuple[tuple[Any, ...], ...]) -> list[tuple[Any, ...]]:
+        rows = _plain_rows(params, header)
+        if rows is not None:
+            return rows
         given = tuple(ir.ParamSpec(*h) for h in header)
         out = _param_specs(params, given)
         return [(s.name, float(s.init), s.constraint, s.line, s.column) for s in out]
 
     return specs
+
+
+def _plain_rows(params: ParamsArg, header: tuple[tuple[Any, ...], ...]) -> Any:
+    """The rows of ``_param_specs`` for the common ``params`` (a dict of str names to numbers,
+    a list or tuple of distinct str names), built without the records; None for any other
+    ``params`` (``_param_specs`` then decides, and words any error)."""
+    kind = type(params)
+    if kind is dict:
+        rows = []
+        for name, value in params.items():  # type: ignore[union-attr]
+            if type(name) is not str or not isinstance(value, (float, int)):
+                return None
+            rows.append((name, float(value), "free", 0, 0))
+        return rows
+    if kind is not list and kind is not tuple:
+        return None
+    for name in params:  # type: ignore[union-attr]
+        if type(name) is not str:
+            return None
+    if len(set(params)) != len(params):  # type: ignore[arg-type]
+        return None  # a name given twice
+    # the header's rows are (name, init, constraint, line, column), as the records give them
+    by_header = {h[0]: h for h in header}
+    return [by_header.get(name) or (name, 0.0, "free", 0, 0) for name in params]  # type: ignore[union-attr]
 
 
 def prelude_closure(symbols: Set[str]) -> tuple[str, ...]:
