@@ -237,9 +237,12 @@ ParamSpecOut spec_of_row(nb::handle row) {
 ndvm::front::ParamsFn params_fn(nb::handle fn) {
   if (fn.is_none()) return {};
   if (PyList_CheckExact(fn.ptr())) {
+    nb::list items = nb::borrow<nb::list>(fn);
     std::vector<ParamSpecOut> rows;
     std::vector<char> named;  // per row: a name the header may declare
-    for (nb::handle item : nb::borrow<nb::list>(fn)) {
+    rows.reserve(items.size());
+    named.reserve(items.size());
+    for (nb::handle item : items) {
       const bool name = PyUnicode_CheckExact(item.ptr());
       rows.push_back(name ? ParamSpecOut{ndvm::utf8_of(item), 0.0, "free", 0, 0}
                           : spec_of_row(item));
