@@ -225,9 +225,44 @@ nb::object FrontProgram::body() const {
   return node[0];
 }
 
-// The host's params argument: Python's normalizer called with the header's specs.
+ParamSpecOut spec_of_row(nb::handle row) {
+  nb::tuple spec = nb::borrow<nb::tuple>(row);
+  return {ndvm::utf8_of(spec[0]), nb::cast<double>(spec[1]), ndvm::utf8_of(spec[2]),
+          nb::cast<int32_t>(spec[3]), nb::cast<int32_t>(spec[4])};
+}
+
+// The host's params argument: Python's normalizer called with the header's specs, or (a list)
+// the specs the host normalized without the header: a str names a parameter (the header's
+// spec of that name, else free at 0.0), a tuple is a row (name, init, constraint, line, column).
 ndvm::front::ParamsFn params_fn(nb::handle fn) {
   if (fn.is_none()) return {};
+  if (PyList_CheckExact(fn.ptr())) {
+    nb::list items = nb::borrow<nb::list>(fn);
+    std::vector<ParamSpecOut> rows;
+    std::vector<char> named;  // per row: a name the header may declare
+    rows.reserve(items.size());
+    named.reserve(items.size());
+    for (nb::handle item : items) {
+      const bool name = PyUnicode_CheckExact(item.ptr());
+      rows.push_back(name ? ParamSpecOut{ndvm::utf8_of(item), 0.0, "free", 0, 0}
+                          : spec_of_row(item));
+      named.push_back(name ? 1 : 0);
+    }
+    return [rows = std::move(rows), named = std::move(named)](
+               const std::vector<ParamSpecOut>& header) {
+      std::vector<ParamSpecOut> out = rows;
+      for (size_t i = 0; i < out.size(); ++i) {
+        if (!named[i]) continue;
+        for (const ParamSpecOut& h : header) {
+          if (h.name == out[i].name) {
+            out[i] = h;
+            break;
+          }
+        }
+      }
+      return out;
+    };
+  }
   nb::object f = nb::borrow(fn);
   return [f](const std::vector<ParamSpecOut>& header) {
     nb::list given;
@@ -236,11 +271,7 @@ ndvm::front::ParamsFn params_fn(nb::handle fn) {
                                   p.line, p.column));
     }
     std::vector<ParamSpecOut> out;
-    for (nb::handle item : f(nb::tuple(given))) {
-      nb::tuple spec = nb::borrow<nb::tuple>(item);
-      out.push_back({ndvm::utf8_of(spec[0]), nb::cast<double>(spec[1]), ndvm::utf8_of(spec[2]),
-                     nb::cast<int32_t>(spec[3]), nb::cast<int32_t>(spec[4])});
-    }
+    for (nb::handle item : f(nb::tuple(given))) out.push_back(spec_of_row(item));
     return out;
   };
 }
@@ -285,8 +316,10 @@ void ndvm::bind_front(nb::module_& m) {
       },
       nb::arg("source"), nb::arg("params").none(), nb::arg("inputs"),
       nb::arg("max_source_chars"), nb::arg("max_forms"), nb::arg("dmci"),
-      "Read, expand and resolve `source`. params: None, or a function from the header's "
-      "specs to the program's; raises ReadError / CompileError / UnsupportedForm.");
+      "Read, expand and resolve `source`. params: None, a function from the header's specs "
+      "to the program's, or a list of the program's (a str: the header's spec of that name, "
+      "else free at 0.0; a tuple: (name, init, constraint, line, column)); raises "
+      "ReadError / CompileError / UnsupportedForm.");
   m.def(
       "prelude_closure",
       [](std::vector<std::string> names) { return front::prelude_closure(names); },

@@ -401,11 +401,13 @@ Compiled compile(std::string_view source, const ParamsFn& params,
     used = closure(named);
   }
   std::vector<std::string> names;
+  names.reserve(out.params.size() + 8);
   for (const ParamSpecOut& s : out.params) names.push_back(s.name);
   detail::Resolver res(names, inputs, infer);
   const int32_t root = resolve_with_prelude(res, arena, body_datum, used);
   if (infer) {
     out.params.clear();
+    out.params.reserve(names.size());
     for (const std::string& name : names) out.params.push_back({name, 0.0, "free", 0, 0});
   }
   for (const ParamSpecOut& s : out.params) check_init(s);

@@ -659,6 +659,8 @@ ReadOutput read(Arena& arena, std::string_view source, const ReadLimits& limits,
   Scratch& sc = own ? *own : shared;
   sc.busy = true;
   ReadOutput out;
+  out.top.reserve(4);
+  out.symbols.reserve(32);  // a small program's names without regrowing
   {
     ScratchLease lease{sc, out};
     Reader(arena, source, limits, sc, out).run(high < 0x80);

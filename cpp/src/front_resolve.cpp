@@ -675,9 +675,12 @@ int32_t Emitter::constant(const INode& n) {
 
 Tables Resolver::emit(int32_t root) const {
   Tables t;
-  t.nodes.reserve(nodes_.size() * 9);
-  t.tail.reserve(nodes_.size());
-  t.kids.reserve(kids_.size());
+  // sized for the tree's nodes and child slots (each emitted once), grown if a node were
+  // reached twice, cut to length at the end
+  t.nodes.resize(nodes_.size() * 9);
+  t.tail.resize(nodes_.size());
+  t.kids.resize(kids_.size());
+  size_t n_out = 0, kids_out = 0;
   t.consts.reserve(3 * 16);
   t.nums.reserve(16);
   t.strings.reserve(16);
@@ -686,8 +689,12 @@ Tables Resolver::emit(int32_t root) const {
   while (!stack.empty()) {
     const auto [i, slot] = stack.back();
     stack.pop_back();
-    const auto id = static_cast<int32_t>(t.tail.size());
+    const auto id = static_cast<int32_t>(n_out);
     if (slot >= 0) t.kids[size_t(slot)] = id;
+    if (n_out == t.tail.size()) [[unlikely]] {
+      t.tail.resize(2 * n_out + 1);
+      t.nodes.resize(9 * t.tail.size());
+    }
     const INode& n = nodes_[size_t(i)];
     int32_t a = 0, b = 0, c = 0;
     switch (n.kind) {
@@ -711,11 +718,10 @@ Tables Resolver::emit(int32_t root) const {
       case NodeKind::ASSERT: c = em.intern(*n.name); break;
       default: break;
     }
-    const auto off = static_cast<int32_t>(t.kids.size());
-    t.kids.resize(t.kids.size() + size_t(n.nkids), 0);
-    const size_t at = t.nodes.size();
-    t.nodes.resize(at + 9);
-    int32_t* row = t.nodes.data() + at;
+    const auto off = static_cast<int32_t>(kids_out);
+    kids_out += size_t(n.nkids);
+    if (kids_out > t.kids.size()) [[unlikely]] t.kids.resize(2 * kids_out);
+    int32_t* row = t.nodes.data() + 9 * n_out;
     row[0] = static_cast<int32_t>(n.kind);
     row[1] = int32_t(n.op);
     row[2] = a;
@@ -725,9 +731,12 @@ Tables Resolver::emit(int32_t root) const {
     row[6] = n.nkids;
     row[7] = n.line;
     row[8] = n.column;
-    t.tail.push_back(n.tail ? 1 : 0);
+    t.tail[n_out++] = n.tail ? 1 : 0;
     for (int32_t k = n.nkids; k-- > 0;) stack.emplace_back(kids_[size_t(n.kids + k)], off + k);
   }
+  t.nodes.resize(9 * n_out);
+  t.tail.resize(n_out);
+  t.kids.resize(kids_out);
   return t;
 }
 

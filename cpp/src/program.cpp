@@ -12,8 +12,13 @@ namespace ndvm {
 
 namespace {
 
-void require(bool ok, const char* what) {
-  if (!ok) throw std::invalid_argument(std::string("malformed program table: ") + what);
+[[noreturn, gnu::noinline, gnu::cold]] void malformed(const char* what) {
+  throw std::invalid_argument(std::string("malformed program table: ") + what);
+}
+
+// inline: build_program checks every row (a call per check cost as much as the checks)
+inline void require(bool ok, const char* what) {
+  if (!ok) [[unlikely]] malformed(what);
 }
 
 uint32_t min_kids(NodeKind k) {

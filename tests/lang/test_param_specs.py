@@ -98,3 +98,43 @@ def test_what_the_specs_keep_is_what_the_functions_give() -> None:
     assert str(near[0].message) == free_name_message(one.compiled) != str(far[0].message)
     assert str(far[0].message) == free_name_message(two.compiled)
     assert "did you mean" in str(near[0].message)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"a": 1.5, "k": 2, "w": True},  # numbers of each kind
+        {"a": np.float64(0.25), "k": -0.0, "w": 1e300},
+        ["w", "a", "k"],  # names: the header's specs, in this order
+        ("k", "a", "w", "extra"),  # a name the header does not declare: free at 0.0
+        ["a", "k"],
+    ],
+)
+@pytest.mark.parametrize("header", [True, False])
+def test_plain_params_give_the_records_specs(params: object, header: bool) -> None:
+    """The rows of a dict of numbers or a list of names (built without the ``ParamSpec``
+    records) are the rows the general normalizer gives, with and without a header."""
+    from ndvm.lang import front
+
+    body = "(* a k w x 1)" if "w" in params else "(* a k x 1)"  # type: ignore[operator]
+    src = HEADER.split("\n")[0] + "\n" + body if header else body
+    got = compile_source(src, params, inputs=("x",)).params
+    given = compile_source(src, inputs=("x",)).params if header else ()
+    want = front._param_specs(params, given)  # type: ignore[arg-type]
+    assert [(s.name, s.init, s.constraint, s.line, s.column) for s in got] == [
+        (s.name, float(s.init), s.constraint, s.line, s.column) for s in want
+    ]
+    assert [np.copysign(1.0, s.init) for s in got] == [np.copysign(1.0, s.init) for s in want]
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        (["a", "a", "k", "w"], "given twice"),
+        ({"a": (1.0, "postive"), "k": 1.0, "w": 1.0}, "unknown constraint"),
+        (["a", 3], "bad parameter spec"),
+    ],
+)
+def test_params_errors_are_the_normalizers(params: object, message: str) -> None:
+    with pytest.raises(ndvm.CompileError, match=message):
+        compile_source("(* a k w x 1)", params, inputs=("x",))  # type: ignore[arg-type]

@@ -48,7 +48,7 @@ def compile_source(
     if not isinstance(source, str):
         raise ReadError(f"source must be str, not {type(source).__name__}")
     lim = limits or _DEFAULT
-    specs_of = None if params is None else _specs_function(params)
+    specs_of = None if params is None else _plain_params(params) or _specs_function(params)
     front = native_core().front_compile(
         source, specs_of, inputs, lim.max_source_chars, lim.max_forms, dialect == "dmci"
     )
@@ -117,6 +117,30 @@ def _specs_function(params: ParamsArg) -> Any:
         return [(s.name, float(s.init), s.constraint, s.line, s.column) for s in out]
 
     return specs
+
+
+def _plain_params(params: ParamsArg) -> list[Any] | None:
+    """The common ``params`` (a dict of str names to numbers, a list or tuple of distinct str
+    names) as the list the native driver takes: the rows ``_param_specs`` gives for a dict,
+    the names for a list (the driver takes a name's spec from the header, as ``_param_specs``
+    does); None for any other ``params`` (``_param_specs`` then decides, and words any
+    error)."""
+    kind = type(params)
+    if kind is dict:
+        rows: list[Any] = []
+        for name, value in params.items():  # type: ignore[union-attr]
+            if type(name) is not str or not isinstance(value, (float, int)):
+                return None
+            rows.append((name, float(value), "free", 0, 0))
+        return rows
+    if kind is not list and kind is not tuple:
+        return None
+    for name in params:  # type: ignore[union-attr]
+        if type(name) is not str:
+            return None
+    if len(set(params)) != len(params):  # type: ignore[arg-type]
+        return None  # a name given twice
+    return list(params)  # type: ignore[arg-type]
 
 
 def prelude_closure(symbols: Set[str]) -> tuple[str, ...]:
