@@ -187,6 +187,32 @@ def test_sigma_needs_least_squares() -> None:
         _fit("line", sigma=1.0, optimizer="adam")
     with pytest.raises(ndvm.NdvmError, match="sigma must be finite and > 0"):
         _fit("line", sigma=np.zeros(X.size))
+    with pytest.raises(ndvm.NdvmError, match=r"sigma has shape \(5,\); give one number per"):
+        _fit("line", sigma=np.ones(5))
+    with pytest.raises(ndvm.NdvmError, match="sigma must be numeric"):
+        _fit("line", sigma=["a"] * X.size)
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "match"),
+    [
+        (X, Y_LINE + 0j, "target must be real numbers"),
+        (X, ["a"] * X.size, "target must be numeric"),
+        (X + 1j, Y_LINE, "input 'x': has complex values"),
+    ],
+)  # fmt: skip
+def test_complex_or_text_data_is_a_clear_error(x: object, y: object, match: str) -> None:
+    with pytest.raises(ndvm.NdvmError, match=match):
+        ndvm.calibrate("(+ a (* b x))", {"x": x}, y)
+
+
+@pytest.mark.parametrize("engine", [pytest.param("native", marks=pytest.mark.native), "numpy"])
+def test_an_exact_fit_to_round_off_is_a_success(engine: str) -> None:
+    """The residual of an exact fit is round-off: its cosine with J is noise, so an xtol or
+    ftol stop there is a success (the stationarity test would call it not converged)."""
+    x = np.linspace(0.0, 1.0, 20)
+    cal = ndvm.calibrate("(+ a (* b x))", {"x": x}, 2.0 * x, engine=engine, warn=False)
+    assert cal.loss < 1e-28 and cal.success, cal.message
 
 
 @pytest.mark.native

@@ -33,6 +33,13 @@ def const(array: Any) -> Const:
     return Const(array)
 
 
+def is_complex(x: Any) -> bool:
+    """``x`` is an array (or pandas object) of complex numbers, which NumPy would cast to float
+    by dropping the imaginary part (a list of complex numbers fails the cast by itself)."""
+    dtype = getattr(x, "dtype", None)
+    return getattr(dtype, "kind", None) == "c"
+
+
 def _is_pandas(x: Any, kind: str) -> bool:
     """``x`` is a pandas ``kind`` ("DataFrame" or "Series"), without importing pandas."""
     return type(x).__name__ == kind and type(x).__module__.split(".")[0] == "pandas"
@@ -144,6 +151,8 @@ def classify_inputs(
             arr = value.array
             out.append(("scalar" if arr.ndim == 0 else "const", arr))
             continue
+        if is_complex(value):
+            raise bad(name, "has complex values (ndvm computes with real numbers)")
         try:
             arr = np.asarray(value, dtype=np.float64)
         except (TypeError, ValueError) as exc:

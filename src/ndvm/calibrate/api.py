@@ -306,7 +306,14 @@ def _weighted(prepared: Any, sigma: Any) -> tuple[Any, Any]:
     if prepared is None or prepared.kind != "mse" or prepared.target is None:
         raise NdvmError("sigma= needs loss='mse' and a target")
     n = prepared.target.shape[-1] if prepared.target.ndim else 1
-    sig = np.broadcast_to(np.asarray(sigma, dtype=np.float64), (n,)).copy()
+    try:
+        given = np.asarray(sigma, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise NdvmError(f"sigma must be numeric: {exc}") from None
+    if given.ndim > 1 or given.size not in (1, n):
+        raise NdvmError(f"sigma has shape {given.shape}; give one number per target entry "
+                        f"({n}) or one number")  # fmt: skip
+    sig = np.broadcast_to(given.reshape(-1), (n,)).copy()
     if not (np.isfinite(sig).all() and (sig > 0).all()):
         raise NdvmError("sigma must be finite and > 0 for every target entry")
     prepared = replace(prepared, residual_weight=1.0 / sig)

@@ -18,7 +18,7 @@ import numpy as np
 from ndvm.api import Program
 from ndvm.backends import registry as backend_registry
 from ndvm.backends.base import RunResult
-from ndvm.backends.inputs import Const, classify_inputs
+from ndvm.backends.inputs import Const, classify_inputs, is_complex
 from ndvm.errors import NdvmError
 from ndvm.frozen import frozen
 from ndvm.identity import ByIdentity
@@ -179,7 +179,12 @@ def _residual_target(program: Program, inputs: Mapping[str, Any], target: Any) -
     """(target array, weight 1/N) of a residual loss, validated."""
     if target is None:
         raise NdvmError("this loss needs a target (the observed data)")
-    tgt = np.asarray(target, dtype=np.float64)
+    if is_complex(target):
+        raise NdvmError("target must be real numbers, got complex values")
+    try:
+        tgt = np.asarray(target, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise NdvmError(f"target must be numeric: {exc}") from None
     if tgt.ndim > 2:
         raise NdvmError(
             f"target must be a scalar, [N] (one per data lane) or [starts, N] (one series per "

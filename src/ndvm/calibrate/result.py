@@ -294,6 +294,20 @@ def _cosine(grad: np.ndarray | None, jtj: np.ndarray, loss: float, prep: Any) ->
     return worst
 
 
+def _round_off(loss: float, prep: Any) -> bool:
+    """A least-squares loss at round-off of the (weighted) target's mean square (relative RMS
+    residual at most 1e-12): an exact fit, where the residual's direction, and so its cosine
+    with J, is noise."""
+    target = getattr(prep, "target", None)
+    if target is None or getattr(prep, "kind", None) != "mse" or not target.size:
+        return False
+    flat = target.reshape(-1)
+    w = getattr(prep, "residual_weight", None)
+    if w is not None and flat.size == np.size(w):
+        flat = flat * w
+    return loss <= 1e-24 * float(flat @ flat) / flat.size
+
+
 AUTO_NAME = "adam+lbfgs-polish"  # what optimizer="auto" reports (calibrate.api)
 
 
@@ -361,7 +375,7 @@ def build(
     n_best = _n_best(losses, loss, prepared)
     jtj = None if trace.jtj is None or not math.isfinite(loss) else trace.jtj[best]
     if diagnostics and trace.why is not None and jtj is not None:
-        cos = _cosine(grad, jtj, loss, prepared)
+        cos = 0.0 if _round_off(loss, prepared) else _cosine(grad, jtj, loss, prepared)
         success, message = lm_verdict(int(trace.why[best]), jtj, names, cos, n_best, len(status))
     elif diagnostics:
         success, message = _verdict(fields, meta["nit"], len(status), meta.get("optimizer", ""))

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ndvm.backends.inputs import is_complex
 from ndvm.errors import NdvmError
 from ndvm.search import frontier
 from ndvm.search.candidate import Record
@@ -290,7 +291,7 @@ def _real(values: Any, what: str) -> np.ndarray:
     """``values`` (an array, a list or a pandas object) as float64; complex or non-numeric
     values are an error (NumPy would drop an imaginary part with a warning)."""
     raw = values.to_numpy() if hasattr(values, "to_numpy") else values
-    if np.iscomplexobj(raw):
+    if is_complex(raw):
         raise NdvmError(f"{what} must be real numbers, got complex values")
     try:
         return np.asarray(raw, dtype=np.float64)
