@@ -137,8 +137,10 @@ void Interp::note_fast(bool fast, uint32_t n, uint32_t out) {
   const uint32_t* ids = tape_.operands.data() + tape_.records.back().args;
   f = op_fast_;
   f.out_pid = out;
+  f.aout = f.out;
   for (uint32_t i = 0; i < n; ++i) {
     f.pid[i] = ids[i];
+    f.aoff[i] = f.off[i];
     if (pay_[ids[i]].taped) f.taped |= static_cast<uint8_t>(1u << i);
   }
 }
@@ -433,6 +435,7 @@ void Interp::reset(const RunRequest& req) {
   tape_.reset();
   fast_.clear();
   inverses_ready_ = false;
+  adj_plan_ = -1;
   kont_.clear();
   vstack_.clear();
   retry_args_.clear();
