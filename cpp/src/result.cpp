@@ -210,7 +210,7 @@ void Interp::reverse_sweep(const double* cotangent) {
   find_inverses();
   const bool fast = fast_.size() == tape_.records.size();
   for (const auto& [mask, v] : groups_) {  // a seed's adjoint must be its own storage
-    if (adj_plan_ == 1 && adj_moved_[v.id]) adj_plan_ = -1;
+    if (adj_plan_ == 1 && (v.id >= adj_moved_.size() || adj_moved_[v.id])) adj_plan_ = -1;
   }
   if (fast && adj_plan_ != static_cast<int8_t>(fused_)) plan_adjoints(fused_);
   const size_t S = value_elems_ / W_;
