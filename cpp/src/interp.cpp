@@ -435,7 +435,8 @@ void Interp::reset(const RunRequest& req) {
   tape_.reset();
   fast_.clear();
   inverses_ready_ = false;
-  adj_plan_ = -1;
+  adj_plan_ = 0;  // note_fast sets each record's own storage
+  tape_sweeps_ = 0;
   kont_.clear();
   vstack_.clear();
   retry_args_.clear();

@@ -212,7 +212,8 @@ void Interp::reverse_sweep(const double* cotangent) {
   for (const auto& [mask, v] : groups_) {  // a seed's adjoint must be its own storage
     if (adj_plan_ == 1 && (v.id >= adj_moved_.size() || adj_moved_[v.id])) adj_plan_ = -1;
   }
-  if (fast && adj_plan_ != static_cast<int8_t>(fused_)) plan_adjoints(fused_);
+  const bool share = fused_ && tape_sweeps_++ > 0;
+  if (fast && adj_plan_ != static_cast<int8_t>(share)) plan_adjoints(share);
   const size_t S = value_elems_ / W_;
   for (const auto& [mask, v] : groups_) {
     const Payload& p = pay_[v.id];
