@@ -81,6 +81,42 @@ struct FastRec {
   uint8_t alias = 0;
 };
 
+// A FastRec as value-initialized, except the per-operand arrays (a resolve fills those of its
+// operands; the others are never read): the walk resets its scratch record once per operation.
+NDVM_INLINE void fast_clear(FastRec& f) {
+  f.forward = nullptr;
+  f.vjp = nullptr;
+  f.op = FastOp::NONE;
+  f.n = 0;
+  f.taped = 0;
+  f.scalar = 0;
+  f.alias = 0;
+  f.S = 1;
+  f.r = 1;
+  f.c = 1;
+  f.m = 1;
+  f.out = 0;
+  f.out_pid = 0;
+  f.aout = 0;
+}
+
+// Copies what a resolve set (the header, the n operands' offsets): the walk's scratch record into
+// the tape's.
+NDVM_INLINE void fast_copy(FastRec& to, const FastRec& from) {
+  to.forward = from.forward;
+  to.vjp = from.vjp;
+  to.op = from.op;
+  to.n = from.n;
+  to.taped = from.taped;
+  to.scalar = from.scalar;
+  to.S = from.S;
+  to.r = from.r;
+  to.c = from.c;
+  to.m = from.m;
+  to.out = from.out;
+  for (int i = 0; i < from.n; ++i) to.off[i] = from.off[i];
+}
+
 // Operand i's adjoint, and whether this is its first cotangent (it is marked touched).
 NDVM_INLINE Real* fast_target(const FastRec& f, int i, Real* adj, uint8_t* touched, bool& first) {
   first = touched[f.pid[i]] == 0;
