@@ -56,9 +56,9 @@ NDVM_SIMD void ew_vjp_k(const FastRec& f, const Real* v, Real* adj, uint8_t* tou
   for (int i = 0; i < N; ++i) {
     for (int e = 0; e < S; ++e) x[i][e] = v[f.off[i] + e];
   }
-  const View<S> g(adj + f.out);
+  const View<S> g(adj + f.aout);
   for (int i = 0; i < N; ++i) {
-    if (!((f.taped >> i) & 1)) continue;
+    if (!((f.taped >> i) & 1) || fast_aliased(f, i, touched)) continue;
     bool first = false;
     Real* a = fast_target(f, i, adj, touched, first);
     fast_put(a, S, first, [&](uint32_t e) {
@@ -89,9 +89,9 @@ void ew_forward(const FastRec& f, Real* v, LinalgScratch&) {
 
 void ew_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
   const EwArgs a(f, v);
-  const Real* g = adj + f.out;
+  const Real* g = adj + f.aout;
   for (int i = 0; i < f.n; ++i) {
-    if (!((f.taped >> i) & 1)) continue;
+    if (!((f.taped >> i) & 1) || fast_aliased(f, i, touched)) continue;
     auto ct = [&](uint32_t e) {
       return ew_cotangent(f.op, f.n, i, g[e], [&](int j) { return a.p[j][e * a.st[j]]; });
     };
@@ -137,7 +137,7 @@ template <FastOp OP, uint32_t R, uint32_t C, uint32_t M>
 NDVM_SIMD void products_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
   const View<R * C> A(v + f.off[0]);
   const View<OP == FastOp::DOT ? R : C * M> B(v + f.off[1]);
-  const View<OP == FastOp::DOT ? 1 : R * M> g(adj + f.out);
+  const View<OP == FastOp::DOT ? 1 : R * M> g(adj + f.aout);
   const uint32_t r = R ? R : f.r, c = C ? C : f.c, m = M ? M : f.m;
   for (int which = 0; which < 2; ++which) {
     if (!((f.taped >> which) & 1)) continue;
@@ -188,7 +188,7 @@ NDVM_SIMD void inv2_forward(const FastRec& f, Real* v, LinalgScratch&) {
 NDVM_SIMD void inv2_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
   if (!(f.taped & 1)) return;
   const View<4> ans(v + f.out);
-  const View<4> g(adj + f.out);
+  const View<4> g(adj + f.aout);
   Real t2[4];
   for (int i = 0; i < 2; ++i) {
     for (int j = 0; j < 2; ++j) {
@@ -220,7 +220,7 @@ template <bool kDet, bool kReuse = false>
 NDVM_SIMD void slogdet2_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
   if (!(f.taped & 1)) return;
   const Real* ans = v + f.out;
-  const Real* g = adj + f.out;
+  const Real* g = adj + f.aout;
   const Real* q = v + f.off[1];
   const lanes::Inv2 b = kReuse ? lanes::Inv2{q[0], q[1], q[2], q[3]} : inverse_of(v + f.off[0]);
   const Real s = kDet ? g[0] * ans[0] : g[0];

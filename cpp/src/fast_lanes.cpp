@@ -1,6 +1,6 @@
 // Lane forms (fast.hpp) of + - * (and scale): which records over W > 1 lanes qualify, and
 // their kernels, which loop over the S x W output elements with the general kernels' rows'
-// expression per element; / and the elementwise unary primitives take kernels.cpp's lane
+// expression per element (an operand may also be a one-lane row of S elements: data); / and the elementwise unary primitives take kernels.cpp's lane
 // kernels.
 #include "ndvm/fast.hpp"
 
@@ -46,15 +46,57 @@ NDVM_SIMD void lanes_forward(const FastRec& f, Real* v, LinalgScratch&) {
 template <FastOp OP, int N, unsigned BC>
 NDVM_SIMD void lanes_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
   const LaneArgs<N, BC> x(f, v);
-  const Real* g = adj + f.out;
+  const Real* g = adj + f.aout;
   for (int i = 0; i < N; ++i) {
-    if (!((f.taped >> i) & 1)) continue;
+    if (!((f.taped >> i) & 1) || fast_aliased(f, i, touched)) continue;
     bool first = false;
     Real* a = fast_target(f, i, adj, touched, first);
     fast_put(a, f.S, first, [&](uint32_t k) {
       return ew_cotangent(OP, N, i, g[k], [&](int j) { return x(j, k); });
     });
   }
+}
+
+// ---- W lanes: + - * of two operands, one of them a row (bit i of RB: operand i is an untaped
+// one-lane payload of the output's S elements, element e shared by every lane; f.r: S, f.m:
+// W). The other operand is full-width; the same expression per element as the rows above.
+
+template <FastOp OP, unsigned RB>
+NDVM_SIMD void rows_forward(const FastRec& f, Real* v, LinalgScratch&) {
+  const Real* p[2] = {v + f.off[0], v + f.off[1]};
+  const uint32_t W = f.m;
+  for (uint32_t e = 0; e < f.r; ++e) {
+    Real* __restrict o = v + f.out + size_t{e} * W;
+    const Real* x = p[RB & 1 ? 1 : 0] + size_t{e} * W;
+    const Real row = p[RB & 1 ? 0 : 1][e];
+    for (uint32_t l = 0; l < W; ++l) {
+      o[l] = ew_value(OP, 2, [&](int i) { return (RB >> i) & 1 ? row : x[l]; });
+    }
+  }
+}
+
+template <FastOp OP, unsigned RB>
+NDVM_SIMD void rows_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
+  constexpr int kFull = RB & 1 ? 1 : 0;  // the taped operand
+  if (!((f.taped >> kFull) & 1) || fast_aliased(f, kFull, touched)) return;
+  const Real* p[2] = {v + f.off[0], v + f.off[1]};
+  const uint32_t W = f.m;
+  bool first = false;
+  Real* a = fast_target(f, kFull, adj, touched, first);
+  for (uint32_t e = 0; e < f.r; ++e) {
+    const Real* g = adj + f.aout + size_t{e} * W;
+    const Real* x = p[kFull] + size_t{e} * W;
+    const Real row = p[1 - kFull][e];
+    fast_put(a + size_t{e} * W, W, first, [&](uint32_t l) {
+      return ew_cotangent(OP, 2, kFull, g[l], [&](int j) { return j == kFull ? x[l] : row; });
+    });
+  }
+}
+
+template <FastOp OP>
+Kernels rows_kernels(unsigned rb) {
+  if (rb == 1) return {&rows_forward<OP, 1>, &rows_vjp<OP, 1>};
+  return {&rows_forward<OP, 2>, &rows_vjp<OP, 2>};
 }
 
 // The lane kernels of N operands with broadcast bits bc (every BC from B up instantiated).
@@ -84,13 +126,17 @@ bool resolve_lanes(int code, const Payload& out, const Payload* const* in, int n
   const bool arith = p == Prim::ADD || p == Prim::SUB || p == Prim::MUL || p == Prim::SCALE;
   const bool div = p == Prim::DIV;
   if (div && n > 2) return false;
+  unsigned rows = 0;  // bit i: operand i is a row (rows_kernels)
   for (int i = 0; i < n; ++i) {
     const Payload& a = *in[i];
     const bool whole = a.width == out.width && a.size() == out.size();
     const bool uniform = (arith || div) && a.width == 1 && a.size() == 1 && !a.taped;
-    if (!(whole || uniform) || !fits32(a)) return false;
+    const bool row = arith && n == 2 && a.width == 1 && a.size() == out.size() && !a.taped;
+    if (!(whole || uniform || row) || !fits32(a)) return false;
     if (uniform) f.scalar |= static_cast<uint8_t>(1u << i);
+    if (row && !uniform) rows |= 1u << i;
   }
+  if (rows != 0 && (f.scalar != 0 || rows == 3)) return false;
   f.n = static_cast<uint8_t>(n);
   f.S = static_cast<uint32_t>(out.count());
   f.out = static_cast<uint32_t>(out.off);
@@ -100,9 +146,19 @@ bool resolve_lanes(int code, const Payload& out, const Payload* const* in, int n
   Kernels k{nullptr, nullptr};
   if (div) k = div_lane_kernels(n, f.scalar);
   if (f.op == FastOp::UNARY && !div && n == 1) k = unary_lane_kernels(code);
-  if (f.op == FastOp::ADD) k = lanes_kernels<FastOp::ADD>(f);
-  if (f.op == FastOp::SUB) k = lanes_kernels<FastOp::SUB>(f);
-  if (f.op == FastOp::MUL) k = lanes_kernels<FastOp::MUL>(f);
+  if (rows != 0) {
+    f.r = static_cast<uint32_t>(out.size());
+    f.m = out.width;
+    if (f.op == FastOp::ADD) k = rows_kernels<FastOp::ADD>(rows);
+    if (f.op == FastOp::SUB) k = rows_kernels<FastOp::SUB>(rows);
+    if (f.op == FastOp::MUL) k = rows_kernels<FastOp::MUL>(rows);
+  } else if (f.op == FastOp::ADD) {
+    k = lanes_kernels<FastOp::ADD>(f);
+  } else if (f.op == FastOp::SUB) {
+    k = lanes_kernels<FastOp::SUB>(f);
+  } else if (f.op == FastOp::MUL) {
+    k = lanes_kernels<FastOp::MUL>(f);
+  }
   f.forward = k.forward;
   f.vjp = k.vjp;
   return f.forward != nullptr;

@@ -90,7 +90,7 @@ NDVM_SIMD void dot_forward(const FastRec& f, Real* v, LinalgScratch&) {
 template <int K>
 NDVM_SIMD void dot_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
   const uint32_t W = f.m;
-  const Rows g{adj + f.out, W};
+  const Rows g{adj + f.aout, W};
   for (int i = 0; i < 2; ++i) {
     bool first = false;
     Real* ct = target(f, i, adj, touched, first);
@@ -120,7 +120,7 @@ NDVM_SIMD void matvec_forward(const FastRec& f, Real* v, LinalgScratch&) {
 template <int R, int C>
 NDVM_SIMD void matvec_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
   const uint32_t W = f.m;
-  const Rows g{adj + f.out, W}, a{v + f.off[0], W}, x{v + f.off[1], W};
+  const Rows g{adj + f.aout, W}, a{v + f.off[0], W}, x{v + f.off[1], W};
   bool first = false;
   if (Real* ct = target(f, 0, adj, touched, first)) {
     auto gx = [&](int e) { return g.row(static_cast<uint32_t>(e / C)); };
@@ -156,7 +156,7 @@ NDVM_SIMD void matmul_forward(const FastRec& f, Real* v, LinalgScratch&) {
 template <int N>
 NDVM_SIMD void matmul_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
   const uint32_t W = f.m;
-  const Rows g{adj + f.out, W}, a{v + f.off[0], W}, b{v + f.off[1], W};
+  const Rows g{adj + f.aout, W}, a{v + f.off[0], W}, b{v + f.off[1], W};
   bool first = false;
   if (Real* ct = target(f, 0, adj, touched, first)) {
     auto gx = [&](int e, int j) { return g.row(static_cast<uint32_t>(e / N * N + j)); };

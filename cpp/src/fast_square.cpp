@@ -68,9 +68,9 @@ NDVM_SIMD void inv2_lanes_vjp(const FastRec& f, const Real* v, Real* adj, uint8_
   bool first = false;
   Real* ct = fast_target(f, 0, adj, touched, first);
   if (first) {
-    inv2_lanes_ct<true>(adj + f.out, v + f.out, ct, f.m);
+    inv2_lanes_ct<true>(adj + f.aout, v + f.out, ct, f.m);
   } else {
-    inv2_lanes_ct<false>(adj + f.out, v + f.out, ct, f.m);
+    inv2_lanes_ct<false>(adj + f.aout, v + f.out, ct, f.m);
   }
 }
 
@@ -114,7 +114,7 @@ NDVM_SIMD void slogdet2_lanes_vjp(const FastRec& f, const Real* v, Real* adj, ui
   if (!(f.taped & 1)) return;
   bool first = false;
   Real* ct = fast_target(f, 0, adj, touched, first);
-  const Real* g = adj + f.out;
+  const Real* g = adj + f.aout;
   const Real* ans = v + f.out;
   const Real* a = v + f.off[0];
   const Real* inv = v + f.off[1];

@@ -135,10 +135,12 @@ void Interp::note_fast(bool fast, uint32_t n, uint32_t out) {
   FastRec& f = fast_.emplace_back();
   if (!fast || !(mask_ == 0 || masks_.full(mask_))) return;
   const uint32_t* ids = tape_.operands.data() + tape_.records.back().args;
-  f = op_fast_;
+  fast_copy(f, op_fast_);
   f.out_pid = out;
+  f.aout = f.out;
   for (uint32_t i = 0; i < n; ++i) {
     f.pid[i] = ids[i];
+    f.aoff[i] = f.off[i];
     if (pay_[ids[i]].taped) f.taped |= static_cast<uint8_t>(1u << i);
   }
 }
@@ -249,7 +251,7 @@ bool Interp::forward_one_lane(int code, const Value* args, uint32_t n, uint32_t 
   if (pay_[out].width != 1 || n == 0 || n > kFastArgs) return false;
   const Payload* in[kFastArgs];
   for (uint32_t i = 0; i < n; ++i) in[i] = &pay_[args[i].id];
-  op_fast_ = FastRec{};
+  fast_clear(op_fast_);
   if (!fast_resolve(code, pay_[out], in, static_cast<int>(n), op_fast_)) return false;
   op_fast_.forward(op_fast_, pay_.base(), scratch_);
   return true;
@@ -261,7 +263,7 @@ bool Interp::lane_form(int code, const Value* args, uint32_t n, uint32_t out) {
   if (n == 0 || n > kFastArgs) return false;
   const Payload* in[kFastArgs];
   for (uint32_t i = 0; i < n; ++i) in[i] = &pay_[args[i].id];
-  op_fast_ = FastRec{};
+  fast_clear(op_fast_);
   return fast_resolve_lanes(code, pay_[out], in, static_cast<int>(n), op_fast_);
 }
 
@@ -433,6 +435,8 @@ void Interp::reset(const RunRequest& req) {
   tape_.reset();
   fast_.clear();
   inverses_ready_ = false;
+  adj_plan_ = 0;  // note_fast sets each record's own storage
+  tape_sweeps_ = 0;
   kont_.clear();
   vstack_.clear();
   retry_args_.clear();

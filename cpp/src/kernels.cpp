@@ -42,7 +42,7 @@ NDVM_INLINE void lanes_put(const FastRec& f, int i, Real* adj, uint8_t* touched,
 template <class F>
 NDVM_INLINE void lanes_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched, F ct) {
   if (!(f.taped & 1)) return;
-  const Real* g = adj + f.out;
+  const Real* g = adj + f.aout;
   const Real* ans = v + f.out;
   const Real* x = v + f.off[0];
   lanes_put(f, 0, adj, touched, [&](uint32_t k) { return ct(g[k], ans[k], x[k]); });
@@ -116,7 +116,7 @@ template <class F>
 NDVM_INLINE void lanes_vjp_vec(const FastRec& f, const Real* v, Real* adj, uint8_t* touched,
                                VecFn vf, F ct) {
   if (!(f.taped & 1)) return;
-  const Real* g = adj + f.out;
+  const Real* g = adj + f.aout;
   const Real* x = v + f.off[0];
   bool first = false;
   Real* a = fast_target(f, 0, adj, touched, first);
@@ -314,7 +314,7 @@ NDVM_SIMD void lanes_fwd_DIV2(const FastRec& f, Real* v, LinalgScratch&) {
 template <unsigned BC>
 NDVM_SIMD void lanes_vjp_DIV2(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
   const DivArgs<BC> d(f, v);
-  const Real* g = adj + f.out;
+  const Real* g = adj + f.aout;
   const Real* ans = v + f.out;
   if (f.taped & 1) {
     lanes_put(f, 0, adj, touched, [&](uint32_t k) {

@@ -203,11 +203,17 @@ NDVM_INLINE Slogdet2 slogdet2_parts(Real a00, Real a01, Real a10, Real a11) {
   return s;
 }
 
+// The result from log|det| and the sign: log|det|, or (det) the determinant sign *
+// exp(log|det|); a NaN sign (a NaN entry) stays NaN.
+NDVM_INLINE Real slogdet2_finish(Real logdet, Real sign, bool det) {
+  const Real v = det ? sign * std::exp(logdet) : logdet;
+  return sign != sign ? sign : v;
+}
+
 // log|det| (det: the determinant, sign * exp(log|det|)) from the parts; NaN stays NaN.
 NDVM_INLINE Real slogdet2_value(const Slogdet2& s, bool det) {
   const Real logdet = log_abs_product(2, [&](int i) { return i == 0 ? s.d0 : s.d1; });
-  const Real v = det ? s.sign * std::exp(logdet) : logdet;
-  return s.sign != s.sign ? s.sign : v;
+  return slogdet2_finish(logdet, s.sign, det);
 }
 
 // lu_lanes.cpp: out (n x n, W lanes) = inverse of m (transposed if asked); det or log|det|;

@@ -208,37 +208,58 @@ void soa_inverse(const Operand& m, Real* out, uint32_t W, LinalgScratch& s, bool
 
 namespace {
 
-// sign (NaN for a lane with a NaN entry, 0 if singular) and |u00|, |u11| (0 and 1 if singular,
-// so that log|det| is -inf) of every lane; LS: lane stride of the operand (0 or 1).
+// sign (NaN for a lane with a NaN entry, 0 if singular), |u00|, |u11| (0 and 1 if singular,
+// so that log|det| is -inf) and their product (log_abs_product's, 1 * |u00| * |u11|) of every
+// lane; LS: lane stride of the operand (0 or 1).
 template <size_t LS>
 NDVM_INLINE void slogdet2_factor(const Real* __restrict p0, const Real* __restrict p1,
                                  const Real* __restrict p2, const Real* __restrict p3,
                                  Real* __restrict d0, Real* __restrict d1,
-                                 Real* __restrict sg, uint32_t W) {
+                                 Real* __restrict sg, Real* __restrict pr, uint32_t W) {
 #pragma GCC ivdep
   for (uint32_t l = 0; l < W; ++l) {
     const Slogdet2 s = slogdet2_parts(p0[l * LS], p1[l * LS], p2[l * LS], p3[l * LS]);
     sg[l] = s.sign;
     d0[l] = s.d0;
     d1[l] = s.d1;
+    pr[l] = Real(1.0) * s.d0 * s.d1;
   }
 }
 
-// 2 x 2 slogdet: the factorization, sign and |u_ii| for every lane first (vectorized), then
-// log|det| = log_abs_product (libm calls, one lane at a time).
+// 2 x 2 slogdet: the factorization, sign, |u_ii| and their product for every lane first
+// (vectorized), then the logs of all products in one vector call (vmath), then per lane
+// log_abs_product's choice (its sum of logs where the product is not a normal number) and
+// slogdet2_value's result: the bits of slogdet2_value on each lane alone.
 NDVM_SIMD void soa_slogdet2(const Operand& m, Real* out, uint32_t W, LinalgScratch& s,
                             bool det) {
   const Quad q = quad_of(m);
-  s.buf.resize(3 * size_t{W});
+  s.buf.resize(5 * size_t{W});
   Real* __restrict d0 = s.buf.data();
   Real* __restrict d1 = d0 + W;
   Real* __restrict sg = d1 + W;
+  Real* __restrict pr = sg + W;
+  Real* __restrict lg = pr + W;
   if (q.ls) {  // constant stride: the loop vectorizes
-    slogdet2_factor<1>(q.p[0], q.p[1], q.p[2], q.p[3], d0, d1, sg, W);
+    slogdet2_factor<1>(q.p[0], q.p[1], q.p[2], q.p[3], d0, d1, sg, pr, W);
   } else {
-    slogdet2_factor<0>(q.p[0], q.p[1], q.p[2], q.p[3], d0, d1, sg, W);
+    slogdet2_factor<0>(q.p[0], q.p[1], q.p[2], q.p[3], d0, d1, sg, pr, W);
   }
-  for (uint32_t l = 0; l < W; ++l) out[l] = slogdet2_value(Slogdet2{d0[l], d1[l], sg[l]}, det);
+  vmath::log(pr, lg, W);
+  int normal = 1;  // & of the lanes' flags (no branch: the loop vectorizes)
+  constexpr Real lo = std::numeric_limits<Real>::min(), hi = std::numeric_limits<Real>::max();
+  for (uint32_t l = 0; l < W; ++l) normal &= static_cast<int>(pr[l] >= lo) & (pr[l] <= hi);
+  if (!normal) {
+    for (uint32_t l = 0; l < W; ++l) {
+      if (log_product_normal(pr[l])) continue;
+      lg[l] = log_abs_sum(2, [&](int i) { return i == 0 ? d0[l] : d1[l]; });
+    }
+  }
+  if (det) {
+    for (uint32_t l = 0; l < W; ++l) out[l] = slogdet2_finish(lg[l], sg[l], true);
+    return;
+  }
+#pragma GCC ivdep
+  for (uint32_t l = 0; l < W; ++l) out[l] = slogdet2_finish(lg[l], sg[l], false);
 }
 
 }  // namespace

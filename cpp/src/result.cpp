@@ -208,6 +208,12 @@ void Interp::reverse_sweep(const double* cotangent) {
   scratch_.clock.deadline = 0.0;  // limits bound the run; reverse mode runs to completion
   touched_.assign(pay_.count(), 0);
   find_inverses();
+  const bool fast = fast_.size() == tape_.records.size();
+  for (const auto& [mask, v] : groups_) {  // a seed's adjoint must be its own storage
+    if (adj_plan_ == 1 && (v.id >= adj_moved_.size() || adj_moved_[v.id])) adj_plan_ = -1;
+  }
+  const bool share = fused_ && tape_sweeps_++ > 0;
+  if (fast && adj_plan_ != static_cast<int8_t>(share)) plan_adjoints(share);
   const size_t S = value_elems_ / W_;
   for (const auto& [mask, v] : groups_) {
     const Payload& p = pay_[v.id];
@@ -216,7 +222,7 @@ void Interp::reverse_sweep(const double* cotangent) {
     seed_adjoint(adj.data() + p.off, cotangent, bits, S, W_, !touched_[v.id]);
     touched_[v.id] = 1;
   }
-  if (fast_.size() == tape_.records.size()) {
+  if (fast) {
     if (inv_pairs_fused_ != fused_) {  // the one-lane pairs' kernels, for fused_
       for (const uint32_t r : inv_pairs_) fast_[r].vjp = slogdet2_vjp_kernel(fast_[r].op, fused_);
       inv_pairs_fused_ = fused_;
@@ -270,6 +276,69 @@ void Interp::find_inverses() {
     }
   }
   inverse_of_.clear();  // at one lane the general path recomputes
+}
+
+// Once per tape and fused_ (and again if a seed's adjoint was moved): where the fast records'
+// VJPs find each adjoint. share false: every payload's own storage. share true: a payload U
+// whose first cotangent is, on every sweep, the cotangent g of a + or - record's output O
+// (U an operand of it taken with sign +, of O's elements and lanes, named once there and by
+// no later record) takes over O's adjoint storage, where g already is, instead of a copy of
+// g: O's adjoint is never read again once its record's VJP ran, so each storage has one
+// owner at a time and chains (P -> Pp -> P2 -> the next step's P, in a filter) share one.
+// Only payloads that no general record (vjp_record, which addresses adjoints by the
+// payloads' offsets), leaf or seed names are moved. The cotangents are the same values,
+// added in the same order: the results are bitwise those of the unshared sweep.
+void Interp::plan_adjoints(bool share) {
+  adj_plan_ = static_cast<int8_t>(share);
+  for (FastRec& f : fast_) {
+    f.aout = f.out;
+    for (int i = 0; i < f.n; ++i) f.aoff[i] = f.off[i];
+    f.alias = 0;
+  }
+  const size_t N = pay_.count();
+  adj_moved_.assign(N, 0);
+  if (!share) return;
+  constexpr uint32_t kNone = 0xffffffffu;
+  // per payload: bit 0 while only fast VJPs name it, bit 1 produced by one; its last reader
+  std::vector<uint8_t> ok(N, 1);
+  std::vector<uint32_t> last(N, kNone);
+  std::vector<uint32_t> store(N, kNone);  // kNone: its own offset
+  const std::vector<TapeRecord>& recs = tape_.records;
+  for (size_t r = 0; r < recs.size(); ++r) {
+    const bool fast = fast_[r].vjp != nullptr;
+    const uint32_t* ids = tape_.operands.data() + recs[r].args;
+    for (uint32_t i = 0; i < recs[r].nargs; ++i) {
+      if (!fast) ok[ids[i]] = 0;
+      last[ids[i]] = static_cast<uint32_t>(r);
+    }
+    ok[recs[r].out] = fast ? ok[recs[r].out] | 2 : 0;
+  }
+  for (const uint32_t leaf : leaves_) ok[leaf] = 0;
+  for (const auto& [mask, v] : groups_) ok[v.id] = 0;
+  auto at = [&](uint32_t pid) {
+    return store[pid] != kNone ? store[pid] : static_cast<uint32_t>(pay_[pid].off);
+  };
+  for (size_t r = recs.size(); r-- > 0;) {
+    FastRec& f = fast_[r];
+    if (f.vjp == nullptr) continue;
+    f.aout = at(f.out_pid);
+    const Payload& o = pay_[f.out_pid];
+    bool given = f.op != FastOp::ADD && f.op != FastOp::SUB;  // O's storage handed on
+    for (int i = 0; i < f.n; ++i) {
+      const uint32_t pid = f.pid[i];
+      int named = 0;
+      for (int j = 0; j < f.n; ++j) named += f.pid[j] == pid;
+      const bool plus = f.op == FastOp::ADD || (i == 0 && f.n > 1);
+      if (!given && plus && ((f.taped >> i) & 1) && ok[pid] == 3 && last[pid] == r &&
+          named == 1 && pay_[pid].count() == o.count() && pay_[pid].width == o.width) {
+        store[pid] = f.aout;
+        adj_moved_[pid] = 1;
+        f.alias |= static_cast<uint8_t>(1u << i);
+        given = true;
+      }
+      f.aoff[i] = at(pid);
+    }
+  }
 }
 
 // The reverse sweep with the records' fast forms (fast_[r] beside tape record r): the arena,

@@ -1,6 +1,7 @@
 // Vector transcendental functions (vmath.hpp): glibc's libmvec loaded at run time, or libm.
 #include "ndvm/vmath.hpp"
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -117,6 +118,23 @@ void sse2_f(void* fp, const float* x, float* y, size_t n) {
   });
 }
 
+// libmvec's AVX2 log ([0] float64, [1] float32), stored before a one-element form that calls
+// it is published (log1_first)
+std::atomic<void*> g_vlog[2] = {};
+
+#pragma GCC push_options
+#pragma GCC target("avx2")
+// One element in lane 0 of a vector padded with 1 (as chunks' tail): no copies through memory.
+double avx2_log1_d(double x) {
+  auto f = reinterpret_cast<__m256d (*)(__m256d)>(g_vlog[0].load(std::memory_order_relaxed));
+  return _mm256_cvtsd_f64(f(_mm256_set_pd(1.0, 1.0, 1.0, x)));
+}
+float avx2_log1_f(float x) {
+  auto f = reinterpret_cast<__m256 (*)(__m256)>(g_vlog[1].load(std::memory_order_relaxed));
+  return _mm256_cvtss_f32(f(_mm256_set_ps(1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, x)));
+}
+#pragma GCC pop_options
+
 void run(int fn, const double* x, double* y, size_t n) {
   const Table& t = table();
   void* f = t.fn[0][fn];
@@ -133,6 +151,28 @@ void run(int fn, const float* x, float* y, size_t n) {
   sse2_f(f, x, y, n);
 }
 
+// The one-element log: the AVX2 vector call, else the array form on one element.
+template <class R>
+R log1_array(R x) {
+  R y;
+  run(LOG, &x, &y, 1);
+  return y;
+}
+
+template <class R>
+auto log1_pick() -> R (*)(R) {
+  const Table& t = table();
+  constexpr int d = sizeof(R) == sizeof(float) ? 1 : 0;
+  void* f = t.fn[d][LOG];
+  if (f == nullptr || !t.avx2) return &log1_array<R>;
+  g_vlog[d].store(f, std::memory_order_release);
+  if constexpr (d == 1) {
+    return &avx2_log1_f;
+  } else {
+    return &avx2_log1_d;
+  }
+}
+
 #else
 
 template <class R>
@@ -140,7 +180,29 @@ void run(int fn, const R* x, R* y, size_t n) {
   scalar_array(fn, x, y, n);
 }
 
+template <class R>
+auto log1_pick() -> R (*)(R) {
+  return [](R x) { return scalar(LOG, x); };
+}
+
 #endif
+
+// log1's implementation, chosen at its first call (then one indirect call per element)
+template <class R>
+R log1_first(R x);
+std::atomic<double (*)(double)> g_log1_d{&log1_first<double>};
+std::atomic<float (*)(float)> g_log1_f{&log1_first<float>};
+
+template <class R>
+R log1_first(R x) {
+  R (*f)(R) = log1_pick<R>();
+  if constexpr (sizeof(R) == sizeof(float)) {
+    g_log1_f.store(f, std::memory_order_release);
+  } else {
+    g_log1_d.store(f, std::memory_order_release);
+  }
+  return f(x);
+}
 
 }  // namespace
 
@@ -152,6 +214,9 @@ void exp(const float* x, float* y, size_t n) { run(EXP, x, y, n); }
 void log(const float* x, float* y, size_t n) { run(LOG, x, y, n); }
 void sin(const float* x, float* y, size_t n) { run(SIN, x, y, n); }
 void cos(const float* x, float* y, size_t n) { run(COS, x, y, n); }
+
+double log1(double x) { return g_log1_d.load(std::memory_order_acquire)(x); }
+float log1(float x) { return g_log1_f.load(std::memory_order_acquire)(x); }
 
 const char* kind() {
 #if NDVM_LIBMVEC

@@ -156,9 +156,9 @@ def test_cholesky_reads_the_lower_triangle_on_both_backends() -> None:
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("prim", ["logdet", "det"])
 def test_log_determinant_over_lanes_with_non_normal_products(prim: str, dtype: str) -> None:
-    """2 x 2 logdet/det over many lanes, lanes whose |u00 u11| is not a normal number
-    (underflow, overflow, singular: the sum of logs) among them: every lane equals the lane
-    run alone, bitwise, and NumPy's slogdet."""
+    """2 x 2 logdet/det over many lanes take the logs of all lanes' |u00 u11| in one vector
+    call, and a lane whose product is not a normal number (underflow, overflow, singular)
+    the sum of logs: every lane equals the lane run alone, bitwise, and NumPy's slogdet."""
     tiny, huge = (1e-200, 1e200) if dtype == "float64" else (1e-25, 1e25)
     pairs = [(2.0, 3.0), (tiny, tiny), (huge, huge), (tiny, huge), (0.0, 1.0), (-2.0, 0.5),
              (np.nan, 1.0), (np.inf, 1.0), (0.7, -1.3), (5.0, 1e-3), (tiny, 2.0)]  # fmt: skip

@@ -10,7 +10,8 @@
 // one-element operand of a broadcast gets the sum of the cotangent's elements, in index
 // order): results are bitwise those of the general path.
 //
-// Over W > 1 lanes, a taped + - * (and scale) of up to three operands, / of one or two, and
+// Over W > 1 lanes, a taped + - * (and scale) of up to three operands (or of two, one an
+// untaped one-lane row of the output's elements: data), / of one or two, and
 // an elementwise unary primitive (sqrt and one-operand log included; their dmci records, which
 // clamp, keep the general path) have lane forms (fast_resolve_lanes): the walk runs the
 // general kernel and keeps the lane form beside the record (when it ran on every lane), for
@@ -55,7 +56,7 @@ using FastVjp = void (*)(const FastRec& f, const Real* v, Real* adj, uint8_t* to
 struct FastRec {
   // The record's output from its operands (v: the payload arena), and its VJP: every taped
   // operand's adjoint gets its cotangent (stored when touched[pid] is 0, then marked, else
-  // added; adj: the adjoints, at the payloads' offsets). nullptr: the general path.
+  // added; adj: the adjoints, at aout and aoff[i]). nullptr: the general path.
   FastForward forward = nullptr;
   FastVjp vjp = nullptr;
   FastOp op = FastOp::NONE;
@@ -70,13 +71,65 @@ struct FastRec {
   uint32_t out_pid = 0;          // payload id of the output
   uint32_t off[kFastArgs] = {};  // element offsets of the operands
   uint32_t pid[kFastArgs] = {};  // payload ids of the operands (their touched flags)
+  // Where the output's and the operands' adjoints live: the payloads' own offsets (out, off),
+  // or, once the reverse sweep has planned its adjoint storage (Interp::plan_adjoints), the
+  // storage a payload shares along a chain of + and - (bit i of `alias`: operand i's adjoint
+  // is the output's own storage, taken over by this record; its cotangent, the output's
+  // cotangent itself, is already there, so the VJP only marks it touched).
+  uint32_t aout = 0;
+  uint32_t aoff[kFastArgs] = {};
+  uint8_t alias = 0;
 };
+
+// A FastRec as value-initialized, except the per-operand arrays (a resolve fills those of its
+// operands; the others are never read): the walk resets its scratch record once per operation.
+NDVM_INLINE void fast_clear(FastRec& f) {
+  f.forward = nullptr;
+  f.vjp = nullptr;
+  f.op = FastOp::NONE;
+  f.n = 0;
+  f.taped = 0;
+  f.scalar = 0;
+  f.alias = 0;
+  f.S = 1;
+  f.r = 1;
+  f.c = 1;
+  f.m = 1;
+  f.out = 0;
+  f.out_pid = 0;
+  f.aout = 0;
+}
+
+// Copies what a resolve set (the header, the n operands' offsets): the walk's scratch record into
+// the tape's.
+NDVM_INLINE void fast_copy(FastRec& to, const FastRec& from) {
+  to.forward = from.forward;
+  to.vjp = from.vjp;
+  to.op = from.op;
+  to.n = from.n;
+  to.taped = from.taped;
+  to.scalar = from.scalar;
+  to.S = from.S;
+  to.r = from.r;
+  to.c = from.c;
+  to.m = from.m;
+  to.out = from.out;
+  for (int i = 0; i < from.n; ++i) to.off[i] = from.off[i];
+}
 
 // Operand i's adjoint, and whether this is its first cotangent (it is marked touched).
 NDVM_INLINE Real* fast_target(const FastRec& f, int i, Real* adj, uint8_t* touched, bool& first) {
   first = touched[f.pid[i]] == 0;
   touched[f.pid[i]] = 1;
-  return adj + f.off[i];
+  return adj + f.aoff[i];
+}
+
+// Whether operand i's adjoint is the output's (bit i of f.alias): then it is marked touched
+// and its VJP has nothing to write.
+NDVM_INLINE bool fast_aliased(const FastRec& f, int i, uint8_t* touched) {
+  if (!((f.alias >> i) & 1)) return false;
+  touched[f.pid[i]] = 1;
+  return true;
 }
 
 // The adjoint `a` of an operand with `n` elements gets cotangent ct(e), e < n, rounded to Real

@@ -441,6 +441,17 @@ class Interp {
   bool fused_ = true;  // the last run's RunRequest::fused (its reverse sweeps use it)
   static constexpr uint32_t kNoInverse = 0xffffffffu;
   void find_inverses();
+  // the adjoint storage of the fast records' reverse sweep (FastRec::aout, aoff, alias):
+  // shared along chains of + and - when planned for a fused sweep, else each payload's own;
+  // adj_plan_: what fast_ holds (-1: to be planned again, 0: own storage, 1: shared), and
+  // per payload whether its adjoint lives in another payload's storage (seeds must not).
+  // The first sweep of a tape keeps its own storage (a walk that is not replayed sweeps its
+  // tape once: planning would cost it more than it saves); later ones (replays, further
+  // gradients or Jacobians of the same tape) share.
+  int8_t adj_plan_ = 0;
+  uint32_t tape_sweeps_ = 0;
+  std::vector<uint8_t> adj_moved_;
+  void plan_adjoints(bool share);
   bool (*poll_)(void*) = nullptr;
   void* poll_ctx_ = nullptr;
   std::chrono::steady_clock::time_point polled_;

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "ndvm/vmath.hpp"
+
 // SIMD over lanes: the lane loops are written to auto-vectorize (contiguous lanes, no calls
 // through pointers inside the loop). The wheel is built for baseline x86-64; on x86-64 ELF
 // targets the hot kernels are also cloned for AVX2 and picked at load time (ifunc), so a
@@ -108,16 +110,27 @@ struct WorkClock {
 // log(d_0 d_1 ... d_{n-1}) of the |u_ii| of an LU factorization, d(i) >= 0: one log of the
 // product (left to right) when it is a normal number, else NumPy's sum 0.0 + log d_0 + ...
 // (also the singular case, log 0 = -inf). Differs from NumPy's sum of logs by rounding only.
+// Every log here is vmath's (vmath.hpp), whose result depends only on its argument: the
+// lane kernels take the logs of a whole block of products in one vector call
+// (`log_product_normal`, then this formula's fallback per lane) and get the same bits as a
+// lane alone through this function.
+inline bool log_product_normal(Real p) {
+  return p >= std::numeric_limits<Real>::min() && p <= std::numeric_limits<Real>::max();
+}
+
+template <class D>
+inline Real log_abs_sum(int n, D d) {
+  Real s = 0.0;
+  for (int i = 0; i < n; ++i) s += vmath::log1(d(i));
+  return s;
+}
+
 template <class D>
 inline Real log_abs_product(int n, D d) {
   Real p = 1.0;
   for (int i = 0; i < n; ++i) p *= d(i);
-  if (p >= std::numeric_limits<Real>::min() && p <= std::numeric_limits<Real>::max()) {
-    return std::log(p);
-  }
-  Real s = 0.0;
-  for (int i = 0; i < n; ++i) s += std::log(d(i));
-  return s;
+  if (log_product_normal(p)) return vmath::log1(p);
+  return log_abs_sum(n, d);
 }
 
 // Reusable buffers of the per-lane linear-algebra kernels (one per evaluator: no

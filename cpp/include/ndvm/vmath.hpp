@@ -21,6 +21,9 @@ void exp(const float* x, float* y, size_t n);
 void log(const float* x, float* y, size_t n);
 void sin(const float* x, float* y, size_t n);
 void cos(const float* x, float* y, size_t n);
+// One element: the same bits as that element of the array forms.
+double log1(double x);
+float log1(float x);
 
 // Which implementation this process uses: "libmvec-avx2", "libmvec-sse2" or "libm".
 const char* kind();
