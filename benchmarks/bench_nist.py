@@ -33,9 +33,7 @@ import numpy as np  # noqa: E402
 import ndvm  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.helpers.nist_strd import Problem, lre, problems  # noqa: E402
-
-PERMUTABLE = {"Lanczos1", "Lanczos2", "Lanczos3", "Gauss1", "Gauss2", "Gauss3", "MGH17", "ENSO"}
+from tests.helpers.nist_strd import PERMUTABLE, Problem, lre, problems  # noqa: E402
 
 
 def reached(rss: float, p: Problem) -> bool:

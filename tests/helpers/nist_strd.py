@@ -106,6 +106,13 @@ MODELS: dict[str, tuple[str, Callable[..., np.ndarray], str]] = {
 }  # fmt: skip
 
 
+# models whose value is unchanged by swapping groups of parameters (two exponentials, peaks or
+# cycles): a fit may find the certified solution with its terms in another order
+PERMUTABLE = frozenset(
+    {"Lanczos1", "Lanczos2", "Lanczos3", "Gauss1", "Gauss2", "Gauss3", "MGH17", "ENSO"}
+)
+
+
 @dataclass(frozen=True)
 class Problem:
     """One StRD problem: ``x`` [N] (or [k, N] for k predictors), ``y`` [N] the fitted response
