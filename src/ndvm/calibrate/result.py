@@ -221,11 +221,7 @@ def _n_best(losses: np.ndarray, loss: float, prep: Any) -> int:
         return 0
     if losses.shape[0] == 1:
         return 1
-    scale = abs(loss)
-    target = getattr(prep, "target", None)
-    if target is not None and getattr(prep, "kind", None) == "mse" and target.size:
-        flat = target.reshape(-1)
-        scale = max(scale, 1e-12 * float(flat @ flat) / flat.size)  # the mse's scale
+    scale = max(abs(loss), 1e-12 * _target_scale(prep))  # the mse's scale
     tie = loss + 1e-6 * scale
     return sum(1 for v in losses.tolist() if v <= tie)  # NaN compares False
 
@@ -294,18 +290,25 @@ def _cosine(grad: np.ndarray | None, jtj: np.ndarray, loss: float, prep: Any) ->
     return worst
 
 
-def _round_off(loss: float, prep: Any) -> bool:
-    """A least-squares loss at round-off of the (weighted) target's mean square (relative RMS
-    residual at most 1e-12): an exact fit, where the residual's direction, and so its cosine
-    with J, is noise."""
+def _target_scale(prep: Any) -> float:
+    """The mean square of a least-squares fit's target, weighted as its residuals (``sigma``);
+    0 for other losses."""
     target = getattr(prep, "target", None)
     if target is None or getattr(prep, "kind", None) != "mse" or not target.size:
-        return False
+        return 0.0
     flat = target.reshape(-1)
     w = getattr(prep, "residual_weight", None)
     if w is not None and flat.size == np.size(w):
         flat = flat * w
-    return loss <= 1e-24 * float(flat @ flat) / flat.size
+    return float(flat @ flat) / flat.size
+
+
+def _round_off(loss: float, prep: Any) -> bool:
+    """A least-squares loss at round-off of the target's mean square (relative RMS residual at
+    most 1e-12): an exact fit, where the residual's direction, and so its cosine with J, is
+    noise."""
+    scale = _target_scale(prep)
+    return scale > 0.0 and loss <= 1e-24 * scale
 
 
 AUTO_NAME = "adam+lbfgs-polish"  # what optimizer="auto" reports (calibrate.api)
