@@ -213,6 +213,13 @@ def test_an_exact_fit_to_round_off_is_a_success(engine: str) -> None:
     x = np.linspace(0.0, 1.0, 20)
     cal = ndvm.calibrate("(+ a (* b x))", {"x": x}, 2.0 * x, engine=engine, warn=False)
     assert cal.loss < 1e-28 and cal.success, cal.message
+    # a peak far from 0: (w - c)² of w near 500 leaves a relative RMS residual of 1.6e-12
+    w = np.random.default_rng(0).uniform(400.0, 650.0, 200)
+    y = 1200.0 * np.exp(-((w - 520.0) ** 2) / 1800.0)
+    cal = ndvm.calibrate("(* a (exp (* b (- w c) (- w c))))", {"w": w}, y, engine=engine,
+                         warn=False)  # fmt: skip
+    assert cal.params["c"] == pytest.approx(520.0, rel=1e-9)
+    assert cal.loss < 1e-20 * np.mean(y**2) and cal.success, cal.message
 
 
 @pytest.mark.native

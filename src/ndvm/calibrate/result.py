@@ -305,10 +305,14 @@ def _target_scale(prep: Any) -> float:
 
 def _round_off(loss: float, prep: Any) -> bool:
     """A least-squares loss at round-off of the target's mean square (relative RMS residual at
-    most 1e-12): an exact fit, where the residual's direction, and so its cosine with J, is
-    noise."""
+    most 1e-10): an exact fit, where the residual's direction, and so its cosine with J, is
+    noise. (A model of large intermediates, e.g. ``a exp(b (w - c)²)`` with w near 500, fits
+    exact data only to a relative RMS of about 1e-12.)"""
     scale = _target_scale(prep)
-    return scale > 0.0 and loss <= 1e-24 * scale
+    return scale > 0.0 and loss <= ROUND_OFF * scale
+
+
+ROUND_OFF = 1e-20  # an exact fit: loss <= this times the target's mean square
 
 
 AUTO_NAME = "adam+lbfgs-polish"  # what optimizer="auto" reports (calibrate.api)
