@@ -74,6 +74,19 @@ def test_from_arrays_rejects_bad_arguments(kw, match):
         Task.from_arrays(X, y, **kw)
 
 
+def test_pysr_operator_spellings_are_the_primitives():
+    """PySR's ``"^"`` and ``"neg"`` name ``pow`` and unary ``-``; a program of the grammar
+    using them evaluates as NumPy's power and negation."""
+    x = np.linspace(1.0, 3.0, 20)
+    task = Task.from_arrays(x, 2.0 * x**1.5, binary_operators=["+", "*", "^"],
+                            unary_operators=["neg"])  # fmt: skip
+    g = task.search.grammar
+    assert g.binary == ("+", "*", "pow") and g.unary == ("-",)
+    prog = ndvm.compile("(- (* a (pow x b)))", params={"a": 2.0, "b": 1.5}, inputs=["x"])
+    np.testing.assert_allclose(np.asarray(prog.eval(None, {"x": x})).ravel(), -2.0 * x**1.5,
+                               rtol=1e-14)  # fmt: skip
+
+
 def test_non_finite_data_is_named_by_row():
     X = np.arange(20.0)
     y = np.arange(20.0)

@@ -40,8 +40,9 @@ class SymbolicRegressor:
     ``batches`` instead — a search bounded by candidates or batches is deterministic for
     ``random_state``, a timed one is not); max_candidates / batches: proposal and generation
     budgets; workers: calibration processes; binary_operators / unary_operators: the grammar
-    (PySR's convention); max_complexity: the largest program in nodes; starts: calibration
-    starts per candidate (default 16); candidate_seconds: time limit of one candidate;
+    (PySR's convention and names: "^" is pow, "neg" unary -); max_complexity: the largest
+    program in nodes; starts: calibration starts per candidate (default 16);
+    candidate_seconds: time limit of one candidate;
     population / batch_size: the evolutionary proposer's; split: train / validation / test
     fractions of the rows; model_selection: ``"best"`` (PySR's default: the largest score
     among front entries within 1.5x of the lowest validation loss), ``"accuracy"`` (the lowest

@@ -29,7 +29,14 @@ from ndvm.calibrate import Calibration, calibrate
 from ndvm.errors import NdvmError
 from ndvm.identity import ByIdentity
 from ndvm.lang.front import check_name
-from ndvm.tasks.columns import DEFAULT_BINARY, DEFAULT_UNARY, check_operators, read_csv, split_rows
+from ndvm.tasks.columns import (
+    DEFAULT_BINARY,
+    DEFAULT_UNARY,
+    check_operators,
+    operator_names,
+    read_csv,
+    split_rows,
+)
 from ndvm.tasks.grammar import Grammar, param_names
 
 
@@ -417,6 +424,8 @@ def from_arrays(
     bad = np.flatnonzero(~np.isfinite(ya))
     if bad.size:
         raise NdvmError(f"target: non-finite value in row {int(bad[0])}")
+    binary_operators = operator_names(binary_operators)
+    unary_operators = operator_names(unary_operators)
     check_operators(binary_operators, unary_operators)
     tr, va, te = split_rows(len(ya), split, seed)
 

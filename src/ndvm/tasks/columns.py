@@ -4,7 +4,8 @@
 The rows are split at random (seeded) into train / validation / test (60 / 20 / 20 by
 default): candidates are calibrated on train, every selection uses validation, and the test
 split is only scored. Operators follow PySR's convention (``binary_operators``,
-``unary_operators``) and must be numeric primitives of the language with that arity.
+``unary_operators``; its ``"^"`` and ``"neg"`` are ``pow`` and ``-``) and must be numeric
+primitives of the language with that arity.
 """
 
 from __future__ import annotations
@@ -22,6 +23,14 @@ from ndvm.prims.registry import Kind
 
 DEFAULT_BINARY = ("+", "-", "*", "/")
 DEFAULT_UNARY = ("exp", "log", "sqrt", "sin", "cos")
+
+
+PYSR_SPELLINGS = {"^": "pow", "neg": "-"}  # PySR's operator names that are not primitives
+
+
+def operator_names(names: Sequence[str]) -> tuple[str, ...]:
+    """``names`` with PySR's spellings (``"^"``, ``"neg"``) as the language's primitives."""
+    return tuple(PYSR_SPELLINGS.get(n, n) for n in names)
 
 
 def check_operators(binary: Sequence[str], unary: Sequence[str]) -> None:
