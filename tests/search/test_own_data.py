@@ -263,3 +263,18 @@ def test_report_into_a_closed_pipe_is_quiet(tmp_path):
     proc = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True,
                           timeout=120, env=dict(os.environ))  # fmt: skip
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+
+
+def test_data_task_spreads_half_of_each_series_starts_over_decades():
+    from ndvm.search.evaluate import spread_starts
+
+    task = Task.from_arrays(np.linspace(0.0, 1.0, 20), np.arange(20.0))
+    assert task.calib.start_decades == 3
+    K, series = 8, 2
+    z = np.arange(1.0, 1.0 + K * series * 2).reshape(K * series, 2)
+    out = spread_starts(z.copy(), K, 3)
+    # series-major rows: start k of series s is row s * K + k
+    expect = np.array([1, 1, 1, 1, 0.1, 0.01, 0.001, 0.1] * series)[:, None] * z
+    np.testing.assert_allclose(out, expect, rtol=1e-15)
+    np.testing.assert_array_equal(spread_starts(z.copy(), K, 0), z)
+    np.testing.assert_array_equal(spread_starts(z[:1].copy(), 1, 3), z[:1])  # one start: as drawn

@@ -119,7 +119,8 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     K = starts_for(task, limits) if prog.params else 1  # nothing to start from: one walk
     rng = np.random.default_rng(job.seed)
     scale = task.calib.init_scale if task.calib.init_scale is not None else 1.0
-    init = scale * rng.standard_normal((K * task.series, len(prog.params)))
+    init = spread_starts(scale * rng.standard_normal((K * task.series, len(prog.params))), K,
+                         task.calib.start_decades)  # fmt: skip
     v = check_params(prog, data, task, v.complexity)
     if not v.ok:
         return _rejected(job, v, t0)
@@ -143,6 +144,17 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     if fit is None:
         fit = _fit(task, prog, K, init, rng, limits, t0)
     return _result(job, task, v, fit, t0, h)
+
+
+def spread_starts(init: np.ndarray, K: int, decades: int) -> np.ndarray:
+    """``init [series * K, P]`` (series-major) with start k >= K // 2 of every series scaled
+    by ``10 ** -(1 + (k - K // 2) % decades)`` (in place; unchanged for ``decades`` 0): the
+    first half of the starts keeps the task's scale, the others reach constants 10 to
+    10^decades times smaller."""
+    if decades > 0 and K > 1:
+        for k in range(K // 2, K):
+            init[k::K] *= 10.0 ** -(1 + (k - K // 2) % decades)
+    return init
 
 
 @dataclass(frozen=True)

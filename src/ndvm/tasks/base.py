@@ -71,6 +71,9 @@ class CalibSpec:
     init_scale: float | None = 0.3  # values ~ init_scale * N(0, 1); None: declared inits
     constraints: Mapping[str, tuple[float | None, float | None]] | None = None
     lr_final: float | None = None  # cosine decay of Adam's lr from lr to lr_final
+    # search: the second half of a candidate's starts drawn 10^-1, ..., 10^-k times smaller
+    # (cycling), so that a constant far from 1 (exp(b w²) with w near 500) has a start in reach
+    start_decades: int = 0
 
 
 @dataclass(frozen=True)
@@ -381,6 +384,9 @@ def validation_success(metrics: Any, threshold: float = SUCCESS_R2) -> bool:
     return bool(metrics.get("validation_r2", float("-inf")) > threshold)
 
 
+START_DECADES = 3  # a data task's starts: half at 1, the others at 0.1, 0.01, 0.001 (cycling)
+
+
 def from_arrays(
     X: Any,
     y: Any,
@@ -451,7 +457,8 @@ def from_arrays(
         description=prompt,
         inputs=tuple(cols),
         build_data=partial(constant_data, data),
-        calib=CalibSpec(loss="mse", steps=steps, lr=lr, optimizer=optimizer, init_scale=1.0),
+        calib=CalibSpec(loss="mse", steps=steps, lr=lr, optimizer=optimizer, init_scale=1.0,
+                        start_decades=START_DECADES),  # fmt: skip
         score=regression_score,
         success=validation_success,
         search=SearchSpec(grammar, tuple(f"(* {params[0]} {c})" for c in cols), prompt, fixed=True),
