@@ -175,3 +175,27 @@ def test_replayed_corpus_records_do_not_depend_on_the_fold(monkeypatch, tmp_path
                      for r in st.records])  # fmt: skip
     assert keys[0] == keys[1]
     assert len(keys[0]) == 2 * len(SR)
+
+
+def test_finite_stage_passes_when_one_start_is_finite(monkeypatch):
+    """A start that overflows does not reject the candidate while another start is finite:
+    the calibration drops it, and a rate far from 1 is reached from the smaller starts."""
+    from ndvm.api import compile as compile_program
+    from ndvm.search.funnel import Verdict, check_finite
+
+    w = np.linspace(400.0, 650.0, 60)
+    task = Task.from_arrays(w, 3.0 * np.exp(-0.004 * w), names=["w"])
+    prog = compile_program("(* a (exp (* b w)))", ("a", "b"), ("w",))
+    v = Verdict(True, skeleton="s", n_params=2, complexity=5)
+    assert check_finite(prog, task, np.array([[1.0, 2.0], [1.0, -1e-3]]), v).ok
+    bad = check_finite(prog, task, np.array([[1.0, 2.0], [1.0, 3.0]]), v)
+    assert not bad.ok and bad.reason == "non-finite output at the initial parameters"
+    res = run_job(task, Job(0, Candidate("(* a (exp (* b w)))"), derive_seed(3, 0)),
+                  CalibLimits(starts=8), set()).evaluation  # fmt: skip
+    assert np.isnan(res.extra["lane_losses"][0])  # the first start overflowed
+    assert res.success and res.params["b"] == pytest.approx(-0.004, rel=1e-9)
+    # folded into the fit and staged alike
+    folded, staged = _both(task, ["(* a (exp (* b w)))", "(exp (* w (+ 2 (* a a))))"], monkeypatch,
+                           CalibLimits(starts=8))  # fmt: skip
+    assert folded == staged
+    assert [r[5] for r in folded] == ["ok", "rejected"]

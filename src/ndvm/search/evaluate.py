@@ -94,10 +94,10 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
 
     For a program that provably gives one number per point (``funnel.scalar_valued``) on a
     least-squares task, the ``finite`` stage is read from the fit (one walk fewer): its first
-    loss is the mean squared residual of the first start at its initial parameters, finite
-    only when the program's value there is finite at every point, which is the stage. When it
-    is not finite the stage is evaluated on its own (its verdict and reason) and the fit is
-    kept if the stage passes, so the result is the one the stages in order give."""
+    losses are the mean squared residuals of the starts at their initial parameters, each
+    finite only when the program's value there is finite at every point; one finite passes
+    the stage. When none is, the stage is evaluated on its own (its verdict and reason) and
+    the fit is kept if the stage passes, so the result is the one the stages in order give."""
     t0 = time.perf_counter()
     cand = job.candidate
     grammar = task.search.grammar if task.search is not None else None
@@ -129,11 +129,11 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     fit: _Fit | None = None
     if key not in seen and _folds(task, prog, data):
         fit = _fit(task, prog, K, init, rng, limits, t0)
-        if fit.first_finite:  # the finite stage passed (see above)
+        if fit.start_finite:  # the finite stage passed (see above)
             seen.add(key)
             return _result(job, task, v, fit, t0, h)
-    v = check_finite(prog, task, init[:1], v)
-    if v.stage == "limit":  # a step limit or the deadline at the first start: too slow
+    v = check_finite(prog, task, init, v)
+    if v.stage == "limit":  # a step limit or the deadline at the starts: too slow
         return _fail(job, v, "timeout", v.reason, t0)
     if not v.ok:
         return _rejected(job, v, t0)
@@ -166,9 +166,9 @@ class _Fit:
     error: BaseException | None = None
 
     @property
-    def first_finite(self) -> bool:
-        """The first lane's loss at its initial parameters is finite."""
-        return self.error is None and math.isfinite(self.cal.history[0, 0])
+    def start_finite(self) -> bool:
+        """A lane's loss at its initial parameters is finite."""
+        return self.error is None and bool(np.isfinite(self.cal.history[0]).any())
 
 
 def _fit(

@@ -3,8 +3,8 @@
 Stages, in order: ``parse`` (the reader), ``size`` (three times the grammar's node budget),
 ``resolve`` (compile: unbound variables, bad forms), ``params`` (at least one parameter unless the
 task scores parameter-free candidates as they are — ``SearchSpec.fixed``, data tasks; every
-declared parameter used), ``finite`` (evaluating at the first start's initial parameters gives
-one finite value per training point), ``duplicate`` (an earlier candidate of the same dedupe
+declared parameter used), ``finite`` (evaluating at the initial parameters of one start at least
+gives one finite value per training point), ``duplicate`` (an earlier candidate of the same dedupe
 scope had the same skeleton and was calibrated). The stages run in the worker on the one
 compiled program (``ndvm.search.evaluate``); the driver makes the final duplicate decision in
 index order, so it does not depend on how jobs were spread over workers.
@@ -81,24 +81,31 @@ def check_params(prog: Program, data: Iterable[Datum], task: Any, size: int) -> 
 
 
 def check_finite(prog: Program, task: Any, theta: np.ndarray, v: Verdict) -> Verdict:
-    """The ``finite`` stage: one finite number per training point at ``theta`` [1, P] (a
-    step limit or the deadline is stage ``limit``); ``v`` is the ``params`` stage's verdict."""
+    """The ``finite`` stage: one finite number per training point at one of the starts
+    ``theta`` [K, P] at least (a step limit or the deadline is stage ``limit``); ``v`` is the
+    ``params`` stage's verdict. A start that fails or is not finite is the calibration's to
+    drop. When no start passes, the reason is the first error (every start failed) or the
+    non-finite output."""
     base = v.info
     train = task.data().train_inputs
     try:
         value = prog.eval(theta, dict(train))
     except NdvmError as exc:
         return Verdict(False, "finite", f"{type(exc).__name__}: {exc}", **base)
-    if value.errors:
+    failed = np.zeros(theta.shape[0], dtype=bool)
+    for mask, err in value.errors:
+        if isinstance(err, LimitExceeded):  # a timeout: the candidate is too slow
+            return Verdict(False, "limit", f"{type(err).__name__}: {err}", **base)
+        failed |= np.asarray(mask, dtype=bool).reshape(theta.shape[0], -1).any(axis=1)
+    if failed.all():
         err = value.errors[0][1]
-        stage = "limit" if isinstance(err, LimitExceeded) else "finite"  # limit: a timeout
-        return Verdict(False, stage, f"{type(err).__name__}: {err}", **base)
+        return Verdict(False, "finite", f"{type(err).__name__}: {err}", **base)
     arr = np.asarray(value)
     n = _n_points(train)
     if arr.dtype == object or arr.shape != (theta.shape[0], n):
         names = ", ".join(task.inputs)
         return Verdict(False, "finite", f"output is not one number per point of {names}", **base)
-    if not np.all(np.isfinite(arr)):
+    if not (~failed & np.isfinite(arr).all(axis=1)).any():
         return Verdict(False, "finite", "non-finite output at the initial parameters", **base)
     return Verdict(True, **base)
 
@@ -112,7 +119,7 @@ def scalar_valued(data: Sequence[Datum], names: Collection[str]) -> bool:
     values: one form built from numbers, ``names`` (its parameters and its one-number-per-point
     inputs), elementwise numeric primitives, predicates (in conditions) and ``if``.
     Conservative: False for anything else (loops, bindings, vectors, ...). Such a program
-    passes the ``finite`` stage exactly when its value at the first start is finite, which a
+    passes the ``finite`` stage exactly when its value at one start at least is finite, which a
     least-squares fit's first loss tells (``evaluate`` folds the stage into the fit)."""
     try:
         return len(data) == 1 and _kind(data[0], names) == _NUM
