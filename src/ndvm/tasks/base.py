@@ -29,14 +29,7 @@ from ndvm.calibrate import Calibration, calibrate
 from ndvm.errors import NdvmError
 from ndvm.identity import ByIdentity
 from ndvm.lang.front import check_name
-from ndvm.tasks.columns import (
-    DEFAULT_BINARY,
-    DEFAULT_UNARY,
-    check_operators,
-    operator_names,
-    read_csv,
-    split_rows,
-)
+from ndvm.tasks.columns import DEFAULT_BINARY, DEFAULT_UNARY, check_operators, read_csv, split_rows
 from ndvm.tasks.grammar import Grammar, param_names
 
 
@@ -71,9 +64,7 @@ class CalibSpec:
     init_scale: float | None = 0.3  # values ~ init_scale * N(0, 1); None: declared inits
     constraints: Mapping[str, tuple[float | None, float | None]] | None = None
     lr_final: float | None = None  # cosine decay of Adam's lr from lr to lr_final
-    # search: the second half of a candidate's starts drawn 10^-1, ..., 10^-k times smaller
-    # (cycling), so that a constant far from 1 (exp(b w²) with w near 500) has a start in reach
-    start_decades: int = 0
+    start_decades: int = 0  # search: starts K/2.. drawn 10^-1 .. 10^-k smaller (spread_starts)
 
 
 @dataclass(frozen=True)
@@ -430,9 +421,7 @@ def from_arrays(
     bad = np.flatnonzero(~np.isfinite(ya))
     if bad.size:
         raise NdvmError(f"target: non-finite value in row {int(bad[0])}")
-    binary_operators = operator_names(binary_operators)
-    unary_operators = operator_names(unary_operators)
-    check_operators(binary_operators, unary_operators)
+    binary_operators, unary_operators = check_operators(binary_operators, unary_operators)
     tr, va, te = split_rows(len(ya), split, seed)
 
     def part(rows: np.ndarray) -> dict[str, np.ndarray]:
@@ -457,8 +446,7 @@ def from_arrays(
         description=prompt,
         inputs=tuple(cols),
         build_data=partial(constant_data, data),
-        calib=CalibSpec(loss="mse", steps=steps, lr=lr, optimizer=optimizer, init_scale=1.0,
-                        start_decades=START_DECADES),  # fmt: skip
+        calib=CalibSpec("mse", steps, lr, optimizer, init_scale=1.0, start_decades=START_DECADES),
         score=regression_score,
         success=validation_success,
         search=SearchSpec(grammar, tuple(f"(* {params[0]} {c})" for c in cols), prompt, fixed=True),

@@ -33,8 +33,12 @@ def operator_names(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(PYSR_SPELLINGS.get(n, n) for n in names)
 
 
-def check_operators(binary: Sequence[str], unary: Sequence[str]) -> None:
-    """Every operator is a numeric primitive (or prelude procedure) taking that many args."""
+def check_operators(
+    binary: Sequence[str], unary: Sequence[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The operators as primitive names (``operator_names``), each checked to be a numeric
+    primitive (or prelude procedure) taking that many args."""
+    binary, unary = operator_names(binary), operator_names(unary)
     for names, arity in ((binary, 2), (unary, 1)):
         for name in names:
             prim = PRIMS.get(name)
@@ -44,6 +48,7 @@ def check_operators(binary: Sequence[str], unary: Sequence[str]) -> None:
                 raise NdvmError(
                     f"operator {name!r} takes {prim.arity.describe()} argument(s), not {arity}"
                 )
+    return binary, unary
 
 
 def split_rows(n: int, fractions: Sequence[float], seed: int) -> tuple[np.ndarray, ...]:
