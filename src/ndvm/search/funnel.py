@@ -85,7 +85,11 @@ def check_finite(prog: Program, task: Any, theta: np.ndarray, v: Verdict) -> Ver
     ``theta`` [K, P] at least (a step limit or the deadline is stage ``limit``); ``v`` is the
     ``params`` stage's verdict. A start that fails or is not finite is the calibration's to
     drop. When no start passes, the reason is the first error (every start failed) or the
-    non-finite output."""
+    non-finite output. The first start is walked alone first (it passes as a rule)."""
+    if theta.shape[0] > 1:
+        first = check_finite(prog, task, theta[:1], v)
+        if first.ok or first.stage == "limit":
+            return first
     base = v.info
     train = task.data().train_inputs
     try:
