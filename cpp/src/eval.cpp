@@ -402,25 +402,30 @@ int Interp::truth(Value v) const {
 // A new mask: active lanes where the bool payload equals `want`; n_yes gets its lane count.
 uint32_t Interp::lane_split(uint32_t active, uint32_t pid, bool want, uint32_t& n_yes) {
   const uint32_t m = masks_.add();
-  const Payload& p = pay_[pid];
-  const Real* b = pay_.ptr(pid);
-  const uint8_t* act = masks_.bits(active);
-  uint8_t* out = masks_.mutable_bits(m);
-  for (uint32_t l = 0; l < W_; ++l) {
-    const bool t = b[p.width > 1 ? l : 0] != 0.0;
-    out[l] = static_cast<uint8_t>(act[l] && t == want);
+  // locals, so that the byte stores below alias nothing the loop reads
+  const uint32_t W = W_;
+  const size_t step = pay_[pid].width > 1 ? 1 : 0;
+  const Real* __restrict b = pay_.ptr(pid);
+  const uint8_t* __restrict act = masks_.bits(active);
+  uint8_t* __restrict out = masks_.mutable_bits(m);
+  uint32_t n = 0;
+  for (uint32_t l = 0; l < W; ++l) {
+    const auto v = static_cast<uint8_t>((act[l] != 0) & ((b[l * step] != 0.0) == want));
+    out[l] = v;
+    n += v;
   }
-  masks_.seal(m);
-  n_yes = masks_.count(m);
+  masks_.set_count(m, n);
+  n_yes = n;
   return m;
 }
 
 uint32_t Interp::count_true(uint32_t active, uint32_t pid) const {
-  const Payload& p = pay_[pid];
+  const uint32_t W = W_;
+  const size_t step = pay_[pid].width > 1 ? 1 : 0;
   const Real* b = pay_.ptr(pid);
   const uint8_t* act = masks_.bits(active);
   uint32_t n = 0;
-  for (uint32_t l = 0; l < W_; ++l) n += act[l] && b[p.width > 1 ? l : 0] != 0.0;
+  for (uint32_t l = 0; l < W; ++l) n += static_cast<uint32_t>((act[l] != 0) & (b[l * step] != 0.0));
   return n;
 }
 

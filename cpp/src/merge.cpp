@@ -78,6 +78,8 @@ class Merger {
     const uint32_t out = in_.pay_.alloc(in_.W_, shape.rank, shape.rows, shape.cols, taped);
     std::vector<uint32_t> ids;
     std::vector<uint32_t> masks;
+    ids.reserve(items.size());
+    masks.reserve(items.size());
     for (const auto& it : items) {
       ids.push_back(it.second.id);
       masks.push_back(it.first);
@@ -121,32 +123,39 @@ void Interp::merge_into(uint32_t out, const uint32_t* ids, const uint32_t* masks
 std::vector<std::pair<uint32_t, Value>> Interp::merge_groups(
     const std::vector<std::pair<uint32_t, Value>>& results) {
   Merger m(*this);
-  std::vector<std::vector<std::pair<uint32_t, Value>>> groups;
-  for (const auto& item : results) {
-    bool placed = false;
-    for (auto& g : groups) {
-      if (m.mergeable(g[0].second, item.second, 0)) {
-        g.push_back(item);
-        placed = true;
-        break;
-      }
-    }
-    if (!placed) groups.push_back({item});
+  // each result's group: the first group whose first result it merges with (groups in the
+  // order of their first results, results in order within a group)
+  const size_t R = results.size();
+  std::vector<uint32_t> first;  // per group: the index of its first result
+  std::vector<uint32_t> group(R);
+  first.reserve(R);
+  for (size_t r = 0; r < R; ++r) {
+    size_t g = 0;
+    while (g < first.size() && !m.mergeable(results[first[g]].second, results[r].second, 0)) ++g;
+    if (g == first.size()) first.push_back(static_cast<uint32_t>(r));
+    group[r] = static_cast<uint32_t>(g);
   }
   std::vector<std::pair<uint32_t, Value>> out;
-  for (const auto& g : groups) {
-    if (g.size() == 1) {
-      out.push_back(g[0]);
+  out.reserve(first.size());
+  std::vector<std::pair<uint32_t, Value>> items;
+  items.reserve(R);
+  for (size_t g = 0; g < first.size(); ++g) {
+    items.clear();
+    for (size_t r = first[g]; r < R; ++r) {
+      if (group[r] == g) items.push_back(results[r]);
+    }
+    if (items.size() == 1) {
+      out.push_back(items[0]);
       continue;
     }
     const uint32_t mask = masks_.add();
     uint8_t* bits = masks_.mutable_bits(mask);
-    for (const auto& it : g) {
+    for (const auto& it : items) {
       const uint8_t* b = masks_.bits(it.first);
       for (uint32_t l = 0; l < W_; ++l) bits[l] = static_cast<uint8_t>(bits[l] | b[l]);
     }
     masks_.seal(mask);
-    out.emplace_back(mask, m.merge(g));
+    out.emplace_back(mask, m.merge(items));
   }
   return out;
 }
