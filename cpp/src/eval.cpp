@@ -402,17 +402,25 @@ int Interp::truth(Value v) const {
 // A new mask: active lanes where the bool payload equals `want`; n_yes gets its lane count.
 uint32_t Interp::lane_split(uint32_t active, uint32_t pid, bool want, uint32_t& n_yes) {
   const uint32_t m = masks_.add();
-  // locals, so that the byte stores below alias nothing the loop reads
+  // locals, so that the byte stores below alias nothing the loops read
   const uint32_t W = W_;
-  const size_t step = pay_[pid].width > 1 ? 1 : 0;
   const Real* __restrict b = pay_.ptr(pid);
   const uint8_t* __restrict act = masks_.bits(active);
   uint8_t* __restrict out = masks_.mutable_bits(m);
   uint32_t n = 0;
-  for (uint32_t l = 0; l < W; ++l) {
-    const auto v = static_cast<uint8_t>((act[l] != 0) & ((b[l * step] != 0.0) == want));
-    out[l] = v;
-    n += v;
+  if (pay_[pid].width > 1) {
+    for (uint32_t l = 0; l < W; ++l) {
+      const auto v = static_cast<uint8_t>((act[l] != 0) & ((b[l] != 0.0) == want));
+      out[l] = v;
+      n += v;
+    }
+  } else {
+    const bool t = (b[0] != 0.0) == want;
+    for (uint32_t l = 0; l < W; ++l) {
+      const auto v = static_cast<uint8_t>((act[l] != 0) & t);
+      out[l] = v;
+      n += v;
+    }
   }
   masks_.set_count(m, n);
   n_yes = n;
@@ -421,12 +429,14 @@ uint32_t Interp::lane_split(uint32_t active, uint32_t pid, bool want, uint32_t& 
 
 uint32_t Interp::count_true(uint32_t active, uint32_t pid) const {
   const uint32_t W = W_;
-  const size_t step = pay_[pid].width > 1 ? 1 : 0;
   const Real* b = pay_.ptr(pid);
   const uint8_t* act = masks_.bits(active);
   uint32_t n = 0;
-  for (uint32_t l = 0; l < W; ++l) n += static_cast<uint32_t>((act[l] != 0) & (b[l * step] != 0.0));
-  return n;
+  if (pay_[pid].width > 1) {
+    for (uint32_t l = 0; l < W; ++l) n += static_cast<uint32_t>((act[l] != 0) & (b[l] != 0.0));
+    return n;
+  }
+  return b[0] != 0.0 ? masks_.count(active) : 0;
 }
 
 Step Interp::branch(uint32_t node, uint32_t env, Value test) {

@@ -149,10 +149,11 @@ std::vector<std::pair<uint32_t, Value>> Interp::merge_groups(
       continue;
     }
     const uint32_t mask = masks_.add();
-    uint8_t* bits = masks_.mutable_bits(mask);
+    const uint32_t W = W_;
+    uint8_t* __restrict bits = masks_.mutable_bits(mask);
     for (const auto& it : items) {
-      const uint8_t* b = masks_.bits(it.first);
-      for (uint32_t l = 0; l < W_; ++l) bits[l] = static_cast<uint8_t>(bits[l] | b[l]);
+      const uint8_t* __restrict b = masks_.bits(it.first);
+      for (uint32_t l = 0; l < W; ++l) bits[l] = static_cast<uint8_t>(bits[l] | b[l]);
     }
     masks_.seal(mask);
     out.emplace_back(mask, m.merge(items));
