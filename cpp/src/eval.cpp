@@ -620,9 +620,10 @@ Step Interp::service(uint32_t js) {
     }
     if (!j.results.empty()) {
       set_mask(j.mask);
-      const std::vector<std::pair<uint32_t, Value>> results = std::move(j.results);
+      // merged from the join's own vector (merging touches no join), which keeps its
+      // capacity for the join's next use
+      std::vector<std::pair<uint32_t, Value>> groups = merge_groups(j.results);
       joins_[js].results.clear();
-      std::vector<std::pair<uint32_t, Value>> groups = merge_groups(results);
       if (kont_.empty()) {  // the lanes' values; a lane past the step limit fails instead
         for (const auto& g : groups) {
           uint32_t bad = 0, ok = 0;
