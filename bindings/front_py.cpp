@@ -7,6 +7,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -78,6 +79,12 @@ const IrTypes& ir_types() {
   return *t;
 }
 
+nb::tuple new_tuple(size_t n) {
+  PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(n));
+  if (t == nullptr) throw nb::python_error();
+  return nb::steal<nb::tuple>(t);
+}
+
 class FrontProgram {
  public:
   explicit FrontProgram(Compiled c) : c_(std::move(c)) {}
@@ -93,12 +100,22 @@ class FrontProgram {
     return nb::tuple(out);
   }
 
-  // The parameters as one string (each field length-prefixed or fixed-size, decoded as
-  // Latin-1): equal strings, equal parameters; the host keys its parameter specs by it.
+  // The parameters as one bytes object (each field length-prefixed or fixed-size): equal
+  // keys, equal parameters; the host keys its parameter specs by it.
   nb::object params_key() const {
-    std::string key;
-    key.reserve(64 * c_.params.size());
-    auto put = [&key](const void* p, size_t n) { key.append(static_cast<const char*>(p), n); };
+    size_t len = 0;
+    for (const ParamSpecOut& p : c_.params) {
+      len += 2 * sizeof(uint32_t) + p.name.size() + p.constraint.size() + sizeof p.init +
+             sizeof p.line + sizeof p.column;
+    }
+    // written straight into the bytes object, no intermediate buffer
+    PyObject* out = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(len));
+    if (out == nullptr) throw nb::python_error();
+    char* at = PyBytes_AS_STRING(out);
+    auto put = [&at](const void* p, size_t n) {
+      std::memcpy(at, p, n);
+      at += n;
+    };
     auto text = [&put](const std::string& s) {
       const auto n = static_cast<uint32_t>(s.size());
       put(&n, sizeof n);
@@ -111,21 +128,25 @@ class FrontProgram {
       put(&p.line, sizeof p.line);
       put(&p.column, sizeof p.column);
     }
-    PyObject* out = PyUnicode_DecodeLatin1(key.data(), static_cast<Py_ssize_t>(key.size()), nullptr);
-    if (out == nullptr) throw nb::python_error();
     return nb::steal(out);
   }
 
   nb::tuple prelude() const {
-    nb::list out;
-    for (const std::string& p : c_.prelude) out.append(ndvm::str_of(p));
-    return nb::tuple(out);
+    nb::tuple out = new_tuple(c_.prelude.size());
+    for (size_t i = 0; i < c_.prelude.size(); ++i) {
+      PyTuple_SET_ITEM(out.ptr(), Py_ssize_t(i), ndvm::str_of(c_.prelude[i]).release().ptr());
+    }
+    return out;
   }
 
   nb::tuple input_positions() const {
-    nb::list out;
-    for (const auto& [line, column] : c_.input_positions) out.append(nb::make_tuple(line, column));
-    return nb::tuple(out);
+    const auto& pos = c_.input_positions;
+    nb::tuple out = new_tuple(pos.size());
+    for (size_t i = 0; i < pos.size(); ++i) {
+      PyTuple_SET_ITEM(out.ptr(), Py_ssize_t(i),
+                       nb::make_tuple(pos[i].first, pos[i].second).release().ptr());
+    }
+    return out;
   }
 
   // (Program, strings) for this core, from the tables themselves
@@ -285,7 +306,7 @@ void ndvm::bind_front(nb::module_& m) {
       .def_prop_ro("params", &FrontProgram::params,
                    "The parameters: (name, init, constraint, line, column) each.")
       .def_prop_ro("params_key", &FrontProgram::params_key,
-                   "The parameters as a string (equal strings: equal parameters).")
+                   "The parameters as bytes (equal keys: equal parameters).")
       .def_prop_ro("has_header", [](const FrontProgram& p) { return p.compiled().has_header; })
       .def_prop_ro("prelude", &FrontProgram::prelude)
       .def_prop_ro("input_positions", &FrontProgram::input_positions)

@@ -402,26 +402,41 @@ int Interp::truth(Value v) const {
 // A new mask: active lanes where the bool payload equals `want`; n_yes gets its lane count.
 uint32_t Interp::lane_split(uint32_t active, uint32_t pid, bool want, uint32_t& n_yes) {
   const uint32_t m = masks_.add();
-  const Payload& p = pay_[pid];
-  const Real* b = pay_.ptr(pid);
-  const uint8_t* act = masks_.bits(active);
-  uint8_t* out = masks_.mutable_bits(m);
-  for (uint32_t l = 0; l < W_; ++l) {
-    const bool t = b[p.width > 1 ? l : 0] != 0.0;
-    out[l] = static_cast<uint8_t>(act[l] && t == want);
+  // locals, so that the byte stores below alias nothing the loops read
+  const uint32_t W = W_;
+  const Real* __restrict b = pay_.ptr(pid);
+  const uint8_t* __restrict act = masks_.bits(active);
+  uint8_t* __restrict out = masks_.mutable_bits(m);
+  uint32_t n = 0;
+  if (pay_[pid].width > 1) {
+    for (uint32_t l = 0; l < W; ++l) {
+      const auto v = static_cast<uint8_t>((act[l] != 0) & ((b[l] != 0.0) == want));
+      out[l] = v;
+      n += v;
+    }
+  } else {
+    const bool t = (b[0] != 0.0) == want;
+    for (uint32_t l = 0; l < W; ++l) {
+      const auto v = static_cast<uint8_t>((act[l] != 0) & t);
+      out[l] = v;
+      n += v;
+    }
   }
-  masks_.seal(m);
-  n_yes = masks_.count(m);
+  masks_.set_count(m, n);
+  n_yes = n;
   return m;
 }
 
 uint32_t Interp::count_true(uint32_t active, uint32_t pid) const {
-  const Payload& p = pay_[pid];
+  const uint32_t W = W_;
   const Real* b = pay_.ptr(pid);
   const uint8_t* act = masks_.bits(active);
   uint32_t n = 0;
-  for (uint32_t l = 0; l < W_; ++l) n += act[l] && b[p.width > 1 ? l : 0] != 0.0;
-  return n;
+  if (pay_[pid].width > 1) {
+    for (uint32_t l = 0; l < W; ++l) n += static_cast<uint32_t>((act[l] != 0) & (b[l] != 0.0));
+    return n;
+  }
+  return b[0] != 0.0 ? masks_.count(active) : 0;
 }
 
 Step Interp::branch(uint32_t node, uint32_t env, Value test) {
@@ -605,9 +620,10 @@ Step Interp::service(uint32_t js) {
     }
     if (!j.results.empty()) {
       set_mask(j.mask);
-      const std::vector<std::pair<uint32_t, Value>> results = std::move(j.results);
+      // merged from the join's own vector (merging touches no join), which keeps its
+      // capacity for the join's next use
+      std::vector<std::pair<uint32_t, Value>> groups = merge_groups(j.results);
       joins_[js].results.clear();
-      std::vector<std::pair<uint32_t, Value>> groups = merge_groups(results);
       if (kont_.empty()) {  // the lanes' values; a lane past the step limit fails instead
         for (const auto& g : groups) {
           uint32_t bad = 0, ok = 0;

@@ -19,6 +19,8 @@ Hooks& installed() {
 
 constexpr size_t kStackReserve = size_t(512) << 10;
 
+}  // namespace
+
 // The lowest address this thread's front end may recurse to (its stack's end plus a reserve).
 const char* stack_floor() {
   thread_local const char* floor = [] {
@@ -40,7 +42,6 @@ const char* stack_floor() {
   }();
   return floor;
 }
-}  // namespace
 
 bool stack_nearly_exhausted() {
   return static_cast<const char*>(__builtin_frame_address(0)) < stack_floor();

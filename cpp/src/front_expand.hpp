@@ -38,6 +38,7 @@ struct Expander::State {
   bool seq;              // the dmci dialect: let binds like let*
   int64_t next_id = 0;   // the gensym counter
   int32_t depth = 0;     // the recursion depth (kMaxExpandDepth)
+  const char* floor = stack_floor();  // this thread's: enter() stops above it
   int32_t loop_name = -1;  // the innermost loop's hidden name id, -1: none (loop_stack empty)
   int32_t loop_arity = 0;
   int32_t shadow[kSpecialEnd] = {};  // per special-form name: how many bindings shadow it
@@ -79,7 +80,8 @@ struct Expander::State {
   bool is_form(int32_t id) const { return shadow[id] == 0; }
   bool repeated(DRef list, int32_t i, int32_t id, bool nested);
   void enter() {
-    if (++depth > kMaxExpandDepth || stack_nearly_exhausted()) too_deep();
+    const auto* here = static_cast<const char*>(__builtin_frame_address(0));
+    if (++depth > kMaxExpandDepth || here < floor) too_deep();
   }
 
   // -- errors (cold, out of line: the recursive frames stay small) ----------------------

@@ -85,8 +85,9 @@ std::string describe(const PrimInfo& p) {
 
 struct DepthGuard {
   int& d;
-  explicit DepthGuard(int& depth) : d(depth) {
-    if (++d > kMaxResolveDepth || stack_nearly_exhausted()) {
+  // floor: stack_floor(), read once per resolver (the check is then one comparison)
+  DepthGuard(int& depth, const char* floor) : d(depth) {
+    if (++d > kMaxResolveDepth || static_cast<const char*>(__builtin_frame_address(0)) < floor) {
       --d;
       throw FrontError{ErrKind::COMPILE, "program nested too deeply to compile", -1, -1};
     }
@@ -286,7 +287,7 @@ void Resolver::check_operator(DRef head) {
 }
 
 int32_t Resolver::resolve(DRef d, bool tail) {
-  DepthGuard guard(depth_);
+  DepthGuard guard(depth_, stack_floor_);
   const Datum& x = (*a_)[d];
   INode n;
   n.line = x.line;

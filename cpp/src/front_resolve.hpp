@@ -137,6 +137,7 @@ class Resolver {
   std::vector<int32_t> scope_;         // name ids of every frame, outermost first
   std::vector<uint32_t> frame_start_;  // where each frame starts in scope_
   int depth_ = 0;
+  const char* stack_floor_ = stack_floor();  // resolve() stops above it (DepthGuard)
 
   std::vector<INode> nodes_;
   std::vector<int32_t> kids_, scratch_;

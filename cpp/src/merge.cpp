@@ -76,18 +76,26 @@ class Merger {
     bool taped = false;
     for (const auto& it : items) taped = taped || in_.pay_[it.second.id].taped;
     const uint32_t out = in_.pay_.alloc(in_.W_, shape.rank, shape.rows, shape.cols, taped);
-    std::vector<uint32_t> ids;
-    std::vector<uint32_t> masks;
-    for (const auto& it : items) {
-      ids.push_back(it.second.id);
-      masks.push_back(it.first);
+    const uint32_t n = static_cast<uint32_t>(items.size());
+    // the payloads and masks of the items (on the stack for a few items, the common case)
+    constexpr uint32_t kFew = 8;
+    uint32_t few[2 * kFew];
+    std::vector<uint32_t> many;
+    uint32_t* ids = few;
+    if (n > kFew) {
+      many.resize(2 * size_t(n));
+      ids = many.data();
     }
-    const uint32_t n = static_cast<uint32_t>(ids.size());
-    in_.merge_into(out, ids.data(), masks.data(), n);
+    uint32_t* masks = ids + n;
+    for (uint32_t k = 0; k < n; ++k) {
+      ids[k] = items[k].second.id;
+      masks[k] = items[k].first;
+    }
+    in_.merge_into(out, ids, masks, n);
     if (taped) {
       const uint32_t extra = static_cast<uint32_t>(in_.tape_.extras.size());
-      in_.tape_.extras.insert(in_.tape_.extras.end(), masks.begin(), masks.end());
-      in_.tape_op(TapeOp::MERGE, ids.data(), n, out, extra, 0);
+      in_.tape_.extras.insert(in_.tape_.extras.end(), masks, masks + n);
+      in_.tape_op(TapeOp::MERGE, ids, n, out, extra, 0);
     }
     return make_value(Tag::NUM, out, shape.rank);
   }
@@ -121,32 +129,40 @@ void Interp::merge_into(uint32_t out, const uint32_t* ids, const uint32_t* masks
 std::vector<std::pair<uint32_t, Value>> Interp::merge_groups(
     const std::vector<std::pair<uint32_t, Value>>& results) {
   Merger m(*this);
-  std::vector<std::vector<std::pair<uint32_t, Value>>> groups;
-  for (const auto& item : results) {
-    bool placed = false;
-    for (auto& g : groups) {
-      if (m.mergeable(g[0].second, item.second, 0)) {
-        g.push_back(item);
-        placed = true;
-        break;
-      }
-    }
-    if (!placed) groups.push_back({item});
+  // each result's group: the first group whose first result it merges with (groups in the
+  // order of their first results, results in order within a group)
+  const size_t R = results.size();
+  std::vector<uint32_t>& first = merge_first_;  // per group: the index of its first result
+  std::vector<uint32_t>& group = merge_group_;
+  first.clear();
+  group.resize(R);
+  for (size_t r = 0; r < R; ++r) {
+    size_t g = 0;
+    while (g < first.size() && !m.mergeable(results[first[g]].second, results[r].second, 0)) ++g;
+    if (g == first.size()) first.push_back(static_cast<uint32_t>(r));
+    group[r] = static_cast<uint32_t>(g);
   }
   std::vector<std::pair<uint32_t, Value>> out;
-  for (const auto& g : groups) {
-    if (g.size() == 1) {
-      out.push_back(g[0]);
+  out.reserve(first.size());
+  std::vector<std::pair<uint32_t, Value>>& items = merge_items_;
+  for (size_t g = 0; g < first.size(); ++g) {
+    items.clear();
+    for (size_t r = first[g]; r < R; ++r) {
+      if (group[r] == g) items.push_back(results[r]);
+    }
+    if (items.size() == 1) {
+      out.push_back(items[0]);
       continue;
     }
     const uint32_t mask = masks_.add();
-    uint8_t* bits = masks_.mutable_bits(mask);
-    for (const auto& it : g) {
-      const uint8_t* b = masks_.bits(it.first);
-      for (uint32_t l = 0; l < W_; ++l) bits[l] = static_cast<uint8_t>(bits[l] | b[l]);
+    const uint32_t W = W_;
+    uint8_t* __restrict bits = masks_.mutable_bits(mask);
+    for (const auto& it : items) {
+      const uint8_t* __restrict b = masks_.bits(it.first);
+      for (uint32_t l = 0; l < W; ++l) bits[l] = static_cast<uint8_t>(bits[l] | b[l]);
     }
     masks_.seal(mask);
-    out.emplace_back(mask, m.merge(g));
+    out.emplace_back(mask, m.merge(items));
   }
   return out;
 }

@@ -51,6 +51,9 @@ void set_hooks(Hooks hooks);  // called once by the binding at import
 // resolver then stop with "program nested too deeply to compile" rather than overflow it, on
 // any thread and in any build (a sanitizer's frames are several times larger).
 bool stack_nearly_exhausted();
+// The address below which stack_nearly_exhausted() is true (a per-thread constant: a caller
+// that checks at every level of its recursion reads it once).
+const char* stack_floor();
 
 // repr() of a str as Python prints it: a fast path for printable ASCII, hooks().repr otherwise
 std::string py_repr(std::string_view s);

@@ -414,6 +414,10 @@ class Interp {
   uint32_t n_joins_ = 0;
   std::vector<Thread> threads_;
   std::vector<std::pair<uint32_t, Value>> groups_;
+  // merge_groups' scratch, kept between calls: each group's first result, each result's
+  // group, one group's results
+  std::vector<uint32_t> merge_first_, merge_group_;
+  std::vector<std::pair<uint32_t, Value>> merge_items_;
   std::vector<std::pair<uint32_t, LaneError>> errors_;
   std::vector<Operand> ops_;
   LinalgScratch scratch_;

@@ -133,6 +133,9 @@ class MaskTable {
     for (uint32_t l = 0; l < W_; ++l) n += b[l];
     counts_[id] = n;
   }
+  // The count of a mask filled through mutable_bits whose lanes were counted while filling
+  // (what seal would count).
+  void set_count(uint32_t id, uint32_t n) { counts_[id] = n; }
   bool full(uint32_t id) const { return counts_[id] == W_; }
 
  private:

@@ -69,10 +69,10 @@ def compile_source(
 
 # the parameter specs by the front end's ``params_key``: the variants of a program share
 # theirs (nothing mutates a ``ParamSpec``)
-_SPECS: dict[str, ir.ParamSpecs] = {}
+_SPECS: dict[bytes, ir.ParamSpecs] = {}
 
 
-def _specs(front: Any, key: str) -> ir.ParamSpecs:
+def _specs(front: Any, key: bytes) -> ir.ParamSpecs:
     """The parameter specs of the front end's rows (name, init, constraint, line, column);
     ``key``: its ``params_key``."""
     specs = _SPECS.get(key)
