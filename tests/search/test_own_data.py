@@ -62,6 +62,10 @@ def test_from_arrays_splits_rows_three_ways_without_overlap():
         ({"binary_operators": ["+", "frob"]}, "unknown operator 'frob'"),
         ({"unary_operators": ["+"]}, None),  # + takes 1 argument too: allowed
         ({"unary_operators": ["atan2"]}, "atan2"),
+        ({"binary_operators": "pow"}, "a list of names"),  # not p, o, w
+        ({"binary_operators": None}, "a list of names"),
+        ({"binary_operators": [["+"]]}, "names"),
+        ({"unary_operators": [1]}, "names"),
         ({"split": (0.5, 0.5, 0.5)}, "three fractions"),
     ],
 )

@@ -126,8 +126,8 @@ class SymbolicRegressor:
         check_input_names(names)
         task = Task.from_arrays(
             values, _target(y, len(values)), names=names, split=tuple(self.split),
-            seed=self.random_state, binary_operators=tuple(self.binary_operators),
-            unary_operators=tuple(self.unary_operators), max_size=self.max_complexity,
+            seed=self.random_state, binary_operators=self.binary_operators,
+            unary_operators=self.unary_operators, max_size=self.max_complexity,
             name="SymbolicRegressor",
         )  # fmt: skip
         db = self.database or str(Path(tempfile.mkdtemp(prefix="ndvm-sr-")) / "search.db")

@@ -11,7 +11,7 @@ primitives of the language with that arity.
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,13 @@ PYSR_SPELLINGS = {"^": "pow", "neg": "-"}  # PySR's operator names that are not 
 
 def operator_names(names: Sequence[str]) -> tuple[str, ...]:
     """``names`` with PySR's spellings (``"^"``, ``"neg"``) as the language's primitives."""
-    return tuple(PYSR_SPELLINGS.get(n, n) for n in names)
+    if isinstance(names, str) or not isinstance(names, Iterable):
+        raise NdvmError(f"operators must be a list of names, got {names!r}")
+    out = tuple(names)
+    bad = [n for n in out if not isinstance(n, str)]
+    if bad:
+        raise NdvmError(f"operators must be names (strings), got {bad[0]!r}")
+    return tuple(PYSR_SPELLINGS.get(n, n) for n in out)
 
 
 def check_operators(
