@@ -10,6 +10,7 @@
 // its lane's rows, never on the other lanes of the walk.
 #include "lm_rows.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 
@@ -118,6 +119,25 @@ void add_rows(const double* const* cols, const double* w, const double* r, uint3
 
 }  // namespace
 
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(NDVM_NO_CLONES)
+#define NDVM_LM_CLONES __attribute__((target_clones("default", "avx2")))
+#else
+#define NDVM_LM_CLONES
+#endif
+
+// The residuals in one loop (it vectorizes), their sum of squares in a second, in row order.
+NDVM_LM_CLONES double lm_residuals(const double* __restrict v, const double* __restrict t,
+                                   const double* __restrict w, size_t M, double* __restrict r) {
+  if (w) {
+    for (size_t m = 0; m < M; ++m) r[m] = (v[m] - t[m]) * w[m];
+  } else {
+    for (size_t m = 0; m < M; ++m) r[m] = v[m] - t[m];
+  }
+  double sum = 0.0;
+  for (size_t m = 0; m < M; ++m) sum += r[m] * r[m];
+  return sum;
+}
+
 void lm_add_rows(const double* const* cols, uint32_t P, const double* w, const double* r,
                  uint32_t Ng, uint32_t S, double* jtj, double* jtr, std::vector<double>& scratch) {
   switch (P) {
@@ -174,7 +194,41 @@ bool cholesky_fixed(double* a, double* x) {
   return cholesky_solve(a, x, N);
 }
 
+// The damped system (jtj + lam diag(max(jtj_ii, dfloor))) x = -g of P parameters into a
+// (scratch [P, P]) and x, then its Cholesky solve.
+inline __attribute__((always_inline)) bool damped_solve(const double* __restrict jtj,
+                                                        const double* __restrict g,
+                                                        uint32_t P, double lam, double dfloor,
+                                                        double* __restrict a,
+                                                        double* __restrict x) {
+  for (uint32_t i = 0; i < P; ++i) {
+    for (uint32_t k = 0; k < P; ++k) a[i * P + k] = jtj[i * P + k];
+    a[i * P + i] += lam * std::max(jtj[i * P + i], dfloor);
+    x[i] = -g[i];
+  }
+  return cholesky_solve(a, x, P);
+}
+
+template <uint32_t N>
+bool damped_fixed(const double* jtj, const double* g, double lam, double dfloor, double* x) {
+  double a[N * N];
+  return damped_solve(jtj, g, N, lam, dfloor, a, x);
+}
+
 }  // namespace
+
+bool lm_damped_solve(const double* jtj, const double* g, uint32_t P, double lam, double dfloor,
+                     double* x, double* scratch) {
+  switch (P) {
+    case 1: return damped_fixed<1>(jtj, g, lam, dfloor, x);
+    case 2: return damped_fixed<2>(jtj, g, lam, dfloor, x);
+    case 3: return damped_fixed<3>(jtj, g, lam, dfloor, x);
+    case 4: return damped_fixed<4>(jtj, g, lam, dfloor, x);
+    case 5: return damped_fixed<5>(jtj, g, lam, dfloor, x);
+    case 6: return damped_fixed<6>(jtj, g, lam, dfloor, x);
+    default: return damped_solve(jtj, g, P, lam, dfloor, scratch, x);
+  }
+}
 
 bool lm_cholesky_solve(double* a, double* x, uint32_t P) {
   switch (P) {

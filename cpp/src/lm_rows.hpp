@@ -7,6 +7,10 @@
 
 namespace ndvm {
 
+// Residuals r[m] = (v[m] - t[m]) * w[m] (w nullptr: v[m] - t[m]) for m < M, and their sum of
+// squares, added in order m = 0, 1, ... (the sum a scalar loop would give).
+double lm_residuals(const double* v, const double* t, const double* w, size_t M, double* r);
+
 // Adds Ng weighted Jacobian rows of one lane — row n: cols[i][n] for parameter i < P,
 // residual r[n * S], weight w[n * S] — to the lower triangle of jtj [P, P] and to jtr [P].
 // Each cell is four partial sums over the rows n = 0, 1, 2, 3 (mod 4), then added pairwise:
@@ -19,5 +23,12 @@ void lm_add_rows(const double* const* cols, uint32_t P, const double* w, const d
 // right-hand side and then the solution); false if a is not positive definite. Unrolled for
 // P <= 6, with the same operations in the same order as for any P.
 bool lm_cholesky_solve(double* a, double* x, uint32_t P);
+
+// Levenberg–Marquardt's damped system over all P parameters, (jtj + lam D) x = -g with
+// D = diag(max(jtj_ii, dfloor)), assembled and solved as lm_cholesky_solve solves it (the same
+// operations in the same order; unrolled for P <= 6); scratch: P * P doubles for P > 6. False
+// if the damped matrix is not positive definite.
+bool lm_damped_solve(const double* jtj, const double* g, uint32_t P, double lam, double dfloor,
+                     double* x, double* scratch);
 
 }  // namespace ndvm
