@@ -209,14 +209,15 @@ void LMRun::sweep(const double* cotangent, size_t W) {
   as_columns(adj_, W, zeros_.data(), jac_, cols_);
 }
 
-// Adds lane b's rows of the last sweep (walk row c, value element s of S) to its J'J and J'r.
+// Adds lane b's rows of the last sweep (walk row c, value element s of S) to its J'J and J'r
+// (element 0's to zeros).
 void LMRun::accumulate(uint32_t b, uint32_t c, uint32_t s, uint32_t S) {
   const uint32_t Ng = run_.Ng;
   const size_t PP = static_cast<size_t>(P_) * P_;
   lane_cols_.resize(P_);
   for (uint32_t i = 0; i < P_; ++i) lane_cols_[i] = cols_[i] + static_cast<size_t>(c) * Ng;
   lm_add_rows(lane_cols_.data(), P_, w_.data() + s, r_.data() + static_cast<size_t>(b) * M_ + s,
-              Ng, S, jtj_t_.data() + b * PP, jtr_t_.data() + static_cast<size_t>(b) * P_,
+              Ng, S, jtj_t_.data() + b * PP, jtr_t_.data() + static_cast<size_t>(b) * P_, s == 0,
               rows_scratch_);
 }
 
@@ -228,11 +229,6 @@ void LMRun::normal_equations() {
   const uint32_t Ng = run_.Ng;
   const size_t W = act_.size() * Ng;
   const size_t PP = static_cast<size_t>(P_) * P_;
-  for (uint32_t b = 0; b < B_; ++b) {
-    if (!accept_[b]) continue;
-    std::fill_n(jtj_t_.data() + b * PP, PP, 0.0);
-    std::fill_n(jtr_t_.data() + static_cast<size_t>(b) * P_, P_, 0.0);
-  }
   if (S > 1) ct_.assign(W * S, 0.0);
   for (uint32_t s = 0; s < S; ++s) {
     if (S > 1) {
@@ -426,7 +422,7 @@ bool LMRun::step_p(uint32_t b, Np np) {
   const double dfloor = std::max(dmax * 1e-12, std::numeric_limits<double>::min());
   std::vector<uint8_t>& free = free_;
   for (int attempt = 0; attempt < 200; ++attempt) {
-    std::fill(free.begin(), free.end(), 1);
+    for (uint32_t i = 0; i < P; ++i) free[i] = 1;
     bool solved = true;
     for (uint32_t pass = 0; pass <= P; ++pass) {
       if (!damped_solve_p(b, free, dfloor, lambda_[b], np)) {
