@@ -43,6 +43,7 @@ void Interp::charge() {
   }
   const uint8_t* bits = masks_.bits(mask_);
   for (uint32_t l = 0; l < W_; ++l) lane_steps_[l] += bits[l] ? d : 0;
+  lane_steps_max_ += d;
 }
 
 void Interp::set_mask(uint32_t m) {
@@ -81,6 +82,7 @@ bool Interp::limit_error(LaneError& out) {
 
 // Running lanes past the step limit: 0 none, 2 all, 1 some (then `bad` is their new mask).
 int Interp::overrun(uint32_t& bad) {
+  if (all_steps_ + lane_steps_max_ <= lim_.max_steps) return 0;  // no lane can be over
   const uint8_t* act = masks_.bits(mask_);
   uint32_t n = 0;
   for (uint32_t l = 0; l < W_; ++l) n += act[l] && all_steps_ + lane_steps_[l] > lim_.max_steps;
@@ -101,6 +103,7 @@ int Interp::overrun(uint32_t& bad) {
 // 0 none, 2 all, 1 some (then `bad` and `ok` are the two new masks).
 int Interp::split_by_steps(uint32_t mask, uint32_t& bad, uint32_t& ok) {
   charge();
+  if (all_steps_ + lane_steps_max_ <= lim_.max_steps) return 0;  // no lane can be over
   const uint8_t* act = masks_.bits(mask);
   uint32_t n = 0;
   for (uint32_t l = 0; l < W_; ++l) n += act[l] && all_steps_ + lane_steps_[l] > lim_.max_steps;

@@ -452,6 +452,7 @@ void Interp::reset(const RunRequest& req) {
   charged_ = 0;
   all_steps_ = 0;
   lane_steps_.assign(W_, 0);
+  lane_steps_max_ = 0;
   expired_ = false;
   err_pending_ = false;
   heap_count_ = 0;

@@ -124,8 +124,9 @@ NDVM_INLINE void lanes_vjp_vec(const FastRec& f, const Real* v, Real* adj, uint8
   Real buf[kBlock];
   for (uint32_t k0 = 0; k0 < f.S; k0 += kBlock) {
     const uint32_t m = f.S - k0 < kBlock ? f.S - k0 : kBlock;
+    const Real* __restrict gk = g + k0;  // (g[k0 + e] in 32 bits would not vectorize)
     vf(x + k0, buf, m);
-    fast_put(a + k0, m, first, [&](uint32_t e) { return ct(g[k0 + e], buf[e]); });
+    fast_put(a + k0, m, first, [&](uint32_t e) { return ct(gk[e], buf[e]); });
   }
 }
 
@@ -147,7 +148,7 @@ NDVM_SIMD Grad vjp_SIN(const Bw& k) {
   return Grad::WRITTEN;
 }
 void lanes_fwd_SIN(const FastRec& f, Real* v, LinalgScratch&) { kVsin(v + f.off[0], v + f.out, f.S); }
-void lanes_vjp_SIN(const FastRec& f, const Real* v, Real* adj, uint8_t* t) {
+NDVM_SIMD void lanes_vjp_SIN(const FastRec& f, const Real* v, Real* adj, uint8_t* t) {
   lanes_vjp_vec(f, v, adj, t, kVcos, [](Real g, Real c) { return g * c; });
 }
 
@@ -158,7 +159,7 @@ NDVM_SIMD Grad vjp_COS(const Bw& k) {
   return Grad::WRITTEN;
 }
 void lanes_fwd_COS(const FastRec& f, Real* v, LinalgScratch&) { kVcos(v + f.off[0], v + f.out, f.S); }
-void lanes_vjp_COS(const FastRec& f, const Real* v, Real* adj, uint8_t* t) {
+NDVM_SIMD void lanes_vjp_COS(const FastRec& f, const Real* v, Real* adj, uint8_t* t) {
   lanes_vjp_vec(f, v, adj, t, kVsin, [](Real g, Real s) { return g * -s; });
 }
 NDVM_PIECEWISE(FLOOR, std::floor(x))

@@ -10,6 +10,7 @@
 // its lane's rows, never on the other lanes of the walk.
 #include "lm_rows.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 
@@ -40,14 +41,16 @@ void add_rows_any(const double* const* cols, uint32_t p, const double* __restric
   }
 }
 
-// The partials acc [T][4], g [P][4] added into jtj's lower triangle and jtr.
-void reduce(const double* acc, const double* g, uint32_t P, double* jtj, double* jtr) {
+// The partials acc [T][4], g [P][4] added into jtj's lower triangle and jtr (first: into
+// zeros, 0.0 + sum, as if they had been zeroed).
+void reduce(const double* acc, const double* g, uint32_t P, double* jtj, double* jtr,
+            bool first) {
   for (uint32_t i = 0, t = 0; i < P; ++i) {
     const double* gi = g + 4 * i;
-    jtr[i] += (gi[0] + gi[1]) + (gi[2] + gi[3]);
+    jtr[i] = (first ? 0.0 : jtr[i]) + ((gi[0] + gi[1]) + (gi[2] + gi[3]));
     for (uint32_t k = 0; k <= i; ++k, ++t) {
       const double* a = acc + 4 * t;
-      jtj[i * P + k] += (a[0] + a[1]) + (a[2] + a[3]);
+      jtj[i * P + k] = (first ? 0.0 : jtj[i * P + k]) + ((a[0] + a[1]) + (a[2] + a[3]));
     }
   }
 }
@@ -102,31 +105,51 @@ bool have_avx2() {
 
 template <uint32_t P>
 void add_rows(const double* const* cols, const double* w, const double* r, uint32_t Ng,
-              uint32_t S, double* jtj, double* jtr) {
+              uint32_t S, double* jtj, double* jtr, bool first) {
   constexpr uint32_t T = P * (P + 1) / 2;
   double acc[4 * T], g[4 * P];
 #if NDVM_LM_AVX2
   if (S == 1 && have_avx2()) {
     add_rows_avx2<P>(cols, w, r, Ng, acc, g);
-    return reduce(acc, g, P, jtj, jtr);
+    return reduce(acc, g, P, jtj, jtr, first);
   }
 #endif
   double wr[P];
   add_rows_any(cols, P, w, r, Ng, S, acc, g, wr);
-  reduce(acc, g, P, jtj, jtr);
+  reduce(acc, g, P, jtj, jtr, first);
 }
 
 }  // namespace
 
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(NDVM_NO_CLONES)
+#define NDVM_LM_CLONES __attribute__((target_clones("default", "avx2")))
+#else
+#define NDVM_LM_CLONES
+#endif
+
+// The residuals in one loop (it vectorizes), their sum of squares in a second, in row order.
+NDVM_LM_CLONES double lm_residuals(const double* __restrict v, const double* __restrict t,
+                                   const double* __restrict w, size_t M, double* __restrict r) {
+  if (w) {
+    for (size_t m = 0; m < M; ++m) r[m] = (v[m] - t[m]) * w[m];
+  } else {
+    for (size_t m = 0; m < M; ++m) r[m] = v[m] - t[m];
+  }
+  double sum = 0.0;
+  for (size_t m = 0; m < M; ++m) sum += r[m] * r[m];
+  return sum;
+}
+
 void lm_add_rows(const double* const* cols, uint32_t P, const double* w, const double* r,
-                 uint32_t Ng, uint32_t S, double* jtj, double* jtr, std::vector<double>& scratch) {
+                 uint32_t Ng, uint32_t S, double* jtj, double* jtr, bool first,
+                 std::vector<double>& scratch) {
   switch (P) {
-    case 1: return add_rows<1>(cols, w, r, Ng, S, jtj, jtr);
-    case 2: return add_rows<2>(cols, w, r, Ng, S, jtj, jtr);
-    case 3: return add_rows<3>(cols, w, r, Ng, S, jtj, jtr);
-    case 4: return add_rows<4>(cols, w, r, Ng, S, jtj, jtr);
-    case 5: return add_rows<5>(cols, w, r, Ng, S, jtj, jtr);
-    case 6: return add_rows<6>(cols, w, r, Ng, S, jtj, jtr);
+    case 1: return add_rows<1>(cols, w, r, Ng, S, jtj, jtr, first);
+    case 2: return add_rows<2>(cols, w, r, Ng, S, jtj, jtr, first);
+    case 3: return add_rows<3>(cols, w, r, Ng, S, jtj, jtr, first);
+    case 4: return add_rows<4>(cols, w, r, Ng, S, jtj, jtr, first);
+    case 5: return add_rows<5>(cols, w, r, Ng, S, jtj, jtr, first);
+    case 6: return add_rows<6>(cols, w, r, Ng, S, jtj, jtr, first);
     default: break;
   }
   const size_t T = static_cast<size_t>(P) * (P + 1) / 2;
@@ -134,7 +157,7 @@ void lm_add_rows(const double* const* cols, uint32_t P, const double* w, const d
   double* acc = scratch.data();
   double* g = acc + 4 * T;
   add_rows_any(cols, P, w, r, Ng, S, acc, g, g + 4 * P);
-  reduce(acc, g, P, jtj, jtr);
+  reduce(acc, g, P, jtj, jtr, first);
 }
 
 namespace {
@@ -174,7 +197,41 @@ bool cholesky_fixed(double* a, double* x) {
   return cholesky_solve(a, x, N);
 }
 
+// The damped system (jtj + lam diag(max(jtj_ii, dfloor))) x = -g of P parameters into a
+// (scratch [P, P]) and x, then its Cholesky solve.
+inline __attribute__((always_inline)) bool damped_solve(const double* __restrict jtj,
+                                                        const double* __restrict g,
+                                                        uint32_t P, double lam, double dfloor,
+                                                        double* __restrict a,
+                                                        double* __restrict x) {
+  for (uint32_t i = 0; i < P; ++i) {
+    for (uint32_t k = 0; k < P; ++k) a[i * P + k] = jtj[i * P + k];
+    a[i * P + i] += lam * std::max(jtj[i * P + i], dfloor);
+    x[i] = -g[i];
+  }
+  return cholesky_solve(a, x, P);
+}
+
+template <uint32_t N>
+bool damped_fixed(const double* jtj, const double* g, double lam, double dfloor, double* x) {
+  double a[N * N];
+  return damped_solve(jtj, g, N, lam, dfloor, a, x);
+}
+
 }  // namespace
+
+bool lm_damped_solve(const double* jtj, const double* g, uint32_t P, double lam, double dfloor,
+                     double* x, double* scratch) {
+  switch (P) {
+    case 1: return damped_fixed<1>(jtj, g, lam, dfloor, x);
+    case 2: return damped_fixed<2>(jtj, g, lam, dfloor, x);
+    case 3: return damped_fixed<3>(jtj, g, lam, dfloor, x);
+    case 4: return damped_fixed<4>(jtj, g, lam, dfloor, x);
+    case 5: return damped_fixed<5>(jtj, g, lam, dfloor, x);
+    case 6: return damped_fixed<6>(jtj, g, lam, dfloor, x);
+    default: return damped_solve(jtj, g, P, lam, dfloor, scratch, x);
+  }
+}
 
 bool lm_cholesky_solve(double* a, double* x, uint32_t P) {
   switch (P) {

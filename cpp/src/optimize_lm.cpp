@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "lm_rows.hpp"
 #include "ndvm/optimize.hpp"
@@ -29,6 +30,10 @@ constexpr double kMaxLambda = 1e16;  // damping past this: no step lowers the lo
 constexpr uint32_t kDominatedWindow = 10;
 constexpr double kDominatedDrop = 0.01;
 constexpr double kRadiusFactor = 100.0;
+
+// A parameter count known at compile time (the per-lane loops of step and decide for P <= 6)
+template <uint32_t N>
+using PConst = std::integral_constant<uint32_t, N>;
 
 class LMRun {
  public:
@@ -46,8 +51,13 @@ class LMRun {
   void accumulate(uint32_t b, uint32_t c, uint32_t s, uint32_t S);
   void compact();
   void decide(uint32_t it);
+  template <class Np>
+  void decide_p(uint32_t it, Np np);
   bool step(uint32_t b);
-  bool converged_gradient(uint32_t b) const;
+  template <class Np>
+  bool step_p(uint32_t b, Np np);
+  template <class Np>
+  bool converged_gradient(uint32_t b, Np np) const;
   void converge(uint32_t b, int8_t why);
   int32_t reason_of(uint32_t b);
   void finish();
@@ -57,7 +67,12 @@ class LMRun {
   void follow_first();
   bool probe_columns(const std::vector<double>& rows, uint32_t n, std::vector<double>& jac);
   bool project_linear(uint32_t b);
-  bool damped_solve(uint32_t b, const std::vector<uint8_t>& free, double dfloor, double lam);
+  bool damped_solve(uint32_t b, const std::vector<uint8_t>& free, double dfloor, double lam) {
+    return damped_solve_p(b, free, dfloor, lam, P_);
+  }
+  template <class Np>
+  bool damped_solve_p(uint32_t b, const std::vector<uint8_t>& free, double dfloor, double lam,
+                      Np np);
 
   Interp& in_;
   const OptimizeRequest& rq_;
@@ -150,18 +165,7 @@ bool LMRun::evaluate(const std::vector<double>& theta) {
     const double* __restrict t = rq_.target + (rq_.target_per_lane ? b * M : 0);
     double* __restrict r = r_.data() + static_cast<size_t>(b) * M;
     const double* __restrict v = val + static_cast<size_t>(c) * M;
-    double sum = 0.0;
-    if (rq_.residual_weight) {
-      for (size_t m = 0; m < M; ++m) {
-        r[m] = (v[m] - t[m]) * w[m];
-        sum += r[m] * r[m];
-      }
-    } else {  // unweighted: (v - t) * 1 is v - t
-      for (size_t m = 0; m < M; ++m) {
-        r[m] = v[m] - t[m];
-        sum += r[m] * r[m];
-      }
-    }
+    const double sum = lm_residuals(v, t, rq_.residual_weight ? w : nullptr, M, r);
     bool lane_failed = false;
     if (!last_.errors.empty() && !last_.status.empty()) {  // status 2 only where an error is
       const int8_t* st = last_.status.data() + static_cast<size_t>(c) * run_.Ng;
@@ -205,14 +209,15 @@ void LMRun::sweep(const double* cotangent, size_t W) {
   as_columns(adj_, W, zeros_.data(), jac_, cols_);
 }
 
-// Adds lane b's rows of the last sweep (walk row c, value element s of S) to its J'J and J'r.
+// Adds lane b's rows of the last sweep (walk row c, value element s of S) to its J'J and J'r
+// (element 0's to zeros).
 void LMRun::accumulate(uint32_t b, uint32_t c, uint32_t s, uint32_t S) {
   const uint32_t Ng = run_.Ng;
   const size_t PP = static_cast<size_t>(P_) * P_;
   lane_cols_.resize(P_);
   for (uint32_t i = 0; i < P_; ++i) lane_cols_[i] = cols_[i] + static_cast<size_t>(c) * Ng;
   lm_add_rows(lane_cols_.data(), P_, w_.data() + s, r_.data() + static_cast<size_t>(b) * M_ + s,
-              Ng, S, jtj_t_.data() + b * PP, jtr_t_.data() + static_cast<size_t>(b) * P_,
+              Ng, S, jtj_t_.data() + b * PP, jtr_t_.data() + static_cast<size_t>(b) * P_, s == 0,
               rows_scratch_);
 }
 
@@ -224,11 +229,6 @@ void LMRun::normal_equations() {
   const uint32_t Ng = run_.Ng;
   const size_t W = act_.size() * Ng;
   const size_t PP = static_cast<size_t>(P_) * P_;
-  for (uint32_t b = 0; b < B_; ++b) {
-    if (!accept_[b]) continue;
-    std::fill_n(jtj_t_.data() + b * PP, PP, 0.0);
-    std::fill_n(jtr_t_.data() + static_cast<size_t>(b) * P_, P_, 0.0);
-  }
   if (S > 1) ct_.assign(W * S, 0.0);
   for (uint32_t s = 0; s < S; ++s) {
     if (S > 1) {
@@ -280,21 +280,25 @@ void LMRun::converge(uint32_t b, int8_t why) {
 }
 
 // The cosine test (MINPACK's gtol): every column of J is orthogonal to r within gtol.
-bool LMRun::converged_gradient(uint32_t b) const {
-  const size_t PP = static_cast<size_t>(P_) * P_;
+template <class Np>
+bool LMRun::converged_gradient(uint32_t b, Np np) const {
+  const uint32_t P = np;
+  const size_t PP = static_cast<size_t>(P) * P;
   const double rn = std::sqrt(fc_[b]);
   if (rn == 0.0) return true;
   double worst = 0.0;
-  for (uint32_t i = 0; i < P_; ++i) {
-    const double cn = std::sqrt(jtj_[b * PP + i * P_ + i]);
-    if (cn > 0.0) worst = std::max(worst, std::fabs(jtr_[static_cast<size_t>(b) * P_ + i]) / (cn * rn));
+  for (uint32_t i = 0; i < P; ++i) {
+    const double cn = std::sqrt(jtj_[b * PP + i * P + i]);
+    if (cn > 0.0) worst = std::max(worst, std::fabs(jtr_[static_cast<size_t>(b) * P + i]) / (cn * rn));
   }
   return worst <= rq_.lm.gtol;
 }
 
 // Accept or reject each running lane's trial; update damping; test convergence.
-void LMRun::decide(uint32_t it) {
-  const size_t PP = static_cast<size_t>(P_) * P_;
+template <class Np>
+void LMRun::decide_p(uint32_t it, Np np) {
+  const uint32_t P = np;  // P_, or the same as a constant: the loops unroll
+  const size_t PP = static_cast<size_t>(P) * P;
   for (uint32_t b = 0; b < B_; ++b) {
     if (out_.state[b] != LANE_RUNNING) continue;
     const double ft = f_[b];
@@ -317,10 +321,10 @@ void LMRun::decide(uint32_t it) {
       }
       const bool small_f = actual <= rq_.lm.ftol * fc_[b] && pred_[b] <= rq_.lm.ftol * fc_[b];
       double dn = 0.0, tn = 0.0;
-      for (uint32_t i = 0; i < P_; ++i) {
-        const double d = trial_[static_cast<size_t>(b) * P_ + i] - theta_[static_cast<size_t>(b) * P_ + i];
+      for (uint32_t i = 0; i < P; ++i) {
+        const double d = trial_[static_cast<size_t>(b) * P + i] - theta_[static_cast<size_t>(b) * P + i];
         dn += d * d;
-        tn += trial_[static_cast<size_t>(b) * P_ + i] * trial_[static_cast<size_t>(b) * P_ + i];
+        tn += trial_[static_cast<size_t>(b) * P + i] * trial_[static_cast<size_t>(b) * P + i];
       }
       if (small_f) out_.why[b] = kWhyFtol;
       if (std::sqrt(dn) <= rq_.lm.xtol * (std::sqrt(tn) + rq_.lm.xtol)) out_.why[b] = kWhyXtol;
@@ -333,14 +337,14 @@ void LMRun::decide(uint32_t it) {
     }
     // accepted: the trial is the lane's point
     fc_[b] = ft;
-    std::copy_n(trial_.data() + static_cast<size_t>(b) * P_, P_, theta_.data() + static_cast<size_t>(b) * P_);
+    std::copy_n(trial_.data() + static_cast<size_t>(b) * P, P, theta_.data() + static_cast<size_t>(b) * P);
     std::copy_n(jtj_t_.data() + b * PP, PP, jtj_.data() + b * PP);
-    std::copy_n(jtr_t_.data() + static_cast<size_t>(b) * P_, P_, jtr_.data() + static_cast<size_t>(b) * P_);
+    std::copy_n(jtr_t_.data() + static_cast<size_t>(b) * P, P, jtr_.data() + static_cast<size_t>(b) * P);
     double xn = 0.0;
-    for (uint32_t i = 0; i < P_; ++i) {
-      double& d = scale_[static_cast<size_t>(b) * P_ + i];
-      d = std::max(d, std::sqrt(std::max(jtj_[b * PP + i * P_ + i], 0.0)));
-      const double v = d * theta_[static_cast<size_t>(b) * P_ + i];
+    for (uint32_t i = 0; i < P; ++i) {
+      double& d = scale_[static_cast<size_t>(b) * P + i];
+      d = std::max(d, std::sqrt(std::max(jtj_[b * PP + i * P + i], 0.0)));
+      const double v = d * theta_[static_cast<size_t>(b) * P + i];
       xn += v * v;
     }
     if (it == 0 || projected_[b]) {  // MINPACK's initial radius: 100 |D theta| (100 at 0)
@@ -350,7 +354,7 @@ void LMRun::decide(uint32_t it) {
     out_.best_sse[b] = ft;
     if (ft == 0.0) {
       converge(b, kWhyZero);
-    } else if (converged_gradient(b)) {
+    } else if (converged_gradient(b, np)) {
       converge(b, kWhyGtol);
     } else if (out_.why[b] != kWhyNone) {
       converge(b, out_.why[b]);
@@ -358,33 +362,46 @@ void LMRun::decide(uint32_t it) {
   }
 }
 
-// The damped Gauss–Newton step of lane b from its accepted point into trial_; false when the
-// damped system cannot be solved at any damping.
+// decide_p with the parameter count a constant for P <= 6 (as step).
+void LMRun::decide(uint32_t it) {
+  switch (P_) {
+    case 1: return decide_p(it, PConst<1>{});
+    case 2: return decide_p(it, PConst<2>{});
+    case 3: return decide_p(it, PConst<3>{});
+    case 4: return decide_p(it, PConst<4>{});
+    case 5: return decide_p(it, PConst<5>{});
+    case 6: return decide_p(it, PConst<6>{});
+    default: return decide_p(it, P_);
+  }
+}
+
 // The damped system of lane b over the parameters in ``free`` (the others' step 0) into x_;
 // false if it is not positive definite.
-bool LMRun::damped_solve(uint32_t b, const std::vector<uint8_t>& free, double dfloor,
-                         double lam) {
-  const size_t PP = static_cast<size_t>(P_) * P_;
-  const double* jtj = jtj_.data() + b * PP;
-  const double* g = jtr_.data() + static_cast<size_t>(b) * P_;
-  idx_.clear();
-  for (uint32_t i = 0; i < P_; ++i) {
-    if (free[i]) idx_.push_back(i);
+template <class Np>
+bool LMRun::damped_solve_p(uint32_t b, const std::vector<uint8_t>& free, double dfloor,
+                           double lam, Np np) {
+  const uint32_t P = np;  // P_, or the same as a constant (step's dispatch)
+  const size_t PP = static_cast<size_t>(P) * P;
+  const double* __restrict jtj = jtj_.data() + b * PP;
+  const double* __restrict g = jtr_.data() + static_cast<size_t>(b) * P;
+  uint32_t* __restrict idx = idx_.data();  // a_, y_, x_, idx_: sized in start()
+  uint32_t F = 0;
+  for (uint32_t i = 0; i < P; ++i) {
+    if (free[i]) idx[F++] = i;
   }
-  const uint32_t F = static_cast<uint32_t>(idx_.size());
-  a_.resize(static_cast<size_t>(F) * F);  // every entry is written below
-  y_.resize(F);
+  if (F == P) return lm_damped_solve(jtj, g, P, lam, dfloor, x_.data(), a_.data());
   double* __restrict a = a_.data();
+  double* __restrict y = y_.data();
   for (uint32_t i = 0; i < F; ++i) {
-    const uint32_t r = idx_[i];
-    for (uint32_t k = 0; k < F; ++k) a[i * F + k] = jtj[r * P_ + idx_[k]];
-    a[i * F + i] += lam * std::max(jtj[r * P_ + r], dfloor);
-    y_[i] = -g[r];
+    const uint32_t r = idx[i];
+    for (uint32_t k = 0; k < F; ++k) a[i * F + k] = jtj[r * P + idx[k]];
+    a[i * F + i] += lam * std::max(jtj[r * P + r], dfloor);
+    y[i] = -g[r];
   }
-  if (F > 0 && !lm_cholesky_solve(a, y_.data(), F)) return false;
-  x_.resize(P_);
-  if (F < P_) std::fill(x_.begin(), x_.end(), 0.0);
-  for (uint32_t i = 0; i < F; ++i) x_[idx_[i]] = y_[i];
+  if (F > 0 && !lm_cholesky_solve(a, y, F)) return false;
+  double* __restrict x = x_.data();
+  if (F < P) std::fill_n(x, P, 0.0);
+  for (uint32_t i = 0; i < F; ++i) x[idx[i]] = y[i];
   return true;
 }
 
@@ -392,26 +409,28 @@ bool LMRun::damped_solve(uint32_t b, const std::vector<uint8_t>& free, double df
 // trust radius and the box: a parameter on a bound that the step pushes outward is held
 // there and the step solved again for the others (so a bound-active optimum converges);
 // false when no damping gives a solvable system.
-bool LMRun::step(uint32_t b) {
-  const size_t PP = static_cast<size_t>(P_) * P_;
+template <class Np>
+bool LMRun::step_p(uint32_t b, Np np) {
+  const uint32_t P = np;  // P_, or the same as a constant: the loops unroll
+  const size_t PP = static_cast<size_t>(P) * P;
   const double* jtj = jtj_.data() + b * PP;
-  const double* g = jtr_.data() + static_cast<size_t>(b) * P_;
-  double* t = trial_.data() + static_cast<size_t>(b) * P_;
-  const double* th = theta_.data() + static_cast<size_t>(b) * P_;
+  const double* g = jtr_.data() + static_cast<size_t>(b) * P;
+  double* t = trial_.data() + static_cast<size_t>(b) * P;
+  const double* th = theta_.data() + static_cast<size_t>(b) * P;
   double dmax = 0.0;
-  for (uint32_t i = 0; i < P_; ++i) dmax = std::max(dmax, jtj[i * P_ + i]);
+  for (uint32_t i = 0; i < P; ++i) dmax = std::max(dmax, jtj[i * P + i]);
   const double dfloor = std::max(dmax * 1e-12, std::numeric_limits<double>::min());
   std::vector<uint8_t>& free = free_;
   for (int attempt = 0; attempt < 200; ++attempt) {
-    free.assign(P_, 1);
+    for (uint32_t i = 0; i < P; ++i) free[i] = 1;
     bool solved = true;
-    for (uint32_t pass = 0; pass <= P_; ++pass) {
-      if (!damped_solve(b, free, dfloor, lambda_[b])) {
+    for (uint32_t pass = 0; pass <= P; ++pass) {
+      if (!damped_solve_p(b, free, dfloor, lambda_[b], np)) {
         solved = false;
         break;
       }
       bool blocked = false;
-      for (uint32_t i = 0; i < P_; ++i) {
+      for (uint32_t i = 0; i < P; ++i) {
         double v = th[i] + x_[i];
         if (rq_.lower && v < rq_.lower[i]) v = rq_.lower[i];
         if (rq_.upper && v > rq_.upper[i]) v = rq_.upper[i];
@@ -429,8 +448,8 @@ bool LMRun::step(uint32_t b) {
       continue;
     }
     double sn = 0.0;
-    for (uint32_t i = 0; i < P_; ++i) {
-      const double v = scale_[static_cast<size_t>(b) * P_ + i] * (t[i] - th[i]);
+    for (uint32_t i = 0; i < P; ++i) {
+      const double v = scale_[static_cast<size_t>(b) * P + i] * (t[i] - th[i]);
       sn += v * v;
     }
     sn = std::sqrt(sn);
@@ -441,16 +460,30 @@ bool LMRun::step(uint32_t b) {
     sn_[b] = sn;
     // predicted reduction of the linear model: -2 d'g - d'J'J d, d the projected step
     double pr = 0.0;
-    for (uint32_t i = 0; i < P_; ++i) {
+    for (uint32_t i = 0; i < P; ++i) {
       const double di = t[i] - th[i];
       double jd = 0.0;
-      for (uint32_t k = 0; k < P_; ++k) jd += jtj[i * P_ + k] * (t[k] - th[k]);
+      for (uint32_t k = 0; k < P; ++k) jd += jtj[i * P + k] * (t[k] - th[k]);
       pr -= di * (2.0 * g[i] + jd);
     }
     pred_[b] = pr;
     return true;
   }
   return false;
+}
+
+// step_p with the parameter count a constant for P <= 6 (the same operations in the same
+// order: only the loop bounds are known).
+bool LMRun::step(uint32_t b) {
+  switch (P_) {
+    case 1: return step_p(b, PConst<1>{});
+    case 2: return step_p(b, PConst<2>{});
+    case 3: return step_p(b, PConst<3>{});
+    case 4: return step_p(b, PConst<4>{});
+    case 5: return step_p(b, PConst<5>{});
+    case 6: return step_p(b, PConst<6>{});
+    default: return step_p(b, P_);
+  }
 }
 
 // The Gauss–Newton step on the linear parameters alone from lane b's point: exact (the
@@ -659,6 +692,11 @@ void LMRun::start() {
   radius_.assign(B_, kInf);
   sn_.assign(B_, 0.0);
   projected_.assign(B_, 0);
+  a_.resize(PP);  // damped_solve's system, right-hand side, step and free parameters
+  y_.resize(P_);
+  x_.resize(P_);
+  idx_.resize(P_);
+  free_.resize(P_);
   out_.best_theta = theta_;
   out_.best_loss.assign(B_, kNaN);
   out_.best_grad.assign(BP, kNaN);

@@ -76,47 +76,37 @@ const Table& table() {
 
 // Whole vectors straight from x to y; the tail through a vector padded with 1 (a value every
 // function takes without a special case), so each element's bits are those of a full vector.
-template <class R, int L, class Call>
-inline void chunks(const R* x, R* y, size_t n, Call call) {
-  size_t i = 0;
-  for (; i + L <= n; i += L) call(x + i, y + i);
-  if (i < n) {
-    R in[L], out[L];
-    for (int k = 0; k < L; ++k) in[k] = R(1);
-    std::memcpy(in, x + i, (n - i) * sizeof(R));
-    call(in, out);
-    std::memcpy(y + i, out, (n - i) * sizeof(R));
+// The loop and the call are one function (a macro, not a lambda: a lambda's own frame, stack
+// realignment and vzeroupper would cost more than a libmvec call's work per vector).
+#define NDVM_VMATH_CHUNKS(R, L, V, LOAD, STORE)                      \
+  auto f = reinterpret_cast<V (*)(V)>(fp);                           \
+  size_t i = 0;                                                      \
+  for (; i + L <= n; i += L) STORE(y + i, f(LOAD(x + i)));           \
+  if (i < n) {                                                       \
+    alignas(32) R in[L], out[L];                                     \
+    for (int k = 0; k < L; ++k) in[k] = R(1);                        \
+    std::memcpy(in, x + i, (n - i) * sizeof(R));                     \
+    STORE(out, f(LOAD(in)));                                         \
+    std::memcpy(y + i, out, (n - i) * sizeof(R));                    \
   }
-}
 
 #pragma GCC push_options
 #pragma GCC target("avx2")
 void avx2_d(void* fp, const double* x, double* y, size_t n) {
-  auto f = reinterpret_cast<__m256d (*)(__m256d)>(fp);
-  chunks<double, 4>(x, y, n, [f](const double* a, double* b) {
-    _mm256_storeu_pd(b, f(_mm256_loadu_pd(a)));
-  });
+  NDVM_VMATH_CHUNKS(double, 4, __m256d, _mm256_loadu_pd, _mm256_storeu_pd)
 }
 void avx2_f(void* fp, const float* x, float* y, size_t n) {
-  auto f = reinterpret_cast<__m256 (*)(__m256)>(fp);
-  chunks<float, 8>(x, y, n, [f](const float* a, float* b) {
-    _mm256_storeu_ps(b, f(_mm256_loadu_ps(a)));
-  });
+  NDVM_VMATH_CHUNKS(float, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps)
 }
 #pragma GCC pop_options
 
 void sse2_d(void* fp, const double* x, double* y, size_t n) {
-  auto f = reinterpret_cast<__m128d (*)(__m128d)>(fp);
-  chunks<double, 2>(x, y, n, [f](const double* a, double* b) {
-    _mm_storeu_pd(b, f(_mm_loadu_pd(a)));
-  });
+  NDVM_VMATH_CHUNKS(double, 2, __m128d, _mm_loadu_pd, _mm_storeu_pd)
 }
 void sse2_f(void* fp, const float* x, float* y, size_t n) {
-  auto f = reinterpret_cast<__m128 (*)(__m128)>(fp);
-  chunks<float, 4>(x, y, n, [f](const float* a, float* b) {
-    _mm_storeu_ps(b, f(_mm_loadu_ps(a)));
-  });
+  NDVM_VMATH_CHUNKS(float, 4, __m128, _mm_loadu_ps, _mm_storeu_ps)
 }
+#undef NDVM_VMATH_CHUNKS
 
 // libmvec's AVX2 log ([0] float64, [1] float32), stored before a one-element form that calls
 // it is published (log1_first)

@@ -390,6 +390,7 @@ class Interp {
   uint64_t charged_ = 0;             // steps_ already charged to lanes
   uint64_t all_steps_ = 0;           // steps charged to every lane (mask 0)
   std::vector<uint64_t> lane_steps_;  // [W] steps charged to each lane beyond all_steps_
+  uint64_t lane_steps_max_ = 0;       // >= every lane_steps_[l] (no lane over: no scan)
   bool expired_ = false;             // the deadline has passed: every running lane fails
   bool err_pending_ = false;
   LaneError pending_err_;
