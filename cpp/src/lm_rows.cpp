@@ -143,14 +143,12 @@ NDVM_LM_CLONES double lm_residuals(const double* __restrict v, const double* __r
 void lm_add_rows(const double* const* cols, uint32_t P, const double* w, const double* r,
                  uint32_t Ng, uint32_t S, double* jtj, double* jtr, bool first,
                  std::vector<double>& scratch) {
-  switch (P) {
-    case 1: return add_rows<1>(cols, w, r, Ng, S, jtj, jtr, first);
-    case 2: return add_rows<2>(cols, w, r, Ng, S, jtj, jtr, first);
-    case 3: return add_rows<3>(cols, w, r, Ng, S, jtj, jtr, first);
-    case 4: return add_rows<4>(cols, w, r, Ng, S, jtj, jtr, first);
-    case 5: return add_rows<5>(cols, w, r, Ng, S, jtj, jtr, first);
-    case 6: return add_rows<6>(cols, w, r, Ng, S, jtj, jtr, first);
-    default: break;
+  if (P >= 1 && P <= 6) {
+    return with_small_p(P, [&](auto np) {
+      if constexpr (kFixedP<decltype(np)>) {
+        add_rows<std::decay_t<decltype(np)>::value>(cols, w, r, Ng, S, jtj, jtr, first);
+      }
+    });
   }
   const size_t T = static_cast<size_t>(P) * (P + 1) / 2;
   if (scratch.size() < 4 * T + 5 * static_cast<size_t>(P)) scratch.resize(4 * T + 5 * P);
@@ -222,27 +220,23 @@ bool damped_fixed(const double* jtj, const double* g, double lam, double dfloor,
 
 bool lm_damped_solve(const double* jtj, const double* g, uint32_t P, double lam, double dfloor,
                      double* x, double* scratch) {
-  switch (P) {
-    case 1: return damped_fixed<1>(jtj, g, lam, dfloor, x);
-    case 2: return damped_fixed<2>(jtj, g, lam, dfloor, x);
-    case 3: return damped_fixed<3>(jtj, g, lam, dfloor, x);
-    case 4: return damped_fixed<4>(jtj, g, lam, dfloor, x);
-    case 5: return damped_fixed<5>(jtj, g, lam, dfloor, x);
-    case 6: return damped_fixed<6>(jtj, g, lam, dfloor, x);
-    default: return damped_solve(jtj, g, P, lam, dfloor, scratch, x);
-  }
+  return with_small_p(P, [&](auto np) {
+    if constexpr (kFixedP<decltype(np)>) {
+      return damped_fixed<std::decay_t<decltype(np)>::value>(jtj, g, lam, dfloor, x);
+    } else {
+      return damped_solve(jtj, g, P, lam, dfloor, scratch, x);
+    }
+  });
 }
 
 bool lm_cholesky_solve(double* a, double* x, uint32_t P) {
-  switch (P) {
-    case 1: return cholesky_fixed<1>(a, x);
-    case 2: return cholesky_fixed<2>(a, x);
-    case 3: return cholesky_fixed<3>(a, x);
-    case 4: return cholesky_fixed<4>(a, x);
-    case 5: return cholesky_fixed<5>(a, x);
-    case 6: return cholesky_fixed<6>(a, x);
-    default: return cholesky_solve(a, x, P);
-  }
+  return with_small_p(P, [&](auto np) {
+    if constexpr (kFixedP<decltype(np)>) {
+      return cholesky_fixed<std::decay_t<decltype(np)>::value>(a, x);
+    } else {
+      return cholesky_solve(a, x, P);
+    }
+  });
 }
 
 }  // namespace ndvm

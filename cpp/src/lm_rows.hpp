@@ -3,9 +3,29 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 namespace ndvm {
+
+// f(std::integral_constant<uint32_t, P>{}) for P <= 6 (loops whose bound is then known at
+// compile time: the same operations in the same order), else f(P).
+template <class F>
+decltype(auto) with_small_p(uint32_t P, F&& f) {
+  switch (P) {
+    case 1: return f(std::integral_constant<uint32_t, 1>{});
+    case 2: return f(std::integral_constant<uint32_t, 2>{});
+    case 3: return f(std::integral_constant<uint32_t, 3>{});
+    case 4: return f(std::integral_constant<uint32_t, 4>{});
+    case 5: return f(std::integral_constant<uint32_t, 5>{});
+    case 6: return f(std::integral_constant<uint32_t, 6>{});
+    default: return f(P);
+  }
+}
+
+// True for the integral_constant that with_small_p passes (false for a plain count).
+template <class Np>
+inline constexpr bool kFixedP = !std::is_same_v<std::decay_t<Np>, uint32_t>;
 
 // Residuals r[m] = (v[m] - t[m]) * w[m] (w nullptr: v[m] - t[m]) for m < M, and their sum of
 // squares, added in order m = 0, 1, ... (the sum a scalar loop would give).

@@ -31,10 +31,6 @@ constexpr uint32_t kDominatedWindow = 10;
 constexpr double kDominatedDrop = 0.01;
 constexpr double kRadiusFactor = 100.0;
 
-// A parameter count known at compile time (the per-lane loops of step and decide for P <= 6)
-template <uint32_t N>
-using PConst = std::integral_constant<uint32_t, N>;
-
 class LMRun {
  public:
   LMRun(Interp& interp, const OptimizeRequest& req)
@@ -364,15 +360,7 @@ void LMRun::decide_p(uint32_t it, Np np) {
 
 // decide_p with the parameter count a constant for P <= 6 (as step).
 void LMRun::decide(uint32_t it) {
-  switch (P_) {
-    case 1: return decide_p(it, PConst<1>{});
-    case 2: return decide_p(it, PConst<2>{});
-    case 3: return decide_p(it, PConst<3>{});
-    case 4: return decide_p(it, PConst<4>{});
-    case 5: return decide_p(it, PConst<5>{});
-    case 6: return decide_p(it, PConst<6>{});
-    default: return decide_p(it, P_);
-  }
+  with_small_p(P_, [&](auto np) { decide_p(it, np); });
 }
 
 // The damped system of lane b over the parameters in ``free`` (the others' step 0) into x_;
@@ -475,15 +463,7 @@ bool LMRun::step_p(uint32_t b, Np np) {
 // step_p with the parameter count a constant for P <= 6 (the same operations in the same
 // order: only the loop bounds are known).
 bool LMRun::step(uint32_t b) {
-  switch (P_) {
-    case 1: return step_p(b, PConst<1>{});
-    case 2: return step_p(b, PConst<2>{});
-    case 3: return step_p(b, PConst<3>{});
-    case 4: return step_p(b, PConst<4>{});
-    case 5: return step_p(b, PConst<5>{});
-    case 6: return step_p(b, PConst<6>{});
-    default: return step_p(b, P_);
-  }
+  return with_small_p(P_, [&](auto np) { return step_p(b, np); });
 }
 
 // The Gauss–Newton step on the linear parameters alone from lane b's point: exact (the
