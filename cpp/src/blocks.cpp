@@ -121,6 +121,7 @@ bool Interp::run_blocked(const RunRequest& req, uint32_t rows, RunOutput& out) {
   RunRequest& sub = sub_;
   sub = req;
   sub.block_rows = UINT32_MAX;  // a block is never blocked again
+  sub.value_view = false;       // the blocks' values are gathered into out.value
   if (sub.start == std::chrono::steady_clock::time_point{}) {
     sub.start = std::chrono::steady_clock::now();  // one deadline for the whole batch
   }

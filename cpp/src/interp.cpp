@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <type_traits>
 
 #include "ndvm/interp.hpp"
 #include "ndvm/prims.hpp"
@@ -465,17 +467,25 @@ void Interp::reset(const RunRequest& req) {
   materialize_constants();
 }
 
-// Parameter i's raw value on every lane of its leaf payload (theta is [B, P]).
+// Parameter i's raw value on every lane of its leaf payload (theta is [B, P]). Leaf payloads
+// are written only here (replay and the kernels write record outputs): a row whose value has
+// the same bits as the one it holds since the last bind (leaf_theta_) is left as it is.
 void Interp::fill_leaf(const RunRequest& req, uint32_t i, uint32_t pid) {
   const uint32_t P = prog_->n_params;
   Real* p = pay_.ptr(pid);
   for (uint32_t b = 0; b < B_; ++b) {
-    fill_lanes(p + static_cast<size_t>(b) * Ng_, Ng_, static_cast<Real>(req.theta[b * P + i]));
+    const double x = req.theta[static_cast<size_t>(b) * P + i];
+    double& held = leaf_theta_[static_cast<size_t>(b) * P + i];
+    if (leaf_theta_ok_ && std::memcmp(&held, &x, sizeof x) == 0) continue;
+    fill_lanes(p + static_cast<size_t>(b) * Ng_, Ng_, static_cast<Real>(x));
+    held = x;
   }
 }
 
 void Interp::bind(const RunRequest& req, std::vector<uint32_t>& leaves) {
   const uint32_t P = prog_->n_params;
+  leaf_theta_ok_ = false;  // new leaf payloads: every row is written
+  leaf_theta_.resize(static_cast<size_t>(B_) * P);
   for (uint32_t i = 0; i < P; ++i) {
     const uint32_t pid = pay_.alloc(W_, 0, 1, 1, true);
     fill_leaf(req, i, pid);
@@ -485,6 +495,7 @@ void Interp::bind(const RunRequest& req, std::vector<uint32_t>& leaves) {
     if (t > 0) v = numeric(static_cast<int>(t), &v, 1);
     params_.push_back(v);
   }
+  leaf_theta_ok_ = true;
   for (const InputSpec& in : req.inputs) {
     if (in.kind == InputKind::SCALAR) {
       inputs_.push_back(number(in.data[0]));
@@ -513,6 +524,7 @@ void Interp::poll_interrupt() {
 void RunOutput::clear() {
   numeric = true;
   value.clear();
+  view = nullptr;
   value_shape.clear();
   status.clear();
   has_grad = false;
@@ -541,6 +553,7 @@ void Interp::run_whole(const RunRequest& req, RunOutput& out) {
   out.clear();
   ready_ = false;
   fused_ = req.fused;
+  view_ = req.value_view && std::is_same_v<Real, double>;
   if (req.interrupted != poll_ || req.interrupt_ctx != poll_ctx_) {
     poll_ = req.interrupted;
     poll_ctx_ = req.interrupt_ctx;
@@ -584,7 +597,7 @@ void Interp::walk() {
 void Interp::finish_run(const RunRequest& req, RunOutput& out) {
   assemble(out);
   status_ = out.status;
-  value_elems_ = out.value.size();
+  value_elems_ = out.view ? W_ : out.value.size();
   last_numeric_ = out.numeric;
   ready_ = true;
   if (req.grad && out.numeric) {

@@ -142,7 +142,7 @@ bool LMRun::evaluate(const std::vector<double>& theta) {
   in_.run(run_, last_);
   out_.evaluations += 1;
   if (!last_.numeric) return false;
-  const size_t M = last_.value.size() / Bc;
+  const size_t M = (last_.view ? static_cast<size_t>(Bc) * run_.Ng : last_.value.size()) / Bc;
   if (M != rq_.target_len) {
     out_.target_mismatch = true;
     return false;
@@ -154,7 +154,7 @@ bool LMRun::evaluate(const std::vector<double>& theta) {
     w_.assign(M, 1.0);
     if (rq_.residual_weight) std::copy_n(rq_.residual_weight, M, w_.data());
   }
-  const double* __restrict val = last_.value.data();
+  const double* __restrict val = last_.view ? last_.view : last_.value.data();
   const double* __restrict w = w_.data();
   for (uint32_t c = 0; c < Bc; ++c) {
     const uint32_t b = act_[c];
@@ -657,6 +657,7 @@ void LMRun::start() {
   const size_t BP = static_cast<size_t>(B_) * P_;
   const size_t PP = static_cast<size_t>(P_) * P_;
   run_ = rq_.run;
+  run_.value_view = true;  // evaluate reads the residuals' values in place
   trial_.assign(rq_.theta0, rq_.theta0 + BP);
   theta_ = trial_;
   fc_.assign(B_, kInf);

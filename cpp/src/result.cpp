@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <unordered_map>
 
 #include "ndvm/interp.hpp"
@@ -59,6 +60,13 @@ Real ordered_sum(const Real* a, uint32_t n) {
   return s;
 }
 
+// A float64 payload as RunOutput::view (the float32 core has none: view_ is never set there).
+template <class T>
+const double* double_view(const T* p) {
+  if constexpr (std::is_same_v<T, double>) return p;
+  return nullptr;
+}
+
 }  // namespace
 
 void Interp::assemble(RunOutput& out) {
@@ -110,6 +118,8 @@ void Interp::assemble(RunOutput& out) {
   if (groups_.size() == 1 && S == 1 && masks_.full(groups_[0].first) &&
       pay_[groups_[0].second.id].width > 1) {  // one value per lane on every lane: a copy
     const Real* src = pay_.ptr(groups_[0].second.id);
+    out.view = view_ ? double_view(src) : nullptr;  // RunRequest::value_view: no copy,
+    if (out.view) return;                            // no status 1
     out.value.assign(src, src + W);
     mark_nonfinite(out.value.data(), W, out.status.data());
     return;

@@ -99,6 +99,10 @@ struct RunRequest {
   Limits limits;
   bool dmci = false;
   bool replay = true;  // replay the last walk's trace when it applies (trace.hpp)
+  // The caller reads a one-number-per-lane value where the machine left it: RunOutput::view
+  // instead of a copy in RunOutput::value, and no status 1 for non-finite values (status
+  // marks the lanes with errors). Only the float64 core; other results are copied as ever.
+  bool value_view = false;
   // Polled at most every kPollEvery of evaluation (at the machine's check points and between
   // optimizer steps): true stops the run with Interrupted. nullptr: never polled.
   bool (*interrupted)(void*) = nullptr;
@@ -134,6 +138,9 @@ struct GroupOut {
 struct RunOutput {
   bool numeric = true;
   std::vector<double> value;  // numeric: [B, Ng, *struct]
+  // RunRequest::value_view: the value [B, Ng] in the machine's arena (value stays empty),
+  // valid until the machine's next run; nullptr otherwise
+  const double* view = nullptr;
   std::vector<int64_t> value_shape;
   std::vector<int8_t> status;  // [B, Ng]
   bool has_grad = false;
@@ -437,6 +444,11 @@ class Interp {
   std::vector<FastRec> fast_;  // per tape record, its fast or lane form (fast.hpp)
   FastRec op_fast_;            // the fast or lane form of the operation just run
   std::vector<uint32_t> leaves_;
+  // [B, P]: the theta values the leaf payloads hold on every lane of their rows (fill_leaf
+  // writes a row only where its value changed); leaf_theta_ok_: since the last bind
+  std::vector<double> leaf_theta_;
+  bool leaf_theta_ok_ = false;
+  bool view_ = false;  // the run's RunRequest::value_view (float64 core)
   std::vector<int8_t> status_;
   size_t value_elems_ = 0;
   bool ready_ = false;
