@@ -77,8 +77,9 @@ bool AdamRun::evaluate(const std::vector<double>& theta, bool grad, bool final) 
   run_.grad = false;
   in_.run(run_, last_);  // into last_'s capacity
   if (!last_.numeric) return false;
-  const size_t M = last_.value.size() / B_;
-  const double* val = last_.value.data();
+  const size_t n = last_.view ? in_.value_size() : last_.value.size();  // [B, M] values
+  const size_t M = n / B_;
+  const double* val = last_.view ? last_.view : last_.value.data();
   const double w = rq_.weight;
   if (rq_.target != nullptr) {
     if (M != rq_.target_len) {
@@ -86,7 +87,7 @@ bool AdamRun::evaluate(const std::vector<double>& theta, bool grad, bool final) 
       return false;
     }
     sq_.resize(M);
-    if (grad) ct_.resize(last_.value.size());
+    if (grad) ct_.resize(n);
     for (uint32_t b = 0; b < B_; ++b) {
       const double* t = rq_.target + (rq_.target_per_lane ? b * M : 0);
       residuals(val + b * M, t, M, w, sq_.data(), grad ? ct_.data() + b * M : nullptr);
@@ -102,7 +103,7 @@ bool AdamRun::evaluate(const std::vector<double>& theta, bool grad, bool final) 
       ev_.bad_loss[b] = !std::isfinite(ev_.loss[b]);
       ev_.failed[b] = ev_.bad_loss[b];
     }
-    if (grad) ct_.assign(last_.value.size(), w);
+    if (grad) ct_.assign(n, w);
   }
   if (grad) {
     in_.gradient(ct_.data(), ev_.grad);
@@ -180,6 +181,7 @@ void AdamRun::record(const std::vector<double>& theta) {
 void AdamRun::init(const std::vector<double>& theta) {
   const size_t BP = static_cast<size_t>(B_) * P_;
   run_ = rq_.run;
+  run_.value_view = true;  // evaluate reads the values in place
   ev_.loss.assign(B_, 0.0);
   ev_.sse.assign(B_, 0.0);
   ev_.failed.assign(B_, 0);
