@@ -21,8 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from ndvm.identity import MISSING, ByIdentity
-
 Shift = tuple[int, str, float]  # (parameter index, input name, sign of the draw)
 
 _BINDER = re.compile(r"\(\s*(?:let\*?|letrec\*?|lambda|define|do|loop)[\s()]")
@@ -45,22 +43,17 @@ def shifts(source: str, inputs: Collection[str], params: Sequence[str]) -> tuple
     return tuple(found[i] for i in sorted(found))
 
 
-_RANGES = ByIdentity(64)  # input array -> (lo, hi) of its finite values, or None
-
-
 def input_range(values: Any) -> tuple[float, float] | None:
     """``(min, max)`` of the finite entries of a real input array; None for anything else
-    (a scalar, a complex or non-numeric array, no finite entry)."""
-    hit = _RANGES.get(values, MISSING)
-    if hit is not MISSING:
-        return hit  # type: ignore[no-any-return]
-    out = None
-    if isinstance(values, np.ndarray) and values.ndim >= 1 and values.dtype.kind in "fiu":
-        v = values[np.isfinite(values)] if values.dtype.kind == "f" else values
-        if v.size:
-            lo, hi = float(v.min()), float(v.max())
-            out = (lo, hi) if np.isfinite(lo) and np.isfinite(hi) else None
-    return _RANGES.put(values, out)  # type: ignore[no-any-return]
+    (a scalar, a complex or non-numeric array, no finite entry). Not cached: a cache would
+    keep the caller's arrays alive, and one pass over the data is small beside a fit."""
+    if not (isinstance(values, np.ndarray) and values.ndim >= 1 and values.dtype.kind in "fiu"):
+        return None
+    v = values[np.isfinite(values)] if values.dtype.kind == "f" else values
+    if not v.size:
+        return None
+    lo, hi = float(v.min()), float(v.max())
+    return (lo, hi) if np.isfinite(lo) and np.isfinite(hi) else None
 
 
 def place_shifts(
@@ -83,17 +76,9 @@ def place_shifts(
     return theta
 
 
-_SHIFTS = ByIdentity(256)  # compiled program -> its free parameters' shifts
-
-
 def program_shifts(program: Any) -> tuple[Shift, ...]:
     """The shifts of ``program`` (an ``ndvm.Program``) among its free (unconstrained)
-    parameters."""
-    compiled = program.compiled
-    hit = _SHIFTS.get(compiled, MISSING)
-    if hit is not MISSING:
-        return hit  # type: ignore[no-any-return]
+    parameters (a scan of its source text, about a microsecond: not cached)."""
     specs = program.param_specs
-    found = shifts(compiled.source, program.inputs, program.params)
-    found = tuple(s for s in found if specs[s[0]].constraint == "free")
-    return _SHIFTS.put(compiled, found)  # type: ignore[no-any-return]
+    found = shifts(program.source, program.inputs, program.params)
+    return tuple(s for s in found if specs[s[0]].constraint == "free")
