@@ -1,16 +1,24 @@
-"""Starts from the data: a parameter that shifts an input starts inside the input's range.
+"""Starts from the data: parameters that shift or scale an input start at the input's scale.
 
 A fit's jittered starts are drawn around the declared initial values (``N(0, 1)`` for a
-parameter declared at 0), which cannot reach a location such as the centre of a peak at
-wavelength 520 or an onset at t = 45: from there the model is flat (``exp`` of a large
-negative number) and no gradient leads to it. A *shift* is a free parameter ``p`` that
-appears as ``(- x p)``, ``(- p x)``, ``(+ x p)`` or ``(+ p x)`` with ``x`` an input; its
-natural values are the input's own (``x - p`` is zero at ``p = x``; ``x + p`` at
-``p = -x``). ``place_shifts`` sets a shift to a uniform draw over the input's observed range
-(with the sign of its role) in every other start, the odd ones, so half of the starts keep
-the jitter and programs without shifts draw exactly the random numbers they drew before.
-Programs with binding forms (``let``, ``lambda``, ``define``, ...) are left alone: an input's
-name there may be rebound.
+parameter declared at 0), which cannot reach the centre of a peak at wavelength 520 or an
+onset at t = 45: from there the model is flat (``exp`` of a large negative number) and no
+gradient leads to it. Three roles of a free parameter ``p`` next to an input ``x`` get their
+natural values from ``x``'s observed range ``[lo, hi]`` instead:
+
+- *location*: ``(- x p)``, ``(- p x)``, ``(+ x p)``, ``(+ p x)`` — ``p`` is drawn uniformly
+  over ``[lo, hi]`` (negated for ``+``: ``x + p`` is zero at ``p = -x``);
+- *width*: ``(/ x p)`` or ``(/ S p)`` with ``S`` a location form of ``x`` — ``|p|`` is drawn
+  log-uniformly between ``(hi - lo) / 30`` and ``hi - lo``;
+- *inverse width*: ``(* p S)`` or ``(* S p)`` with ``S`` a location form of ``x`` — ``1/p``
+  is drawn as a width, with a random sign.
+
+``place_roles`` draws them in every other start, the odd ones, after the jitter: half of the
+starts keep the jitter, and programs without these roles draw exactly the random numbers they
+drew before. A parameter takes its first role in the source text. Programs with binding forms
+(``let``, ``lambda``, ``define``, ``do``, ``loop``) are left alone: an input's name there may
+be rebound. A product with a bare input (``(* b x)``, a rate or a frequency) is not a role:
+its useful values do not follow from ``x``'s range.
 """
 
 from __future__ import annotations
@@ -21,25 +29,54 @@ from typing import Any
 
 import numpy as np
 
-Shift = tuple[int, str, float]  # (parameter index, input name, sign of the draw)
+Role = tuple[int, str, str]  # (parameter index, input name, "loc+" | "loc-" | "width" | "inv")
 
 _BINDER = re.compile(r"\(\s*(?:let\*?|letrec\*?|lambda|define|do|loop)[\s()]")
-_PAIR = re.compile(r"\(\s*([-+])\s+([^\s()\[\]\"';]+)\s+([^\s()\[\]\"';]+)\s*\)")
+_A = r"([^\s()\[\]\"';]+)"  # an atom
+_LOC = rf"\(\s*([-+])\s+{_A}\s+{_A}\s*\)"
+_ROLE = re.compile(
+    rf"{_LOC}"  # 1 op, 2, 3: a location form
+    rf"|\(\s*/\s+(?:{_A}|{_LOC})\s+{_A}\s*\)"  # 4 x | 5 op, 6, 7 ; 8 p: a width
+    rf"|\(\s*\*\s+{_A}\s+{_LOC}\s*\)"  # 9 p ; 10 op, 11, 12: an inverse width
+    rf"|\(\s*\*\s+{_LOC}\s+{_A}\s*\)"  # 13 op, 14, 15 ; 16 p
+)
+WIDTH_DECADES = 1.5  # a width's draw spans (hi - lo) / 10**WIDTH_DECADES to hi - lo
 
 
-def shifts(source: str, inputs: Collection[str], params: Sequence[str]) -> tuple[Shift, ...]:
-    """The shifts of a program's source text (one per parameter: its first role in the
-    text); none when the program binds names (``let``, ``lambda``, ``define``, ``do``,
-    ``loop`` and their variants)."""
+def roles(source: str, inputs: Collection[str], params: Sequence[str]) -> tuple[Role, ...]:
+    """The roles of the parameters in a program's source text, ordered by parameter."""
     if _BINDER.search(source):
         return ()
     index = {name: i for i, name in enumerate(params)}
-    found: dict[int, Shift] = {}
-    for op, a, b in _PAIR.findall(source):
-        for x, p in ((a, b), (b, a)):
-            i = index.get(p)
-            if i is not None and i not in found and x in inputs:
-                found[i] = (i, x, 1.0 if op == "-" else -1.0)
+    found: dict[int, Role] = {}
+
+    def add(p: str, x: str | None, kind: str) -> None:
+        i = index.get(p)
+        if i is not None and x is not None and i not in found:
+            found[i] = (i, x, kind)
+
+    def located(a: str, b: str) -> tuple[str | None, str | None]:
+        """(the input, the other operand) of a location form's operands, if one is an input."""
+        if a in inputs:
+            return a, b
+        return (b, a) if b in inputs else (None, None)
+
+    for m in _ROLE.finditer(source):
+        g = m.groups()
+        if g[0] is not None:  # (op a b)
+            x, p = located(g[1], g[2])
+            add(p or "", x, "loc-" if g[0] == "-" else "loc+")
+        elif g[7] is not None:  # (/ x p) or (/ (op a b) p)
+            x = g[3] if g[3] in inputs else located(g[5], g[6])[0] if g[4] else None
+            add(g[7], x, "width")
+            if g[4]:
+                x, p = located(g[5], g[6])
+                add(p or "", x, "loc-" if g[4] == "-" else "loc+")
+        else:  # (* p (op a b)) or (* (op a b) p)
+            op, a, b, p = g[9:12] + (g[8],) if g[8] is not None else g[12:16]
+            x, q = located(a, b)
+            add(p, x, "inv")
+            add(q or "", x, "loc-" if op == "-" else "loc+")
     return tuple(found[i] for i in sorted(found))
 
 
@@ -56,29 +93,38 @@ def input_range(values: Any) -> tuple[float, float] | None:
     return (lo, hi) if np.isfinite(lo) and np.isfinite(hi) else None
 
 
-def place_shifts(
-    theta: np.ndarray, K: int, found: Sequence[Shift], inputs: Mapping[str, Any],
+def place_roles(
+    theta: np.ndarray, K: int, found: Sequence[Role], inputs: Mapping[str, Any],
     rng: np.random.Generator,
 ) -> np.ndarray:  # fmt: skip
-    """Set each shift in the odd starts of ``theta [series * K, P]`` (series-major, in
-    place) to ``sign * U(lo, hi)`` over its input's range; unchanged when ``K < 2``, without
-    shifts, or where an input's range is unknown."""
+    """Draw each role's parameter in the odd starts of ``theta [series * K, P]``
+    (series-major, in place); unchanged when ``K < 2``, without roles, or where an input's
+    range is unknown (or, for a width, empty)."""
     if K < 2 or not found:
         return theta
     rows = np.arange(theta.shape[0])
     rows = rows[rows % K % 2 == 1]
-    for i, x, sign in found:
-        rng_x = input_range(inputs.get(x))
-        if rng_x is None:
+    n = rows.size
+    for i, x, kind in found:
+        span = input_range(inputs.get(x))
+        if span is None:
             continue
-        lo, hi = rng_x
-        theta[rows, i] = sign * (lo + (hi - lo) * rng.random(rows.size))
+        lo, hi = span
+        if kind.startswith("loc"):
+            sign = 1.0 if kind == "loc-" else -1.0
+            theta[rows, i] = sign * (lo + (hi - lo) * rng.random(n))
+        elif hi > lo:
+            width = (hi - lo) * 10.0 ** (-WIDTH_DECADES * rng.random(n))
+            if kind == "width":
+                theta[rows, i] = width
+            else:
+                theta[rows, i] = np.where(rng.random(n) < 0.5, -1.0, 1.0) / width
     return theta
 
 
-def program_shifts(program: Any) -> tuple[Shift, ...]:
-    """The shifts of ``program`` (an ``ndvm.Program``) among its free (unconstrained)
-    parameters (a scan of its source text, about a microsecond: not cached)."""
+def program_roles(program: Any) -> tuple[Role, ...]:
+    """The roles of ``program``'s (an ``ndvm.Program``) free (unconstrained) parameters (a
+    scan of its source text, a few microseconds: not cached)."""
     specs = program.param_specs
-    found = shifts(program.source, program.inputs, program.params)
-    return tuple(s for s in found if specs[s[0]].constraint == "free")
+    found = roles(program.source, program.inputs, program.params)
+    return tuple(r for r in found if specs[r[0]].constraint == "free")
