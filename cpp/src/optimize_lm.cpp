@@ -61,7 +61,7 @@ class LMRun {
   void copy_first();
   void drop_dominated();
   void detect_linear();
-  bool detect_linear_at(const double* th0, bool finite);  // false: a probe was not finite
+  bool detect_linear_at(const double* th0, bool strict);  // false: not an informative point
   void follow_first();
   bool probe_columns(const std::vector<double>& rows, uint32_t n, std::vector<double>& jac);
   bool project_linear(uint32_t b);
@@ -522,8 +522,9 @@ bool LMRun::probe_columns(const std::vector<double>& rows, uint32_t n, std::vect
 }
 
 // Which parameters the model is jointly affine in, at the first of the first kLinearProbes
-// starts where the probes' Jacobian is finite (a declared start of zeros may divide by zero;
-// if there is none, at the first start, where a non-finite column is not affine):
+// starts where the probes' Jacobian is finite and no column is zero (a declared start of
+// zeros may divide by zero, or zero an amplitude: A sin(w x + p) says nothing of A at w = p
+// = 0); if there is none, at the first start, where a non-finite column is not affine:
 // parameter i is a candidate when its Jacobian column does not move as it shifts alone; the
 // candidates are kept when their columns do not move as they all shift together (no products).
 void LMRun::detect_linear() {
@@ -535,7 +536,7 @@ void LMRun::detect_linear() {
   detect_linear_at(rq_.theta0, false);  // none finite: the first start's finite columns
 }
 
-bool LMRun::detect_linear_at(const double* th0, bool finite) {
+bool LMRun::detect_linear_at(const double* th0, bool strict) {
   std::vector<double> rows(static_cast<size_t>(P_ + 1) * P_);
   for (uint32_t r = 0; r <= P_; ++r) {
     std::copy_n(th0, P_, rows.data() + static_cast<size_t>(r) * P_);
@@ -543,8 +544,13 @@ bool LMRun::detect_linear_at(const double* th0, bool finite) {
   }
   std::vector<double> jac;
   if (!probe_columns(rows, P_ + 1, jac)) return true;  // not numeric at any start
-  if (finite && !all_finite(jac.data(), jac.size())) return false;
+  if (strict && !all_finite(jac.data(), jac.size())) return false;
   const size_t per = jac.size() / (P_ + 1) / P_;  // Jacobian rows per parameter row
+  for (uint32_t i = 0; strict && i < P_; ++i) {  // a zero column: the point says nothing of i
+    double top = 0.0;
+    for (size_t m = 0; m < per; ++m) top = std::max(top, std::fabs(jac[m * P_ + i]));
+    if (top == 0.0) return false;
+  }
   auto same = [&](const double* a, const double* b, uint32_t i) {
     double top = 0.0;
     for (size_t m = 0; m < per; ++m) top = std::max(top, std::fabs(a[m * P_ + i]));

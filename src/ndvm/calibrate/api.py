@@ -64,7 +64,7 @@ def _rng(seed: Any) -> np.random.Generator:
 
 def _init_theta(
     program: Program, init: Any, starts: int, rng: np.random.Generator,
-    inputs: Mapping[str, Any] | None = None,
+    inputs: Mapping[str, Any] | None = None, target: Any = None,
 ) -> tuple[np.ndarray, optim.Sampler]:  # fmt: skip
     """Unconstrained [starts, P] starts and the sampler used for restarts. Without ``init``:
     the declared values, then jittered starts, of which the odd ones start each parameter
@@ -92,7 +92,7 @@ def _init_theta(
         if starts > 1:
             theta[1:] = jitter(rng, starts - 1)
             if inputs:
-                place_roles(theta, starts, program_roles(program), inputs, rng)
+                place_roles(theta, starts, program_roles(program), inputs, rng, target)
         return theta, jitter
     if isinstance(init, Mapping):
         unknown = set(init) - set(program.params)
@@ -246,7 +246,7 @@ def calibrate(
     target = as_array(target)  # a pandas Series / one-column DataFrame
     program = _program(program, inputs, backend)
     rng = _rng(seed)
-    theta0, sampler = _init_theta(program, init, starts, rng, inputs)
+    theta0, sampler = _init_theta(program, init, starts, rng, inputs, target)
     prepared, objective, extra_names, loss_name = _objective(program, loss, inputs, target)
     if sigma is not None:
         prepared, objective = _weighted(prepared, sigma)

@@ -1,35 +1,40 @@
-"""Starts from the data: parameters that shift or scale an input start at the input's scale.
+"""Starts from the data: parameters that shift, scale or oscillate an input start at its scale.
 
 A fit's jittered starts are drawn around the declared initial values (``N(0, 1)`` for a
 parameter declared at 0), which cannot reach the centre of a peak at wavelength 520 or an
 onset at t = 45: from there the model is flat (``exp`` of a large negative number) and no
-gradient leads to it. Three roles of a free parameter ``p`` next to an input ``x`` get their
-natural values from ``x``'s observed range ``[lo, hi]`` instead:
+gradient leads to it. Four roles of a free parameter ``p`` next to an input ``x`` get their
+natural values from ``x``'s observed range ``[lo, hi]`` (or, for a frequency, from the data)
+instead:
 
 - *location*: ``(- x p)``, ``(- p x)``, ``(+ x p)``, ``(+ p x)`` — ``p`` is drawn uniformly
   over ``[lo, hi]`` (negated for ``+``: ``x + p`` is zero at ``p = -x``);
 - *width*: ``(/ x p)`` or ``(/ S p)`` with ``S`` a location form of ``x`` — ``|p|`` is drawn
   log-uniformly between ``(hi - lo) / 30`` and ``hi - lo``;
 - *inverse width*: ``(* p S)`` or ``(* S p)`` with ``S`` a location form of ``x`` — ``1/p``
-  is drawn as a width, with a random sign.
+  is drawn as a width, with a random sign;
+- *frequency*: ``(* p x)`` as the argument of ``sin`` or ``cos``, alone or plus or minus a
+  phase — ``p`` cycles through the strongest peaks of the target's periodogram against ``x``
+  (``frequencies``).
 
 ``place_roles`` draws them in every other start, the odd ones, after the jitter: half of the
 starts keep the jitter, and programs without these roles draw exactly the random numbers they
 drew before. A parameter takes its first role in the source text. Programs with binding forms
 (``let``, ``lambda``, ``define``, ``do``, ``loop``) are left alone: an input's name there may
-be rebound. A product with a bare input (``(* b x)``, a rate or a frequency) is not a role:
-its useful values do not follow from ``x``'s range.
+be rebound. Any other product with a bare input (``(* b x)``, a rate) is not a role: its
+useful values do not follow from ``x``'s range.
 """
 
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-Role = tuple[int, str, str]  # (parameter index, input name, "loc+" | "loc-" | "width" | "inv")
+Role = tuple[int, str, str]  # (parameter, input, "loc+" | "loc-" | "width" | "inv" | "freq")
 
 _BINDER = re.compile(r"\(\s*(?:let\*?|letrec\*?|lambda|define|do|loop)[\s()]")
 _A = r"([^\s()\[\]\"';]+)"  # an atom
@@ -40,7 +45,11 @@ _ROLE = re.compile(
     rf"|\(\s*\*\s+{_A}\s+{_LOC}\s*\)"  # 9 p ; 10 op, 11, 12: an inverse width
     rf"|\(\s*\*\s+{_LOC}\s+{_A}\s*\)"  # 13 op, 14, 15 ; 16 p
 )
+_FREQ = re.compile(  # (sin (* p x)), (cos (+ (* p x) q)), (sin (- q (* x p))), ...
+    rf"\(\s*(?:sin|cos)\s+(?:\(\s*[-+]\s+(?:{_A}\s+)?)?\(\s*\*\s+{_A}\s+{_A}\s*\)"
+)
 WIDTH_DECADES = 1.5  # a width's draw spans (hi - lo) / 10**WIDTH_DECADES to hi - lo
+FREQ_PEAKS = 3  # a frequency's odd starts cycle through the periodogram's strongest peaks
 
 
 def roles(source: str, inputs: Collection[str], params: Sequence[str]) -> tuple[Role, ...]:
@@ -61,6 +70,10 @@ def roles(source: str, inputs: Collection[str], params: Sequence[str]) -> tuple[
             return a, b
         return (b, a) if b in inputs else (None, None)
 
+    for m in _FREQ.finditer(source):
+        a, b = m.group(2), m.group(3)
+        x, p = (a, b) if a in inputs else (b, a)
+        add(p, x if x in inputs else None, "freq")
     for m in _ROLE.finditer(source):
         g = m.groups()
         if g[0] is not None:  # (op a b)
@@ -95,22 +108,32 @@ def input_range(values: Any) -> tuple[float, float] | None:
 
 def place_roles(
     theta: np.ndarray, K: int, found: Sequence[Role], inputs: Mapping[str, Any],
-    rng: np.random.Generator,
+    rng: np.random.Generator, target: Any = None,
 ) -> np.ndarray:  # fmt: skip
     """Draw each role's parameter in the odd starts of ``theta [series * K, P]``
     (series-major, in place); unchanged when ``K < 2``, without roles, or where an input's
-    range is unknown (or, for a width, empty)."""
+    range is unknown (or, for a width, empty). A frequency cycles through the
+    ``FREQ_PEAKS`` strongest peaks of the periodogram of ``target`` (its first series)
+    against its input, the strongest first (each start's other parameters differ, so
+    several starts try each peak); none without a target of one number per point of a 1-D
+    input."""
     if K < 2 or not found:
         return theta
     rows = np.arange(theta.shape[0])
     rows = rows[rows % K % 2 == 1]
     n = rows.size
+    n_freq = 0
     for i, x, kind in found:
         span = input_range(inputs.get(x))
         if span is None:
             continue
         lo, hi = span
-        if kind.startswith("loc"):
+        if kind == "freq":
+            peaks = frequencies(inputs[x], target, FREQ_PEAKS)
+            if peaks is not None:  # the m-th frequency parameter starts one peak further on
+                theta[rows, i] = peaks[(np.arange(n) % (K // 2 or 1) + n_freq) % peaks.size]
+                n_freq += 1
+        elif kind.startswith("loc"):
             sign = 1.0 if kind == "loc-" else -1.0
             theta[rows, i] = sign * (lo + (hi - lo) * rng.random(n))
         elif hi > lo:
@@ -120,6 +143,52 @@ def place_roles(
             else:
                 theta[rows, i] = np.where(rng.random(n) < 0.5, -1.0, 1.0) / width
     return theta
+
+
+_PERIODOGRAMS: dict[tuple[int, int], tuple[Any, Any, np.ndarray | None]] = {}
+PERIODOGRAM_POINTS = 1000  # at most this many points (a stride through them) enter it
+
+
+def frequencies(x: Any, y: Any, k: int) -> np.ndarray | None:
+    """The angular frequencies of the ``k`` highest local maxima of the periodogram
+    ``|Σ (y - ȳ) exp(-i ω x)|²`` of ``y`` against ``x`` (1-D, the same length; ``y`` may
+    be ``[S, N]``, its first row counts), on ``2N`` frequencies from half a cycle over ``x``'s
+    range to ``N / 2`` cycles; None without such data. Kept per pair of arrays (weakly)."""
+    if isinstance(y, np.ndarray) and y.ndim == 2:
+        y = y[0]
+    ok = isinstance(x, np.ndarray) and isinstance(y, np.ndarray) and x.ndim == y.ndim == 1
+    if not ok or x.shape != y.shape or x.dtype.kind not in "fiu" or y.dtype.kind not in "fiu":
+        return None
+    key = (id(x), id(y))
+    hit = _PERIODOGRAMS.get(key)
+    if hit is not None and hit[0]() is x and hit[1]() is y:
+        peaks = hit[2]
+    else:
+        peaks = _periodogram_peaks(x.astype(np.float64), y.astype(np.float64))
+        if len(_PERIODOGRAMS) >= 8:
+            _PERIODOGRAMS.pop(next(iter(_PERIODOGRAMS)))
+        _PERIODOGRAMS[key] = (weakref.ref(x), weakref.ref(y), peaks)
+    return None if peaks is None else peaks[:k]
+
+
+def _periodogram_peaks(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if x.size > PERIODOGRAM_POINTS:
+        order = np.argsort(x, kind="stable")[:: -(-x.size // PERIODOGRAM_POINTS)]
+        x, y = x[order], y[order]
+    n = x.size
+    span = float(x.max() - x.min()) if n else 0.0
+    if n < 8 or not span > 0:
+        return None
+    omega = np.linspace(np.pi / span, np.pi * n / span, 2 * n)
+    phase = np.outer(omega, x - x.min())
+    y = y - y.mean()
+    power = (np.cos(phase) @ y) ** 2 + (np.sin(phase) @ y) ** 2
+    top = np.flatnonzero((power[1:-1] > power[:-2]) & (power[1:-1] >= power[2:])) + 1
+    if not top.size:
+        return None
+    return omega[top[np.argsort(-power[top], kind="stable")]]
 
 
 def program_roles(program: Any) -> tuple[Role, ...]:

@@ -122,7 +122,8 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     scale = task.calib.init_scale if task.calib.init_scale is not None else 1.0
     init = spread_starts(scale * rng.standard_normal((K * task.series, len(prog.params))), K,
                          task.calib.start_decades)  # fmt: skip
-    place_roles(init, K, program_roles(prog), task.data().train_inputs, rng)
+    split = task.data()
+    place_roles(init, K, program_roles(prog), split.train_inputs, rng, split.train_target)
     v = check_params(prog, data, task, v.complexity)
     if not v.ok:
         return _rejected(job, v, t0)
