@@ -8,7 +8,8 @@ natural values from ``x``'s observed range ``[lo, hi]`` (or, for a frequency, fr
 instead:
 
 - *location*: ``(- x p)``, ``(- p x)``, ``(+ x p)``, ``(+ p x)`` — ``p`` is drawn uniformly
-  over ``[lo, hi]`` (negated for ``+``: ``x + p`` is zero at ``p = -x``);
+  over ``[lo, hi]`` (for ``+`` with a random sign: ``x + p`` is zero at ``p = -x``, but
+  ``(+ K S)`` may as well be Michaelis–Menten's positive constant);
 - *width*: ``(/ x p)`` or ``(/ S p)`` with ``S`` a location form of ``x`` — ``|p|`` is drawn
   log-uniformly between ``(hi - lo) / 30`` and ``hi - lo``;
 - *inverse width*: ``(* p S)`` or ``(* S p)`` with ``S`` a location form of ``x`` — ``1/p``
@@ -134,8 +135,10 @@ def place_roles(
                 theta[rows, i] = peaks[(np.arange(n) % (K // 2 or 1) + n_freq) % peaks.size]
                 n_freq += 1
         elif kind.startswith("loc"):
-            sign = 1.0 if kind == "loc-" else -1.0
-            theta[rows, i] = sign * (lo + (hi - lo) * rng.random(n))
+            value = lo + (hi - lo) * rng.random(n)
+            if kind == "loc+":  # a shift (x + p = 0 at p = -x) or an offset (K + S)
+                value *= np.where(rng.random(n) < 0.5, -1.0, 1.0)
+            theta[rows, i] = value
         elif hi > lo:
             width = (hi - lo) * 10.0 ** (-WIDTH_DECADES * rng.random(n))
             if kind == "width":
