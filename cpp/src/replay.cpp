@@ -130,7 +130,7 @@ size_t Interp::forward_span(const FastRec* fast, const uint32_t*& slow, size_t r
   while (r < end) {
     while (*slow < r) ++slow;
     const size_t stop = std::min<size_t>(end, *slow);  // fast records up to the next general one
-    for (; r < stop; ++r) fast[r].forward(fast[r], base, scratch_);
+    for (; r < stop; ++r) in_register(fast[r].forward)(fast[r], base, scratch_);
     if (r < end) {
       forward_record(tape_.records[r++]);
       base = pay_.base();
