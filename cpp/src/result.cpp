@@ -352,10 +352,11 @@ void Interp::vjp_fast(const FastRec* fast) {
   const uint32_t* slow = slow_vjp_.data() + (slow_vjp_.size() - 1);  // at kNoSlow
   for (size_t r = tape_.records.size(); r > 0;) {
     const size_t lo = slow == slow_vjp_.data() ? 0 : size_t{slow[-1]} + 1;
-    for (; r > lo; --r) {  // the fast records after the previous general one
-      const FastRec& f = fast[r - 1];
-      if (touched[f.out_pid]) f.vjp(f, v, adj, touched);
+    for (const FastRec* f = fast + r; f != fast + lo;) {  // the fast records after the
+      --f;                                                 // previous general one
+      if (touched[f->out_pid]) in_register(f->vjp)(*f, v, adj, touched);
     }
+    r = lo;
     if (r == 0) break;
     --slow;
     const TapeRecord& rec = tape_.records[--r];  // the general record *slow
