@@ -82,8 +82,8 @@ struct FastRec {
 };
 
 // Kernel pointer f, loaded into a register for the call: without it GCC calls through the
-// record's field (`call *mem`), which made replay's forward loop ~5% slower
-// in wall time at one lane on the AMD EPYC measured here (paired runs, the same instructions).
+// record's field (`call *mem`), with which the loops of replay and the reverse sweep measured
+// 2-6% slower in wall time at one lane on the AMD EPYC here (paired runs, same instructions).
 template <class F>
 NDVM_INLINE F in_register(F f) {
 #if defined(__GNUC__)
