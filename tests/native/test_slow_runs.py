@@ -14,6 +14,8 @@ import pytest
 from tests.native.test_fused_vjp import _evaluations
 from tests.native.test_replay import _perturbed
 
+import ndvm
+
 pytestmark = pytest.mark.native
 
 # one lane: sin, exp and log are general records between fast + * matmul matvec dot and the
@@ -50,8 +52,6 @@ def test_replayed_runs_between_general_records_equal_the_walk(
 
 @pytest.mark.parametrize("B", [1, 4])
 def test_the_program_replays(B: int) -> None:
-    import ndvm
-
     theta = np.full((B, 2), 0.5)
     prog = ndvm.compile(SOURCE, strict=False)
     stats = [prog.evaluate(theta, {}, grad=True).stats["replayed"] for _ in range(3)]
