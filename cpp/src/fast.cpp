@@ -44,7 +44,8 @@ template <FastOp OP, int N, int S>
 NDVM_SIMD void ew_forward_k(const FastRec& f, Real* v, LinalgScratch&) {
   Real x[N][S];
   for (int i = 0; i < N; ++i) {
-    for (int e = 0; e < S; ++e) x[i][e] = v[f.off[i] + e];
+    const Real* p = v + f.off[i];  // 64-bit addresses: no 32-bit index sum per element
+    for (int e = 0; e < S; ++e) x[i][e] = p[e];
   }
   Real* o = v + f.out;
   for (int e = 0; e < S; ++e) o[e] = ew_value(OP, N, [&](int i) { return x[i][e]; });
@@ -54,7 +55,8 @@ template <FastOp OP, int N, int S>
 NDVM_SIMD void ew_vjp_k(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
   Real x[N][S];
   for (int i = 0; i < N; ++i) {
-    for (int e = 0; e < S; ++e) x[i][e] = v[f.off[i] + e];
+    const Real* p = v + f.off[i];  // 64-bit addresses: no 32-bit index sum per element
+    for (int e = 0; e < S; ++e) x[i][e] = p[e];
   }
   const View<S> g(adj + f.aout);
   for (int i = 0; i < N; ++i) {

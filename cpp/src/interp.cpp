@@ -436,6 +436,7 @@ void Interp::reset(const RunRequest& req) {
   heap_.reset();
   tape_.reset();
   fast_.clear();
+  slow_fused_ = -1;
   inverses_ready_ = false;
   adj_plan_ = 0;  // note_fast sets each record's own storage
   tape_sweeps_ = 0;

@@ -28,6 +28,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kMaxLambda = 1e16;  // damping past this: no step lowers the loss
 constexpr uint32_t kDominatedWindow = 10;
+constexpr uint32_t kLinearProbes = 8;  // starts tried for a finite linearity probe
 constexpr double kDominatedDrop = 0.01;
 constexpr double kRadiusFactor = 100.0;
 
@@ -60,6 +61,7 @@ class LMRun {
   void copy_first();
   void drop_dominated();
   void detect_linear();
+  bool detect_linear_at(const double* th0, bool strict);  // false: not an informative point
   void follow_first();
   bool probe_columns(const std::vector<double>& rows, uint32_t n, std::vector<double>& jac);
   bool project_linear(uint32_t b);
@@ -519,21 +521,36 @@ bool LMRun::probe_columns(const std::vector<double>& rows, uint32_t n, std::vect
   return true;
 }
 
-// Which parameters the model is jointly affine in, at the first start's point: parameter i
-// is a candidate when its Jacobian column does not move as it shifts alone; the candidates
-// are kept when their columns do not move as they all shift together (no products).
+// Which parameters the model is jointly affine in, at the first of the first kLinearProbes
+// starts where the probes' Jacobian is finite and no column is zero (a declared start of
+// zeros may divide by zero, or zero an amplitude: A sin(w x + p) says nothing of A at w = p
+// = 0); if there is none, at the first start, where a non-finite column is not affine:
+// parameter i is a candidate when its Jacobian column does not move as it shifts alone; the
+// candidates are kept when their columns do not move as they all shift together (no products).
 void LMRun::detect_linear() {
   linear_.assign(P_, 0);
   if (P_ == 0) return;
-  const double* th0 = rq_.theta0;
+  for (uint32_t b = 0; b < std::min(B_, kLinearProbes); ++b) {
+    if (detect_linear_at(rq_.theta0 + static_cast<size_t>(b) * P_, true)) return;
+  }
+  detect_linear_at(rq_.theta0, false);  // none finite: the first start's finite columns
+}
+
+bool LMRun::detect_linear_at(const double* th0, bool strict) {
   std::vector<double> rows(static_cast<size_t>(P_ + 1) * P_);
   for (uint32_t r = 0; r <= P_; ++r) {
     std::copy_n(th0, P_, rows.data() + static_cast<size_t>(r) * P_);
     if (r > 0) rows[static_cast<size_t>(r) * P_ + r - 1] += 1.0 + std::fabs(th0[r - 1]);
   }
   std::vector<double> jac;
-  if (!probe_columns(rows, P_ + 1, jac)) return;
+  if (!probe_columns(rows, P_ + 1, jac)) return true;  // not numeric at any start
+  if (strict && !all_finite(jac.data(), jac.size())) return false;
   const size_t per = jac.size() / (P_ + 1) / P_;  // Jacobian rows per parameter row
+  for (uint32_t i = 0; strict && i < P_; ++i) {  // a zero column: the point says nothing of i
+    double top = 0.0;
+    for (size_t m = 0; m < per; ++m) top = std::max(top, std::fabs(jac[m * P_ + i]));
+    if (top == 0.0) return false;
+  }
   auto same = [&](const double* a, const double* b, uint32_t i) {
     double top = 0.0;
     for (size_t m = 0; m < per; ++m) top = std::max(top, std::fabs(a[m * P_ + i]));
@@ -549,7 +566,7 @@ void LMRun::detect_linear() {
     n += linear_[i];
   }
   any_linear_ = n > 0;
-  if (n < 2) return;
+  if (n < 2) return true;
   std::vector<double> both(2 * static_cast<size_t>(P_));
   std::copy_n(th0, P_, both.data());
   std::copy_n(th0, P_, both.data() + P_);
@@ -559,15 +576,16 @@ void LMRun::detect_linear() {
   if (!probe_columns(both, 2, jac)) {
     linear_.assign(P_, 0);
     any_linear_ = false;
-    return;
+    return true;
   }
   for (uint32_t i = 0; i < P_; ++i) {
     if (linear_[i] && !same(jac.data(), jac.data() + per * P_, i)) {
       linear_.assign(P_, 0);  // a product of candidates: no exact linear solve
       any_linear_ = false;
-      return;
+      return true;
     }
   }
+  return true;
 }
 
 // Once a lane has converged, a running lane whose loss is above it and fell by less than

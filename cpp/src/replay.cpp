@@ -104,20 +104,35 @@ void Interp::forward_record(const TapeRecord& rec) {
                       out.width, out.size());
 }
 
-// Records [r, end) forward, each by its fast form where it has one; returns end.
-size_t Interp::forward_span(const FastRec* fast, size_t r, size_t end) {
-  return fused_ ? forward_span_k<true>(fast, r, end) : forward_span_k<false>(fast, r, end);
+// Lists the general records of the tape for fused_ (slow_fwd_, slow_vjp_), once per tape and
+// fused_.
+void Interp::list_slow() {
+  const size_t n = fast_.size();
+  if (slow_fused_ == static_cast<int8_t>(fused_) && slow_n_ == n) return;
+  slow_fwd_.clear();
+  slow_vjp_.clear();
+  for (size_t r = 0; r < n; ++r) {
+    const FastRec& f = fast_[r];
+    const bool form = fused_ ? fused_form<true>(f) : fused_form<false>(f);
+    if (!f.forward || !form) slow_fwd_.push_back(static_cast<uint32_t>(r));
+    if (!f.vjp || !form) slow_vjp_.push_back(static_cast<uint32_t>(r));
+  }
+  slow_fwd_.push_back(kNoSlow);
+  slow_vjp_.push_back(kNoSlow);
+  slow_fused_ = static_cast<int8_t>(fused_);
+  slow_n_ = n;
 }
 
-template <bool kFused>
-size_t Interp::forward_span_k(const FastRec* fast, size_t r, size_t end) {
+// Records [r, end) forward, each by its fast form where it has one; returns end. `slow` points
+// into slow_fwd_ at or before the first general record at or after r, and is moved along.
+size_t Interp::forward_span(const FastRec* fast, const uint32_t*& slow, size_t r, size_t end) {
   Real* base = pay_.base();  // fast kernels write into allocated payloads: it stays put
-  for (; r < end; ++r) {
-    const FastRec& f = fast[r];
-    if (f.forward && fused_form<kFused>(f)) {
-      f.forward(f, base, scratch_);
-    } else {
-      forward_record(tape_.records[r]);
+  while (r < end) {
+    while (*slow < r) ++slow;
+    const size_t stop = std::min<size_t>(end, *slow);  // fast records up to the next general one
+    for (; r < stop; ++r) in_register(fast[r].forward)(fast[r], base, scratch_);
+    if (r < end) {
+      forward_record(tape_.records[r++]);
       base = pay_.base();
     }
   }
@@ -133,6 +148,8 @@ bool Interp::replay_forward() {
   const std::vector<TapeRecord>& recs = tape_.records;
   const std::vector<Guard>& guards = trace_.guards;
   const FastRec* fast = fast_.size() == recs.size() ? fast_.data() : nullptr;
+  if (fast) list_slow();
+  const uint32_t* slow = slow_fwd_.data();
   size_t g = 0;
   try {
     for (size_t r = 0;;) {
@@ -145,7 +162,7 @@ bool Interp::replay_forward() {
         if ((r & 1023) == 1023 && scratch_.clock.past()) return false;  // the walk reports it
         // the records up to the next clock check (at record 1023 mod 1024)
         const size_t end = std::min(stop, (r + 1) | 1023);
-        r = fast ? forward_span(fast, r, end) : forward_general(r, end);
+        r = fast ? forward_span(fast, slow, r, end) : forward_general(r, end);
       }
     }
   } catch (const LimitError&) {

@@ -352,24 +352,25 @@ void Interp::plan_adjoints(bool share) {
 }
 
 // The reverse sweep with the records' fast forms (fast_[r] beside tape record r): the arena,
-// the adjoints and the touched flags stay where they are while it runs.
+// the adjoints and the touched flags stay where they are while it runs. The general records
+// (slow_vjp_) split it into runs of fast records, each a loop without a per-record check.
 void Interp::vjp_fast(const FastRec* fast) {
-  if (fused_) return vjp_fast_k<true>(fast);
-  vjp_fast_k<false>(fast);
-}
-
-template <bool kFused>
-void Interp::vjp_fast_k(const FastRec* fast) {
+  list_slow();
   const Real* v = pay_.base();
   Real* adj = adj_.data();
   uint8_t* touched = touched_.data();
-  for (size_t r = tape_.records.size(); r-- > 0;) {
-    const FastRec& f = fast[r];
-    if (f.vjp && fused_form<kFused>(f)) {
-      if (touched[f.out_pid]) f.vjp(f, v, adj, touched);
-    } else if (touched[tape_.records[r].out]) {
-      vjp_record(tape_.records[r], adj_);
+  const uint32_t* slow = slow_vjp_.data() + (slow_vjp_.size() - 1);  // at kNoSlow
+  for (size_t r = tape_.records.size(); r > 0;) {
+    const size_t lo = slow == slow_vjp_.data() ? 0 : size_t{slow[-1]} + 1;
+    for (const FastRec* f = fast + r; f != fast + lo;) {  // the fast records after the
+      --f;                                                 // previous general one
+      if (touched[f->out_pid]) in_register(f->vjp)(*f, v, adj, touched);
     }
+    r = lo;
+    if (r == 0) break;
+    --slow;
+    const TapeRecord& rec = tape_.records[--r];  // the general record *slow
+    if (touched[rec.out]) vjp_record(rec, adj_);
   }
 }
 

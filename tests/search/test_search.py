@@ -13,6 +13,7 @@ import pytest
 
 import ndvm
 from ndvm import tasks
+from ndvm.calibrate.starts import place_roles, program_roles
 from ndvm.search import Budget, Candidate, frontier, run_search
 from ndvm.search.evaluate import CalibLimits, Job, run_job
 from ndvm.search.evolve import EvolveProposer
@@ -64,12 +65,17 @@ def test_one_start_is_the_tasks_protocol():
 
 
 def test_starts_as_lanes_equal_single_start_runs_lane_by_lane():
-    """K starts in one walk: lane k is exactly the single-start fit from lane k's init."""
+    """K starts in one walk: lane k is exactly the single-start fit from lane k's init (the
+    worker's: N(0, 0.3²), then the frequency c from the periodogram in the odd starts)."""
     task = tasks.get("sr-damped")
     K = 6
     res = _run(TRUE_SR, 9, starts=K).evaluation
     prog = ndvm.compile(TRUE_SR, inputs=("x",))
-    init = 0.3 * np.random.default_rng(9).standard_normal((K, 4))
+    rng = np.random.default_rng(9)
+    init = 0.3 * rng.standard_normal((K, 4))
+    split = task.data()
+    assert program_roles(prog) == ((2, "x", "freq"),)
+    place_roles(init, K, program_roles(prog), split.train_inputs, rng, split.train_target)
     for k in range(K):
         one = task.calibrate(prog, starts=1, init=init[k : k + 1], seed=9)
         assert res.extra["lane_losses"][k] == pytest.approx(one.loss, rel=1e-12)

@@ -359,8 +359,6 @@ class Interp {
   void reverse_sweep(const double* cotangent);
   void vjp_record(const TapeRecord& rec, std::vector<Real>& adj);
   void vjp_fast(const FastRec* fast);
-  template <bool kFused>
-  void vjp_fast_k(const FastRec* fast);
   // whether replay and the reverse sweep run f's form: the fused lane forms (fast.hpp's
   // LANE_PRODUCTS and after) only when the run is fused (kFused: fused_), else their records
   // take the general path
@@ -374,9 +372,7 @@ class Interp {
   // replay.cpp
   bool replay(const RunRequest& req, RunOutput& out);
   bool replay_forward();
-  size_t forward_span(const FastRec* fast, size_t r, size_t end);
-  template <bool kFused>
-  size_t forward_span_k(const FastRec* fast, size_t r, size_t end);
+  size_t forward_span(const FastRec* fast, const uint32_t*& slow, size_t r, size_t end);
   size_t forward_general(size_t r, size_t end);
   void forward_record(const TapeRecord& rec);
   bool guard_holds(const Guard& g);
@@ -442,6 +438,15 @@ class Interp {
   bool inv_pairs_fused_ = false;
   bool inverses_ready_ = false;
   std::vector<FastRec> fast_;  // per tape record, its fast or lane form (fast.hpp)
+  // The records of fast_'s tape that take the general path (no form, or a fused lane form in
+  // a run that is not fused), ascending, then kNoSlow: of the forward pass (slow_fwd_) and of
+  // the reverse sweep (slow_vjp_), listed for fused_ == slow_fused_ (-1: not listed) over
+  // slow_n_ records, so that the fast records between them run without a per-record check.
+  std::vector<uint32_t> slow_fwd_, slow_vjp_;
+  int8_t slow_fused_ = -1;
+  size_t slow_n_ = 0;
+  static constexpr uint32_t kNoSlow = 0xffffffffu;
+  void list_slow();
   FastRec op_fast_;            // the fast or lane form of the operation just run
   std::vector<uint32_t> leaves_;
   // [B, P]: the theta values the leaf payloads hold on every lane of their rows (fill_leaf

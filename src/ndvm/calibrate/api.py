@@ -23,7 +23,7 @@ from ndvm.calibrate.losses import get_loss
 from ndvm.calibrate.native import prep_lm_ok
 from ndvm.calibrate.objective import ProgramObjective, TorchObjective
 from ndvm.calibrate.result import Calibration, build, lane_objective
-from ndvm.calibrate.starts import place_shifts, program_shifts
+from ndvm.calibrate.starts import place_roles, program_roles
 from ndvm.errors import NdvmError
 from ndvm.prims.constraints import constraint
 
@@ -64,11 +64,11 @@ def _rng(seed: Any) -> np.random.Generator:
 
 def _init_theta(
     program: Program, init: Any, starts: int, rng: np.random.Generator,
-    inputs: Mapping[str, Any] | None = None,
+    inputs: Mapping[str, Any] | None = None, target: Any = None,
 ) -> tuple[np.ndarray, optim.Sampler]:  # fmt: skip
     """Unconstrained [starts, P] starts and the sampler used for restarts. Without ``init``:
     the declared values, then jittered starts, of which the odd ones start each parameter
-    that shifts an input inside the input's range (``ndvm.calibrate.starts``)."""
+    that shifts or scales an input at the input's scale (``ndvm.calibrate.starts``)."""
     P = len(program.param_specs)
     if callable(init):
 
@@ -92,7 +92,7 @@ def _init_theta(
         if starts > 1:
             theta[1:] = jitter(rng, starts - 1)
             if inputs:
-                place_shifts(theta, starts, program_shifts(program), inputs, rng)
+                place_roles(theta, starts, program_roles(program), inputs, rng, target)
         return theta, jitter
     if isinstance(init, Mapping):
         unknown = set(init) - set(program.params)
@@ -246,7 +246,7 @@ def calibrate(
     target = as_array(target)  # a pandas Series / one-column DataFrame
     program = _program(program, inputs, backend)
     rng = _rng(seed)
-    theta0, sampler = _init_theta(program, init, starts, rng, inputs)
+    theta0, sampler = _init_theta(program, init, starts, rng, inputs, target)
     prepared, objective, extra_names, loss_name = _objective(program, loss, inputs, target)
     if sigma is not None:
         prepared, objective = _weighted(prepared, sigma)

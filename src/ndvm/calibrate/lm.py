@@ -111,16 +111,36 @@ def residuals(prep: object, theta: np.ndarray, jac: bool) -> tuple:
     return r, f, J, lane_reasons(res)
 
 
-def linear_parameters(prep: object, row: np.ndarray) -> np.ndarray:
-    """Which parameters the model is jointly affine in, at the point ``row``: parameter i is a
-    candidate when its Jacobian column does not move as it shifts alone; the candidates are
-    kept when their columns do not move as they all shift together (no products)."""
+LINEAR_PROBES = 8  # starts tried for a finite linearity probe (the runtime's kLinearProbes)
+
+
+def linear_parameters(prep: object, starts: np.ndarray) -> np.ndarray:
+    """Which parameters the model is jointly affine in, at the first of the first
+    ``LINEAR_PROBES`` rows of ``starts [B, P]`` where the probes' Jacobian is finite and no
+    column is zero (a declared start of zeros may divide by zero, or zero an amplitude:
+    ``A sin(w x + p)`` says nothing of A at w = p = 0); if there is none, at the first row."""
+    for row in starts[:LINEAR_PROBES]:
+        linear = _linear_at(prep, row, strict=True)
+        if linear is not None:
+            return linear
+    out = _linear_at(prep, starts[0], strict=False)  # where a non-finite column is not affine
+    assert out is not None
+    return out
+
+
+def _linear_at(prep: object, row: np.ndarray, strict: bool) -> np.ndarray | None:
+    """At the point ``row``: parameter i is a candidate when its Jacobian column does not move
+    as it shifts alone; the candidates are kept when their columns do not move as they all
+    shift together (no products). None when ``strict`` and a probe's Jacobian is not finite
+    or the point's has a column of zeros."""
     model, inputs = prep.model, prep.model_inputs  # type: ignore[attr-defined]
     P = row.shape[0]
     shift = 1.0 + np.abs(row)
     rows = np.tile(row, (P + 1, 1))
     rows[np.arange(1, P + 1), np.arange(P)] += shift
     J = np.asarray(model.jacobian(rows, inputs), dtype=np.float64).reshape(P + 1, -1, P)
+    if strict and not (np.isfinite(J).all() and (np.abs(J[0]).max(axis=0) > 0).all()):
+        return None  # not finite, or a zero column: the point says nothing of that parameter
 
     def same(a: np.ndarray, b: np.ndarray) -> bool:
         top = np.abs(a).max(initial=0.0)
@@ -170,7 +190,7 @@ class _Lanes:
                 self._time_out(it)
                 break
             if it == 0 and self.o.project_linear:
-                self.linear = linear_parameters(self.prep, self.trial[0])
+                self.linear = linear_parameters(self.prep, self.trial)
             r, f, J, reasons = residuals(self.prep, self.trial, jac=True)
             self.evaluations += 1
             accept = (self.state == optim.RUNNING) & (f < self.fc)

@@ -1,99 +1,210 @@
-"""Starts from the data: a parameter that shifts an input starts inside the input's range.
+"""Starts from the data: parameters that shift, scale or oscillate an input start at its scale.
 
 A fit's jittered starts are drawn around the declared initial values (``N(0, 1)`` for a
-parameter declared at 0), which cannot reach a location such as the centre of a peak at
-wavelength 520 or an onset at t = 45: from there the model is flat (``exp`` of a large
-negative number) and no gradient leads to it. A *shift* is a free parameter ``p`` that
-appears as ``(- x p)``, ``(- p x)``, ``(+ x p)`` or ``(+ p x)`` with ``x`` an input; its
-natural values are the input's own (``x - p`` is zero at ``p = x``; ``x + p`` at
-``p = -x``). ``place_shifts`` sets a shift to a uniform draw over the input's observed range
-(with the sign of its role) in every other start, the odd ones, so half of the starts keep
-the jitter and programs without shifts draw exactly the random numbers they drew before.
-Programs with binding forms (``let``, ``lambda``, ``define``, ...) are left alone: an input's
-name there may be rebound.
+parameter declared at 0), which cannot reach the centre of a peak at wavelength 520 or an
+onset at t = 45: from there the model is flat (``exp`` of a large negative number) and no
+gradient leads to it. Four roles of a free parameter ``p`` next to an input ``x`` get their
+natural values from ``x``'s observed range ``[lo, hi]`` (or, for a frequency, from the data)
+instead:
+
+- *location*: ``(- x p)``, ``(- p x)``, ``(+ x p)``, ``(+ p x)`` — ``p`` is drawn uniformly
+  over ``[lo, hi]`` (for ``+`` with a random sign: ``x + p`` is zero at ``p = -x``, but
+  ``(+ K S)`` may as well be Michaelis–Menten's positive constant);
+- *width*: ``(/ x p)`` or ``(/ S p)`` with ``S`` a location form of ``x`` — ``|p|`` is drawn
+  log-uniformly between ``(hi - lo) / 30`` and ``hi - lo``;
+- *inverse width*: ``(* p S)`` or ``(* S p)`` with ``S`` a location form of ``x`` — ``1/p``
+  is drawn as a width, with a random sign;
+- *frequency*: ``(* p x)`` as the argument of ``sin`` or ``cos``, alone or plus or minus a
+  phase — ``p`` cycles through the strongest peaks of the target's periodogram against ``x``
+  (``frequencies``).
+
+``place_roles`` draws them in every other start, the odd ones, after the jitter: half of the
+starts keep the jitter, and programs without these roles draw exactly the random numbers they
+drew before. A parameter takes its first role in the source text. Programs with binding forms
+(``let``, ``lambda``, ``define``, ``do``, ``loop``) are left alone: an input's name there may
+be rebound. Any other product with a bare input (``(* b x)``, a rate) is not a role: its
+useful values do not follow from ``x``'s range.
 """
 
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ndvm.identity import MISSING, ByIdentity
-
-Shift = tuple[int, str, float]  # (parameter index, input name, sign of the draw)
+Role = tuple[int, str, str]  # (parameter, input, "loc+" | "loc-" | "width" | "inv" | "freq")
 
 _BINDER = re.compile(r"\(\s*(?:let\*?|letrec\*?|lambda|define|do|loop)[\s()]")
-_PAIR = re.compile(r"\(\s*([-+])\s+([^\s()\[\]\"';]+)\s+([^\s()\[\]\"';]+)\s*\)")
+_A = r"([^\s()\[\]\"';]+)"  # an atom
+_LOC = rf"\(\s*([-+])\s+{_A}\s+{_A}\s*\)"
+_ROLE = re.compile(
+    rf"{_LOC}"  # 1 op, 2, 3: a location form
+    rf"|\(\s*/\s+(?:{_A}|{_LOC})\s+{_A}\s*\)"  # 4 x | 5 op, 6, 7 ; 8 p: a width
+    rf"|\(\s*\*\s+{_A}\s+{_LOC}\s*\)"  # 9 p ; 10 op, 11, 12: an inverse width
+    rf"|\(\s*\*\s+{_LOC}\s+{_A}\s*\)"  # 13 op, 14, 15 ; 16 p
+)
+_FREQ = re.compile(  # (sin (* p x)), (cos (+ (* p x) q)), (sin (- q (* x p))), ...
+    rf"\(\s*(?:sin|cos)\s+(?:\(\s*[-+]\s+(?:{_A}\s+)?)?\(\s*\*\s+{_A}\s+{_A}\s*\)"
+)
+WIDTH_DECADES = 1.5  # a width's draw spans (hi - lo) / 10**WIDTH_DECADES to hi - lo
+FREQ_PEAKS = 3  # a frequency's odd starts cycle through the periodogram's strongest peaks
 
 
-def shifts(source: str, inputs: Collection[str], params: Sequence[str]) -> tuple[Shift, ...]:
-    """The shifts of a program's source text (one per parameter: its first role in the
-    text); none when the program binds names (``let``, ``lambda``, ``define``, ``do``,
-    ``loop`` and their variants)."""
+def roles(source: str, inputs: Collection[str], params: Sequence[str]) -> tuple[Role, ...]:
+    """The roles of the parameters in a program's source text, ordered by parameter."""
     if _BINDER.search(source):
         return ()
     index = {name: i for i, name in enumerate(params)}
-    found: dict[int, Shift] = {}
-    for op, a, b in _PAIR.findall(source):
-        for x, p in ((a, b), (b, a)):
-            i = index.get(p)
-            if i is not None and i not in found and x in inputs:
-                found[i] = (i, x, 1.0 if op == "-" else -1.0)
+    found: dict[int, Role] = {}
+
+    def add(p: str, x: str | None, kind: str) -> None:
+        i = index.get(p)
+        if i is not None and x is not None and i not in found:
+            found[i] = (i, x, kind)
+
+    def located(a: str, b: str) -> tuple[str | None, str | None]:
+        """(the input, the other operand) of a location form's operands, if one is an input."""
+        if a in inputs:
+            return a, b
+        return (b, a) if b in inputs else (None, None)
+
+    for m in _FREQ.finditer(source):
+        a, b = m.group(2), m.group(3)
+        x, p = (a, b) if a in inputs else (b, a)
+        add(p, x if x in inputs else None, "freq")
+    for m in _ROLE.finditer(source):
+        g = m.groups()
+        if g[0] is not None:  # (op a b)
+            x, p = located(g[1], g[2])
+            add(p or "", x, "loc-" if g[0] == "-" else "loc+")
+        elif g[7] is not None:  # (/ x p) or (/ (op a b) p)
+            x = g[3] if g[3] in inputs else located(g[5], g[6])[0] if g[4] else None
+            add(g[7], x, "width")
+            if g[4]:
+                x, p = located(g[5], g[6])
+                add(p or "", x, "loc-" if g[4] == "-" else "loc+")
+        else:  # (* p (op a b)) or (* (op a b) p)
+            op, a, b, p = g[9:12] + (g[8],) if g[8] is not None else g[12:16]
+            x, q = located(a, b)
+            add(p, x, "inv")
+            add(q or "", x, "loc-" if op == "-" else "loc+")
     return tuple(found[i] for i in sorted(found))
-
-
-_RANGES = ByIdentity(64)  # input array -> (lo, hi) of its finite values, or None
 
 
 def input_range(values: Any) -> tuple[float, float] | None:
     """``(min, max)`` of the finite entries of a real input array; None for anything else
-    (a scalar, a complex or non-numeric array, no finite entry)."""
-    hit = _RANGES.get(values, MISSING)
-    if hit is not MISSING:
-        return hit  # type: ignore[no-any-return]
-    out = None
-    if isinstance(values, np.ndarray) and values.ndim >= 1 and values.dtype.kind in "fiu":
-        v = values[np.isfinite(values)] if values.dtype.kind == "f" else values
-        if v.size:
-            lo, hi = float(v.min()), float(v.max())
-            out = (lo, hi) if np.isfinite(lo) and np.isfinite(hi) else None
-    return _RANGES.put(values, out)  # type: ignore[no-any-return]
+    (a scalar, a complex or non-numeric array, no finite entry). Not cached: a cache would
+    keep the caller's arrays alive, and one pass over the data is small beside a fit."""
+    if not (isinstance(values, np.ndarray) and values.ndim >= 1 and values.dtype.kind in "fiu"):
+        return None
+    v = values[np.isfinite(values)] if values.dtype.kind == "f" else values
+    if not v.size:
+        return None
+    lo, hi = float(v.min()), float(v.max())
+    return (lo, hi) if np.isfinite(lo) and np.isfinite(hi) else None
 
 
-def place_shifts(
-    theta: np.ndarray, K: int, found: Sequence[Shift], inputs: Mapping[str, Any],
-    rng: np.random.Generator,
+def place_roles(
+    theta: np.ndarray, K: int, found: Sequence[Role], inputs: Mapping[str, Any],
+    rng: np.random.Generator, target: Any = None,
 ) -> np.ndarray:  # fmt: skip
-    """Set each shift in the odd starts of ``theta [series * K, P]`` (series-major, in
-    place) to ``sign * U(lo, hi)`` over its input's range; unchanged when ``K < 2``, without
-    shifts, or where an input's range is unknown."""
+    """Draw each role's parameter in the odd starts of ``theta [series * K, P]``
+    (series-major, in place); unchanged when ``K < 2``, without roles, or where an input's
+    range is unknown (or, for a width, empty). A frequency cycles through the
+    ``FREQ_PEAKS`` strongest peaks of the periodogram of ``target`` (its first series)
+    against its input, the strongest first (each start's other parameters differ, so
+    several starts try each peak); none without a target of one number per point of a 1-D
+    input."""
     if K < 2 or not found:
         return theta
     rows = np.arange(theta.shape[0])
     rows = rows[rows % K % 2 == 1]
-    for i, x, sign in found:
-        rng_x = input_range(inputs.get(x))
-        if rng_x is None:
+    n = rows.size
+    n_freq = 0
+    for i, x, kind in found:
+        span = input_range(inputs.get(x))
+        if span is None:
             continue
-        lo, hi = rng_x
-        theta[rows, i] = sign * (lo + (hi - lo) * rng.random(rows.size))
+        lo, hi = span
+        if kind == "freq":
+            peaks = frequencies(inputs[x], target, FREQ_PEAKS)
+            if peaks is not None:  # the m-th frequency parameter starts one peak further on
+                theta[rows, i] = peaks[(np.arange(n) % (K // 2 or 1) + n_freq) % peaks.size]
+                n_freq += 1
+        elif kind.startswith("loc"):
+            value = lo + (hi - lo) * rng.random(n)
+            if kind == "loc+":  # a shift (x + p = 0 at p = -x) or an offset (K + S)
+                value *= np.where(rng.random(n) < 0.5, -1.0, 1.0)
+            theta[rows, i] = value
+        elif hi > lo:
+            width = (hi - lo) * 10.0 ** (-WIDTH_DECADES * rng.random(n))
+            if kind == "width":
+                theta[rows, i] = width
+            else:
+                theta[rows, i] = np.where(rng.random(n) < 0.5, -1.0, 1.0) / width
     return theta
 
 
-_SHIFTS = ByIdentity(256)  # compiled program -> its free parameters' shifts
+_PERIODOGRAMS: dict[tuple[int, int], tuple[Any, Any, np.ndarray | None]] = {}
 
 
-def program_shifts(program: Any) -> tuple[Shift, ...]:
-    """The shifts of ``program`` (an ``ndvm.Program``) among its free (unconstrained)
-    parameters."""
-    compiled = program.compiled
-    hit = _SHIFTS.get(compiled, MISSING)
-    if hit is not MISSING:
-        return hit  # type: ignore[no-any-return]
+def frequencies(x: Any, y: Any, k: int) -> np.ndarray | None:
+    """The angular frequencies of the ``k`` highest local maxima of the periodogram
+    ``|Σ r exp(-i ω x)|²``, ``r`` the residual of ``y`` from a straight line in ``x`` (1-D,
+    the same length; ``y`` may be ``[S, N]``, its first row counts), from half a cycle over
+    ``x``'s range to ``N / 2`` cycles (``_periodogram_peaks``); None without such data. Kept
+    per pair of arrays (weakly)."""
+    if isinstance(y, np.ndarray) and y.ndim == 2:
+        y = y[0]
+    ok = isinstance(x, np.ndarray) and isinstance(y, np.ndarray) and x.ndim == y.ndim == 1
+    if not ok or x.shape != y.shape or x.dtype.kind not in "fiu" or y.dtype.kind not in "fiu":
+        return None
+    key = (id(x), id(y))
+    hit = _PERIODOGRAMS.get(key)
+    if hit is not None and hit[0]() is x and hit[1]() is y:
+        peaks = hit[2]
+    else:
+        peaks = _periodogram_peaks(x.astype(np.float64), y.astype(np.float64))
+        if len(_PERIODOGRAMS) >= 8:
+            _PERIODOGRAMS.pop(next(iter(_PERIODOGRAMS)))
+        _PERIODOGRAMS[key] = (weakref.ref(x), weakref.ref(y), peaks)
+    return None if peaks is None else peaks[:k]
+
+
+def _periodogram_peaks(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+    """The periodogram's local maxima, strongest first: ``y`` less its least-squares line
+    (a trend's power is at low frequencies), summed into ``4N`` bins of ``x``'s range (a
+    phase error of at most π/8 at the highest frequency kept), its FFT zero-padded twice
+    (frequency steps of half a peak's width); frequencies from half a cycle over the range
+    to ``N / 2`` cycles."""
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    n = x.size
+    span = float(x.max() - x.min()) if n else 0.0
+    if n < 8 or not span > 0:
+        return None
+    m = 4 * n
+    dx = span / (m - 1)
+    bins = np.rint((x - x.min()) / dx).astype(np.int64)
+    xc, yc = x - x.mean(), y - y.mean()
+    resid = yc - (xc @ yc) / (xc @ xc) * xc
+    grid = np.bincount(bins, weights=resid, minlength=m)
+    power = np.abs(np.fft.rfft(grid, 2 * m)) ** 2
+    omega = 2 * np.pi * np.arange(power.size) / (2 * m * dx)
+    keep = (omega >= np.pi / span) & (omega <= np.pi * n / span)
+    omega, power = omega[keep], power[keep]
+    top = np.flatnonzero((power[1:-1] > power[:-2]) & (power[1:-1] >= power[2:])) + 1
+    if not top.size:
+        return None
+    return omega[top[np.argsort(-power[top], kind="stable")]]
+
+
+def program_roles(program: Any) -> tuple[Role, ...]:
+    """The roles of ``program``'s (an ``ndvm.Program``) free (unconstrained) parameters (a
+    scan of its source text, a few microseconds: not cached)."""
     specs = program.param_specs
-    found = shifts(compiled.source, program.inputs, program.params)
-    found = tuple(s for s in found if specs[s[0]].constraint == "free")
-    return _SHIFTS.put(compiled, found)  # type: ignore[no-any-return]
+    found = roles(program.source, program.inputs, program.params)
+    return tuple(r for r in found if specs[r[0]].constraint == "free")

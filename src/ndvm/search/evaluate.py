@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ndvm.api import compile as compile_program
-from ndvm.calibrate.starts import place_shifts, program_shifts
+from ndvm.calibrate.starts import place_roles, program_roles
 from ndvm.errors import LimitExceeded, NdvmError, ReadError
 from ndvm.eval.limits import Limits
 from ndvm.identity import MISSING, ByIdentity
@@ -122,7 +122,8 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     scale = task.calib.init_scale if task.calib.init_scale is not None else 1.0
     init = spread_starts(scale * rng.standard_normal((K * task.series, len(prog.params))), K,
                          task.calib.start_decades)  # fmt: skip
-    place_shifts(init, K, program_shifts(prog), task.data().train_inputs, rng)
+    split = task.data()
+    place_roles(init, K, program_roles(prog), split.train_inputs, rng, split.train_target)
     v = check_params(prog, data, task, v.complexity)
     if not v.ok:
         return _rejected(job, v, t0)
