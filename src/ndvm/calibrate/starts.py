@@ -15,8 +15,8 @@ instead:
 - *inverse width*: ``(* p S)`` or ``(* S p)`` with ``S`` a location form of ``x`` — ``1/p``
   is drawn as a width, with a random sign;
 - *frequency*: ``(* p x)`` as the argument of ``sin`` or ``cos``, alone or plus or minus a
-  phase — ``p`` cycles through the strongest peaks of the target's periodogram against ``x``
-  (``frequencies``).
+  phase — the m-th such parameter starts at the m-th strongest peak of the target's
+  periodogram against ``x`` (``frequencies``).
 
 ``place_roles`` draws them in every other start, the odd ones, after the jitter: half of the
 starts keep the jitter, and programs without these roles draw exactly the random numbers they
@@ -50,7 +50,6 @@ _FREQ = re.compile(  # (sin (* p x)), (cos (+ (* p x) q)), (sin (- q (* x p))), 
     rf"\(\s*(?:sin|cos)\s+(?:\(\s*[-+]\s+(?:{_A}\s+)?)?\(\s*\*\s+{_A}\s+{_A}\s*\)"
 )
 WIDTH_DECADES = 1.5  # a width's draw spans (hi - lo) / 10**WIDTH_DECADES to hi - lo
-FREQ_PEAKS = 3  # a frequency's odd starts cycle through the periodogram's strongest peaks
 
 
 def roles(source: str, inputs: Collection[str], params: Sequence[str]) -> tuple[Role, ...]:
@@ -113,11 +112,10 @@ def place_roles(
 ) -> np.ndarray:  # fmt: skip
     """Draw each role's parameter in the odd starts of ``theta [series * K, P]``
     (series-major, in place); unchanged when ``K < 2``, without roles, or where an input's
-    range is unknown (or, for a width, empty). A frequency cycles through the
-    ``FREQ_PEAKS`` strongest peaks of the periodogram of ``target`` (its first series)
-    against its input, the strongest first (each start's other parameters differ, so
-    several starts try each peak); none without a target of one number per point of a 1-D
-    input."""
+    range is unknown (or, for a width, empty). The m-th frequency parameter starts at the
+    m-th strongest peak of the periodogram of ``target`` (its first series) against its
+    input in every odd start (their other parameters differ: a peak tried from several
+    phases); none without a target of one number per point of a 1-D input."""
     if K < 2 or not found:
         return theta
     rows = np.arange(theta.shape[0])
@@ -130,9 +128,9 @@ def place_roles(
             continue
         lo, hi = span
         if kind == "freq":
-            peaks = frequencies(inputs[x], target, FREQ_PEAKS)
-            if peaks is not None:  # the m-th frequency parameter starts one peak further on
-                theta[rows, i] = peaks[(np.arange(n) % (K // 2 or 1) + n_freq) % peaks.size]
+            peaks = frequencies(inputs[x], target, n_freq + 1)
+            if peaks is not None:  # the m-th frequency parameter: the m-th strongest peak
+                theta[rows, i] = peaks[min(n_freq, peaks.size - 1)]
                 n_freq += 1
         elif kind.startswith("loc"):
             value = lo + (hi - lo) * rng.random(n)
@@ -202,9 +200,19 @@ def _periodogram_peaks(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
     return omega[top[np.argsort(-power[top], kind="stable")]]
 
 
+_ROLES: dict[tuple[Any, ...], tuple[Role, ...]] = {}  # (source, inputs, params, free) ->
+CACHED_SOURCE = 2000  # sources up to this many characters keep their roles (1,024 of them)
+
+
 def program_roles(program: Any) -> tuple[Role, ...]:
-    """The roles of ``program``'s (an ``ndvm.Program``) free (unconstrained) parameters (a
-    scan of its source text, a few microseconds: not cached)."""
-    specs = program.param_specs
-    found = roles(program.source, program.inputs, program.params)
-    return tuple(r for r in found if specs[r[0]].constraint == "free")
+    """The roles of ``program``'s (an ``ndvm.Program``) free (unconstrained) parameters."""
+    free = tuple(s.constraint == "free" for s in program.param_specs)
+    key = (program.source, tuple(program.inputs), program.params, free)
+    found = _ROLES.get(key)
+    if found is None:
+        found = tuple(r for r in roles(*key[:3]) if free[r[0]])
+        if len(key[0]) <= CACHED_SOURCE:
+            if len(_ROLES) >= 1024:
+                _ROLES.pop(next(iter(_ROLES)))
+            _ROLES[key] = found
+    return found
