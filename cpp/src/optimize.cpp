@@ -77,7 +77,7 @@ bool AdamRun::evaluate(const std::vector<double>& theta, bool grad, bool final) 
   run_.grad = false;
   in_.run(run_, last_);  // into last_'s capacity
   if (!last_.numeric) return false;
-  const size_t n = last_.view ? in_.value_size() : last_.value.size();  // [B, M] values
+  const size_t n = in_.value_size();  // [B, M] values, in place or copied
   const size_t M = n / B_;
   const double* val = last_.view ? last_.view : last_.value.data();
   const double w = rq_.weight;

@@ -144,7 +144,7 @@ bool LMRun::evaluate(const std::vector<double>& theta) {
   in_.run(run_, last_);
   out_.evaluations += 1;
   if (!last_.numeric) return false;
-  const size_t M = (last_.view ? static_cast<size_t>(Bc) * run_.Ng : last_.value.size()) / Bc;
+  const size_t M = in_.value_size() / Bc;  // values per lane, in place or copied
   if (M != rq_.target_len) {
     out_.target_mismatch = true;
     return false;
