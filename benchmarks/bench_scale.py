@@ -7,7 +7,7 @@ Arrhenius law (A = 1e7, E/R = 5300 K), a damped oscillation with a 50-day period
 over three decades, Michaelis–Menten with Km = 4500, a decay with an offset, two Gaussian
 peaks on a wavelength axis, a trend against calendar years — on data generated here with 1 %
 noise (seed 5). Per model, one run: ndvm's defaults (no initial values; 16 starts, the data's
-scale for parameters that shift or scale an input, see docs/calibration.md) against
+scale for parameters that shift, scale or oscillate an input, see docs/calibration.md) against
 ``curve_fit`` with its default ``p0`` (all ones) and with ``p0`` = the true values (the
 reference optimum). Printed: each mse, whether each reached the reference (relative 1e-7),
 ndvm's ``success`` and how many of its starts reached its best loss, and both times (best of

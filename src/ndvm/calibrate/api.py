@@ -68,7 +68,7 @@ def _init_theta(
 ) -> tuple[np.ndarray, optim.Sampler]:  # fmt: skip
     """Unconstrained [starts, P] starts and the sampler used for restarts. Without ``init``:
     the declared values, then jittered starts, of which the odd ones start each parameter
-    that shifts or scales an input at the input's scale (``ndvm.calibrate.starts``)."""
+    that shifts, scales or oscillates an input from the data (``ndvm.calibrate.starts``)."""
     P = len(program.param_specs)
     if callable(init):
 
