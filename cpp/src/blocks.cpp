@@ -157,6 +157,7 @@ bool Interp::run_blocked(const RunRequest& req, uint32_t rows, RunOutput& out) {
     out.tape = std::max(out.tape, o.tape);
     out.heap = std::max(out.heap, o.heap);
     replayed = replayed && o.replayed;
+    out.chains = std::max(out.chains, o.chains);
   }
   out.replayed = replayed;
   out.has_grad = req.grad;

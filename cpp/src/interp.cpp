@@ -438,6 +438,8 @@ void Interp::reset(const RunRequest& req) {
   fast_.clear();
   slow_fused_ = -1;
   inverses_ready_ = false;
+  chains_plan_ = -1;
+  chain_fwd_ = false;
   adj_plan_ = 0;  // note_fast sets each record's own storage
   tape_sweeps_ = 0;
   kont_.clear();
@@ -536,6 +538,7 @@ void RunOutput::clear() {
   steps = tape = heap = 0;
   replayed = false;
   blocks = 0;
+  chains = 0;
 }
 
 RunOutput Interp::run(const RunRequest& req) {
@@ -554,6 +557,7 @@ void Interp::run_whole(const RunRequest& req, RunOutput& out) {
   out.clear();
   ready_ = false;
   fused_ = req.fused;
+  chain_req_ = req.chain_lanes;
   view_ = req.value_view && std::is_same_v<Real, double>;
   if (req.interrupted != poll_ || req.interrupt_ctx != poll_ctx_) {
     poll_ = req.interrupted;

@@ -149,20 +149,27 @@ bool Interp::replay_forward() {
   const std::vector<Guard>& guards = trace_.guards;
   const FastRec* fast = fast_.size() == recs.size() ? fast_.data() : nullptr;
   if (fast) list_slow();
+  chain_fwd_ = fast && chains_apply();  // the sweep after this pass must run them too
   const uint32_t* slow = slow_fwd_.data();
   size_t g = 0;
   try {
-    for (size_t r = 0;;) {
+    for (size_t r = 0, clock = 1023;;) {
       for (; g < guards.size() && guards[g].at == r; ++g) {
         if (!guard_holds(guards[g])) return false;
       }
       if (r == recs.size()) return true;
       const size_t stop = g < guards.size() ? guards[g].at : recs.size();  // the next guard
       while (r < stop) {
-        if ((r & 1023) == 1023 && scratch_.clock.past()) return false;  // the walk reports it
-        // the records up to the next clock check (at record 1023 mod 1024)
+        if (r >= clock) {  // at every 1024 records (a chain may step over record 1023 mod 1024)
+          if (scratch_.clock.past()) return false;  // the walk reports it
+          clock = (r + 1) | 1023;
+        }
         const size_t end = std::min(stop, (r + 1) | 1023);
-        r = fast ? forward_span(fast, slow, r, end) : forward_general(r, end);
+        if (chain_fwd_) {
+          r = forward_chains(r, end);
+        } else {
+          r = fast ? forward_span(fast, slow, r, end) : forward_general(r, end);
+        }
       }
     }
   } catch (const LimitError&) {
@@ -267,6 +274,7 @@ bool Interp::replay(const RunRequest& req, RunOutput& out) {
   ++trace_.replays;
   finish_run(req, out);
   out.replayed = true;
+  out.chains = chain_fwd_ ? static_cast<uint32_t>(chains_.size()) : 0;
   return true;
 }
 

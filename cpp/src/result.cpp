@@ -237,7 +237,11 @@ void Interp::reverse_sweep(const double* cotangent) {
       for (const uint32_t r : inv_pairs_) fast_[r].vjp = slogdet2_vjp_kernel(fast_[r].op, fused_);
       inv_pairs_fused_ = fused_;
     }
-    vjp_fast(fast_.data());
+    if (chain_fwd_) {
+      vjp_chains();  // the chains' inner payloads hold no values: their VJPs recompute them
+    } else {
+      vjp_fast(fast_.data());
+    }
   } else {
     for (size_t r = tape_.records.size(); r-- > 0;) {
       const TapeRecord& rec = tape_.records[r];

@@ -115,6 +115,10 @@ struct RunRequest {
   // NDVM_BLOCK_ROWS environment variable); k > 0 runs blocks of k parameter rows; the results
   // are the same bits either way.
   uint32_t block_rows = 0;
+  // Fused chains (chains.cpp): 0 chooses them from the tape's size (or the NDVM_CHAIN_LANES
+  // environment variable); k > 0 runs them over blocks of k lanes whatever the size; the
+  // results are the same bits either way.
+  uint32_t chain_lanes = 0;
   // The evaluation's start for its deadline (a block of a blocked run); default: now.
   std::chrono::steady_clock::time_point start{};
 };
@@ -154,6 +158,7 @@ struct RunOutput {
   uint64_t heap = 0;
   bool replayed = false;  // the result came from replaying the recorded trace
   uint32_t blocks = 0;    // lane blocks it ran as (blocks.cpp); 0: the batch whole
+  uint32_t chains = 0;    // fused chains its replay ran (chains.cpp; a blocked run: its blocks')
 
   // Empties every field and keeps the vectors' capacity (a reused output allocates nothing).
   void clear();
@@ -384,6 +389,39 @@ class Interp {
   bool run_blocked(const RunRequest& req, uint32_t rows, RunOutput& out);
   void note_lane_bytes(const RunRequest& req);
   void run_whole(const RunRequest& req, RunOutput& out);
+  // chains.cpp: fused chains of lane-form records (replay's forward pass and the sweep after it)
+  struct ChainIo {
+    uint32_t pid = 0;    // the payload (its index in the chain: its place in chain_io_)
+    uint32_t rec = 0;    // a tape record naming it: where its adjoint lives (fast_[rec])
+    uint8_t slot = 0;    // that record's operand slot, or kOutSlot: the record's output
+    uint8_t kind = 0;    // kChainIn (made before the chain), kChainOut (read after), kChainInner
+    uint8_t taped = 0;
+    uint8_t lanes = 0;   // 1: W lanes wide, 0: one lane
+    uint32_t at = 0;     // scratch element offset: per lane (lanes) or past the lanes' part
+    uint32_t size = 0;   // elements (per lane)
+  };
+  struct Chain {
+    uint32_t lo = 0, hi = 0;  // tape records [lo, hi)
+    uint32_t io = 0;          // its payloads: chain_io_[io, io + n_local)
+    uint32_t n_local = 0;
+    uint32_t per_lane = 0;  // scratch elements per lane (W-wide payloads)
+    uint32_t fixed = 0;     // scratch elements of one-lane payloads
+  };
+  static constexpr uint8_t kChainIn = 0, kChainOut = 1, kChainInner = 2;
+  static constexpr uint8_t kOutSlot = 0xff, kValueSlot = 0xfe;
+  static constexpr uint32_t kNoChain = 0xffffffffu;
+  void plan_chains();
+  void chain_runs(const std::vector<uint8_t>& guard_at, std::vector<uint32_t>& rec_chain,
+                  std::vector<uint32_t>& made_in);
+  const Chain& add_chain(size_t lo, size_t hi, const std::vector<uint8_t>& outside,
+                         std::vector<uint32_t>& local, std::vector<uint32_t>& where);
+  bool chains_apply();
+  void chain_layout(const Chain& c, uint32_t L, FastRec* recs);
+  void chain_gather(const Chain& c, uint32_t w0, uint32_t L, Real* s);
+  void chain_forward(const Chain& c);
+  void chain_vjp(const Chain& c);
+  size_t forward_chains(size_t r, size_t end);
+  void vjp_chains();
 
   Limits lim_;
   uint64_t steps_ = 0;
@@ -490,6 +528,22 @@ class Interp {
   uint32_t lane_Ng_ = 0;
   double lane_bytes_ = 0.0;
   bool no_block_ = false;
+  // fused chains (chains.cpp): planned once per tape (chains_plan_: -1 not planned, 0 none,
+  // 1 some), each chain's records laid out for full blocks of chain_lanes_ lanes
+  // (chain_recs_[0]) and for the last, shorter block (chain_recs_[1]); chain_at_[r]: the chain
+  // that starts (forward) at record r; chain_end_[r]: the chain whose last record is r.
+  // chain_fwd_: the last forward pass ran them (their inner payloads hold no values).
+  int8_t chains_plan_ = -1;
+  bool chain_fwd_ = false;
+  uint32_t chain_lanes_ = 0;
+  uint32_t chain_req_ = 0;      // the run's RunRequest::chain_lanes
+  uint32_t chain_planned_ = 0;  // the chain_req_ the plan was made for
+  std::vector<Chain> chains_;
+  std::vector<ChainIo> chain_io_;
+  std::vector<FastRec> chain_recs_[2];
+  std::vector<uint32_t> chain_at_, chain_end_;
+  std::vector<Real> chain_val_, chain_adj_;
+  std::vector<uint8_t> chain_touched_, chain_touched0_;
 };
 
 }  // namespace ndvm

@@ -366,6 +366,7 @@ class NativeBackend:
             "heap": raw["heap"],
             "replayed": raw["replayed"],
             "blocks": raw["blocks"],
+            "chains": raw["chains"],
         }
         if raw["grad_needs_numeric"]:
             raise NdvmError("value_and_grad needs a numeric result (a number, vector or matrix)")
