@@ -68,13 +68,13 @@ cd "$ROOT"
 if [ "$MODE" = "--short" ]; then
   run_py -m pytest -q -p no:cacheprovider tests/native tests/lang tests/hostile \
     tests/calibrate/test_lm.py
-  run_py tools/fuzz/fuzz_source.py --iterations 2000 --seed 1
+  NDVM_CHAIN_LANES=1 run_py tools/fuzz/fuzz_source.py --iterations 2000 --seed 1
 elif [ "$MODE" = "--fuzz" ]; then
-  run_py tools/fuzz/fuzz_source.py --minutes "${2:?--fuzz needs minutes}" \
+  NDVM_CHAIN_LANES=1 run_py tools/fuzz/fuzz_source.py --minutes "${2:?--fuzz needs minutes}" \
     --seed "${NDVM_FUZZ_SEED:-0}"
 else
   run_py -m pytest -q -p no:cacheprovider tests/native tests/lang tests/golden tests/hostile \
     tests/calibrate/test_lm.py
-  run_py tools/fuzz/fuzz_source.py --iterations 5000 --seed 2
+  NDVM_CHAIN_LANES=1 run_py tools/fuzz/fuzz_source.py --iterations 5000 --seed 2
 fi
 echo "sanitize: OK"

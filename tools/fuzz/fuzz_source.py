@@ -157,6 +157,9 @@ def check(text: str, backend: str) -> None:
         res = prog.evaluate(theta[:, : len(prog.params)], {}, grad=True)
         if len(repr(res.value)) > 1_000_000:  # results print bounded (ndvm.printer)
             raise AssertionError("the printed result is not bounded")
+        # a second evaluation replays the trace (and runs fused chains where NDVM_CHAIN_LANES
+        # asks for them, as tools/sanitize.sh does)
+        prog.evaluate(theta[:, : len(prog.params)] + 1e-3, {}, grad=True)
     except ndvm.NdvmError:
         pass
 
