@@ -7,6 +7,9 @@
 #                                  tests, the hostile corpus, 2000 fuzz inputs
 #   tools/sanitize.sh --fuzz MIN   the fuzz target alone for MIN minutes (seed: $NDVM_FUZZ_SEED)
 #
+# The fuzz target runs with NDVM_BLOCK_ROWS=2 and NDVM_CHAIN_LANES=1: each input's batch of 3
+# rows runs in lane blocks, and its second, replayed evaluation in fused chains.
+#
 # The sanitized extension is built in build/sanitize and loaded from a private overlay of the
 # package (the editable install's finder is bypassed), with libasan preloaded into Python.
 # Python itself is not instrumented, so leak detection is off; ASan still catches every
@@ -68,13 +71,13 @@ cd "$ROOT"
 if [ "$MODE" = "--short" ]; then
   run_py -m pytest -q -p no:cacheprovider tests/native tests/lang tests/hostile \
     tests/calibrate/test_lm.py
-  NDVM_CHAIN_LANES=1 run_py tools/fuzz/fuzz_source.py --iterations 2000 --seed 1
+  NDVM_CHAIN_LANES=1 NDVM_BLOCK_ROWS=2 run_py tools/fuzz/fuzz_source.py --iterations 2000 --seed 1
 elif [ "$MODE" = "--fuzz" ]; then
-  NDVM_CHAIN_LANES=1 run_py tools/fuzz/fuzz_source.py --minutes "${2:?--fuzz needs minutes}" \
+  NDVM_CHAIN_LANES=1 NDVM_BLOCK_ROWS=2 run_py tools/fuzz/fuzz_source.py --minutes "${2:?--fuzz needs minutes}" \
     --seed "${NDVM_FUZZ_SEED:-0}"
 else
   run_py -m pytest -q -p no:cacheprovider tests/native tests/lang tests/golden tests/hostile \
     tests/calibrate/test_lm.py
-  NDVM_CHAIN_LANES=1 run_py tools/fuzz/fuzz_source.py --iterations 5000 --seed 2
+  NDVM_CHAIN_LANES=1 NDVM_BLOCK_ROWS=2 run_py tools/fuzz/fuzz_source.py --iterations 5000 --seed 2
 fi
 echo "sanitize: OK"
