@@ -33,6 +33,7 @@ namespace {
 constexpr uint32_t kMaxChainRecs = 48;  // records per chain
 constexpr uint32_t kMaxPerLane = 160;   // scratch elements per lane (values; as many adjoints)
 constexpr uint32_t kMaxFixed = 4096;    // scratch elements of one-lane inputs (data rows)
+constexpr uint32_t kMaxChainLanes = 4096;  // lanes per block at most (the scratch stays small)
 
 // NDVM_CHAIN_LANES: lanes per block for runs that do not set RunRequest::chain_lanes; 0 when
 // unset.
@@ -72,7 +73,7 @@ void Interp::plan_chains() {
   chains_.clear();
   chain_io_.clear();
   const size_t n = tape_.records.size();
-  chain_lanes_ = chain_req_ != 0 ? chain_req_ : env_lanes();
+  chain_lanes_ = std::min(chain_req_ != 0 ? chain_req_ : env_lanes(), kMaxChainLanes);
   if (chain_lanes_ == 0 || !fused_ || fast_.size() != n || W_ / 2 < chain_lanes_) return;
   find_inverses();  // the logdet/det lane forms read the inverse's payload (off[1])
   const size_t N = pay_.count();
