@@ -149,12 +149,15 @@ class FrontProgram {
     return out;
   }
 
-  // (Program, strings) for this core, from the tables themselves
-  nb::object lower() const {
+  // (Program, strings) for this core, from the tables themselves. The front end's tables are
+  // valid by construction, so they are not checked again (build_program_trusted) unless
+  // `checked` (the tests check them all, as build_program does any other tables).
+  nb::object lower(bool checked) const {
     const ndvm::front::Tables& t = c_.tables;
     nb::list strings;
     for (const std::string& s : t.strings) strings.append(ndvm::str_of(s));
-    ndvm::Program prog = ndvm::build_program(
+    auto* build = checked ? &ndvm::build_program : &ndvm::build_program_trusted;
+    ndvm::Program prog = build(
         t.nodes.data(), t.nodes.size() / 9, t.kids.data(), t.kids.size(), t.aux.data(),
         t.aux.size(), t.consts.data(), t.nums.data(), t.nums.size(), t.strings, 0,
         static_cast<uint32_t>(c_.params.size()), static_cast<uint32_t>(c_.inputs.size()));
@@ -319,7 +322,9 @@ void ndvm::bind_front(nb::module_& m) {
           "(params_key, has_header, prelude, input_positions) in one call.")
       .def_prop_ro("n_nodes",
                    [](const FrontProgram& p) { return p.compiled().tables.nodes.size() / 9; })
-      .def("lower", &FrontProgram::lower, "(Program, strings) of this core.")
+      .def("lower", &FrontProgram::lower, nb::arg("checked") = false,
+           "(Program, strings) of this core; checked: validate the tables as build_program "
+           "does any host tables (the front end's are valid by construction).")
       .def("body", &FrontProgram::body, "The resolved IR as ndvm.lang.ir records.");
   m.def(
       "front_compile",
