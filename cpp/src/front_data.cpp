@@ -81,7 +81,6 @@ const std::unordered_map<std::string_view, int32_t>& keyword_ids() {
   return *ids;
 }
 
-size_t hash_name(std::string_view name) { return std::hash<std::string_view>{}(name); }
 }  // namespace
 
 Arena::Arena() {
@@ -115,8 +114,12 @@ int32_t Arena::intern(std::string_view name) {
 }
 
 int32_t Arena::intern_other(std::string_view name) {
+  return intern_hashed(name, name_hash(name));
+}
+
+int32_t Arena::intern_hashed(std::string_view name, uint32_t hash) {
   size_t mask = slots_.size() - 1;
-  size_t i = hash_name(name) & mask;
+  size_t i = hash & mask;
   for (; slots_[i] >= 0; i = (i + 1) & mask) {
     if (texts[static_cast<size_t>(slots_[i])] == name) return slots_[i];
   }
@@ -129,7 +132,7 @@ int32_t Arena::intern_other(std::string_view name) {
     mask = slots_.size() - 1;
     for (const int32_t held : old) {
       if (held < 0) continue;
-      size_t j = hash_name(texts[static_cast<size_t>(held)]) & mask;
+      size_t j = name_hash(texts[static_cast<size_t>(held)]) & mask;
       while (slots_[j] >= 0) j = (j + 1) & mask;
       slots_[j] = held;
     }

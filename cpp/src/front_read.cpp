@@ -107,12 +107,6 @@ double number_value(std::string_view t) {
 }
 
 // -- names ---------------------------------------------------------------------------------
-inline uint32_t name_hash(std::string_view t) {
-  uint32_t h = 2166136261u;  // FNV-1a
-  for (const char c : t) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
-  return h | 1u;  // never 0, the mark of an empty slot
-}
-
 // The fixed names (kw::), at the ids every Arena gives them.
 struct KeywordTable {
   static constexpr size_t kSize = 128;
@@ -151,7 +145,7 @@ struct NameCache {
     }
     static const KeywordTable keywords;
     int32_t got = keywords.find(t, h);
-    if (got < 0) got = a.intern_other(t);
+    if (got < 0) got = a.intern_hashed(t, h);
     hash[i] = h;
     id[i] = got;
     used.push_back(static_cast<uint32_t>(i));

@@ -91,6 +91,13 @@ inline constexpr const char* kKeywordNames[kw::COUNT] = {
     "letrec", "letrec*", "define", "lambda", "do", "loop", "recur", "assert", "params", "else",
     "=>", ".", "quasiquote", "unquote", "vec", "#void", "#recur", "#assert", "eqv?"};
 
+// FNV-1a of a name, never 0 (the mark of an empty slot in the front end's name tables).
+inline uint32_t name_hash(std::string_view t) {
+  uint32_t h = 2166136261u;
+  for (const char c : t) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
+  return h | 1u;
+}
+
 class Arena {
  public:
   Arena();  // interns kKeywordNames at ids 0 .. kw::COUNT-1
@@ -104,6 +111,7 @@ class Arena {
 
   int32_t intern(std::string_view name);  // the same name -> the same id
   int32_t intern_other(std::string_view name);  // intern, for a name known not a keyword
+  int32_t intern_hashed(std::string_view name, uint32_t hash);  // hash: name_hash(name)
   int32_t add_text(std::string_view text);  // a fresh id
   DRef sym(int32_t name_id, int32_t line, int32_t column);
   DRef sym(std::string_view name, int32_t line, int32_t column) {
