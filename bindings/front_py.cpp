@@ -149,19 +149,24 @@ class FrontProgram {
     return out;
   }
 
-  // (Program, strings) for this core, from the tables themselves. The front end's tables are
-  // valid by construction, so they are not checked again (build_program_trusted) unless
-  // `checked` (the tests check them all, as build_program does any other tables).
-  nb::object lower(bool checked) const {
+  // This core's Program, from the tables themselves. The front end's tables are valid by
+  // construction, so they are not checked again (build_program_trusted) unless `checked` (the
+  // tests check them all, as build_program does any other tables).
+  nb::object program(bool checked) const {
     const ndvm::front::Tables& t = c_.tables;
-    nb::list strings;
-    for (const std::string& s : t.strings) strings.append(ndvm::str_of(s));
     auto* build = checked ? &ndvm::build_program : &ndvm::build_program_trusted;
     ndvm::Program prog = build(
         t.nodes.data(), t.nodes.size() / 9, t.kids.data(), t.kids.size(), t.aux.data(),
         t.aux.size(), t.consts.data(), t.nums.data(), t.nums.size(), t.strings, 0,
         static_cast<uint32_t>(c_.params.size()), static_cast<uint32_t>(c_.inputs.size()));
-    return nb::make_tuple(nb::cast(std::move(prog)), strings);
+    return nb::cast(std::move(prog));
+  }
+
+  // The Program's strings (names in error messages, symbols) as Python str
+  nb::list strings() const {
+    nb::list out;
+    for (const std::string& s : c_.tables.strings) out.append(ndvm::str_of(s));
+    return out;
   }
 
   nb::object body() const;
@@ -322,9 +327,16 @@ void ndvm::bind_front(nb::module_& m) {
           "(params_key, has_header, prelude, input_positions) in one call.")
       .def_prop_ro("n_nodes",
                    [](const FrontProgram& p) { return p.compiled().tables.nodes.size() / 9; })
-      .def("lower", &FrontProgram::lower, nb::arg("checked") = false,
-           "(Program, strings) of this core; checked: validate the tables as build_program "
-           "does any host tables (the front end's are valid by construction).")
+      .def(
+          "lower",
+          [](const FrontProgram& p, bool checked) {
+            return nb::make_tuple(p.program(checked), p.strings());
+          },
+          nb::arg("checked") = false, "(Program, strings) of this core (see program).")
+      .def("program", &FrontProgram::program, nb::arg("checked") = false,
+           "This core's Program; checked: validate the tables as build_program does any host "
+           "tables (the front end's are valid by construction).")
+      .def_prop_ro("strings", &FrontProgram::strings, "The Program's strings, as str.")
       .def("body", &FrontProgram::body, "The resolved IR as ndvm.lang.ir records.");
   m.def(
       "front_compile",

@@ -18,23 +18,25 @@ class Emitter {
   explicit Emitter(Tables& t) : t_(t) {}
 
   int32_t intern(const std::string& s) {  // s: an arena's text or a static string
-    if (by_address_.size() < kByAddress) {  // the same names come back by the same address
-      for (const auto& [at, id] : by_address_) {
-        if (at == &s) return id;
+    if (n_by_address_ < kByAddress) {  // the same names come back by the same address
+      for (size_t i = 0; i < n_by_address_; ++i) {
+        if (by_address_[i].at == &s) return by_address_[i].id;
       }
     }
     int32_t id = find(s);
     if (id < 0) {
       id = static_cast<int32_t>(t_.strings.size());
       t_.strings.push_back(s);
-      seen_.emplace_back(&s, id);  // `s` outlives the emission (t_.strings may move)
       if (!interned_.empty()) {
-        interned_.emplace(std::string_view(s), id);
-      } else if (seen_.size() > kScan) {
-        for (const auto& [at, k] : seen_) interned_.emplace(std::string_view(*at), k);
+        interned_.emplace(std::string_view(s), id);  // `s` outlives the emission
+      } else {
+        seen_[n_seen_++] = {&s, id};  // (t_.strings may move: the map views `s` itself)
+        if (n_seen_ > kScan) {
+          for (size_t i = 0; i < n_seen_; ++i) interned_.emplace(*seen_[i].at, seen_[i].id);
+        }
       }
     }
-    if (by_address_.size() < kByAddress) by_address_.emplace_back(&s, id);
+    if (n_by_address_ < kByAddress) by_address_[n_by_address_++] = {&s, id};
     return id;
   }
   int32_t fresh(const std::string& s) {
@@ -56,8 +58,8 @@ class Emitter {
   // the id of the interned string equal to `s`, or -1: a scan of seen_ while there are few
   int32_t find(const std::string& s) const {
     if (interned_.empty()) {
-      for (const auto& [at, k] : seen_) {
-        if (*at == s) return k;
+      for (size_t i = 0; i < n_seen_; ++i) {
+        if (*seen_[i].at == s) return seen_[i].id;
       }
       return -1;
     }
@@ -65,13 +67,18 @@ class Emitter {
     return it == interned_.end() ? -1 : it->second;
   }
 
+  struct Ref {  // a string the emission interned (an arena's text or a static one) and its id
+    const std::string* at;
+    int32_t id;
+  };
   static constexpr size_t kByAddress = 48;  // then only interned_ (a scan no longer pays)
   static constexpr size_t kScan = 24;       // more interned strings: the map
   Tables& t_;
-  // the interned strings (fresh() ones are not among them) and their ids
-  std::vector<std::pair<const std::string*, int32_t>> seen_;
+  Ref seen_[kScan + 1];  // the interned strings while interned_ is empty (fresh() ones are not)
+  size_t n_seen_ = 0;
   std::unordered_map<std::string_view, int32_t> interned_;  // empty while seen_ is scanned
-  std::vector<std::pair<const std::string*, int32_t>> by_address_;
+  Ref by_address_[kByAddress];
+  size_t n_by_address_ = 0;
 };
 
 // A value of a quoted datum: the pair of items[i..] of a list, an atom, or the empty list.
@@ -198,7 +205,9 @@ Tables Resolver::emit(int32_t root) const {
   t.nums.reserve(16);
   t.strings.reserve(16);
   Emitter em(t);
-  std::vector<std::pair<int32_t, int64_t>> stack{{root, -1}};
+  std::vector<std::pair<int32_t, int64_t>> stack;
+  stack.reserve(32);
+  stack.emplace_back(root, -1);
   while (!stack.empty()) {
     const auto [i, slot] = stack.back();
     stack.pop_back();

@@ -633,12 +633,19 @@ struct ScratchLease {
 
 ReadOutput read(Arena& arena, std::string_view source, const ReadLimits& limits,
                 bool allow_empty) {
+  // ASCII (the common case) is found 8 bytes at a time; other text counts its code points
+  uint64_t any = 0;
+  size_t at = 0;
+  for (; at + 8 <= source.size(); at += 8) {
+    uint64_t w;
+    std::memcpy(&w, source.data() + at, 8);
+    any |= w;
+  }
+  for (; at < source.size(); ++at) any |= static_cast<unsigned char>(source[at]);
+  const unsigned char high = (any & 0x8080808080808080ull) != 0 ? 0x80 : 0;
   size_t continuation = 0;
-  unsigned char high = 0;
-  for (const char ch : source) {
-    const auto b = static_cast<unsigned char>(ch);
-    continuation += (b & 0xc0) == 0x80;
-    high |= b;
+  if (high != 0) {
+    for (const char ch : source) continuation += (static_cast<unsigned char>(ch) & 0xc0) == 0x80;
   }
   const auto chars = static_cast<int64_t>(source.size() - continuation);
   if (chars > limits.max_source_chars) {
