@@ -342,7 +342,19 @@ void ndvm::bind_front(nb::module_& m) {
       "front_compile",
       [](nb::handle source, nb::handle params, std::vector<std::string> inputs,
          int64_t max_source_chars, int64_t max_forms, bool dmci) {
-        const std::string text = utf8_of(source);
+        // the str's own UTF-8 (CPython keeps it with the str: no copy); a str with lone
+        // surrogates, or not a str, through utf8_of (which encodes or raises)
+        Py_ssize_t size = 0;
+        const char* utf8 = PyUnicode_CheckExact(source.ptr())
+                               ? PyUnicode_AsUTF8AndSize(source.ptr(), &size)
+                               : nullptr;
+        std::string own;
+        if (utf8 == nullptr) {
+          PyErr_Clear();
+          own = utf8_of(source);
+        }
+        const std::string_view text =
+            utf8 != nullptr ? std::string_view(utf8, static_cast<size_t>(size)) : own;
         front::CompileOptions options;
         options.limits = {max_source_chars, max_forms};
         options.dmci = dmci;

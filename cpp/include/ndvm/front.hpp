@@ -109,7 +109,7 @@ class Arena {
   std::vector<DRef> items;         // list items, each list's a contiguous run
   std::vector<std::string> texts;  // by id: symbol names (interned) and number/string texts
 
-  int32_t intern(std::string_view name);  // the same name -> the same id
+  int32_t intern(std::string_view name);  // the same name -> the same id (a keyword: its kw::)
   int32_t intern_other(std::string_view name);  // intern, for a name known not a keyword
   int32_t intern_hashed(std::string_view name, uint32_t hash);  // hash: name_hash(name)
   int32_t add_text(std::string_view text);  // a fresh id
@@ -137,9 +137,13 @@ class Arena {
 
  private:
   DRef add(Datum d, int32_t line, int32_t column);  // d at (line, column), appended
-  // interned names other than the keywords: an open-addressing table of ids into texts
-  // (-1: empty), at most half full
-  std::vector<int32_t> slots_;
+  // the interned names (the keywords and the program's): an open-addressing table, at most
+  // half full, of their name_hash (0: an empty slot) and ids into texts; the keywords stay
+  // from one reset to the next, used_ lists the slots of the others
+  size_t place(uint32_t hash, int32_t id);
+  std::vector<uint32_t> slot_hash_;
+  std::vector<int32_t> slot_id_;
+  std::vector<uint32_t> used_;
   size_t interned_ = 0;
 };
 
