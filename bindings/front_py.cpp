@@ -149,16 +149,24 @@ class FrontProgram {
     return out;
   }
 
-  // (Program, strings) for this core, from the tables themselves
-  nb::object lower() const {
+  // This core's Program, from the tables themselves. The front end's tables are valid by
+  // construction, so they are not checked again (build_program_trusted) unless `checked` (the
+  // tests check them all, as build_program does any other tables).
+  nb::object program(bool checked) const {
     const ndvm::front::Tables& t = c_.tables;
-    nb::list strings;
-    for (const std::string& s : t.strings) strings.append(ndvm::str_of(s));
-    ndvm::Program prog = ndvm::build_program(
+    auto* build = checked ? &ndvm::build_program : &ndvm::build_program_trusted;
+    ndvm::Program prog = build(
         t.nodes.data(), t.nodes.size() / 9, t.kids.data(), t.kids.size(), t.aux.data(),
         t.aux.size(), t.consts.data(), t.nums.data(), t.nums.size(), t.strings, 0,
         static_cast<uint32_t>(c_.params.size()), static_cast<uint32_t>(c_.inputs.size()));
-    return nb::make_tuple(nb::cast(std::move(prog)), strings);
+    return nb::cast(std::move(prog));
+  }
+
+  // The Program's strings (names in error messages, symbols) as Python str
+  nb::list strings() const {
+    nb::list out;
+    for (const std::string& s : c_.tables.strings) out.append(ndvm::str_of(s));
+    return out;
   }
 
   nb::object body() const;
@@ -319,13 +327,34 @@ void ndvm::bind_front(nb::module_& m) {
           "(params_key, has_header, prelude, input_positions) in one call.")
       .def_prop_ro("n_nodes",
                    [](const FrontProgram& p) { return p.compiled().tables.nodes.size() / 9; })
-      .def("lower", &FrontProgram::lower, "(Program, strings) of this core.")
+      .def(
+          "lower",
+          [](const FrontProgram& p, bool checked) {
+            return nb::make_tuple(p.program(checked), p.strings());
+          },
+          nb::arg("checked") = false, "(Program, strings) of this core (see program).")
+      .def("program", &FrontProgram::program, nb::arg("checked") = false,
+           "This core's Program; checked: validate the tables as build_program does any host "
+           "tables (the front end's are valid by construction).")
+      .def_prop_ro("strings", &FrontProgram::strings, "The Program's strings, as str.")
       .def("body", &FrontProgram::body, "The resolved IR as ndvm.lang.ir records.");
   m.def(
       "front_compile",
       [](nb::handle source, nb::handle params, std::vector<std::string> inputs,
          int64_t max_source_chars, int64_t max_forms, bool dmci) {
-        const std::string text = utf8_of(source);
+        // the str's own UTF-8 (CPython keeps it with the str: no copy); a str with lone
+        // surrogates, or not a str, through utf8_of (which encodes or raises)
+        Py_ssize_t size = 0;
+        const char* utf8 = PyUnicode_CheckExact(source.ptr())
+                               ? PyUnicode_AsUTF8AndSize(source.ptr(), &size)
+                               : nullptr;
+        std::string own;
+        if (utf8 == nullptr) {
+          PyErr_Clear();
+          own = utf8_of(source);
+        }
+        const std::string_view text =
+            utf8 != nullptr ? std::string_view(utf8, static_cast<size_t>(size)) : own;
         front::CompileOptions options;
         options.limits = {max_source_chars, max_forms};
         options.dmci = dmci;

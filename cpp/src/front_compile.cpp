@@ -35,6 +35,7 @@ struct Prelude {
   Arena arena;
   std::vector<PreludeProc> procs;  // sorted by name
   std::unordered_map<std::string, int> by_name;  // names and aliases -> index in procs
+  std::vector<int8_t> by_code;  // opcode -> index in procs, -1: not a prelude procedure
   size_t shortest = 0;  // the length of the shortest name or alias (a shorter one is not one)
 };
 
@@ -55,7 +56,9 @@ const Prelude& prelude() {
     std::sort(srcs.begin(), srcs.end(), [](const Src& a, const Src& b) {
       return std::string(prim_info(a.code).name) < std::string(prim_info(b.code).name);
     });
+    t->by_code.assign(kPrimCodeLimit, -1);
     for (const Src& s : srcs) {
+      t->by_code[size_t(s.code)] = static_cast<int8_t>(t->procs.size());
       t->by_name.emplace(prim_info(s.code).name, static_cast<int>(t->procs.size()));
       t->procs.push_back({prim_info(s.code).name, {}, -1, -1});
     }
@@ -118,8 +121,9 @@ std::vector<int> closure(std::vector<char>& named) {
 void mark_named(const std::string& name, std::vector<char>& named) {
   const Prelude& p = prelude();
   if (name.size() < p.shortest) return;  // most of a program's names: no hash, no look-up
-  auto it = p.by_name.find(name);
-  if (it != p.by_name.end()) named[size_t(it->second)] = 1;
+  // a prelude procedure's name or alias is a primitive's (by_name holds the same names)
+  const int code = detail::prim_code(name);
+  if (code >= 0 && p.by_code[size_t(code)] >= 0) named[size_t(p.by_code[size_t(code)])] = 1;
 }
 
 // -- the params header --------------------------------------------------------------------

@@ -4,7 +4,6 @@
 #include <functional>
 #include <iterator>
 #include <string>
-#include <unordered_map>
 #include <utility>
 
 #include "ndvm/front.hpp"
@@ -70,20 +69,6 @@ std::string py_repr(std::string_view s) {
   return hooks().repr(s);
 }
 
-namespace {
-// The keywords' fixed ids, looked up before an arena's own names.
-const std::unordered_map<std::string_view, int32_t>& keyword_ids() {
-  static const auto* ids = [] {
-    auto* m = new std::unordered_map<std::string_view, int32_t>;
-    for (int32_t i = 0; i < kw::COUNT; ++i) m->emplace(kKeywordNames[i], i);
-    return m;
-  }();
-  return *ids;
-}
-
-size_t hash_name(std::string_view name) { return std::hash<std::string_view>{}(name); }
-}  // namespace
-
 Arena::Arena() {
   data.reserve(64);
   items.reserve(64);
@@ -91,47 +76,64 @@ Arena::Arena() {
   static const std::vector<std::string> keywords(std::begin(kKeywordNames),
                                                  std::end(kKeywordNames));
   texts.insert(texts.end(), keywords.begin(), keywords.end());
-  slots_.assign(64, -1);
+  slot_hash_.assign(128, 0);
+  slot_id_.assign(128, -1);
+  for (int32_t k = 0; k < kw::COUNT; ++k) place(name_hash(texts[size_t(k)]), k);
+  interned_ = kw::COUNT;
 }
 
 void Arena::reset() {
   constexpr size_t kKeep = 4096;  // larger buffers are released, not kept
-  if (data.capacity() > kKeep || items.capacity() > kKeep || slots_.size() > kKeep) {
+  if (data.capacity() > kKeep || items.capacity() > kKeep || slot_hash_.size() > kKeep) {
     *this = Arena();
     return;
   }
   data.clear();
   items.clear();
   texts.resize(static_cast<size_t>(kw::COUNT));
-  std::fill(slots_.begin(), slots_.end(), -1);
-  interned_ = 0;
+  // the keywords stay: they were placed first, so no probe sequence of theirs crosses a slot
+  // emptied here
+  for (const uint32_t u : used_) slot_hash_[u] = 0;
+  used_.clear();
+  interned_ = kw::COUNT;
 }
 
-int32_t Arena::intern(std::string_view name) {
-  const auto& keywords = keyword_ids();
-  auto kw = keywords.find(name);
-  if (kw != keywords.end()) return kw->second;
-  return intern_other(name);
+size_t Arena::place(uint32_t hash, int32_t id) {
+  const size_t mask = slot_hash_.size() - 1;
+  size_t i = hash & mask;
+  while (slot_hash_[i] != 0) i = (i + 1) & mask;
+  slot_hash_[i] = hash;
+  slot_id_[i] = id;
+  if (id >= kw::COUNT) used_.push_back(static_cast<uint32_t>(i));
+  return i;
 }
+
+int32_t Arena::intern(std::string_view name) { return intern_hashed(name, name_hash(name)); }
 
 int32_t Arena::intern_other(std::string_view name) {
-  size_t mask = slots_.size() - 1;
-  size_t i = hash_name(name) & mask;
-  for (; slots_[i] >= 0; i = (i + 1) & mask) {
-    if (texts[static_cast<size_t>(slots_[i])] == name) return slots_[i];
+  return intern_hashed(name, name_hash(name));
+}
+
+int32_t Arena::intern_hashed(std::string_view name, uint32_t hash) {
+  const size_t mask = slot_hash_.size() - 1;
+  for (size_t i = hash & mask; slot_hash_[i] != 0; i = (i + 1) & mask) {
+    if (slot_hash_[i] == hash && texts[static_cast<size_t>(slot_id_[i])] == name) {
+      return slot_id_[i];
+    }
   }
   const auto id = static_cast<int32_t>(texts.size());
   texts.emplace_back(name);
-  slots_[i] = id;
-  if (2 * ++interned_ > slots_.size()) {  // grow: rehash every interned id
-    std::vector<int32_t> old(slots_.size() * 2, -1);
-    old.swap(slots_);
-    mask = slots_.size() - 1;
-    for (const int32_t held : old) {
-      if (held < 0) continue;
-      size_t j = hash_name(texts[static_cast<size_t>(held)]) & mask;
-      while (slots_[j] >= 0) j = (j + 1) & mask;
-      slots_[j] = held;
+  place(hash, id);
+  if (2 * ++interned_ > slot_hash_.size()) {  // grow: the keywords first, then the others
+    std::vector<uint32_t> hashes(slot_hash_.size() * 2, 0);
+    std::vector<int32_t> ids(hashes.size(), -1);
+    hashes.swap(slot_hash_);
+    ids.swap(slot_id_);
+    used_.clear();
+    for (const bool keywords : {true, false}) {
+      for (size_t j = 0; j < hashes.size(); ++j) {
+        if (hashes[j] != 0 && (ids[j] < kw::COUNT) == keywords) place(hashes[j], ids[j]);
+      }
     }
   }
   return id;

@@ -107,79 +107,6 @@ double number_value(std::string_view t) {
 }
 
 // -- names ---------------------------------------------------------------------------------
-inline uint32_t name_hash(std::string_view t) {
-  uint32_t h = 2166136261u;  // FNV-1a
-  for (const char c : t) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
-  return h | 1u;  // never 0, the mark of an empty slot
-}
-
-// The fixed names (kw::), at the ids every Arena gives them.
-struct KeywordTable {
-  static constexpr size_t kSize = 128;
-  uint32_t hash[kSize] = {};
-  int32_t id[kSize] = {};
-  KeywordTable() {
-    for (int32_t k = 0; k < kw::COUNT; ++k) {
-      const uint32_t h = name_hash(kKeywordNames[k]);
-      size_t i = h & (kSize - 1);
-      while (hash[i] != 0) i = (i + 1) & (kSize - 1);
-      hash[i] = h;
-      id[i] = k;
-    }
-  }
-  int32_t find(std::string_view t, uint32_t h) const {
-    for (size_t i = h & (kSize - 1); hash[i] != 0; i = (i + 1) & (kSize - 1)) {
-      if (hash[i] == h && t == kKeywordNames[id[i]]) return id[i];
-    }
-    return -1;
-  }
-};
-
-// The names one read has met, by hash, so a name repeated is interned once (ids are the
-// arena's: the table is emptied after every read).
-struct NameCache {
-  std::vector<uint32_t> hash = std::vector<uint32_t>(256, 0);
-  std::vector<int32_t> id = std::vector<int32_t>(256, 0);
-  std::vector<uint32_t> used;  // the filled slots
-
-  int32_t intern(Arena& a, std::string_view t) {
-    const uint32_t h = name_hash(t);
-    const size_t mask = hash.size() - 1;
-    size_t i = h & mask;
-    for (; hash[i] != 0; i = (i + 1) & mask) {
-      if (hash[i] == h && a.texts[static_cast<size_t>(id[i])] == t) return id[i];
-    }
-    static const KeywordTable keywords;
-    int32_t got = keywords.find(t, h);
-    if (got < 0) got = a.intern_other(t);
-    hash[i] = h;
-    id[i] = got;
-    used.push_back(static_cast<uint32_t>(i));
-    if (used.size() * 2 > hash.size()) grow();
-    return got;
-  }
-  void grow() {
-    std::vector<uint32_t> h2(hash.size() * 2, 0);
-    std::vector<int32_t> id2(h2.size(), 0);
-    std::vector<uint32_t> used2;
-    const size_t mask = h2.size() - 1;
-    for (const uint32_t u : used) {
-      size_t i = hash[u] & mask;
-      while (h2[i] != 0) i = (i + 1) & mask;
-      h2[i] = hash[u];
-      id2[i] = id[u];
-      used2.push_back(static_cast<uint32_t>(i));
-    }
-    hash.swap(h2);
-    id.swap(id2);
-    used.swap(used2);
-  }
-  void clear() {
-    for (const uint32_t u : used) hash[u] = 0;
-    used.clear();
-  }
-};
-
 // -- the reader's state ----------------------------------------------------------------------
 enum FrameKind : uint8_t { PAREN, BRACKET, QUOTE_PREFIX, COMMENT_PREFIX };
 
@@ -197,7 +124,6 @@ struct Scratch {
   std::vector<DRef> items;
   std::vector<uint8_t> seen;  // by name id: in ReadOutput::symbols already
   std::string buf;            // a string's value with its escapes replaced
-  NameCache names;
   bool busy = false;
 };
 
@@ -370,7 +296,7 @@ void Reader::atom(int32_t line, int32_t column) {
     double v = 0.0;
     const int what = hooks().classify_unicode ? hooks().classify_unicode(t, &v) : 2;
     if (what == 0) {
-      const int32_t id = sc_.names.intern(a_, t);
+      const int32_t id = a_.intern(t);
       note(id);
       deliver(a_.sym(id, line, column));
     } else if (what == 1) {
@@ -386,7 +312,7 @@ void Reader::atom(int32_t line, int32_t column) {
                                (is_digit(t[1]) || t[1] == '.');
     if (!signed_number && !(c0 == '.' && t.size() == 1) && t != "+inf.0" && t != "-inf.0" &&
         t != "+nan.0" && t != "-nan.0") {
-      const int32_t id = sc_.names.intern(a_, t);
+      const int32_t id = a_.intern(t);
       note(id);
       deliver(a_.sym(id, line, column));
       return;
@@ -630,7 +556,6 @@ struct ScratchLease {
     for (const int32_t id : out.symbols) sc.seen[static_cast<size_t>(id)] = 0;
     sc.frames.clear();
     sc.items.clear();
-    sc.names.clear();
     sc.busy = false;
   }
 };
@@ -639,12 +564,19 @@ struct ScratchLease {
 
 ReadOutput read(Arena& arena, std::string_view source, const ReadLimits& limits,
                 bool allow_empty) {
+  // ASCII (the common case) is found 8 bytes at a time; other text counts its code points
+  uint64_t any = 0;
+  size_t at = 0;
+  for (; at + 8 <= source.size(); at += 8) {
+    uint64_t w;
+    std::memcpy(&w, source.data() + at, 8);
+    any |= w;
+  }
+  for (; at < source.size(); ++at) any |= static_cast<unsigned char>(source[at]);
+  const unsigned char high = (any & 0x8080808080808080ull) != 0 ? 0x80 : 0;
   size_t continuation = 0;
-  unsigned char high = 0;
-  for (const char ch : source) {
-    const auto b = static_cast<unsigned char>(ch);
-    continuation += (b & 0xc0) == 0x80;
-    high |= b;
+  if (high != 0) {
+    for (const char ch : source) continuation += (static_cast<unsigned char>(ch) & 0xc0) == 0x80;
   }
   const auto chars = static_cast<int64_t>(source.size() - continuation);
   if (chars > limits.max_source_chars) {

@@ -98,17 +98,82 @@ struct DepthGuard {
 }  // namespace
 
 int prim_code(std::string_view name) {
-  const auto& m = primitives().code;
-  auto it = m.find(name);
-  return it == m.end() ? -1 : it->second;
+  // the names and aliases in an open-addressing table by FNV-1a, at most a quarter full (a
+  // name's look-up costs about its hashing; std::hash and a bucket walk cost several times it)
+  struct Table {
+    std::vector<uint32_t> hash;  // 0: empty
+    std::vector<std::pair<std::string_view, int>> entry;
+  };
+  static const Table* table = [] {
+    auto* t = new Table;
+    size_t size = 16;
+    while (size < 4 * primitives().code.size()) size *= 2;
+    t->hash.assign(size, 0);
+    t->entry.resize(size);
+    for (const auto& [n, code] : primitives().code) {
+      const uint32_t h = name_hash(n);
+      size_t i = h & (size - 1);
+      while (t->hash[i] != 0) i = (i + 1) & (size - 1);
+      t->hash[i] = h;
+      t->entry[i] = {n, code};
+    }
+    return t;
+  }();
+  const uint32_t h = name_hash(name);
+  const size_t mask = table->hash.size() - 1;
+  for (size_t i = h & mask; table->hash[i] != 0; i = (i + 1) & mask) {
+    if (table->hash[i] == h && table->entry[i].first == name) return table->entry[i].second;
+  }
+  return -1;
 }
 
 const std::vector<std::string>& prim_names() { return primitives().all; }
+
+namespace {
+// A resolver's vectors, kept empty between compiles on this thread (their capacity reused).
+struct Buffers {
+  std::vector<std::pair<int32_t, int32_t>> input_pos;
+  std::vector<Resolver::Info> info[2];
+  std::vector<int32_t> scope;
+  std::vector<uint32_t> frame_start;
+  std::vector<INode> nodes;
+  std::vector<int32_t> kids, scratch;
+  std::vector<const std::string*> names;
+  bool busy = false;
+};
+
+Buffers& buffers() {
+  thread_local Buffers b;
+  return b;
+}
+
+template <typename V>
+void give_back(V& from, V& to) {
+  constexpr size_t kKeep = 4096;  // larger buffers are released, not kept
+  if (from.capacity() > kKeep) return;
+  from.clear();
+  to.swap(from);
+}
+}  // namespace
 
 Resolver::Resolver(std::vector<std::string>& params, const std::vector<std::string>& inputs,
                    bool infer)
     : params_(params), inputs_(inputs), infer_(infer), param_index_(params),
       input_index_(inputs) {
+  Buffers& b = buffers();
+  if (!b.busy) {
+    b.busy = true;
+    pooled_ = true;
+    input_pos_.swap(b.input_pos);
+    info_[0].swap(b.info[0]);
+    info_[1].swap(b.info[1]);
+    scope_.swap(b.scope);
+    frame_start_.swap(b.frame_start);
+    nodes_.swap(b.nodes);
+    kids_.swap(b.kids);
+    scratch_.swap(b.scratch);
+    names_.swap(b.names);
+  }
   input_pos_.assign(inputs_.size(), {0, 0});
   // a small program's tables without regrowing them
   nodes_.reserve(64);
@@ -116,6 +181,21 @@ Resolver::Resolver(std::vector<std::string>& params, const std::vector<std::stri
   scratch_.reserve(32);
   scope_.reserve(16);
   frame_start_.reserve(8);
+}
+
+Resolver::~Resolver() {
+  if (!pooled_) return;
+  Buffers& b = buffers();
+  give_back(input_pos_, b.input_pos);
+  give_back(info_[0], b.info[0]);
+  give_back(info_[1], b.info[1]);
+  give_back(scope_, b.scope);
+  give_back(frame_start_, b.frame_start);
+  give_back(nodes_, b.nodes);
+  give_back(kids_, b.kids);
+  give_back(scratch_, b.scratch);
+  give_back(names_, b.names);
+  b.busy = false;
 }
 
 void Resolver::use_arena(const Arena& arena, int which) {
@@ -232,10 +312,12 @@ int32_t Resolver::lookup(DRef s, bool callee) {
     n.a = in.input;
     return add(n);
   }
-  if (auto c = constants().find(name); c != constants().end()) {
-    n.kind = NodeKind::CONST;
-    n.num = c->second;
-    return add(n);
+  for (const auto& [cname, value] : constants()) {  // a handful of names: a scan
+    if (cname == name) {
+      n.kind = NodeKind::CONST;
+      n.num = value;
+      return add(n);
+    }
   }
   if (infer_ && (name.empty() || name[0] != '#')) {
     params_.push_back(name);
@@ -513,232 +595,6 @@ int32_t Resolver::letrec(const std::vector<int32_t>& inits,
   scratch_.insert(scratch_.end(), inits.begin(), inits.end());
   scratch_.push_back(body);
   return finish(n, mark);
-}
-
-// -- emission: the preorder walk of bindings/lower_ir.cpp ------------------------------------
-namespace {
-
-class Emitter {
- public:
-  explicit Emitter(Tables& t) : t_(t) {}
-
-  int32_t intern(const std::string& s) {  // s: an arena's text or a static string
-    if (by_address_.size() < kByAddress) {  // the same names come back by the same address
-      for (const auto& [at, id] : by_address_) {
-        if (at == &s) return id;
-      }
-    }
-    int32_t id = 0;
-    auto it = interned_.find(s);
-    if (it != interned_.end()) {
-      id = it->second;
-    } else {
-      id = static_cast<int32_t>(t_.strings.size());
-      t_.strings.push_back(s);
-      interned_.emplace(std::string_view(s), id);  // `s` outlives the emission
-    }
-    if (by_address_.size() < kByAddress) by_address_.emplace_back(&s, id);
-    return id;
-  }
-  int32_t fresh(const std::string& s) {
-    t_.strings.push_back(s);
-    return static_cast<int32_t>(t_.strings.size() - 1);
-  }
-  int32_t row(ConstKind k, int32_t a, int32_t b, double num) {
-    t_.consts.push_back(static_cast<int32_t>(k));
-    t_.consts.push_back(a);
-    t_.consts.push_back(b);
-    t_.nums.push_back(num);
-    return static_cast<int32_t>(t_.nums.size() - 1);
-  }
-  int32_t constant(const INode& n);
-
- private:
-  int32_t quoted(const Arena& a, DRef d);
-
-  static constexpr size_t kByAddress = 48;  // then only interned_ (a scan no longer pays)
-  Tables& t_;
-  std::unordered_map<std::string_view, int32_t> interned_;
-  std::vector<std::pair<const std::string*, int32_t>> by_address_;
-};
-
-// A value of a quoted datum: the pair of items[i..] of a list, an atom, or the empty list.
-struct QVal {
-  DRef d = -1;     // the list (pair) or the atom; -1: NIL
-  int32_t i = -1;  // pair: index of its car in the list; -1: an atom
-};
-
-QVal value_of(const Arena& a, DRef d) {
-  while (a[d].kind == DKind::LIST) {
-    if (a[d].count > 0) return {d, 0};
-    if (a[d].tail < 0) return {-1, -1};
-    d = a[d].tail;
-  }
-  return {d, -1};
-}
-
-bool special_number(const Arena& a, const Datum& x, int* key) {
-  const std::string& t = a.texts[size_t(x.text)];
-  if (t == "+inf.0") *key = 0;
-  else if (t == "-inf.0") *key = 1;
-  else if (t == "+nan.0" || t == "-nan.0") *key = 2;  // one shared NaN object in Python
-  else return false;
-  return true;
-}
-
-// A quoted datum, lowered as lower_ir does Python's Pair chain: children first (car, then
-// cdr), each occurrence its own entry; a pair refers to the last entry made for an object
-// Python shares (the empty list, #t, #f, a symbol, +inf.0 / -inf.0 / NaN).
-int32_t Emitter::quoted(const Arena& a, DRef root) {
-  struct Item {
-    QVal v;
-    int32_t car = -1, cdr = -1;  // order positions of the children (pairs)
-  };
-  std::vector<Item> order;
-  struct Todo {
-    QVal v;
-    int32_t parent, slot;
-  };
-  std::vector<Todo> stack{{value_of(a, root), -1, 0}};
-  while (!stack.empty()) {
-    const Todo td = stack.back();
-    stack.pop_back();
-    const auto pos = static_cast<int32_t>(order.size());
-    if (td.parent >= 0) (td.slot == 0 ? order[size_t(td.parent)].car : order[size_t(td.parent)].cdr) = pos;
-    order.push_back({td.v});
-    if (td.v.d >= 0 && td.v.i >= 0) {
-      const Datum& l = a[td.v.d];
-      const QVal car = value_of(a, a.items[size_t(l.first + td.v.i)]);
-      QVal cdr{-1, -1};
-      if (td.v.i + 1 < l.count) cdr = {td.v.d, td.v.i + 1};
-      else if (l.tail >= 0) cdr = value_of(a, l.tail);
-      stack.push_back({car, pos, 0});
-      stack.push_back({cdr, pos, 1});
-    }
-  }
-  std::vector<int32_t> index(order.size(), -1);
-  int32_t shared[6] = {-1, -1, -1, -1, -1, -1};  // nil #f #t +inf -inf nan: the last entry
-  std::unordered_map<int32_t, int32_t> symbols;
-  auto ref = [&](int32_t pos) {
-    const QVal& v = order[size_t(pos)].v;
-    if (v.d < 0) return shared[0];
-    if (v.i >= 0) return index[size_t(pos)];
-    const Datum& x = a[v.d];
-    int key = 0;
-    if (x.kind == DKind::BOOL) return shared[x.flag ? 2 : 1];
-    if (x.kind == DKind::SYM) return symbols.at(x.text);
-    if (x.kind == DKind::NUM && special_number(a, x, &key)) return shared[3 + key];
-    return index[size_t(pos)];
-  };
-  for (size_t p = order.size(); p-- > 0;) {
-    const Item& it = order[p];
-    int32_t k = 0;
-    if (it.v.d < 0) {
-      k = shared[0] = row(ConstKind::NIL, 0, 0, 0.0);
-    } else if (it.v.i >= 0) {
-      k = row(ConstKind::PAIR, ref(it.car), ref(it.cdr), 0.0);
-    } else {
-      const Datum& x = a[it.v.d];
-      int key = 0;
-      switch (x.kind) {
-        case DKind::NUM:
-          k = row(ConstKind::NUM, 0, 0, x.num);
-          if (special_number(a, x, &key)) shared[3 + key] = k;
-          break;
-        case DKind::BOOL: k = shared[x.flag ? 2 : 1] = row(ConstKind::BOOL, x.flag, 0, 0.0); break;
-        case DKind::SYM:
-          k = row(ConstKind::SYMBOL, intern(a.texts[size_t(x.text)]), 0, 0.0);
-          symbols[x.text] = k;
-          break;
-        case DKind::STR: k = row(ConstKind::STRING, fresh(a.texts[size_t(x.text)]), 0, 0.0); break;
-        case DKind::LIST: break;  // value_of never yields a list atom
-      }
-    }
-    index[p] = k;
-  }
-  return index[0];
-}
-
-int32_t Emitter::constant(const INode& n) {
-  switch (n.ck) {
-    case 0: return row(ConstKind::NUM, 0, 0, n.num);
-    case 1: return row(ConstKind::BOOL, n.a, 0, 0.0);
-    case 2: return row(ConstKind::VOID, 0, 0, 0.0);
-    case 3: return row(ConstKind::STRING, fresh(*n.name), 0, 0.0);
-    default: break;
-  }
-  const Datum& x = (*n.qa)[n.qd];
-  if (x.kind == DKind::NUM) return row(ConstKind::NUM, 0, 0, x.num);
-  return quoted(*n.qa, n.qd);
-}
-
-}  // namespace
-
-Tables Resolver::emit(int32_t root) const {
-  Tables t;
-  // sized for the tree's nodes and child slots (each emitted once), grown if a node were
-  // reached twice, cut to length at the end
-  t.nodes.resize(nodes_.size() * 9);
-  t.tail.resize(nodes_.size());
-  t.kids.resize(kids_.size());
-  size_t n_out = 0, kids_out = 0;
-  t.consts.reserve(3 * 16);
-  t.nums.reserve(16);
-  t.strings.reserve(16);
-  Emitter em(t);
-  std::vector<std::pair<int32_t, int64_t>> stack{{root, -1}};
-  while (!stack.empty()) {
-    const auto [i, slot] = stack.back();
-    stack.pop_back();
-    const auto id = static_cast<int32_t>(n_out);
-    if (slot >= 0) t.kids[size_t(slot)] = id;
-    if (n_out == t.tail.size()) [[unlikely]] {
-      t.tail.resize(2 * n_out + 1);
-      t.nodes.resize(9 * t.tail.size());
-    }
-    const INode& n = nodes_[size_t(i)];
-    int32_t a = 0, b = 0, c = 0;
-    switch (n.kind) {
-      case NodeKind::CONST: a = em.constant(n); break;
-      case NodeKind::LOCAL:
-        a = n.a;
-        b = n.b;
-        c = em.intern(*n.name);
-        break;
-      case NodeKind::PARAM:
-      case NodeKind::INPUT: a = n.a; break;
-      case NodeKind::LAMBDA:
-        a = n.a;
-        b = n.b;
-        c = em.intern(*n.name);
-        break;
-      case NodeKind::LETREC:
-        b = static_cast<int32_t>(t.aux.size());
-        for (int32_t k = 0; k < n.b; ++k) t.aux.push_back(em.intern(*names_[size_t(n.a + k)]));
-        break;
-      case NodeKind::ASSERT: c = em.intern(*n.name); break;
-      default: break;
-    }
-    const auto off = static_cast<int32_t>(kids_out);
-    kids_out += size_t(n.nkids);
-    if (kids_out > t.kids.size()) [[unlikely]] t.kids.resize(2 * kids_out);
-    int32_t* row = t.nodes.data() + 9 * n_out;
-    row[0] = static_cast<int32_t>(n.kind);
-    row[1] = int32_t(n.op);
-    row[2] = a;
-    row[3] = b;
-    row[4] = c;
-    row[5] = off;
-    row[6] = n.nkids;
-    row[7] = n.line;
-    row[8] = n.column;
-    t.tail[n_out++] = n.tail ? 1 : 0;
-    for (int32_t k = n.nkids; k-- > 0;) stack.emplace_back(kids_[size_t(n.kids + k)], off + k);
-  }
-  t.nodes.resize(9 * n_out);
-  t.tail.resize(n_out);
-  t.kids.resize(kids_out);
-  return t;
 }
 
 std::pair<int32_t, int32_t> Resolver::input_position(size_t i) const {

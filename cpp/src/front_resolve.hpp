@@ -83,6 +83,15 @@ class Resolver {
  public:
   Resolver(std::vector<std::string>& params, const std::vector<std::string>& inputs,
            bool infer);
+  ~Resolver();  // hands its buffers back to this thread's pool (if it took them from it)
+  Resolver(const Resolver&) = delete;
+  Resolver& operator=(const Resolver&) = delete;
+
+  struct Info {  // what a free name is, computed once per name id
+    bool computed = false;
+    int16_t prim = -1;
+    int32_t param = -1, input = -1;
+  };
 
   // The arena the next datums come from; frames pushed afterwards hold its name ids.
   void use_arena(const Arena& arena, int which /* 0: the program, 1: the prelude */);
@@ -105,11 +114,6 @@ class Resolver {
   std::pair<int32_t, int32_t> input_position(size_t i) const;
 
  private:
-  struct Info {  // what a free name is, computed once per name id
-    bool computed = false;
-    int16_t prim = -1;
-    int32_t param = -1, input = -1;
-  };
   Info& info(int32_t id);
   int32_t add(const INode& n);
   int32_t finish(INode n, size_t mark);  // n with kids scratch_[mark..], scratch_ popped
@@ -142,6 +146,8 @@ class Resolver {
   std::vector<INode> nodes_;
   std::vector<int32_t> kids_, scratch_;
   std::vector<const std::string*> names_;  // LETREC names
+  bool pooled_ = false;  // the vectors above are this thread's pool's (one compile after another
+                         // reuses them; a resolver inside another gets its own)
 };
 
 }  // namespace ndvm::front::detail

@@ -108,12 +108,18 @@ void check_scopes(const Program& p) {
   }
 }
 
-}  // namespace
-
-Program build_program(const int32_t* node_table, size_t n_nodes, const int32_t* kids,
-                      size_t n_kids, const int32_t* aux, size_t n_aux, const int32_t* const_table,
-                      const double* const_nums, size_t n_consts, std::vector<std::string> strings,
-                      uint32_t root, uint32_t n_params, uint32_t n_inputs) {
+// The tables as a Program; kChecked: every index checked (build_program), else trusted
+// (build_program_trusted: the front end's own tables, valid by construction).
+template <bool kChecked>
+Program build(const int32_t* node_table, size_t n_nodes, const int32_t* kids, size_t n_kids,
+              const int32_t* aux, size_t n_aux, const int32_t* const_table,
+              const double* const_nums, size_t n_consts, std::vector<std::string> strings,
+              uint32_t root, uint32_t n_params, uint32_t n_inputs) {
+  auto check = [](bool ok, const char* what) {
+    if constexpr (kChecked) require(ok, what);
+    (void)ok;
+    (void)what;
+  };
   static std::atomic<uint64_t> next_serial{1};
   Program p;
   p.serial = next_serial.fetch_add(1);
@@ -124,33 +130,32 @@ Program build_program(const int32_t* node_table, size_t n_nodes, const int32_t* 
   p.aux.assign(aux, aux + n_aux);
   p.kids.resize(n_kids);
   for (size_t i = 0; i < n_kids; ++i) {
-    require(kids[i] >= 0 && static_cast<size_t>(kids[i]) < n_nodes, "child index");
+    check(kids[i] >= 0 && static_cast<size_t>(kids[i]) < n_nodes, "child index");
     p.kids[i] = static_cast<uint32_t>(kids[i]);
   }
   p.consts.resize(n_consts);
   for (size_t i = 0; i < n_consts; ++i) {
     const int32_t* row = const_table + 3 * i;
-    require(row[0] >= 0 && row[0] <= static_cast<int32_t>(ConstKind::PAIR), "const kind");
+    check(row[0] >= 0 && row[0] <= static_cast<int32_t>(ConstKind::PAIR), "const kind");
     Const& c = p.consts[i];
     c.kind = static_cast<ConstKind>(row[0]);
     c.num = const_nums[i];
     c.a = row[1];
     c.b = row[2];
-    if (c.kind == ConstKind::PAIR) {
-      require(c.a >= 0 && static_cast<size_t>(c.a) < i && c.b >= 0 &&
-                  static_cast<size_t>(c.b) < i,
-              "const pair order");
+    if (kChecked && c.kind == ConstKind::PAIR) {
+      check(c.a >= 0 && static_cast<size_t>(c.a) < i && c.b >= 0 && static_cast<size_t>(c.b) < i,
+            "const pair order");
     }
-    if (c.kind == ConstKind::SYMBOL || c.kind == ConstKind::STRING) {
-      require(c.a >= 0 && static_cast<size_t>(c.a) < p.strings.size(), "const string");
+    if (kChecked && (c.kind == ConstKind::SYMBOL || c.kind == ConstKind::STRING)) {
+      check(c.a >= 0 && static_cast<size_t>(c.a) < p.strings.size(), "const string");
     }
   }
   p.nodes.resize(n_nodes);
   for (size_t i = 0; i < n_nodes; ++i) {
     const int32_t* row = node_table + kNodeColumns * i;
-    require(row[0] >= 0 && row[0] < kNodeKindCount, "node kind");
-    require(row[1] >= 0 && row[1] < kPrimCodeLimit, "opcode range");
-    require(row[5] >= 0 && row[6] >= 0, "kids");
+    check(row[0] >= 0 && row[0] < kNodeKindCount, "node kind");
+    check(row[1] >= 0 && row[1] < kPrimCodeLimit, "opcode range");
+    check(row[5] >= 0 && row[6] >= 0, "kids");
     Node& n = p.nodes[i];
     n.kind = static_cast<NodeKind>(row[0]);
     n.op = static_cast<uint16_t>(row[1]);
@@ -162,15 +167,36 @@ Program build_program(const int32_t* node_table, size_t n_nodes, const int32_t* 
     n.line = row[7];
     n.column = row[8];
   }
-  require(root < n_nodes, "root");
-  std::vector<uint8_t> refs(n_nodes, 0);
-  for (uint32_t k : p.kids) {
-    require(refs[k] == 0 && k != root, "node shared");
-    refs[k] = 1;
+  if constexpr (kChecked) {
+    require(root < n_nodes, "root");
+    std::vector<uint8_t> refs(n_nodes, 0);
+    for (uint32_t k : p.kids) {
+      require(refs[k] == 0 && k != root, "node shared");
+      refs[k] = 1;
+    }
+    for (size_t i = 0; i < n_nodes; ++i) check_node(p, p.nodes[i], i);
+    check_scopes(p);
   }
-  for (size_t i = 0; i < n_nodes; ++i) check_node(p, p.nodes[i], i);
-  check_scopes(p);
   return p;
+}
+
+}  // namespace
+
+Program build_program(const int32_t* node_table, size_t n_nodes, const int32_t* kids,
+                      size_t n_kids, const int32_t* aux, size_t n_aux, const int32_t* const_table,
+                      const double* const_nums, size_t n_consts, std::vector<std::string> strings,
+                      uint32_t root, uint32_t n_params, uint32_t n_inputs) {
+  return build<true>(node_table, n_nodes, kids, n_kids, aux, n_aux, const_table, const_nums,
+                     n_consts, std::move(strings), root, n_params, n_inputs);
+}
+
+Program build_program_trusted(const int32_t* node_table, size_t n_nodes, const int32_t* kids,
+                              size_t n_kids, const int32_t* aux, size_t n_aux,
+                              const int32_t* const_table, const double* const_nums,
+                              size_t n_consts, std::vector<std::string> strings, uint32_t root,
+                              uint32_t n_params, uint32_t n_inputs) {
+  return build<false>(node_table, n_nodes, kids, n_kids, aux, n_aux, const_table, const_nums,
+                      n_consts, std::move(strings), root, n_params, n_inputs);
 }
 
 }  // namespace ndvm

@@ -446,7 +446,7 @@ def _choose_backend(name: str | None, compiled: CompiledProgram) -> str:
     it cannot run. An explicitly named backend raises that error; auto-selection moves on.
     """
     if name is not None:  # one backend: its error is the caller's
-        impl = registry.get(name)
+        impl = registry.INSTANCES.get(name) or registry.get(name)  # (a built one: no call)
         prepare = getattr(impl, "prepare", None)
         if prepare is not None:
             prepare(compiled)

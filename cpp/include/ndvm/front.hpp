@@ -91,6 +91,13 @@ inline constexpr const char* kKeywordNames[kw::COUNT] = {
     "letrec", "letrec*", "define", "lambda", "do", "loop", "recur", "assert", "params", "else",
     "=>", ".", "quasiquote", "unquote", "vec", "#void", "#recur", "#assert", "eqv?"};
 
+// FNV-1a of a name, never 0 (the mark of an empty slot in the front end's name tables).
+inline uint32_t name_hash(std::string_view t) {
+  uint32_t h = 2166136261u;
+  for (const char c : t) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
+  return h | 1u;
+}
+
 class Arena {
  public:
   Arena();  // interns kKeywordNames at ids 0 .. kw::COUNT-1
@@ -102,8 +109,9 @@ class Arena {
   std::vector<DRef> items;         // list items, each list's a contiguous run
   std::vector<std::string> texts;  // by id: symbol names (interned) and number/string texts
 
-  int32_t intern(std::string_view name);  // the same name -> the same id
+  int32_t intern(std::string_view name);  // the same name -> the same id (a keyword: its kw::)
   int32_t intern_other(std::string_view name);  // intern, for a name known not a keyword
+  int32_t intern_hashed(std::string_view name, uint32_t hash);  // hash: name_hash(name)
   int32_t add_text(std::string_view text);  // a fresh id
   DRef sym(int32_t name_id, int32_t line, int32_t column);
   DRef sym(std::string_view name, int32_t line, int32_t column) {
@@ -129,9 +137,13 @@ class Arena {
 
  private:
   DRef add(Datum d, int32_t line, int32_t column);  // d at (line, column), appended
-  // interned names other than the keywords: an open-addressing table of ids into texts
-  // (-1: empty), at most half full
-  std::vector<int32_t> slots_;
+  // the interned names (the keywords and the program's): an open-addressing table, at most
+  // half full, of their name_hash (0: an empty slot) and ids into texts; the keywords stay
+  // from one reset to the next, used_ lists the slots of the others
+  size_t place(uint32_t hash, int32_t id);
+  std::vector<uint32_t> slot_hash_;
+  std::vector<int32_t> slot_id_;
+  std::vector<uint32_t> used_;
   size_t interned_ = 0;
 };
 

@@ -76,4 +76,13 @@ Program build_program(const int32_t* node_table, size_t n_nodes, const int32_t* 
                       const double* const_nums, size_t n_consts, std::vector<std::string> strings,
                       uint32_t root, uint32_t n_params, uint32_t n_inputs);
 
+// The same Program without the checks, for tables valid by construction: the native front
+// end's own (front_resolve.cpp emits them; docs/native.md lists why each check holds there).
+// Tables from anywhere else go through build_program.
+Program build_program_trusted(const int32_t* node_table, size_t n_nodes, const int32_t* kids,
+                              size_t n_kids, const int32_t* aux, size_t n_aux,
+                              const int32_t* const_table, const double* const_nums,
+                              size_t n_consts, std::vector<std::string> strings, uint32_t root,
+                              uint32_t n_params, uint32_t n_inputs);
+
 }  // namespace ndvm

@@ -62,16 +62,20 @@ _KINDS = {"scalar": 0, "data": 1, "const": 2}
 class _Lowered:
     """The core's Program of one compiled program (per dtype), its strings and constraints."""
 
-    __slots__ = ("strings", "constraints", "core", "_core32")
+    __slots__ = ("_strings", "_front", "constraints", "core", "_core32")
 
     def __init__(self, compiled: CompiledProgram) -> None:
         # core: the float64 core's Program (lower_program, its front-end case inline: the
-        # path of every compile); the float32 one is lowered on first use
+        # path of every compile); the float32 one is lowered on first use; the strings of the
+        # front end's tables on first use (only errors and structural values read them)
         front = compiled.front
         if type(front) is _core.FrontProgram:
-            self.core, self.strings = front.lower()
+            self.core = front.program()
+            self._front = front
+            self._strings: list[str] | None = None
         else:
-            self.core, self.strings = lower_program(_core, compiled)
+            self.core, self._strings = lower_program(_core, compiled)
+            self._front = None
         specs = compiled.params
         memo = specs.__dict__ if type(specs) is ParamSpecs else {}  # kept with the specs
         codes = memo.get("codes")
@@ -79,6 +83,13 @@ class _Lowered:
             codes = memo["codes"] = constraint_codes(compiled)
         self.constraints = codes
         self._core32: Any = None
+
+    @property
+    def strings(self) -> list[str]:
+        """The Program's strings (the names its errors and symbols print)."""
+        if self._strings is None:
+            self._strings = self._front.strings
+        return self._strings  # type: ignore[return-value]
 
     def program(self, dtype: str, compiled: CompiledProgram) -> Any:
         """The Program of the core computing in ``dtype`` (the float32 one lowered from
@@ -189,11 +200,13 @@ _ERROR_CLASSES: tuple[type[NdvmError], ...] = (
 )
 
 
-def _errors(raw: list[Any], strings: list[str]) -> list[tuple[np.ndarray, NdvmError]]:
+def _errors(raw: list[Any], low: _Lowered) -> list[tuple[np.ndarray, NdvmError]]:
+    """The lane errors of a run (``low``: the program's lowered form, whose strings an
+    ``error`` call's irritants are decoded with)."""
     out = []
     for mask, cls, message, line, column, lanes, error_prim, irritants in raw:
         if error_prim:
-            message = error_message(tuple(_decode(irritants, strings)))
+            message = error_message(tuple(_decode(irritants, low.strings)))
         exc = _ERROR_CLASSES[cls](message, line or None, column if line else None)
         exc.lanes = tuple(lanes)
         out.append((np.asarray(mask, dtype=bool), exc))
@@ -351,7 +364,7 @@ class NativeBackend:
             grad,
             ct,
         )
-        errors = _errors(raw["errors"], low.strings)
+        errors = _errors(raw["errors"], low)
         status = raw["status"]
         if raw["numeric"]:
             result = RunResult(raw["value"], status, errors, numeric=True)
@@ -434,7 +447,7 @@ class NativeBackend:
             raise NativeUnsupported("native optimizer: value grid does not match the target")
         if raw["non_numeric"]:
             raise NdvmError("value_and_grad needs a numeric result (a number, vector or matrix)")
-        errors = _errors(raw["errors"], low.strings)
+        errors = _errors(raw["errors"], low)
         return {
             "theta": raw["theta"],
             "best_theta": raw["best_theta"],

@@ -7,7 +7,7 @@ from typing import Any
 
 from ndvm.errors import NdvmError
 
-_INSTANCES: dict[str, Any] = {}
+INSTANCES: dict[str, Any] = {}  # the backends built so far, by name
 
 
 @functools.cache
@@ -26,20 +26,20 @@ def available() -> tuple[str, ...]:
 def get(name: str | None) -> Any:
     if name is None:
         name = available()[0]
-    hit = _INSTANCES.get(name)
+    hit = INSTANCES.get(name)
     if hit is not None:
         return hit
     if name == "reference":
         from ndvm.backends.reference import ReferenceBackend
 
-        _INSTANCES[name] = ReferenceBackend()
+        INSTANCES[name] = ReferenceBackend()
     elif name in ("native", "vm") and name in available():
         from ndvm.backends.native import NativeBackend
 
         # "vm": the native core's bytecode client on the same runtime (docs/native.md)
-        _INSTANCES[name] = NativeBackend(client=name)
+        INSTANCES[name] = NativeBackend(client=name)
     else:
         raise NdvmError(
             f"unknown or unavailable backend {name!r} (available: {', '.join(available())})"
         )
-    return _INSTANCES[name]
+    return INSTANCES[name]

@@ -49,7 +49,7 @@ def compile_source(
         raise ReadError(f"source must be str, not {type(source).__name__}")
     lim = limits or _DEFAULT
     specs_of = None if params is None else _plain_params(params) or _specs_function(params)
-    front = native_core().front_compile(
+    front = (_FRONT_COMPILE or _front_compile())(
         source, specs_of, inputs, lim.max_source_chars, lim.max_forms, dialect == "dmci"
     )
     key, has_header, prelude, input_positions = front.fields
@@ -65,6 +65,15 @@ def compile_source(
         dialect,
         front=front,
     )
+
+
+_FRONT_COMPILE: Any = None  # ``_core.front_compile``, once the core is imported
+
+
+def _front_compile() -> Any:
+    global _FRONT_COMPILE
+    _FRONT_COMPILE = native_core().front_compile
+    return _FRONT_COMPILE
 
 
 # the parameter specs by the front end's ``params_key``: the variants of a program share
