@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tests.native.run_options import ORIGINAL, run_options_with
 from tests.native.test_differential import PROGRAMS
 from tests.native.test_replay import GOLDENS, _perturbed, golden_case
 
@@ -26,22 +27,12 @@ pytestmark = pytest.mark.native
 
 DTYPES = ("float64", "float32")
 B, ROWS = 11, 3  # blocks of 3, 3, 3 and 2 rows: both child machines
-_ORIGINAL = native._run_options
+_ORIGINAL = ORIGINAL
 
 
 def _with_rows(rows: int) -> Callable[..., Any]:
     """``native._run_options`` with ``block_rows=rows`` (1 << 30: never blocked)."""
-
-    def options(*args: Any, **kwargs: Any) -> Any:
-        opts = _ORIGINAL(*args, **kwargs)
-        module = native._core32 if type(opts).__module__.endswith("_core32") else native._core
-        return module.RunOptions(
-            max_steps=opts.max_steps, max_heap=opts.max_heap, max_depth=opts.max_depth,
-            deadline=opts.deadline, dmci=opts.dmci, replay=opts.replay, client=opts.client,
-            block_rows=rows,
-        )  # fmt: skip
-
-    return options
+    return run_options_with(block_rows=rows)
 
 
 def _bits(a: Any) -> bytes:

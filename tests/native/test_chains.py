@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tests.native.run_options import ORIGINAL, run_options_with
 from tests.native.test_blocks import _key
 from tests.native.test_differential import PROGRAMS
 from tests.native.test_replay import GOLDENS, _perturbed, golden_case
@@ -28,23 +29,13 @@ pytestmark = pytest.mark.native
 
 DTYPES = ("float64", "float32")
 NEVER = 1 << 30  # lanes per block no batch here has twice of: chains never apply
-_ORIGINAL = native._run_options
+_ORIGINAL = ORIGINAL
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _options(lanes: int, fused: bool = True) -> Callable[..., Any]:
     """``native._run_options`` with ``chain_lanes=lanes`` (and ``fused``)."""
-
-    def options(*args: Any, **kwargs: Any) -> Any:
-        opts = _ORIGINAL(*args, **kwargs)
-        module = native._core32 if type(opts).__module__.endswith("_core32") else native._core
-        return module.RunOptions(
-            max_steps=opts.max_steps, max_heap=opts.max_heap, max_depth=opts.max_depth,
-            deadline=opts.deadline, dmci=opts.dmci, replay=opts.replay, client=opts.client,
-            fused=fused, chain_lanes=lanes,
-        )  # fmt: skip
-
-    return options
+    return run_options_with(chain_lanes=lanes, fused=fused)
 
 
 def _evaluations(

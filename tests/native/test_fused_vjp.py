@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tests.native.run_options import ORIGINAL, run_options_with
 from tests.native.test_differential import PROGRAMS
 from tests.native.test_replay import GOLDENS, _key, _perturbed, golden_case
 
@@ -25,19 +26,8 @@ pytestmark = pytest.mark.native
 DTYPES = ("float64", "float32")
 
 
-def _buffered(*args: Any, **kwargs: Any) -> Any:
-    """``native._run_options`` with ``fused=False`` (the buffer and accumulate pass)."""
-    opts = _ORIGINAL(*args, **kwargs)
-    core = type(opts).__module__.rsplit(".", 1)[-1]
-    module = native._core32 if core == "_core32" else native._core
-    return module.RunOptions(
-        max_steps=opts.max_steps, max_heap=opts.max_heap, max_depth=opts.max_depth,
-        deadline=opts.deadline, dmci=opts.dmci, replay=opts.replay, client=opts.client,
-        fused=False,
-    )  # fmt: skip
-
-
-_ORIGINAL = native._run_options
+_buffered = run_options_with(fused=False)  # the buffer and the accumulate pass
+_ORIGINAL = ORIGINAL
 
 
 def _evaluations(
