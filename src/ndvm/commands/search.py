@@ -38,6 +38,12 @@ def register(sub: Any) -> None:
                       "Levenberg-Marquardt on the mse (default auto)")  # fmt: skip
     what.add_argument("--steps", type=int, default=100, help="(with --data) LM iterations or "
                       "Adam steps per candidate (default 100)")  # fmt: skip
+    what.add_argument("--success-r2", type=float, default=None, metavar="R",
+                      help="(with --data) a success is a validation R² >= R (default: 0.99 "
+                      "unless --success-rmse is given)")  # fmt: skip
+    what.add_argument("--success-rmse", type=float, default=None, metavar="E",
+                      help="(with --data) a success is a validation RMSE <= E (with "
+                      "--success-r2: both)")  # fmt: skip
     how = p.add_argument_group("how")
     how.add_argument("--proposer", default="evolve", help="evolve, replay:FILE or llm")
     how.add_argument("--budget", type=float, default=60.0, help="wall-clock seconds (default 60)")
@@ -86,7 +92,13 @@ def _task(args: argparse.Namespace) -> Any:
             binary_operators=tuple(o for o in args.binary_operators.split(",") if o),
             unary_operators=tuple(o for o in args.unary_operators.split(",") if o),
             split=split, seed=args.split_seed, optimizer=args.optimizer, steps=args.steps,
+            **_thresholds(args),
         )  # fmt: skip
+    if args.success_r2 is not None or args.success_rmse is not None:
+        raise NdvmError(
+            "--success-r2 / --success-rmse apply to --data searches (a built-in "
+            "task has its own success rule; --resume keeps the recorded one)"
+        )
     if args.task is None:
         if not args.resume:
             raise NdvmError("give --task NAME or --data FILE.csv (or --resume --db FILE)")
@@ -137,12 +149,14 @@ def _elapsed(db: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ndvm.errors import NdvmError
+    from ndvm.errors import ConfigError, NdvmError
     from ndvm.search import Budget, make_proposer, run_search
     from ndvm.search.evaluate import CalibLimits
+    from ndvm.search.progress import ProgressLine
     from ndvm.search.store import StoreError
 
     try:
+        check_numbers(args)
         task = _task(args)
         llm = None
         if args.proposer == "llm":  # from_args raises when no URL or model is configured
@@ -152,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
         proposer = make_proposer(args.proposer, task, cycles=args.cycles, llm=llm)
     except (NdvmError, ValueError, OSError) as exc:
         return _fail(str(exc))
-    show = _progress_line(args.quiet)
+    show = ProgressLine(args.quiet)
     limits = CalibLimits(
         seconds=args.candidate_seconds, backend=args.backend, dialect=args.dialect,
         starts=args.starts,
@@ -167,6 +181,9 @@ def run(args: argparse.Namespace) -> int:
             resume=args.resume, limits=limits,
             executor=args.executor, progress=show,
         )  # fmt: skip
+    except ConfigError as exc:  # e.g. --resume on other data
+        show.end()
+        return _fail(str(exc))
     except StoreError as exc:
         show.end()
         print(f"ndvm search: {exc}", file=sys.stderr)
@@ -185,6 +202,8 @@ def run(args: argparse.Namespace) -> int:
     if getattr(proposer, "stop_reason", ""):
         print(f"ndvm search: {proposer.stop_reason}", file=sys.stderr)
     _print_summary(task.name, state, args.db)
+    if not args.quiet:
+        _print_front(state, task.inputs)
     _warn_internal(state)
     return 0
 
@@ -199,33 +218,6 @@ def _warn_internal(state: Any) -> None:
         print(f"ndvm search: warning: {len(reasons)} calibration(s) failed with an internal "
               f"error, a bug in ndvm (first: {reasons[0][len(INTERNAL):]}); please report it "
               "to ndvm's issue tracker", file=sys.stderr)  # fmt: skip
-
-
-class _progress_line:  # noqa: N801 - used like a function
-    """The live progress line (stderr): counts, rejections by stage, rates."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.quiet, self.tty, self.last, self.shown = quiet, sys.stderr.isatty(), -1e9, False
-
-    def __call__(self, pr: Any) -> None:
-        if self.quiet or pr.elapsed - self.last < (0.2 if self.tty else 5.0):
-            return
-        self.last = pr.elapsed
-        r2 = "-" if math.isnan(pr.best_r2) else f"{pr.best_r2:.4f}"
-        stages = " ".join(f"{k} {v}" for k, v in sorted(pr.rejections.items()))
-        line = (
-            f"[{pr.elapsed:7.1f}s] proposed {pr.proposed}  calibrated {pr.evaluated}  "
-            f"rejected {pr.rejected}{f' ({stages})' if stages else ''}  successes "
-            f"{pr.successes}  best val R² {r2}  {pr.rate:.0f} cal/s  {pr.lanes_rate:.0f} lanes/s"
-        )
-        self.shown = True
-        end = "" if self.tty else "\n"
-        print("\r\033[K" + line if self.tty else line, end=end, file=sys.stderr, flush=True)
-
-    def end(self) -> None:
-        if self.tty and self.shown:
-            print(file=sys.stderr)
-            self.shown = False
 
 
 def _print_summary(name: str, state: Any, db: str) -> None:
@@ -244,3 +236,51 @@ def _print_summary(name: str, state: Any, db: str) -> None:
         f"first success {first}, {s.calibrations_per_s:.1f} calibrations/s, "
         f"{s.lanes_per_s:.0f} start lanes/s -> {db}"
     )
+
+
+def _thresholds(args: argparse.Namespace) -> dict[str, float]:
+    out = {"success_r2": args.success_r2, "success_rmse": args.success_rmse}
+    return {k: v for k, v in out.items() if v is not None}  # recorded for --resume if given
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """Every numeric option in range (a one-line ``ConfigError``, exit status 2)."""
+    from ndvm.search import options
+    from ndvm.tasks.columns import success_rule
+
+    options.seconds("--budget", args.budget)
+    options.seconds("--candidate-seconds", args.candidate_seconds)
+    options.count("--max-candidates", args.max_candidates, optional=True)
+    options.count("--workers", args.workers)
+    options.count("--seed", args.seed, minimum=0)
+    options.count("--split-seed", args.split_seed, minimum=0)
+    options.count("--batch-size", args.batch_size, optional=True)
+    options.count("--starts", args.starts, optional=True)
+    options.count("--cycles", args.cycles, minimum=0)
+    options.count("--steps", args.steps)
+    success_rule(args.success_r2, args.success_rmse)
+
+
+def _print_front(state: Any, inputs: tuple[str, ...]) -> None:
+    """The hall of fame (the Pareto front, simplest first) and the chosen law, on stdout."""
+    from ndvm.search.frontier import hall_of_fame
+
+    rows = hall_of_fame(list(state.records), tuple(inputs), export=False)
+    if not rows:
+        return
+    print("hall of fame (validation loss; * = the chosen law):")
+    print(f"  {'':1} {'cx':>3} {'valid loss':>11} {'val R²':>8} {'score':>7}  program")
+    for r in rows:
+        mark = "*" if r["selected"] else " "
+        cells = _g(r["validation_loss"]), _g(r["validation_r2"], ".4f"), _g(r["score"], ".3f")
+        print(f"  {mark} {r['complexity']:3d} {cells[0]:>11} {cells[1]:>8} {cells[2]:>7}  "
+              f"{r['src']}")  # fmt: skip
+    chosen = next((r for r in rows if r["selected"]), rows[-1])
+    params = ", ".join(f"{k} = {v:.6g}" for k, v in chosen["params"].items())
+    print(f"chosen law: {chosen['src']}{f'  with {params}' if params else ''}")
+    print(f"  validation R² {_g(chosen['validation_r2'], '.6f')}, test R² "
+          f"{_g(chosen['test_r2'], '.6f')}, score {_g(chosen['score'], '.3f')}")  # fmt: skip
+
+
+def _g(x: Any, spec: str = ".4g") -> str:
+    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)

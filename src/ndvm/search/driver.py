@@ -14,14 +14,17 @@ kill-and-resume.
 from __future__ import annotations
 
 import gc
+import hashlib
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ndvm.errors import SearchAborted
+import numpy as np
+
+from ndvm.errors import ConfigError, SearchAborted
 from ndvm.search.candidate import Evaluation, Record, skeleton_hash
 from ndvm.search.evaluate import CalibLimits, Job, Result
 from ndvm.search.scheduler import ProcessExecutor, SerialExecutor
@@ -49,6 +52,7 @@ class Progress:
     rate: float  # calibrations per second (one candidate, whatever its number of starts)
     lanes_rate: float = 0.0  # start lanes per second
     rejections: dict[str, int] = field(default_factory=dict)  # rejected, by funnel stage
+    best_src: str = ""  # the program of ``best_r2`` (what a live best-so-far line shows)
 
 
 def git_commit() -> str:
@@ -88,6 +92,7 @@ def run_search(
     config = {
         "batch_size": batch_size, "limits": limits.__dict__, "workers": workers,
         "inputs": list(the_task.inputs), "origin": the_task.data().meta.get("origin"),
+        "data": data_digest(the_task),
     }  # fmt: skip
     run, seed, base, records = _open_run(store, the_task, proposer, seed, config, resume)
     book = _Book(run, store, records, _scope_fn(proposer))
@@ -156,7 +161,44 @@ def _open_run(
         return store.new_run(task.name, proposer.name, seed, config, git_commit()), seed, 0.0, []
     if info["task"] != task.name:
         raise ValueError(f"{store.path}: latest run is task {info['task']!r}, not {task.name!r}")
+    recorded = info["config"].get("data")
+    if recorded is not None and recorded != config["data"]:
+        raise ConfigError(
+            f"{store.path}: its latest run searched other data (or another split of it: data "
+            f"digest {recorded[:12]}, these data {config['data'][:12]}); records scored on "
+            "other data cannot be resumed: use a new database"
+        )
     return info["run"], info["seed"], float(info["elapsed"]), store.records(info["run"])
+
+
+def data_digest(task: Task) -> str:
+    """SHA-256 of the task's data (every split's input names and values, targets, float64
+    bytes): a resumed run must score its new candidates on the data of its old ones."""
+    data = task.data()
+    h = hashlib.sha256()
+    for part in (data.train_inputs, data.train_target, data.valid_inputs, data.valid_target,
+                 data.test_inputs, data.test_target):  # fmt: skip
+        if isinstance(part, Mapping):
+            for name in sorted(part):
+                h.update(name.encode() + b"\0")
+                _hash_array(h, part[name])
+        else:
+            _hash_array(h, part)
+        h.update(b"|")
+    return h.hexdigest()
+
+
+def _hash_array(h: Any, value: Any) -> None:
+    if value is None:
+        h.update(b"none")
+        return
+    arr = getattr(value, "array", value)  # an ndvm.const input holds its array
+    try:
+        a = np.ascontiguousarray(np.asarray(arr, dtype=np.float64))
+    except (TypeError, ValueError):
+        h.update(repr(arr).encode())
+        return
+    h.update(str(a.shape).encode() + a.tobytes())
 
 
 def _scope_fn(proposer: Proposer) -> Callable[[int], int]:
@@ -198,10 +240,11 @@ class _Book:
         self.stages: dict[str, int] = {}
         self.best_r2 = float("nan")
         self.internal: dict[str, int] = {}  # internal-error reason -> count (this process)
+        self.best_src = ""
         for r in records:
-            self._count(r.evaluation)
+            self._count(r.evaluation, r.candidate.src)
 
-    def _count(self, ev: Evaluation | None) -> None:
+    def _count(self, ev: Evaluation | None, src: str) -> None:
         if ev is None:
             return
         if ev.status == "rejected":
@@ -214,6 +257,7 @@ class _Book:
         r2 = ev.validation_r2
         if ev.status == "ok" and r2 == r2 and not self.best_r2 >= r2:
             self.best_r2 = r2  # the selection metric: validation R², never the test split
+            self.best_src = src
 
     def progress(self, now: float, active: float) -> Progress:
         return Progress(
@@ -226,6 +270,7 @@ class _Book:
             rate=self.done_calibrated / active if active > 0 else 0.0,
             lanes_rate=self.lanes / active if active > 0 else 0.0,
             rejections=dict(self.stages),
+            best_src=self.best_src,
         )
 
     def _saw(self, idx: int, h: str) -> None:
@@ -331,7 +376,7 @@ class _Book:
             del self.waiting[r.batch]
         self.done_calibrated += res.evaluation.status != "rejected"
         self.lanes += res.evaluation.lanes
-        self._count(res.evaluation)
+        self._count(res.evaluation, r.candidate.src)
         self._check_internal(res.evaluation)
 
     def _check_internal(self, ev: Evaluation) -> None:

@@ -163,8 +163,10 @@ class Builder:
         used = used if used is not None else set()
         if depth <= 0 or self.rng.random() < 0.25:
             return self.leaf(scope, used)
-        if self.rng.random() < 0.3:
+        if self.g.unary and (not self.g.binary or self.rng.random() < 0.3):
             return L(S(self.pick(self.g.unary)), self.expr(depth - 1, scope, used))
+        if not self.g.binary:  # an empty operator list (PySR accepts one): leaves only
+            return self.leaf(scope, used)
         op = self.pick(self.g.binary)
         return L(S(op), self.expr(depth - 1, scope, used), self.expr(depth - 1, scope, used))
 
@@ -364,6 +366,8 @@ class EvolveProposer:
     def _m_insert(self, b: Builder, p: Datum) -> Datum | None:
         s = self._site(b, p)
         assert s is not None
+        if not self.g.binary:
+            return None
         d, new = get(p, s.path), b.expr(int(b.rng.integers(0, 3)), s.scope)
         args = (d, new) if b.rng.random() < 0.5 else (new, d)
         return put(p, s.path, L(S(b.pick(self.g.binary)), *args))
@@ -385,6 +389,8 @@ class EvolveProposer:
     def _m_wrap(self, b: Builder, p: Datum) -> Datum | None:
         s = self._site(b, p)
         assert s is not None
+        if not self.g.unary:
+            return None
         inner = get(p, s.path)
         if b.rng.random() < 0.5:
             inner = b.param_term(inner) if isinstance(inner, Sym) else inner

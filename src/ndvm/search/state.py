@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
-from collections.abc import Iterator, Mapping, Sequence, Set
+from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Protocol, overload
 
@@ -14,16 +14,22 @@ from ndvm.search.candidate import Candidate, Record, skeleton_hash
 
 @dataclass(frozen=True)
 class Budget:
-    """When to stop: wall-clock seconds of search, proposals in total, batches in total, or
-    (``until_success``) after the batch holding the first success."""
+    """When to stop: wall-clock seconds of search, proposals in total, batches in total,
+    (``until_success``) after the batch holding the first success, or (``until``) after the
+    batch holding a decided record for which ``until(record)`` is true."""
 
     seconds: float | None = None
     candidates: int | None = None
     batches: int | None = None
     until_success: bool = False
+    until: Callable[[Record], bool] | None = None
 
     def exhausted(self, state: SearchState, elapsed: float) -> bool:
         if self.until_success and state.has_success:
+            return True
+        if self.until is not None and any(
+            self.until(r) for r in state.records if r.evaluation is not None
+        ):
             return True
         if self.seconds is not None and elapsed >= self.seconds:
             return True

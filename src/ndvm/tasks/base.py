@@ -29,7 +29,14 @@ from ndvm.calibrate import Calibration, calibrate
 from ndvm.errors import NdvmError
 from ndvm.identity import ByIdentity
 from ndvm.lang.front import check_name
-from ndvm.tasks.columns import DEFAULT_BINARY, DEFAULT_UNARY, check_operators, read_csv, split_rows
+from ndvm.tasks.columns import (
+    DEFAULT_BINARY,
+    DEFAULT_UNARY,
+    check_operators,
+    read_csv,
+    split_rows,
+    success_rule,
+)
 from ndvm.tasks.grammar import Grammar, param_names
 
 
@@ -363,16 +370,9 @@ def _r2_of(ss_res: float, ss_tot: float, finite: bool) -> float:
 
 
 # -- a task from the user's own data ----------------------------------------------------------
-SUCCESS_R2 = 0.99  # validation R² above which a program counts as a success
-
-
 def constant_data(data: TaskData) -> TaskData:
     """``build_data`` of a task whose data are given (picklable as a ``partial``)."""
     return data
-
-
-def validation_success(metrics: Any, threshold: float = SUCCESS_R2) -> bool:
-    return bool(metrics.get("validation_r2", float("-inf")) > threshold)
 
 
 START_DECADES = 3  # a data task's starts: half at 1, the others at 0.1, 0.01, 0.001 (cycling)
@@ -394,12 +394,15 @@ def from_arrays(
     max_size: int = 30,
     loops: bool = False,
     optimizer: str = "auto",
+    success_r2: float | None = None,
+    success_rmse: float | None = None,
 ) -> Task:
     """A regression task on ``y ~ f(X)``: X ``[N]`` or ``[N, d]``, y ``[N]``. A pandas
     DataFrame X gives the input names (its columns) unless ``names`` is given; a pandas Series
     X its name; y may be a Series. Candidates are calibrated by ``optimizer`` ("auto":
     Levenberg–Marquardt on the mse, at most ``steps`` iterations; "adam": ``steps`` Adam steps
-    at ``lr``), every start a lane."""
+    at ``lr``), every start a lane. A success is a validation R² of at least ``success_r2``
+    and/or a validation RMSE of at most ``success_rmse`` (neither given: R² >= 0.99)."""
     X, columns = as_table(X, "X")
     if names is None:
         names = columns
@@ -448,7 +451,7 @@ def from_arrays(
         build_data=partial(constant_data, data),
         calib=CalibSpec("mse", steps, lr, optimizer, init_scale=1.0, start_decades=START_DECADES),
         score=regression_score,
-        success=validation_success,
+        success=success_rule(success_r2, success_rmse),
         search=SearchSpec(grammar, tuple(f"(* {params[0]} {c})" for c in cols), prompt, fixed=True),
     )
 

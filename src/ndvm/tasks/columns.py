@@ -11,7 +11,9 @@ primitives of the language with that arity.
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,33 @@ DEFAULT_UNARY = ("exp", "log", "sqrt", "sin", "cos")
 
 
 PYSR_SPELLINGS = {"^": "pow", "neg": "-"}  # PySR's operator names that are not primitives
+SUCCESS_R2 = 0.99  # a data task's success without a user threshold: validation R² >= this
+
+
+def threshold_success(
+    metrics: Mapping[str, float], r2: float | None = None, rmse: float | None = None
+) -> bool:
+    """Validation R² at least ``r2`` and validation RMSE at most ``rmse`` (None: not asked)."""
+    if r2 is not None and not metrics.get("validation_r2", -math.inf) >= r2:
+        return False
+    if rmse is None:
+        return True
+    mse = metrics.get("validation_mse", math.nan)
+    return bool(mse >= 0 and math.sqrt(mse) <= rmse)
+
+
+def success_rule(
+    r2: float | None = None, rmse: float | None = None
+) -> Callable[[Mapping[str, float]], bool]:
+    """A data task's success (picklable): the user's thresholds, or R² >= ``SUCCESS_R2``.
+    ``r2`` must be a finite number <= 1 and ``rmse`` a finite number > 0."""
+    if r2 is not None and not (isinstance(r2, int | float) and -math.inf < r2 <= 1):
+        raise NdvmError(f"the success R² threshold must be a finite number <= 1, got {r2!r}")
+    if rmse is not None and not (isinstance(rmse, int | float) and 0 < rmse < math.inf):
+        raise NdvmError(f"the success RMSE threshold must be a finite number > 0, got {rmse!r}")
+    if r2 is None and rmse is None:
+        r2 = SUCCESS_R2
+    return partial(threshold_success, r2=r2, rmse=rmse)
 
 
 def operator_names(names: Sequence[str]) -> tuple[str, ...]:
