@@ -2,10 +2,14 @@
 
     ndvm search --task sr-damped [--proposer evolve|replay:FILE|llm] [--budget 60] ...
     ndvm search --data mm.csv --x S --y v [--binary-operators +,-,*,/] [--unary-operators exp]
+                [--success-r2 0.999 | --success-rmse 0.01] [--until-success]
     ndvm search --resume --db search.db [--budget 30]     # the task comes from the database
 
-Results go to a SQLite database (kill-safe); ``ndvm report --db FILE`` shows the hall of fame.
-With ``--resume``, ``--budget`` is the extra search time of this session.
+Results go to a SQLite database (kill-safe); at the end the command prints a summary, the hall
+of fame and the chosen law (``ndvm report --db FILE`` shows them again, with equations).
+With ``--resume``, ``--budget`` is the extra search time of this session; a resume whose data
+(the CSV's rows, or the split) differ from the recorded run's is refused (exit status 2).
+Every numeric option is checked first: a bad value is one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -202,8 +206,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(proposer, "stop_reason", ""):
         print(f"ndvm search: {proposer.stop_reason}", file=sys.stderr)
     _print_summary(task.name, state, args.db)
-    if not args.quiet:
-        _print_front(state, task.inputs)
+    _print_front(state, task.inputs)
     _warn_internal(state)
     return 0
 

@@ -3,28 +3,32 @@
 ``fit(X, y)`` builds a task from the arrays (``Task.from_arrays``: seeded train / validation
 / test rows), runs ``run_search`` with the ``evolve`` proposer into a SQLite database and
 reads back the Pareto front; ``predict`` evaluates the selected program with ndvm at its
-fitted values; ``sympy``/``latex``/``pytorch``/``jax`` export it with the fitted values.
-Parameters are stored by ``__init__`` unchanged and read back by ``get_params`` (no
-validation until ``fit``), fitted attributes end in ``_``; scikit-learn is not required.
+fitted values; ``sympy``/``latex``/``pytorch``/``jax`` export it with the fitted values
+(``estimator_exports``: callable on ``X`` as PySR's). Parameters are stored by ``__init__``
+unchanged and read back by ``get_params``; ``fit`` checks them first (``search.options``: a
+one-line ``ConfigError``); fitted attributes end in ``_``; scikit-learn is not required.
 """
 
 from __future__ import annotations
 
 import inspect
+import shutil
+import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ndvm.backends.inputs import is_complex
-from ndvm.errors import NdvmError
-from ndvm.search import frontier
+from ndvm.errors import ConfigError, NdvmError
+from ndvm.search import estimator_exports, frontier, options
 from ndvm.search.candidate import Record
 from ndvm.search.driver import run_search
 from ndvm.search.evaluate import CalibLimits
 from ndvm.search.evolve import EvolveProposer
+from ndvm.search.progress import ProgressLine
 from ndvm.search.state import Budget
 from ndvm.search.store import Store
 from ndvm.tasks.base import Task, check_input_names
@@ -48,8 +52,15 @@ class SymbolicRegressor:
     among front entries within 1.5x of the lowest validation loss), ``"accuracy"`` (the lowest
     validation loss) or ``"score"`` (the largest score); random_state: the seed of the row
     split and of the search; variable_names: input names (default: a DataFrame's columns, else
-    ``x0, x1, ...``); database: the SQLite file of the search (default: a temporary one);
-    warm_start: continue the latest run in ``database`` (``time_budget`` more seconds).
+    ``x0, x1, ...``); database: the SQLite file of the search (default: a temporary one,
+    deleted when ``fit`` returns, unless ``warm_start``: then kept at ``database_`` for the
+    next fit to continue); warm_start: continue the latest run in ``database`` (``time_budget``
+    more seconds; refused when X, y or the split differ from that run's);
+    verbosity: 0 silent, 1 a live progress line with the best program so far on stderr
+    (default ``None``: 1 when stderr is a terminal, else 0); early_stop_condition: stop after
+    the batch in which a program reaches it: a number (the ``loss`` column, validation MSE, at
+    most it: PySR's meaning), ``"r2>=R"`` (validation R²), ``"loss<=L"``, or a callable
+    ``(loss, complexity) -> bool`` (``search.options.parse_early_stop``).
     """
 
     def __init__(
@@ -72,6 +83,8 @@ class SymbolicRegressor:
         variable_names: Sequence[str] | None = None,
         database: str | None = None,
         warm_start: bool = False,
+        verbosity: int | None = None,
+        early_stop_condition: Any = None,
     ) -> None:
         self.time_budget = time_budget
         self.max_candidates = max_candidates
@@ -90,6 +103,8 @@ class SymbolicRegressor:
         self.variable_names = variable_names
         self.database = database
         self.warm_start = warm_start
+        self.verbosity = verbosity
+        self.early_stop_condition = early_stop_condition
 
     # -- scikit-learn conventions ---------------------------------------------------------
     @classmethod
@@ -122,6 +137,7 @@ class SymbolicRegressor:
         if self.model_selection not in SELECTIONS:
             raise NdvmError(f"model_selection must be one of {sorted(SELECTIONS)}, "
                             f"got {self.model_selection!r}")  # fmt: skip
+        until = self._check_params()
         values, names = _columns(X, self.variable_names)
         check_input_names(names)
         task = Task.from_arrays(
@@ -130,32 +146,85 @@ class SymbolicRegressor:
             unary_operators=self.unary_operators, max_size=self.max_complexity,
             name="SymbolicRegressor",
         )  # fmt: skip
-        db = self.database or str(Path(tempfile.mkdtemp(prefix="ndvm-sr-")) / "search.db")
-        resume = bool(self.warm_start and Path(db).exists() and _elapsed(db) is not None)
-        seconds = self.time_budget
-        if resume and seconds is not None:
-            seconds += _elapsed(db) or 0.0  # like ``ndvm search --resume --budget``: extra time
-        state = run_search(
-            task, _proposer(task, self.population), db,
-            budget=Budget(seconds=seconds, candidates=self.max_candidates, batches=self.batches),
-            workers=self.workers, seed=self.random_state, batch_size=self.batch_size,
-            resume=resume,
-            limits=CalibLimits(seconds=self.candidate_seconds, starts=self.starts),
-        )  # fmt: skip
+        db, scratch = self._database()
+        try:
+            state = self._search(task, db, until)
+        finally:
+            if scratch is not None:  # a temporary database: the records are read already
+                shutil.rmtree(scratch, ignore_errors=True)
+        kept = None if scratch is not None else db
         records = [r for r in state.records if r.status == "ok"]
         chosen = frontier.select(records, SELECTIONS[self.model_selection])
         if chosen is None:
-            raise NdvmError(f"the search calibrated no program ({len(state.records)} proposed; "
-                            f"see {db}); give it a larger budget")  # fmt: skip
+            where = f"; see {kept}" if kept else ""
+            raise NdvmError(f"the search calibrated no program ({len(state.records)} proposed"
+                            f"{where}); give it a larger budget")  # fmt: skip
         self.feature_names_in_ = np.asarray(names, dtype=object)
         self.n_features_in_ = len(names)
-        self.database_ = db
+        self.database_ = kept
         self.task_ = task
         self.records_ = list(state.records)
         self.front_ = frontier.pareto_front(records)
         self.best_ = chosen
         self.equations_ = _table(self.front_, chosen)
         return self
+
+    def _check_params(self) -> Callable[[Record], bool] | None:
+        """Every numeric option in range (``ConfigError``); the early-stop predicate."""
+        if self.time_budget is None and self.max_candidates is None and self.batches is None:
+            raise ConfigError("give time_budget, max_candidates or batches: the search "
+                              "would never end")  # fmt: skip
+        options.seconds("time_budget", self.time_budget, optional=True)
+        options.seconds("candidate_seconds", self.candidate_seconds)
+        for name in ("max_candidates", "batches", "starts"):
+            options.count(name, getattr(self, name), optional=True)
+        for name in ("workers", "max_complexity", "population", "batch_size"):
+            options.count(name, getattr(self, name))
+        options.count("random_state", self.random_state, minimum=0)
+        options.count("verbosity", self.verbosity, minimum=0, optional=True)
+        if not isinstance(self.warm_start, bool):
+            raise ConfigError(f"warm_start must be True or False, got {self.warm_start!r}")
+        cond = options.parse_early_stop(self.early_stop_condition)
+        if cond is None:
+            return None
+
+        def until(r: Record) -> bool:
+            ev = r.evaluation
+            if ev is None or r.status != "ok":
+                return False
+            return cond(frontier.selection_loss(r), r.complexity, ev.validation_r2)
+
+        return until
+
+    def _database(self) -> tuple[str, str | None]:
+        """``(database, scratch folder to delete after fit or None)``: the user's file, the
+        temporary file a warm-started estimator kept, or a new temporary one."""
+        if self.database:
+            return str(self.database), None
+        kept = getattr(self, "database_", None) if self.warm_start else None
+        if kept and Path(kept).exists():
+            return str(kept), None
+        folder = tempfile.mkdtemp(prefix="ndvm-sr-")
+        return str(Path(folder) / "search.db"), (None if self.warm_start else folder)
+
+    def _search(self, task: Task, db: str, until: Callable[[Record], bool] | None) -> Any:
+        resume = bool(self.warm_start and Path(db).exists() and _elapsed(db) is not None)
+        seconds = self.time_budget
+        if resume and seconds is not None:
+            seconds += _elapsed(db) or 0.0  # like ``ndvm search --resume --budget``: extra time
+        verbose = sys.stderr.isatty() if self.verbosity is None else self.verbosity > 0
+        show = ProgressLine(quiet=not verbose)
+        try:
+            return run_search(
+                task, _proposer(task, self.population), db,
+                budget=Budget(seconds=seconds, candidates=self.max_candidates,
+                              batches=self.batches, until=until),
+                workers=self.workers, seed=self.random_state, batch_size=self.batch_size,
+                resume=resume, progress=show,
+                limits=CalibLimits(seconds=self.candidate_seconds, starts=self.starts),
+            )  # fmt: skip
+        finally:
+            show.end()
 
     # -- using the fitted model ---------------------------------------------------------------
     def _check_fitted(self) -> None:
@@ -225,7 +294,7 @@ class SymbolicRegressor:
         from ndvm.export import to_sympy
 
         src, values = self.program(index)
-        return to_sympy(_program(src, values, self.names), values)
+        return to_sympy(estimator_exports.compile_used(src, values, self.names), values)
 
     def latex(self, index: int | None = None, precision: int = 4) -> str:
         """LaTeX of ``sympy(index)`` with constants rounded to ``precision`` digits."""
@@ -236,31 +305,23 @@ class SymbolicRegressor:
                                               for f in expr.atoms(sympy.Float)})))  # fmt: skip
 
     def pytorch(self, index: int | None = None) -> Any:
-        """A ``torch.nn.Module`` (``ndvm.export.to_torch``) holding the fitted values;
-        ``module(**{name: tensor})`` evaluates it."""
-        from ndvm.export import to_torch
-
+        """A ``torch.nn.Module`` holding the fitted values, called as PySR's: ``module(X)``
+        with X ``[N, d]`` (tensor or array, columns in feature order) or a DataFrame; also
+        ``module(**{name: tensor})`` with only the inputs the equation uses."""
         src, values = self.program(index)
-        return to_torch(_program(src, values, self.names), values=values)
+        return estimator_exports.torch_module(src, values, self.names)
 
-    def jax(self, index: int | None = None) -> tuple[Any, Any]:
-        """``(fn, params)`` of ``ndvm.export.to_jax`` with ``params`` the fitted values;
-        ``fn(params, **{name: array})`` evaluates it."""
-        from ndvm.export import to_jax
-
+    def jax(self, index: int | None = None) -> estimator_exports.JaxExport:
+        """``(fn, params)`` with ``params`` the fitted values (also read as PySR's
+        ``{"callable": fn, "parameters": params}``): ``fn(X, params)`` with X ``[N, d]`` or a
+        DataFrame, or ``fn(params, **{name: array})`` with the inputs the equation uses."""
         src, values = self.program(index)
-        return to_jax(_program(src, values, self.names), values=values)
+        return estimator_exports.jax_function(src, values, self.names)
 
 
 def _proposer(task: Task, population: int) -> EvolveProposer:
     assert task.search is not None
     return EvolveProposer(task.search.grammar, task.search.seeds, population=population)
-
-
-def _program(src: str, values: Mapping[str, float], names: tuple[str, ...]) -> Any:
-    from ndvm.api import compile as ndvm_compile
-
-    return ndvm_compile(src, list(values), names, backend="reference")
 
 
 def _elapsed(db: str) -> float | None:
@@ -318,12 +379,14 @@ def _table(front: list[Record], chosen: Record) -> Any:
     for r, score in zip(front, frontier.scores(front)):
         ev = r.evaluation
         assert ev is not None
-        rows.append({
-            "complexity": r.complexity, "n_params": r.n_params, "cost": frontier.cost(r),
-            "loss": frontier.selection_loss(r), "score": score,
-            "equation": r.candidate.src, "params": dict(ev.params),
-            "train_loss": ev.train_loss, "validation_r2": ev.validation_r2,
-            "test_r2": ev.heldout_r2, "selected": r.idx == chosen.idx, "idx": r.idx,
+        rows.append({  # plain Python values: json.dumps takes a row as it is
+            "complexity": int(r.complexity), "n_params": int(r.n_params),
+            "cost": int(frontier.cost(r)), "loss": float(frontier.selection_loss(r)),
+            "score": float(score), "equation": str(r.candidate.src),
+            "params": {str(k): float(v) for k, v in ev.params.items()},
+            "train_loss": float(ev.train_loss), "validation_r2": float(ev.validation_r2),
+            "test_r2": float(ev.heldout_r2), "selected": bool(r.idx == chosen.idx),
+            "idx": int(r.idx),
         })  # fmt: skip
     if importlib.util.find_spec("pandas") is None:
         return rows

@@ -1,0 +1,132 @@
+"""``SymbolicRegressor.pytorch()`` / ``.jax()``: a fitted program callable as PySR's exports.
+
+Both take the data as PySR's do — ``X`` ``[N, d]`` with the columns in the estimator's
+feature order (``feature_names_in_``), or a DataFrame whose columns are taken by name — and
+return ``[N]`` values; the older mapping form (``module(**{name: column})``,
+``fn(params, **{name: column})``) still works. The program is compiled with only the inputs
+its equation uses, so a mapping or DataFrame needs only those columns and a constant
+program broadcasts to the rows of ``X``. torch and JAX are imported when an export is made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ndvm.errors import NdvmError
+from ndvm.lang.datum import symbols_in
+from ndvm.lang.reader import read
+
+
+def used_inputs(src: str, names: Sequence[str]) -> tuple[str, ...]:
+    """The estimator's inputs that ``src`` mentions, in feature order."""
+    used = symbols_in(read(src))
+    return tuple(n for n in names if n in used)
+
+
+def compile_used(src: str, values: Mapping[str, float], names: Sequence[str]) -> Any:
+    """``src`` compiled (reference backend) with its fitted parameters and used inputs."""
+    from ndvm.api import compile as ndvm_compile
+
+    return ndvm_compile(src, list(values), used_inputs(src, names), backend="reference")
+
+
+def columns_of(
+    X: Any, names: Sequence[str], used: Sequence[str], to_array: Any
+) -> tuple[dict[str, Any], int | None]:
+    """``({name: column}, rows)`` of the used inputs from ``X``: a mapping (by name; other
+    names are ignored), a DataFrame (by column name) or an ``[N, d]`` array or tensor in
+    feature order (``to_array`` makes each column the framework's array). ``rows`` is None for
+    a mapping (its columns give the shape)."""
+    if isinstance(X, Mapping):
+        return pick(X, names, used), None
+    if hasattr(X, "columns"):
+        have = [str(c) for c in X.columns]
+        missing = [n for n in used if n not in have]
+        if missing:
+            raise NdvmError(f"X has no column(s) {missing} (the equation uses {list(used)})")
+        return {n: to_array(X[n].to_numpy(dtype=float, copy=True)) for n in used}, len(X)
+    shape = tuple(getattr(X, "shape", ()))
+    if len(shape) == 1 and len(names) == 1:
+        return ({names[0]: to_array(X)} if used else {}), shape[0]
+    if len(shape) != 2 or shape[1] != len(names):
+        raise NdvmError(
+            f"X must be [N, {len(names)}] (columns {list(names)}) or a mapping of names, "
+            f"got shape {shape}"
+        )
+    return {n: to_array(X[:, names.index(n)]) for n in used}, shape[0]
+
+
+def pick(given: Mapping[str, Any], names: Sequence[str], used: Sequence[str]) -> dict[str, Any]:
+    """The used inputs of a mapping of feature names (an unknown name is an error)."""
+    unknown = [n for n in given if n not in names]
+    missing = [n for n in used if n not in given]
+    if unknown or missing:
+        raise NdvmError(f"inputs: missing {missing}, unknown {unknown} (features "
+                        f"{list(names)}; the equation uses {list(used)})")  # fmt: skip
+    return {n: given[n] for n in used}
+
+
+def torch_module(src: str, values: Mapping[str, float], names: Sequence[str]) -> Any:
+    """A ``torch.nn.Module``: ``module(X)`` (``[N, d]`` tensor or array, or a DataFrame) or
+    ``module(**{name: tensor})`` / ``module({name: tensor})``; its submodule ``program`` is
+    ``ndvm.export.to_torch``'s module holding the fitted values as parameters."""
+    import torch
+
+    from ndvm.export import to_torch
+
+    prog = compile_used(src, values, names)
+    inner = to_torch(prog, values=dict(values))
+
+    class FittedModule(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.program = inner
+            self.feature_names = tuple(names)
+            self.used_inputs = prog.inputs
+
+        def forward(self, X: Any = None, /, **named: Any) -> Any:
+            data = named if X is None else X
+            cols, rows = columns_of(data, self.feature_names, self.used_inputs, torch.as_tensor)
+            out = self.program(**cols)
+            return out if rows is None else out.expand(rows) if out.ndim == 0 else out
+
+    return FittedModule()
+
+
+class JaxExport(tuple):
+    """``(fn, params)``, also read as PySR's ``{"callable": fn, "parameters": params}``."""
+
+    def __getitem__(self, key: Any) -> Any:
+        if key == "callable":
+            return tuple.__getitem__(self, 0)
+        if key == "parameters":
+            return tuple.__getitem__(self, 1)
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> tuple[str, str]:
+        return ("callable", "parameters")
+
+
+def jax_function(src: str, values: Mapping[str, float], names: Sequence[str]) -> JaxExport:
+    """``(fn, params)`` of ``ndvm.export.to_jax`` with the fitted values: ``fn(X, params)``
+    (PySR's order: X ``[N, d]`` or a DataFrame) or ``fn(params, **{name: array})``."""
+    import jax.numpy as jnp
+
+    from ndvm.export import to_jax
+
+    prog = compile_used(src, values, names)
+    inner, params = to_jax(prog, values=dict(values))
+    feature_names, used = tuple(names), prog.inputs
+
+    def fn(first: Any, second: Any = None, /, **named: Any) -> Any:
+        if isinstance(first, Mapping) and (second is None or isinstance(second, Mapping)):
+            given = dict(second or {}, **named)  # (params, inputs) or (params, **inputs)
+            return inner(first, pick(given, feature_names, used))
+        if second is None:
+            raise NdvmError("call fn(X, params) (PySR's order) or fn(params, **inputs)")
+        cols, rows = columns_of(first, feature_names, used, jnp.asarray)
+        out = inner(second, cols)
+        return jnp.broadcast_to(out, (rows,)) if rows is not None and out.ndim == 0 else out
+
+    return JaxExport((fn, params))
