@@ -220,3 +220,17 @@ def test_early_stop_condition_stops_when_a_program_reaches_it() -> None:
         first = min(reached(full, pred))  # the same seed: the same records up to the stop
         assert first <= 2 and len(m.records_) == (first + 2) * 16 < len(full.records_)
         assert reached(m, pred)
+
+
+@pytest.mark.torch
+def test_pytorch_module_on_float32_x_equals_predict_on_the_same_numbers(
+    model: SymbolicRegressor,
+) -> None:
+    import torch
+
+    X, _ = _law(25, seed=9)
+    x32 = torch.tensor(X, dtype=torch.float32)
+    want = model.predict(x32.numpy().astype(np.float64))
+    got = model.pytorch()(x32)
+    assert got.dtype == torch.float64
+    np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-12)

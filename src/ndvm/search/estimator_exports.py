@@ -70,13 +70,18 @@ def pick(given: Mapping[str, Any], names: Sequence[str], used: Sequence[str]) ->
 def torch_module(src: str, values: Mapping[str, float], names: Sequence[str]) -> Any:
     """A ``torch.nn.Module``: ``module(X)`` (``[N, d]`` tensor or array, or a DataFrame) or
     ``module(**{name: tensor})`` / ``module({name: tensor})``; its submodule ``program`` is
-    ``ndvm.export.to_torch``'s module holding the fitted values as parameters."""
+    ``ndvm.export.to_torch``'s module holding the fitted values as parameters. Columns taken
+    from ``X`` are computed in float64, as ``predict`` (a float32 X gives float64 values
+    equal to ``predict`` on the same numbers); a mapping's tensors are used as given."""
     import torch
 
     from ndvm.export import to_torch
 
     prog = compile_used(src, values, names)
     inner = to_torch(prog, values=dict(values))
+
+    def _float64(column: Any) -> Any:  # ndvm computes in float64: so does the module
+        return torch.as_tensor(column, dtype=torch.float64)
 
     class FittedModule(torch.nn.Module):
         def __init__(self) -> None:
@@ -87,7 +92,7 @@ def torch_module(src: str, values: Mapping[str, float], names: Sequence[str]) ->
 
         def forward(self, X: Any = None, /, **named: Any) -> Any:
             data = named if X is None else X
-            cols, rows = columns_of(data, self.feature_names, self.used_inputs, torch.as_tensor)
+            cols, rows = columns_of(data, self.feature_names, self.used_inputs, _float64)
             out = self.program(**cols)
             return out if rows is None else out.expand(rows) if out.ndim == 0 else out
 
