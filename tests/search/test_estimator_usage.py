@@ -68,11 +68,14 @@ def test_a_temporary_database_is_removed_unless_warm_started(monkeypatch, tmp_pa
     assert len(w.records_) > len(first)
 
 
-def test_verbosity_prints_a_progress_line_with_the_best_program(capsys) -> None:
+def test_verbosity_prints_progress_and_the_hall_of_fame_with_the_chosen_law(capsys) -> None:
     X, y = _law(40)
-    SymbolicRegressor(batches=2, verbosity=1, **KW).fit(X, y)
+    m = SymbolicRegressor(batches=2, verbosity=1, model_selection="accuracy", **KW).fit(X, y)
     err = capsys.readouterr().err
     assert "best val R²" in err and "(" in err.split("best val R²")[1]
+    marked = [ln for ln in err.splitlines() if ln.startswith("  * ")]
+    assert len(marked) == 1 and marked[0].endswith(m.best_.candidate.src)
+    assert f"chosen law: {m.best_.candidate.src}" in err
     SymbolicRegressor(batches=2, verbosity=0, **KW).fit(X, y)
     SymbolicRegressor(batches=2, **KW).fit(X, y)  # default: quiet when stderr is no terminal
     assert capsys.readouterr().err == ""
@@ -179,6 +182,9 @@ def test_warm_start_on_other_data_is_refused(tmp_path) -> None:
         ("early_stop_condition", "r2>=high", "early_stop_condition"),
         ("early_stop_condition", "accuracy", "early_stop_condition"),
         ("early_stop_condition", [0.1], "early_stop_condition"),
+        ("split", "abc", "split must be three fractions"),
+        ("split", (0.6, 0.2, float("nan")), "split"),
+        ("split", (0.6, 0.3, 0.3), "split must sum to 1"),
     ],
 )  # fmt: skip
 def test_numeric_options_are_checked_before_the_search(option: str, value: Any, match: str):

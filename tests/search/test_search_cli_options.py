@@ -29,7 +29,8 @@ def _search(tmp_path: Path, *extra: str) -> list[str]:
         ("--candidate-seconds", "0"), ("--candidate-seconds", "nan"), ("--workers", "0"),
         ("--max-candidates", "0"), ("--batch-size", "0"), ("--cycles", "-1"), ("--steps", "0"),
         ("--success-r2", "nan"), ("--success-r2", "1.5"), ("--success-rmse", "0"),
-        ("--success-rmse", "-0.1"),
+        ("--success-rmse", "-0.1"), ("--split", "0.6,0.2"), ("--split", "0.6,0.2,x"),
+        ("--split", "0.6,0.3,0.3"),
     ],
 )  # fmt: skip
 def test_a_bad_number_is_one_line_and_exit_status_2(tmp_path, capsys, option, value) -> None:

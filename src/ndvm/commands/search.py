@@ -84,13 +84,14 @@ def _task(args: argparse.Namespace) -> Any:
     """The task to search: --task, --data, or (--resume) the one recorded in --db."""
     from ndvm import tasks
     from ndvm.errors import NdvmError
+    from ndvm.search import options
 
     if args.task and args.data:
         raise NdvmError("give --task or --data, not both")
     if args.data:
         if not args.x or not args.y:
             raise NdvmError("--data needs --x COL[,COL...] and --y COL")
-        split = tuple(float(f) for f in args.split.split(","))
+        split = options.fractions("--split", args.split.split(","))
         return tasks.Task.from_csv(
             args.data, args.x.split(","), args.y,
             binary_operators=tuple(o for o in args.binary_operators.split(",") if o),
@@ -206,7 +207,9 @@ def run(args: argparse.Namespace) -> int:
     if getattr(proposer, "stop_reason", ""):
         print(f"ndvm search: {proposer.stop_reason}", file=sys.stderr)
     _print_summary(task.name, state, args.db)
-    _print_front(state, task.inputs)
+    from ndvm.search.progress import front_lines
+
+    print("\n".join(front_lines(list(state.records), task.inputs)))
     _warn_internal(state)
     return 0
 
@@ -262,28 +265,3 @@ def check_numbers(args: argparse.Namespace) -> None:
     options.count("--cycles", args.cycles, minimum=0)
     options.count("--steps", args.steps)
     success_rule(args.success_r2, args.success_rmse)
-
-
-def _print_front(state: Any, inputs: tuple[str, ...]) -> None:
-    """The hall of fame (the Pareto front, simplest first) and the chosen law, on stdout."""
-    from ndvm.search.frontier import hall_of_fame
-
-    rows = hall_of_fame(list(state.records), tuple(inputs), export=False)
-    if not rows:
-        return
-    print("hall of fame (validation loss; * = the chosen law):")
-    print(f"  {'':1} {'cx':>3} {'valid loss':>11} {'val R²':>8} {'score':>7}  program")
-    for r in rows:
-        mark = "*" if r["selected"] else " "
-        cells = _g(r["validation_loss"]), _g(r["validation_r2"], ".4f"), _g(r["score"], ".3f")
-        print(f"  {mark} {r['complexity']:3d} {cells[0]:>11} {cells[1]:>8} {cells[2]:>7}  "
-              f"{r['src']}")  # fmt: skip
-    chosen = next((r for r in rows if r["selected"]), rows[-1])
-    params = ", ".join(f"{k} = {v:.6g}" for k, v in chosen["params"].items())
-    print(f"chosen law: {chosen['src']}{f'  with {params}' if params else ''}")
-    print(f"  validation R² {_g(chosen['validation_r2'], '.6f')}, test R² "
-          f"{_g(chosen['test_r2'], '.6f')}, score {_g(chosen['score'], '.3f')}")  # fmt: skip
-
-
-def _g(x: Any, spec: str = ".4g") -> str:
-    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)

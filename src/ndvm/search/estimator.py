@@ -28,7 +28,7 @@ from ndvm.search.candidate import Record
 from ndvm.search.driver import run_search
 from ndvm.search.evaluate import CalibLimits
 from ndvm.search.evolve import EvolveProposer
-from ndvm.search.progress import ProgressLine
+from ndvm.search.progress import ProgressLine, front_lines
 from ndvm.search.state import Budget
 from ndvm.search.store import Store
 from ndvm.tasks.base import Task, check_input_names
@@ -56,8 +56,9 @@ class SymbolicRegressor:
     deleted when ``fit`` returns, unless ``warm_start``: then kept at ``database_`` for the
     next fit to continue); warm_start: continue the latest run in ``database`` (``time_budget``
     more seconds; refused when X, y or the split differ from that run's);
-    verbosity: 0 silent, 1 a live progress line with the best program so far on stderr
-    (default ``None``: 1 when stderr is a terminal, else 0); early_stop_condition: stop after
+    verbosity: 0 silent, 1 a live progress line with the best program so far on stderr and
+    the hall of fame with the chosen law at the end (default ``None``: 1 when stderr is a
+    terminal, else 0); early_stop_condition: stop after
     the batch in which a program reaches it: a number (the ``loss`` column, validation MSE, at
     most it: PySR's meaning), ``"r2>=R"`` (validation R²), ``"loss<=L"``, or a callable
     ``(loss, complexity) -> bool`` (``search.options.parse_early_stop``).
@@ -167,6 +168,8 @@ class SymbolicRegressor:
         self.front_ = frontier.pareto_front(records)
         self.best_ = chosen
         self.equations_ = _table(self.front_, chosen)
+        if self._verbose():
+            print("\n".join(front_lines(records, self.names, chosen.idx)), file=sys.stderr)
         return self
 
     def _check_params(self) -> Callable[[Record], bool] | None:
@@ -181,6 +184,7 @@ class SymbolicRegressor:
         for name in ("workers", "max_complexity", "population", "batch_size"):
             options.count(name, getattr(self, name))
         options.count("random_state", self.random_state, minimum=0)
+        options.fractions("split", self.split)
         options.count("verbosity", self.verbosity, minimum=0, optional=True)
         if not isinstance(self.warm_start, bool):
             raise ConfigError(f"warm_start must be True or False, got {self.warm_start!r}")
@@ -207,13 +211,15 @@ class SymbolicRegressor:
         folder = tempfile.mkdtemp(prefix="ndvm-sr-")
         return str(Path(folder) / "search.db"), (None if self.warm_start else folder)
 
+    def _verbose(self) -> bool:
+        return sys.stderr.isatty() if self.verbosity is None else self.verbosity > 0
+
     def _search(self, task: Task, db: str, until: Callable[[Record], bool] | None) -> Any:
         resume = bool(self.warm_start and Path(db).exists() and _elapsed(db) is not None)
         seconds = self.time_budget
         if resume and seconds is not None:
             seconds += _elapsed(db) or 0.0  # like ``ndvm search --resume --budget``: extra time
-        verbose = sys.stderr.isatty() if self.verbosity is None else self.verbosity > 0
-        show = ProgressLine(quiet=not verbose)
+        show = ProgressLine(quiet=not self._verbose())
         try:
             return run_search(
                 task, _proposer(task, self.population), db,

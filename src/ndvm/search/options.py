@@ -38,6 +38,20 @@ def count(name: str, value: Any, *, minimum: int = 1, optional: bool = False) ->
     return int(value)
 
 
+def fractions(name: str, value: Any) -> tuple[float, float, float]:
+    """Train / validation / test fractions: three finite numbers >= 0 summing to 1."""
+    try:
+        out = tuple(float(f) for f in value)
+    except (TypeError, ValueError):
+        out = ()
+    if isinstance(value, str) or len(out) != 3 or not all(0 <= f < math.inf for f in out):
+        raise ConfigError(f"{name} must be three fractions (train, validation, test) summing to "
+                          f"1, got {value!r}")  # fmt: skip
+    if not 0.99 < sum(out) < 1.01:
+        raise ConfigError(f"{name} must sum to 1, got {value!r} (sum {sum(out):g})")
+    return out[0], out[1], out[2]
+
+
 def parse_early_stop(value: Any) -> Callable[[float, int, float], bool] | None:
     """``SymbolicRegressor``'s ``early_stop_condition`` as a predicate on a calibrated
     program's ``(loss, complexity, validation R²)``; None: no early stop.
