@@ -118,6 +118,11 @@ def test_jax_function_is_called_on_x_as_pysrs(model: SymbolicRegressor) -> None:
     import jax
 
     X, _ = _law(25, seed=9)
+    for i in range(len(model.front_)):  # float64 whatever jax_enable_x64 says (float32: ~1e-7)
+        f = model.jax(i)
+        got = np.asarray(f["callable"](X, f["parameters"]))
+        assert got.dtype == np.float64
+        np.testing.assert_allclose(got, model.predict(X, index=i), rtol=1e-12, atol=1e-12)
     with jax.enable_x64(True):
         for i in range(len(model.front_)):
             exported = model.jax(i)

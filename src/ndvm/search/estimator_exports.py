@@ -115,13 +115,18 @@ class JaxExport(tuple):
 
 def jax_function(src: str, values: Mapping[str, float], names: Sequence[str]) -> JaxExport:
     """``(fn, params)`` of ``ndvm.export.to_jax`` with the fitted values: ``fn(X, params)``
-    (PySR's order: X ``[N, d]`` or a DataFrame) or ``fn(params, **{name: array})``."""
+    (PySR's order: X ``[N, d]`` or a DataFrame) or ``fn(params, **{name: array})``.
+    ``fn(X, params)`` on concrete data computes in float64 (JAX's x64 mode for the call),
+    so it equals ``predict``; traced (under ``jit``/``grad``) and in the mapping form it
+    follows ``jax_enable_x64`` (float32 without it)."""
+    import jax
     import jax.numpy as jnp
 
     from ndvm.export import to_jax
 
     prog = compile_used(src, values, names)
-    inner, params = to_jax(prog, values=dict(values))
+    with _x64():  # the fitted values as float64 arrays (float32 would round them)
+        inner, params = to_jax(prog, values=dict(values))
     feature_names, used = tuple(names), prog.inputs
 
     def fn(first: Any, second: Any = None, /, **named: Any) -> Any:
@@ -130,8 +135,24 @@ def jax_function(src: str, values: Mapping[str, float], names: Sequence[str]) ->
             return inner(first, pick(given, feature_names, used))
         if second is None:
             raise NdvmError("call fn(X, params) (PySR's order) or fn(params, **inputs)")
-        cols, rows = columns_of(first, feature_names, used, jnp.asarray)
-        out = inner(second, cols)
+        if isinstance(first, jax.core.Tracer):  # under jit / grad: JAX's own precision
+            return on_x(first, second)
+        with _x64():  # as ndvm and predict, whatever jax_enable_x64 says
+            return on_x(first, second)
+
+    def on_x(X: Any, params: Any) -> Any:
+        cols, rows = columns_of(X, feature_names, used, jnp.asarray)
+        out = inner(params, cols)
         return jnp.broadcast_to(out, (rows,)) if rows is not None and out.ndim == 0 else out
 
     return JaxExport((fn, params))
+
+
+def _x64() -> Any:
+    """JAX's context manager that turns on 64-bit types for its block."""
+    import jax
+
+    scope = getattr(jax, "enable_x64", None)
+    if scope is None:  # JAX before the top-level name
+        from jax.experimental import enable_x64 as scope
+    return scope(True)
