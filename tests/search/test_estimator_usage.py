@@ -93,6 +93,17 @@ def test_equations_hold_plain_python_values_json_accepts(model: SymbolicRegresso
         assert all(type(v) is float for v in row["params"].values())
 
 
+@pytest.mark.data
+def test_every_element_of_the_equations_dataframe_is_json(model: SymbolicRegressor) -> None:
+    eq = model.equations_
+    for i in range(len(eq)):
+        cells = {c: eq[c][i] for c in eq.columns}  # element access, not to_dict's boxing
+        assert json.loads(json.dumps(cells))["equation"] == cells["equation"]
+        assert type(cells["complexity"]) is int and type(cells["selected"]) is bool
+    assert eq["loss"].dtype == np.float64 and eq[eq["selected"]].shape[0] == 1
+    assert eq["complexity"].max() == max(r.complexity for r in model.front_)
+
+
 @pytest.mark.torch
 def test_pytorch_module_is_called_on_x_as_pysrs(model: SymbolicRegressor) -> None:
     import torch

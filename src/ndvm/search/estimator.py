@@ -398,4 +398,10 @@ def _table(front: list[Record], chosen: Record) -> Any:
         return rows
     import pandas as pd
 
-    return pd.DataFrame(rows)
+    # integer and boolean columns hold Python ints / bools (object dtype): an element read
+    # from them is no NumPy scalar, so json.dumps takes it; float columns are float64 (a
+    # float subclass, which JSON takes) and stay numeric for pandas and NumPy
+    return pd.DataFrame(rows).astype({c: object for c in _EXACT_COLUMNS})
+
+
+_EXACT_COLUMNS = ("complexity", "n_params", "cost", "selected", "idx")
