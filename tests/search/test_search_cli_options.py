@@ -37,7 +37,7 @@ def test_a_bad_number_is_one_line_and_exit_status_2(tmp_path, capsys, option, va
     assert main(_search(tmp_path, option, value)) == 2
     out = capsys.readouterr()
     assert out.out == "" and out.err.count("\n") == 1 and out.err.startswith("ndvm search: ")
-    assert option.lstrip("-").split("-")[-1] in out.err.replace("R²", "r2").lower()
+    assert f"{option} " in out.err and value in out.err
     assert not (tmp_path / "s.db").exists()
 
 

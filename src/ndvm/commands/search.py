@@ -91,7 +91,7 @@ def _task(args: argparse.Namespace) -> Any:
     if args.data:
         if not args.x or not args.y:
             raise NdvmError("--data needs --x COL[,COL...] and --y COL")
-        split = options.fractions("--split", args.split.split(","))
+        split = options.fractions("--split", args.split)
         return tasks.Task.from_csv(
             args.data, args.x.split(","), args.y,
             binary_operators=tuple(o for o in args.binary_operators.split(",") if o),
@@ -264,4 +264,4 @@ def check_numbers(args: argparse.Namespace) -> None:
     options.count("--starts", args.starts, optional=True)
     options.count("--cycles", args.cycles, minimum=0)
     options.count("--steps", args.steps)
-    success_rule(args.success_r2, args.success_rmse)
+    success_rule(args.success_r2, args.success_rmse, ("--success-r2", "--success-rmse"))

@@ -39,12 +39,14 @@ def count(name: str, value: Any, *, minimum: int = 1, optional: bool = False) ->
 
 
 def fractions(name: str, value: Any) -> tuple[float, float, float]:
-    """Train / validation / test fractions: three finite numbers >= 0 summing to 1."""
+    """Train / validation / test fractions: three finite numbers >= 0 summing to 1 (a
+    sequence, or text ``"0.6,0.2,0.2"`` as ``--split`` takes them)."""
+    parts = value.split(",") if isinstance(value, str) else value
     try:
-        out = tuple(float(f) for f in value)
+        out = tuple(float(f) for f in parts)
     except (TypeError, ValueError):
         out = ()
-    if isinstance(value, str) or len(out) != 3 or not all(0 <= f < math.inf for f in out):
+    if len(out) != 3 or not all(0 <= f < math.inf for f in out):
         raise ConfigError(f"{name} must be three fractions (train, validation, test) summing to "
                           f"1, got {value!r}")  # fmt: skip
     if not 0.99 < sum(out) < 1.01:

@@ -44,14 +44,18 @@ def threshold_success(
 
 
 def success_rule(
-    r2: float | None = None, rmse: float | None = None
+    r2: float | None = None,
+    rmse: float | None = None,
+    names: tuple[str, str] = ("success_r2", "success_rmse"),
 ) -> Callable[[Mapping[str, float]], bool]:
     """A data task's success (picklable): the user's thresholds, or R² >= ``SUCCESS_R2``.
-    ``r2`` must be a finite number <= 1 and ``rmse`` a finite number > 0."""
+    ``r2`` must be a finite number <= 1 and ``rmse`` a finite number > 0 (errors name them
+    as ``names``)."""
     if r2 is not None and not (isinstance(r2, int | float) and -math.inf < r2 <= 1):
-        raise NdvmError(f"the success R² threshold must be a finite number <= 1, got {r2!r}")
+        raise NdvmError(f"{names[0]} (a validation R²) must be a finite number <= 1, got {r2!r}")
     if rmse is not None and not (isinstance(rmse, int | float) and 0 < rmse < math.inf):
-        raise NdvmError(f"the success RMSE threshold must be a finite number > 0, got {rmse!r}")
+        raise NdvmError(f"{names[1]} (a validation RMSE) must be a finite number > 0, "
+                        f"got {rmse!r}")  # fmt: skip
     if r2 is None and rmse is None:
         r2 = SUCCESS_R2
     return partial(threshold_success, r2=r2, rmse=rmse)
