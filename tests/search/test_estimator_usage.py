@@ -256,3 +256,17 @@ def test_pytorch_module_on_float32_x_equals_predict_on_the_same_numbers(
     got = model.pytorch()(x32)
     assert got.dtype == torch.float64
     np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-12)
+
+
+def test_early_stop_condition_is_asked_once_per_calibrated_program() -> None:
+    X, y = _law(40)
+    calls: list[tuple[float, int]] = []
+    m = SymbolicRegressor(batches=8, early_stop_condition=lambda loss, cx: bool(
+        calls.append((loss, cx))), **KW).fit(X, y)  # fmt: skip
+    ok = [r for r in m.records_ if r.status == "ok"]
+    assert len(m.records_) == 8 * 16  # never reached: the whole budget
+    # asked before each proposal (batches 2..8: the last finds the budget spent) about what
+    # is decided by then, each program once: all but the last batch's
+    assert len(calls) == sum(r.batch < 7 for r in ok) > 0
+    assert sorted(calls) == sorted((r.evaluation.validation_mse, r.complexity) for r in ok
+                                   if r.batch < 7)  # fmt: skip

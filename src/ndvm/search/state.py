@@ -23,19 +23,33 @@ class Budget:
     batches: int | None = None
     until_success: bool = False
     until: Callable[[Record], bool] | None = None
+    _checked: list[int] = field(default_factory=lambda: [0], compare=False, repr=False)
 
     def exhausted(self, state: SearchState, elapsed: float) -> bool:
         if self.until_success and state.has_success:
             return True
-        if self.until is not None and any(
-            self.until(r) for r in state.records if r.evaluation is not None
-        ):
+        if self.until is not None and self._reached(state.records):
             return True
         if self.seconds is not None and elapsed >= self.seconds:
             return True
         if self.candidates is not None and len(state.records) >= self.candidates:
             return True
         return self.batches is not None and state.next_batch >= self.batches
+
+    def _reached(self, records: Sequence[Record]) -> bool:
+        """Whether ``until`` holds for a decided record. Each record is tested once: the
+        records before the first pending one are final, so the next call starts there."""
+        assert self.until is not None
+        i = self._checked[0] if self._checked[0] <= len(records) else 0
+        while i < len(records):
+            r = records[i]
+            if r.evaluation is None:
+                break  # pending: decided in a later view
+            if self.until(r):
+                return True
+            i += 1
+        self._checked[0] = i
+        return False
 
 
 @dataclass(frozen=True)
