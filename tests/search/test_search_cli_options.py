@@ -119,3 +119,14 @@ def test_the_readme_quick_start_discovers_on_the_shipped_data(tmp_path, capsys, 
     assert chosen is not None and float(chosen.group(2)) > 0.99
     front = [ln for ln in out.splitlines() if re.match(r"  [* ] +\d+ ", ln)]
     assert len(front) >= 3 and sum(ln.startswith("  *") for ln in front) == 1
+
+
+def test_until_success_stops_at_the_users_threshold(tmp_path, capsys) -> None:
+    args = _search(tmp_path, "--success-r2", "0.5", "--until-success", "--batch-size", "16",
+                   "--budget", "120")  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    done = re.search(r"(\d+) calibrated, (\d+) rejected, (\d+) successes", out)
+    assert done is not None and int(done.group(3)) >= 1
+    # the batch holding the first success and the one proposed while it ran, at most
+    assert int(done.group(1)) + int(done.group(2)) <= 3 * 16
