@@ -81,6 +81,20 @@ def test_verbosity_prints_progress_and_the_hall_of_fame_with_the_chosen_law(caps
     assert capsys.readouterr().err == ""
 
 
+def test_default_verbosity_follows_terminal_and_notebook(monkeypatch) -> None:
+    import sys
+
+    m = SymbolicRegressor()
+    monkeypatch.delitem(sys.modules, "ipykernel", raising=False)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    assert m._verbose() is False
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    assert m._verbose() is True and m.set_params(verbosity=0)._verbose() is False
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    monkeypatch.setitem(sys.modules, "ipykernel", object())
+    assert m.set_params(verbosity=None)._verbose() is True
+
+
 def test_equations_hold_plain_python_values_json_accepts(model: SymbolicRegressor) -> None:
     rows = _rows(model.equations_)
     back = json.loads(json.dumps(rows))

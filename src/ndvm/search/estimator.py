@@ -58,7 +58,7 @@ class SymbolicRegressor:
     more seconds; refused when X, y or the split differ from that run's);
     verbosity: 0 silent, 1 a live progress line with the best program so far on stderr and
     the hall of fame with the chosen law at the end (default ``None``: 1 when stderr is a
-    terminal, else 0); early_stop_condition: stop after
+    terminal or in a notebook, else 0); early_stop_condition: stop after
     the batch in which a program reaches it: a number (the ``loss`` column, validation MSE, at
     most it: PySR's meaning), ``"r2>=R"`` (validation R²), ``"loss<=L"``, or a callable
     ``(loss, complexity) -> bool`` (``search.options.parse_early_stop``).
@@ -212,7 +212,11 @@ class SymbolicRegressor:
         return str(Path(folder) / "search.db"), (None if self.warm_start else folder)
 
     def _verbose(self) -> bool:
-        return sys.stderr.isatty() if self.verbosity is None else self.verbosity > 0
+        """``verbosity``; by default on in a terminal or a notebook (an IPython kernel), off
+        in scripts, logs and tests."""
+        if self.verbosity is not None:
+            return self.verbosity > 0
+        return bool(getattr(sys.stderr, "isatty", lambda: False)()) or "ipykernel" in sys.modules
 
     def _search(self, task: Task, db: str, until: Callable[[Record], bool] | None) -> Any:
         resume = bool(self.warm_start and Path(db).exists() and _elapsed(db) is not None)
