@@ -48,13 +48,13 @@ class CalibLimits:
     starts: int | None = None
 
 
-DEFAULT_STARTS = 16  # regression tasks; a task with several series keeps one start per series
+DEFAULT_STARTS = 16  # regression tasks; a task with several series: its protocol's starts
 
 
 def starts_for(task: Task, limits: CalibLimits) -> int:
     if limits.starts is not None:
         return max(1, int(limits.starts))
-    return DEFAULT_STARTS if task.series == 1 else 1
+    return DEFAULT_STARTS if task.series == 1 else max(1, int(task.calib.starts))
 
 
 @dataclass(frozen=True)
