@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache, partial
@@ -32,8 +33,8 @@ from ndvm.identity import ByIdentity
 from ndvm.lang.front import check_name
 from ndvm.tasks.columns import DEFAULT_BINARY, DEFAULT_UNARY, check_operators, read_csv, split_rows
 from ndvm.tasks.grammar import Grammar, param_names
+from ndvm.tasks.series import pooled_refit, r2_of, trailing_block
 from ndvm.tasks.series import predict_lanes as predict_lanes
-from ndvm.tasks.series import r2_of, trailing_block
 from ndvm.tasks.series import series_best as series_best
 
 
@@ -69,6 +70,7 @@ class CalibSpec:
     constraints: Mapping[str, tuple[float | None, float | None]] | None = None
     lr_final: float | None = None  # cosine decay of Adam's lr from lr to lr_final
     start_decades: int = 0  # search: starts K/2.. drawn 10^-1 .. 10^-k smaller (spread_starts)
+    pooled: bool = False  # several series: refit every series from all series' bests (series.py)
 
 
 @dataclass(frozen=True)
@@ -179,7 +181,12 @@ class Task:
             kw["target"] = target
         # a task's protocol fixes its steps: the verdict is on the result, not a warning
         kw.setdefault("warn", False)
-        return calibrate(program, data.train_inputs, **kw)
+        t0 = time.perf_counter()
+        cal = calibrate(program, data.train_inputs, **kw)
+        if spec.pooled and np.ndim(target) == 2:
+            S, spent = int(np.shape(target)[0]), time.perf_counter() - t0
+            cal = pooled_refit(cal, program, data.train_inputs, kw, S, spent)
+        return cal
 
     def evaluate(self, candidate: Any, *, backend: str | None = None, **overrides: Any) -> Any:
         """Calibrate and score one candidate; errors become a failed ``TaskResult``."""

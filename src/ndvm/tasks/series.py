@@ -4,7 +4,9 @@ Each series is fitted with its own parameters, ``starts`` lanes per series (seri
 each series keeps its best lane by *training* loss: that is calibration. Choosing between
 candidate programs is selection, and it reads a validation split the fit never saw: a
 trailing block of every series' points (``trailing_block``; a task may declare its own
-block), scored by ``series_score`` with each series at its chosen lane.
+block), scored by ``series_score`` with each series at its chosen lane. A task whose series
+share one structure may refit every series from all series' bests (``pooled_refit``,
+``CalibSpec.pooled``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+
+from ndvm.calibrate import calibrate
 
 
 def series_best(cal: Any, series: int) -> np.ndarray:
@@ -85,3 +89,44 @@ def trailing_block(
     cut = n - points
     return ({k: v[:cut] for k, v in cols.items()}, t[:, :cut],
             {k: v[cut:] for k, v in cols.items()}, t[:, cut:])  # fmt: skip
+
+
+def pooled_refit(
+    cal: Any, program: Any, inputs: Mapping[str, Any], kw: dict[str, Any], S: int,
+    spent: float = 0.0,
+) -> Any:  # fmt: skip
+    """A second fit of every series from the best parameters the first fit found anywhere.
+
+    ``cal`` is a fit of ``S`` series with ``K`` lanes each (``kw``: its ``calibrate``
+    keywords, ``starts`` S*K and ``target [S*K, N]``, series-major). Series that share one
+    structure have similar parameters, so a start that reached the right basin for one series
+    is a good start for all: start k of series s restarts from series s's own best (k = 0),
+    then from the best of the other series in order of their training loss (cycling when
+    K > S). The refit keeps K lanes per series; a series that does better from another's
+    parameters takes them; its own best is a start, so with a descent method (LM, L-BFGS)
+    none ends worse.
+    Returns ``cal`` unchanged when it has one series or no finite best, or when ``kw``'s
+    ``time_limit`` is spent (``spent``: seconds used so far)."""
+    losses = np.asarray(cal.all_losses, dtype=np.float64)
+    K = losses.size // max(S, 1)
+    if S < 2 or K * S != losses.size:
+        return cal
+    best = series_best(cal, S)
+    P = len(program.params)
+    values = np.asarray(cal.all_params, dtype=np.float64)[best, :P]
+    order = [int(i) for i in np.argsort(np.where(np.isfinite(losses[best]), losses[best], np.inf))
+             if np.isfinite(losses[best][i]) and np.isfinite(values[i]).all()]  # fmt: skip
+    if not order:
+        return cal
+    init = np.empty((S * K, P))
+    for s in range(S):
+        donors = [s] if s in order else []
+        donors += [i for i in order if i != s]
+        for k in range(K):
+            init[s * K + k] = values[donors[k % len(donors)]]
+    again = dict(kw, init=init)
+    if again.get("time_limit") is not None:
+        again["time_limit"] = float(again["time_limit"]) - spent
+        if again["time_limit"] <= 0:
+            return cal
+    return calibrate(program, inputs, **again)
