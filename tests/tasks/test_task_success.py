@@ -171,3 +171,4 @@ def test_enso_untrained_and_persistence_are_not_successes_the_fit_is():
     assert fit.success and m["nll"] < m["static_nll"]
     assert m["corr_6"] > m["persistence_6"] + enso_lim.MARGIN
     assert not enso_lim.success({**m, "nll": math.nan})
+    assert not enso_lim.success({k: v for k, v in m.items() if k != "static_nll"})

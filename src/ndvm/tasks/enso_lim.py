@@ -164,10 +164,11 @@ def success(m: Any) -> bool:
     """An NLL below ``static_nll`` and a 6-month-lead correlation above persistence's by
     ``MARGIN`` (docs/tasks.md: the untrained LIM, a fit that never moved and persistence
     itself are not successes)."""
-    nll, lead = m.get("nll", np.nan), m.get(f"corr_{LEAD}", np.nan)
-    if not (np.isfinite(nll) and np.isfinite(lead)):
+    keys = ("nll", "static_nll", f"corr_{LEAD}", f"persistence_{LEAD}")
+    nll, floor, lead, persist = (float(m.get(k, np.nan)) for k in keys)
+    if not np.isfinite([nll, floor, lead, persist]).all():
         return False
-    return bool(nll < m["static_nll"] and lead > m[f"persistence_{LEAD}"] + MARGIN)
+    return bool(nll < floor and lead > persist + MARGIN)
 
 
 TASK = Task(
