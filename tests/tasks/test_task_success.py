@@ -100,6 +100,9 @@ def test_multi_series_selection_reads_the_validation_block():
         mse = float(np.mean((pred - data.valid_target) ** 2))
         assert e.selection_loss == pytest.approx(mse, rel=1e-9)
         assert e.selection_loss == e.validation_mse != e.train_loss
+        y = data.valid_target
+        ss_tot = ((y - y.mean(axis=1, keepdims=True)) ** 2).sum()  # each cell about its mean
+        assert e.validation_r2 == pytest.approx(1 - mse * y.size / ss_tot, rel=1e-9)
     # training loss would prefer the overfit to both seeds; the validation block does not
     over, lin, smooth = ev[EXP_OVERFIT], ev[bk.LINEAR], ev[bk.SMOOTH]
     assert over.train_loss < min(lin.train_loss, smooth.train_loss)
