@@ -104,15 +104,14 @@ def pooled_refit(
     then from the best of the other series in order of their training loss (cycling when
     K > S). The refit keeps K lanes per series; a series that does better from another's
     parameters takes them; its own best is a start, so with a descent method (LM, L-BFGS)
-    none ends worse.
-    Returns ``cal`` unchanged when it has one series or no finite best, or when ``kw``'s
-    ``time_limit`` is spent (``spent``: seconds used so far)."""
+    none ends worse. Returns ``cal`` unchanged when it has one series, no parameter or no
+    finite best, or when ``kw``'s ``time_limit`` is spent (``spent``: seconds used so far)."""
     losses = np.asarray(cal.all_losses, dtype=np.float64)
     K = losses.size // max(S, 1)
-    if S < 2 or K * S != losses.size:
+    P = len(program.params)
+    if S < 2 or K * S != losses.size or P == 0:
         return cal
     best = series_best(cal, S)
-    P = len(program.params)
     values = np.asarray(cal.all_params, dtype=np.float64)[best, :P]
     order = [int(i) for i in np.argsort(np.where(np.isfinite(losses[best]), losses[best], np.inf))
              if np.isfinite(losses[best][i]) and np.isfinite(values[i]).all()]  # fmt: skip
