@@ -127,7 +127,7 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     v = check_params(prog, data, task, v.complexity)
     if not v.ok:
         return _rejected(job, v, t0)
-    h = cand.key if cand.key and cand.skeleton == v.skeleton else skeleton_hash(v.skeleton)
+    h = cand.key if cand.key and cand.skeleton == v.skeleton else skeleton_hash(v.skeleton, cand.src)
     key = (job.scope, h)
     fit: _Fit | None = None
     if key not in seen and _folds(task, prog, data):
