@@ -45,6 +45,7 @@ class Assessment:
 
     front: tuple[Record, ...]
     folds: np.ndarray  # [entries, k]; inf where a refit failed
+    scale: float = 0.0  # the selection rows' target variance (exact fits tie below EXACT x it)
 
     @property
     def losses(self) -> list[float]:
@@ -76,7 +77,7 @@ def assess(
     for i, r in enumerate(front):
         for f in range(k):
             out[i, f] = _fold_loss(r, cols, y, ids == f, steps, starts, seed + f)
-    return Assessment(tuple(front), out)
+    return Assessment(tuple(front), out, float(np.var(y)) if len(y) else 0.0)
 
 
 def _fold_loss(
