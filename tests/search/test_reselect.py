@@ -32,7 +32,7 @@ def test_model_selection_is_read_at_every_use(fitted: SymbolicRegressor) -> None
     picked = {}
     for mode in selection.MODES:
         fitted.set_params(model_selection=mode)
-        want = selection.choose(front, cv.losses, mode, folds=cv.folds, scale=cv.scale)
+        want = selection.choose(front, cv.losses, mode, n=cv.rows, scale=cv.scale)
         assert fitted.best_ is want
         i = front.index(want)
         np.testing.assert_array_equal(fitted.predict(X), fitted.predict(X, index=i))

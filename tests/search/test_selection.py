@@ -2,7 +2,7 @@
 data of the same shape. Each front holds the law, simpler programs and an overfit whose
 validation loss is lower than the law's (as the tournament-steered split reports it); PySR's
 "best" (the top score within 1.5x of the lowest validation loss) picks the overfit, the
-cross-validated one-standard-error rule and the information criterion pick the law."""
+information criterion on cross-validated losses (and on the validation rows) picks the law."""
 
 from dataclasses import replace
 
@@ -45,9 +45,9 @@ def _check(task: Task, srcs: list[str], gain: float) -> None:
     assert frontier.select(recs).idx == 1  # information criterion on the validation rows
     cv = selection.assess(front, *_selection_rows(task))
     assert np.all(np.isfinite(cv.folds))
-    chosen = selection.choose(front, cv.losses, "best", folds=cv.folds, scale=cv.scale)
+    chosen = cv.choose("best")
     assert chosen.idx == 1, [(r.candidate.src, v) for r, v in zip(front, cv.losses)]
-    accurate = selection.choose(front, cv.losses, "accuracy", folds=cv.folds, scale=cv.scale)
+    accurate = cv.choose("accuracy")
     assert cv.losses[front.index(accurate)] == min(cv.losses)
 
 
@@ -81,19 +81,22 @@ def test_gravity_with_a_distractor_column_on_300_rows():
                   "(/ (* a m1 m2 (+ 1 (* b z))) (+ (* r r) (* c z)))"], 0.6)  # fmt: skip
 
 
-def test_one_standard_error_rule_on_fold_losses():
-    """Hand-made fold losses: the simplest entry within one SE (paired) of the lowest."""
-    recs = [Record(i, 0, Candidate(s), "", n, c, 0, None) for i, (s, n, c) in
-            enumerate([("a", 1, 1), ("(* a x)", 1, 3), ("(* a x x)", 1, 5)])]  # fmt: skip
-    folds = np.array([[9.0, 8.0, 10.0, 9.0], [1.1, 0.9, 1.2, 1.0], [1.0, 1.0, 1.0, 1.0]])
-    losses = folds.mean(axis=1).tolist()
-    assert selection.choose(recs, losses, "best", folds=folds).idx == 1  # +0.05 ± 0.065
-    assert selection.choose(recs, losses, "accuracy", folds=folds).idx == 2
-    worse = folds.copy()
-    worse[1] += 0.2  # consistently worse on every fold: significant
-    assert selection.choose(recs, worse.mean(axis=1).tolist(), "best", folds=worse).idx == 2
+def test_information_criterion_by_hand():
+    """n log(loss) + cost log(n): costs 2, 4, 6 (one parameter each)."""
+    recs = [Record(i, 0, Candidate(s), "", 1, c, 0, None) for i, (s, c) in
+            enumerate([("a", 1), ("(* a x)", 3), ("(* a x x)", 5)])]  # fmt: skip
+    n = 40  # a cost unit is worth log(40) = 3.69; a loss factor f is worth 40 log f
+    # the larger program gains 5 % (40 log 1.05 = 1.95 < 2 log 40 = 7.4): the smaller one
+    assert selection.choose(recs, [9.0, 1.0, 0.95], n=n).idx == 1
+    # a 30 % gain is worth 10.5 > 7.4: the larger one
+    assert selection.choose(recs, [9.0, 1.0, 0.7], n=n).idx == 2
+    assert selection.criterion(0.7, 6, n) == pytest.approx(n * np.log(0.7) + 6 * np.log(n))
+    assert selection.choose(recs, [9.0, 1.0, 0.95], "accuracy", n=n).idx == 2
+    # exact fits tie at EXACT x the target's variance: the simpler exact program
+    assert selection.choose(recs, [9.0, 1e-31, 1e-33], n=n, scale=4.0).idx == 1
+    assert selection.choose(recs, [9.0, 1e-31, 1e-33], n=n).idx == 2  # no scale: evidence
     with pytest.raises(Exception, match="model_selection"):
-        selection.choose(recs, losses, "bogus")
+        selection.choose(recs, [1.0, 1.0, 1.0], "bogus")
 
 
 def test_fold_ids():
@@ -101,3 +104,20 @@ def test_fold_ids():
     ids = selection.fold_ids(301, seed=4)
     assert set(ids) == set(range(selection.K_FOLDS))
     assert max(np.bincount(ids)) - min(np.bincount(ids)) <= 1
+
+
+def test_programs_without_parameters_are_scored_on_each_fold_without_a_refit():
+    """A task that scores fixed programs (``Task.from_arrays``): the law ``k x² / 2`` has no
+    parameter; its fold losses are its held-out errors, and it is selected."""
+    rng = np.random.default_rng(0)
+    k, x = rng.uniform(1, 5, 200), rng.uniform(1, 5, 200)
+    task = Task.from_arrays(np.c_[k, x], k * x**2 / 2, names=["k", "x"], seed=0)
+    recs = []
+    for i, src in enumerate(["a", "(* k x 2)", "(* k x x 0.5)"]):
+        res = run_job(task, Job(i, Candidate(src), i), CalibLimits(starts=2), set())
+        recs.append(Record(i, 0, Candidate(src), res.skeleton, res.n_params, res.complexity, i,
+                           res.evaluation))  # fmt: skip
+    front = frontier.pareto_front(recs)
+    cv = selection.assess(front, *_selection_rows(task))
+    assert np.all(np.isfinite(cv.folds)) and cv.losses[-1] < 1e-20
+    assert cv.choose("best").idx == 2

@@ -48,8 +48,8 @@ class SymbolicRegressor:
     fractions of the rows; model_selection: how the reported model is chosen among the front's
     entries on their cross-validated losses (``ndvm.search.selection``; re-read at every use,
     so ``set_params(model_selection=...)`` after ``fit`` takes effect at once): ``"best"``
-    (the simplest entry not significantly worse than the lowest CV loss, one-standard-error
-    rule), ``"accuracy"`` (the lowest CV loss) or ``"score"`` (PySR's largest score);
+    (the smallest information criterion n log(CV loss) + cost log(n)), ``"accuracy"`` (the
+    lowest CV loss) or ``"score"`` (PySR's largest score);
     random_state: the seed of the row
     split and of the search; variable_names: input names (default: a DataFrame's columns, else
     ``x0, x1, ...``); database: the SQLite file of the search (default: a temporary one);
@@ -168,8 +168,7 @@ class SymbolicRegressor:
         if mode not in SELECTIONS:
             raise NdvmError(f"model_selection must be one of {', '.join(SELECTIONS)}, "
                             f"got {mode!r}")  # fmt: skip
-        cv = self.cv_
-        chosen = selection.choose(self.front_, cv.losses, mode, folds=cv.folds, scale=cv.scale)
+        chosen = self.cv_.choose(mode)
         return chosen if chosen is not None else self.front_[-1]
 
     @property

@@ -158,17 +158,10 @@ def scores(front: list[Record], floor: float | None = None) -> list[float]:
     previous (simpler) entry; 0 for the first. A large score marks a complexity step that
     buys a large drop in validation loss: where the law's structure appears. Losses under
     ``floor`` (default ``exact_floor(front)``) count as ``floor``."""
+    from ndvm.search.selection import _scores
+
     floor = exact_floor(front) if floor is None else floor
-    out: list[float] = []
-    prev: tuple[int, float] | None = None
-    for r in front:
-        loss = max(ranked_loss(r, floor), LOSS_FLOOR)
-        score = 0.0
-        if prev is not None and cost(r) > prev[0]:
-            score = -(math.log(loss) - math.log(prev[1])) / (cost(r) - prev[0])
-        out.append(score)
-        prev = (cost(r), loss)
-    return out
+    return _scores([(cost(r), max(ranked_loss(r, floor), LOSS_FLOOR)) for r in front])
 
 
 def select(records: list[Record], mode: str = "best") -> Record | None:

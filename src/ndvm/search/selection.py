@@ -1,4 +1,4 @@
-"""Which front entry is the reported model: cross-validated refits and a parsimony rule.
+"""Which front entry is the reported model: cross-validated refits and a parsimony criterion.
 
 The Pareto front is built on the validation split, which also steers the evolutionary
 tournament, so its losses favour what evolution kept, and on small data (a dozen rows) it
@@ -7,19 +7,18 @@ holds two or three rows. ``assess`` therefore scores each front entry on the sel
 refitted on k - 1 folds (Levenberg–Marquardt from its fitted values) and scored on the fold
 it did not see. ``choose`` then applies the rule of ``model_selection``:
 
-- ``"best"`` (default): the one-standard-error rule on paired fold losses. With ``m`` the
-  entry of the lowest mean CV loss, the reported model is the simplest entry (lowest
-  ``frontier.cost``) whose fold-by-fold excess over ``m`` is not significant: mean(d) <=
-  SE(d), d_k = loss_k - loss_k(m). A larger program that only fits noise is never
-  significantly better than the law, so the law is reported; a simpler program that misses
-  structure is worse on (nearly) every fold, so it is not.
-- ``"accuracy"``: the lowest mean CV loss.
-- ``"score"``: the largest PySR score (``-Δ log loss / Δ cost``) on the CV losses.
+- ``"best"`` (default): the information criterion ``n log(loss) + cost log(n)`` (BIC with
+  the program's ``frontier.cost`` — nodes plus fitted constants — as its size, n the rows
+  behind the losses), smallest wins. A larger program that only fits noise lowers the loss by
+  a few percent, worth far less than its extra cost; a simpler program that misses structure
+  loses a factor in the loss, worth more than the cost it saves.
+- ``"accuracy"``: the lowest loss.
+- ``"score"``: the largest PySR score (``-Δ log loss / Δ cost``).
 
-Without the data (``frontier.select`` on stored records, ``ndvm report``) the same modes
-read the validation losses, and ``"best"`` is an information criterion on the validation
-rows: ``n log(loss) + cost log(n)`` (BIC with the program's cost — nodes plus fitted
-constants — as its size), which a large program fitting noise cannot win either.
+The losses are the mean CV losses where the data is at hand (``SymbolicRegressor``), else the
+validation losses of stored records (``frontier.select``: ``Summary.selected``, ``ndvm
+report``; n is then the validation rows, recorded as ``n_valid``; without it "best" is PySR's
+rule, the largest score within 1.5x of the lowest loss).
 """
 
 from __future__ import annotations
@@ -36,7 +35,8 @@ from ndvm.search.candidate import Record
 MODES = ("best", "accuracy", "score")
 LOO_ROWS = 30  # up to this many selection rows: leave-one-out; more: K_FOLDS folds
 K_FOLDS = 5
-EXACT = 1e-20  # fold losses below this fraction of the target's variance tie (round-off)
+EXACT = 1e-20  # losses below this fraction of the target's variance tie (round-off)
+LOSS_FLOOR = 1e-300  # a zero loss counts as this (log of 0 is undefined)
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,11 @@ class Assessment:
     front: tuple[Record, ...]
     folds: np.ndarray  # [entries, k]; inf where a refit failed
     scale: float = 0.0  # the selection rows' target variance (exact fits tie below EXACT x it)
+    rows: int = 0  # selection rows (the n of the information criterion)
+
+    def choose(self, mode: str = "best") -> Record | None:
+        """``choose`` on the mean CV losses, n the selection rows."""
+        return choose(self.front, self.losses, mode, n=self.rows, scale=self.scale)
 
     @property
     def losses(self) -> list[float]:
@@ -77,7 +82,7 @@ def assess(
     for i, r in enumerate(front):
         for f in range(k):
             out[i, f] = _fold_loss(r, cols, y, ids == f, steps, starts, seed + f)
-    return Assessment(tuple(front), out, float(np.var(y)) if len(y) else 0.0)
+    return Assessment(tuple(front), out, float(np.var(y)) if len(y) else 0.0, len(y))
 
 
 def _fold_loss(
@@ -88,18 +93,22 @@ def _fold_loss(
     from ndvm.calibrate import calibrate
 
     ev = r.evaluation
-    if ev is None or not ev.params:
+    if ev is None:
         return math.inf
+    test = {n: v[held] for n, v in cols.items()}
     try:
         prog = compile_program(r.candidate.src, list(ev.params), tuple(cols), free_params=True)
-        values = np.array([ev.params[n] for n in prog.params], dtype=np.float64)
-        init = np.repeat(values[None, :], max(1, starts), axis=0)
-        rng = np.random.default_rng(seed)
-        init[1:] *= 1.0 + 0.1 * rng.standard_normal(init[1:].shape)
-        train = {n: v[~held] for n, v in cols.items()}
-        cal = calibrate(prog, train, y[~held], starts=len(init), init=init, steps=steps,
-                        seed=rng, diagnostics=False, warn=False)  # fmt: skip
-        pred = np.asarray(cal.predict({n: v[held] for n, v in cols.items()}), dtype=np.float64)
+        if not prog.params:  # nothing to refit (a task that scores fixed programs)
+            pred = np.asarray(prog.eval(np.zeros(0), **test), dtype=np.float64)
+        else:
+            values = np.array([ev.params[n] for n in prog.params], dtype=np.float64)
+            init = np.repeat(values[None, :], max(1, starts), axis=0)
+            rng = np.random.default_rng(seed)
+            init[1:] *= 1.0 + 0.1 * rng.standard_normal(init[1:].shape)
+            train = {n: v[~held] for n, v in cols.items()}
+            cal = calibrate(prog, train, y[~held], starts=len(init), init=init, steps=steps,
+                            seed=rng, diagnostics=False, warn=False)  # fmt: skip
+            pred = np.asarray(cal.predict(test), dtype=np.float64)
     except (NdvmError, ArithmeticError, ValueError):
         return math.inf
     pred = np.broadcast_to(pred.reshape(-1) if pred.size > 1 else pred, (int(held.sum()),))
@@ -108,17 +117,15 @@ def _fold_loss(
 
 
 def choose(front: Sequence[Record], losses: Sequence[float], mode: str = "best", *,
-           folds: np.ndarray | None = None, n: int | None = None,
-           scale: float = 0.0) -> Record | None:  # fmt: skip
-    """The entry of ``front`` (by increasing cost) that ``mode`` selects on ``losses``:
-    with ``folds`` (CV fold losses) "best" is the one-standard-error rule, else with ``n``
-    (rows behind ``losses``) the information criterion, else PySR's "best". ``scale``: the
-    target's variance (losses under ``EXACT * scale`` tie)."""
+           n: int | None = None, scale: float = 0.0) -> Record | None:  # fmt: skip
+    """The entry of ``front`` that ``mode`` selects on ``losses``: "best" is the information
+    criterion with ``n`` rows behind the losses (PySR's "best" without ``n``); ``scale`` is
+    the target's variance (losses under ``EXACT * scale`` tie: round-off is not evidence)."""
     from ndvm.search import frontier
 
     if mode not in MODES:
         raise NdvmError(f"model_selection must be one of {', '.join(MODES)}, got {mode!r}")
-    floor = EXACT * scale
+    floor = max(EXACT * scale, LOSS_FLOOR)
     entries = [(frontier.cost(r), max(v, floor), i, r) for i, (r, v) in
                enumerate(zip(front, losses)) if math.isfinite(v)]  # fmt: skip
     if not entries:
@@ -126,39 +133,29 @@ def choose(front: Sequence[Record], losses: Sequence[float], mode: str = "best",
     entries.sort(key=lambda t: (t[0], t[2]))
     if mode == "accuracy":
         return min(entries, key=lambda t: (t[1], t[0]))[3]
-    if mode == "score":
-        sc = _scores([(c, v) for c, v, _, _ in entries])
-        return max(zip(sc, entries), key=lambda t: (t[0], -t[1][0]))[1][3]
-    if folds is not None:
-        return _one_se(entries, np.maximum(np.asarray(folds, dtype=np.float64), floor))
-    if n is not None and n > 1:
-        return min(entries, key=lambda t: (n * math.log(max(t[1], 1e-300))
-                                           + t[0] * math.log(n), t[0]))[3]  # fmt: skip
     sc = _scores([(c, v) for c, v, _, _ in entries])
+    if mode == "score":
+        return max(zip(sc, entries), key=lambda t: (t[0], -t[1][0]))[1][3]
+    if n is not None and n > 1:
+        return min(entries, key=lambda t: (criterion(t[1], t[0], n), t[0]))[3]
     low = min(v for _, v, _, _ in entries)
     ok = [(s, e) for s, e in zip(sc, entries) if e[1] <= frontier.SCORE_TOLERANCE * low]
     return max(ok, key=lambda t: (t[0], -t[1][0]))[1][3]
 
 
+def criterion(loss: float, cost: int, n: int) -> float:
+    """``n log(loss) + cost log(n)``: the information criterion "best" minimizes."""
+    return n * math.log(max(loss, LOSS_FLOOR)) + cost * math.log(n)
+
+
 def _scores(points: list[tuple[int, float]]) -> list[float]:
-    out, prev = [], None
+    """PySR's score of each (cost, loss) point against the previous one (0 for the first)."""
+    out: list[float] = []
+    prev: tuple[int, float] | None = None
     for c, v in points:
         s = 0.0
         if prev is not None and c > prev[0]:
-            s = -(math.log(max(v, 1e-300)) - math.log(max(prev[1], 1e-300))) / (c - prev[0])
+            s = -(math.log(v) - math.log(prev[1])) / (c - prev[0])
         out.append(s)
         prev = (c, v)
     return out
-
-
-def _one_se(entries: list[tuple[int, float, int, Record]], folds: np.ndarray) -> Record:
-    best = min(entries, key=lambda t: (t[1], t[0]))
-    ref = folds[best[2]]
-    for _, _, i, r in entries:  # by increasing cost: the first not significantly worse
-        d = folds[i] - ref
-        if not np.all(np.isfinite(d)):
-            continue
-        se = float(np.std(d, ddof=1) / math.sqrt(len(d))) if len(d) > 1 else 0.0
-        if float(np.mean(d)) <= se:
-            return r
-    return best[3]
