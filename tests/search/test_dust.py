@@ -59,3 +59,13 @@ def test_a_small_constant_that_matters_at_the_data_scale_is_kept():
     src = "(+ (* a (/ q (* eps r))) c)"
     rec = _record(task, src, {"a": 0.0795e-18, "c": 2.1e-19})
     assert prune(task, rec) is rec
+
+
+def test_the_estimators_front_holds_the_pruned_program():
+    from ndvm.search.estimator import _pruned_front
+
+    task = _coulomb()
+    rec = _record(task, "(* a (/ (+ (* b q) c) (* eps r)))", {"a": 0.1767, "b": 0.4502,
+                                                                 "c": 2.1e-19})  # fmt: skip
+    front = _pruned_front(task, [rec])
+    assert [r.candidate.src for r in front] == ["(* a (/ (* b q) (* eps r)))"]

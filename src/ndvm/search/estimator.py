@@ -49,8 +49,8 @@ class SymbolicRegressor:
     entries on their cross-validated losses (``ndvm.search.selection``; re-read at every use,
     so ``set_params(model_selection=...)`` after ``fit`` takes effect at once): ``"best"``
     (the smallest information criterion n log(CV loss) + cost log(n)), ``"accuracy"`` (the
-    lowest CV loss) or ``"score"`` (PySR's largest score);
-    random_state: the seed of the row
+    lowest CV loss) or ``"score"`` (PySR's largest score); before selection, constants a fit
+    drove to 0 or 1 are pruned (``ndvm.search.dust``); random_state: the seed of the row
     split and of the search; variable_names: input names (default: a DataFrame's columns, else
     ``x0, x1, ...``); database: the SQLite file of the search (default: a temporary one);
     warm_start: continue the latest run in ``database`` (``time_budget`` more seconds).
