@@ -39,7 +39,7 @@ EXACT = 1e-20  # losses below this fraction of the target's variance tie (round-
 LOSS_FLOOR = 1e-300  # a zero loss counts as this (log of 0 is undefined)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Assessment:
     """Cross-validated fold losses of the front's entries (rows: entries, columns: folds)."""
 
