@@ -133,6 +133,8 @@ def run_search(
     finished = False
     tenure = gc.isenabled() and not gc.get_freeze_count()  # not when the caller froze already
     sched = make_executor(the_task, workers, limits, executor)
+    _hook(proposer, "start", None if budget.seconds is None
+          else time.monotonic() + budget.seconds - base)  # fmt: skip
     try:
         pending = [r for r in records if r.status == "pending"]
         book.expect(pending)
@@ -141,6 +143,7 @@ def run_search(
     finally:
         if tenure:
             gc.unfreeze()
+        _hook(proposer, "close")
         sched.close()
         store.set_elapsed(run, elapsed())
         store.close()
@@ -157,6 +160,14 @@ def _open_run(
     if info["task"] != task.name:
         raise ValueError(f"{store.path}: latest run is task {info['task']!r}, not {task.name!r}")
     return info["run"], info["seed"], float(info["elapsed"]), store.records(info["run"])
+
+
+def _hook(proposer: Proposer, name: str, *args: Any) -> None:
+    """Call a proposer's optional ``start(end)`` (the search begins; ``end``: the
+    ``time.monotonic()`` instant its time budget ends, or ``None``) or ``close()`` (it ended)."""
+    fn = getattr(proposer, name, None)
+    if callable(fn):
+        fn(*args)
 
 
 def _scope_fn(proposer: Proposer) -> Callable[[int], int]:
