@@ -184,6 +184,9 @@ def run(args: argparse.Namespace) -> int:
     show.end()
     if getattr(proposer, "stop_reason", ""):
         print(f"ndvm search: {proposer.stop_reason}", file=sys.stderr)
+    usage = getattr(proposer, "usage", None)
+    if callable(usage):  # the llm proposer: how busy the endpoint and the calibrator were
+        print(f"ndvm search: {usage().line(proposer.config.ahead)}", file=sys.stderr)
     _print_summary(task.name, state, args.db)
     _warn_internal(state)
     return 0

@@ -34,8 +34,8 @@ from typing import Any
 from ndvm.errors import ConfigError, NdvmError, ProposerFailed, RequestFailed
 from ndvm.lang.reader import read
 from ndvm.search.candidate import Candidate, Record
-from ndvm.search.llm_ahead import Lookahead, LLMUsage
-from ndvm.search.llm_http import MAX_REPLY, Transport, make_transport
+from ndvm.search.llm_ahead import LLMUsage, Lookahead
+from ndvm.search.llm_http import MAX_REPLY, Transport, make_transport, url_problem
 from ndvm.search.state import SearchState
 from ndvm.tasks.base import Task
 
@@ -75,6 +75,9 @@ class LLMConfig:
             )
         if not self.base_url.startswith(("http://", "https://")):
             raise ConfigError(f"llm proposer: --llm-base-url {self.base_url!r} is not http(s)")
+        problem = url_problem(self.base_url)
+        if problem:
+            raise ConfigError(f"llm proposer: --llm-base-url: {problem}")
         if not self.model:
             raise ConfigError("llm proposer: no model: pass --llm-model or set NDVM_LLM_MODEL")
         checks = (

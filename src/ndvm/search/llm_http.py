@@ -167,8 +167,14 @@ def read_capped(pieces: Iterator[bytes], cap: int, end: float, why: str) -> byte
     return bytes(buf)
 
 
-def check_length(value: str | None, cap: int) -> None:
-    """RequestFailed when a ``Content-Length`` announces more than ``cap`` bytes."""
+def check_headers(header: Callable[[str], str | None], cap: int) -> None:
+    """RequestFailed when a 2xx reply announces more than ``cap`` bytes, or a compressed
+    body (never asked for: its decoded size would escape the cap)."""
+    coding = (header("Content-Encoding") or "identity").strip().lower()
+    if coding != "identity":
+        raise RequestFailed(f"malformed reply: Content-Encoding {one_line(coding, 40)!r} "
+                            "(asked for identity)")  # fmt: skip
+    value = header("Content-Length")
     if value is not None and value.strip().isdigit() and int(value) > cap:
         raise RequestFailed(f"reply larger than the {size_text(cap)} cap "
                             f"(Content-Length {int(value)})")  # fmt: skip
@@ -254,11 +260,15 @@ class _Guarded:
             self.dogs.add(dog)
         try:
             return self._once(body, end, why, dog)
-        except (RequestFailed, _Retry):
+        except RequestFailed:
             raise
         except Exception as exc:  # noqa: BLE001 - whatever the wire did: one reason, no traceback
+            if self.closed:
+                raise RequestFailed("the client was closed") from None
+            if isinstance(exc, _Retry):
+                raise
             if dog.fired:
-                raise _Retry("the client was closed" if self.closed else why) from None
+                raise _Retry(why) from None
             raise self._classify(exc, why) from None
         finally:
             dog.cancel()
@@ -299,36 +309,49 @@ class UrllibTransport(_Guarded):
         self, config: TransportConfig, *, sleep: Callable[[float], None] = time.sleep
     ) -> None:
         super().__init__(config, sleep=sleep)
-        self.url = urllib.parse.urlsplit(f"{config.base_url}/chat/completions")
-        self.headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        self.url = f"{config.base_url}/chat/completions"
+        self.headers = {"Content-Type": "application/json", "Accept": "application/json",
+                        "Accept-Encoding": "identity"}  # fmt: skip
         if config.api_key:
             self.headers["Authorization"] = f"Bearer {config.api_key}"
 
-    def _connection(self, left: float) -> http.client.HTTPConnection:
-        url = self.url
-        if url.scheme not in ("http", "https") or not url.hostname:
-            raise RequestFailed(f"invalid URL {url.geturl()!r}: not http(s)://host/...")
-        try:
-            port = url.port
-        except ValueError as exc:
-            raise RequestFailed(f"invalid URL {url.geturl()!r}: {exc}") from None
-        cls = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
-        return cls(url.hostname, port, timeout=left)
-
     def _once(self, body: dict[str, Any], end: float, why: str, dog: Watchdog) -> bytes:
-        conn = self._connection(end - time.monotonic())
+        problem = url_problem(self.url)
+        if problem:
+            raise RequestFailed(problem)
+        url = urllib.parse.urlsplit(self.url)
+        https = url.scheme == "https"
+        cls = http.client.HTTPSConnection if https else http.client.HTTPConnection
+        conn = cls(url.hostname or "", url.port, timeout=max(end - time.monotonic(), 0.001))
         try:
             conn.connect()
             dog.arm(conn.sock)
-            path = self.url.path + (f"?{self.url.query}" if self.url.query else "")
+            path = url.path + (f"?{url.query}" if url.query else "")
             conn.request("POST", path, json.dumps(body).encode(), self.headers)
             resp = conn.getresponse()
             if not 200 <= resp.status < 300:
                 check_status(resp.status, resp.getheader, _excerpt(resp.read(ERROR_EXCERPT)))
-            check_length(resp.getheader("Content-Length"), self.cap)
-            return read_capped(iter(lambda: resp.read1(PIECE), b""), self.cap, end, why)
+            check_headers(resp.getheader, self.cap)
+            data = read_capped(iter(lambda: resp.read1(PIECE), b""), self.cap, end, why)
+            if dog.fired:  # the watchdog's shutdown reads as the end of the body
+                raise _Retry(why)
+            if resp.length:  # the connection closed before Content-Length bytes came
+                raise _Retry(f"truncated reply ({len(data)} bytes of {len(data) + resp.length})")
+            return data
         finally:
             conn.close()
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be requested (not http(s), no host, a bad port), or None."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError as exc:
+        return f"invalid URL {url!r}: {exc}"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"invalid URL {url!r}: not http(s)://host/..."
+    return None
 
 
 def _excerpt(raw: bytes) -> str:
@@ -363,12 +386,13 @@ class OpenAITransport(_Guarded):
             request.extensions["trace"] = trace
 
         def on_response(response: Any) -> None:
-            check_length(response.headers.get("Content-Length"), cap)
+            if 200 <= response.status_code < 300:
+                check_headers(response.headers.get, cap)
             response.stream = capped_stream(response.stream, cap, end, why)
 
         left = max(end - time.monotonic(), 0.001)
         http_client = oa.DefaultHttpxClient(
-            follow_redirects=False, timeout=left,
+            follow_redirects=False, timeout=left, headers={"Accept-Encoding": "identity"},
             event_hooks={"request": [on_request], "response": [on_response]},
         )  # fmt: skip
         # The client insists on a key; an endpoint without authentication ignores this one.
