@@ -2,7 +2,8 @@
 
 Each entry of ``plan`` answers one request (the last one repeats when the plan runs out):
 
-- ``("ok", content, delay)``: a normal chat-completions reply after ``delay`` seconds;
+- ``("ok", content, delay)``: a normal chat-completions reply after ``delay`` seconds
+  (``content`` a string, or a function of the number of requests served so far);
 - ``("redirect", code, location)``;
 - ``("huge", nbytes)``: a 200 with ``Content-Length: nbytes`` of JSON-ish filler;
 - ``("endless",)``: a chunked 200 that never ends;
@@ -39,7 +40,8 @@ class Hostile:
         self.plan: list[tuple[Any, ...]] = [("ok", "```scheme\n(* a x)\n```", 0.0)]
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.lock = threading.Lock()
-        self.active, self.since, self.total = 0, 0.0, 0.0
+        self.active, self.since = 0, 0.0
+        self.spans: list[tuple[float, float]] = []  # closed busy intervals (time.monotonic())
         self.served = 0
         stub = self
 
@@ -83,18 +85,21 @@ class Hostile:
         with self.lock:
             self.active -= 1
             if self.active == 0:
-                self.total += time.monotonic() - self.since
+                self.spans.append((self.since, time.monotonic()))
 
-    def busy(self) -> float:
+    def busy(self, start: float = 0.0, end: float = float("inf")) -> float:
+        """Seconds within [start, end] with at least one request being answered."""
         with self.lock:
-            return self.total + (time.monotonic() - self.since if self.active else 0.0)
+            spans = self.spans + ([(self.since, time.monotonic())] if self.active else [])
+        return sum(max(0.0, min(b, end) - max(a, start)) for a, b in spans)
 
     def answer(self, h: BaseHTTPRequestHandler, step: tuple[Any, ...]) -> None:
         kind, args = step[0], step[1:]
         out = h.wfile
         if kind == "ok":
             time.sleep(args[1] if len(args) > 1 else 0.0)
-            self.send(h, 200, chat(args[0]))
+            content = args[0](self.served) if callable(args[0]) else args[0]
+            self.send(h, 200, chat(content))
         elif kind == "body":
             self.send(h, 200, args[0])
         elif kind == "redirect":

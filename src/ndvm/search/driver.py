@@ -133,8 +133,7 @@ def run_search(
     finished = False
     tenure = gc.isenabled() and not gc.get_freeze_count()  # not when the caller froze already
     sched = make_executor(the_task, workers, limits, executor)
-    _hook(proposer, "start", None if budget.seconds is None
-          else time.monotonic() + budget.seconds - base)  # fmt: skip
+    _hook(proposer, "start", budget.seconds and time.monotonic() + budget.seconds - base)
     try:
         pending = [r for r in records if r.status == "pending"]
         book.expect(pending)
@@ -143,8 +142,7 @@ def run_search(
     finally:
         if tenure:
             gc.unfreeze()
-        _hook(proposer, "close")
-        sched.close()
+        _hook(proposer, "close", then=sched.close)
         store.set_elapsed(run, elapsed())
         store.close()
     return book.state(name, seed)
@@ -162,12 +160,19 @@ def _open_run(
     return info["run"], info["seed"], float(info["elapsed"]), store.records(info["run"])
 
 
-def _hook(proposer: Proposer, name: str, *args: Any) -> None:
+def _hook(
+    proposer: Proposer, name: str, *args: Any, then: Callable[[], None] | None = None
+) -> None:
     """Call a proposer's optional ``start(end)`` (the search begins; ``end``: the
-    ``time.monotonic()`` instant its time budget ends, or ``None``) or ``close()`` (it ended)."""
+    ``time.monotonic()`` instant its time budget ends, or ``None``) or ``close()`` (it ended),
+    then ``then`` (whatever the hook raised)."""
     fn = getattr(proposer, name, None)
-    if callable(fn):
-        fn(*args)
+    try:
+        if callable(fn):
+            fn(*args)
+    finally:
+        if then is not None:
+            then()
 
 
 def _scope_fn(proposer: Proposer) -> Callable[[int], int]:

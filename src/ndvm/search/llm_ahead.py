@@ -60,7 +60,7 @@ class Lookahead:
         self.busy = 0.0  # closed busy intervals, seconds
         self.waited = 0.0
         self.sent = 0
-        self.t0 = time.monotonic()
+        self.t0 = time.monotonic()  # the measured window: t0 to t_end (close), or to now
         self.t_end: float | None = None
 
     def __len__(self) -> int:
