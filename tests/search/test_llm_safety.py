@@ -210,3 +210,14 @@ def test_no_traceback_escapes_the_cli(hostile, tmp_path, step):
     assert "Traceback" not in proc.stderr and "Error:" not in proc.stderr.replace("Failed", "")
     assert "llm: " in proc.stderr or "stopped: llm proposer" in proc.stderr, proc.stderr
     assert time.monotonic() - t0 < 60
+
+
+def test_a_reason_never_recurses_into_a_deep_reply():
+    from ndvm.search.llm import brief, reply_text
+
+    deep: list = []
+    for _ in range(100_000):
+        deep = [deep]
+    assert brief(deep) == "(nested too deeply to show)"
+    with pytest.raises(RequestFailed, match="choice without text content: .nested too deeply"):
+        reply_text({"choices": [deep]})

@@ -6,8 +6,11 @@ fallback: ``--llm-base-url`` / ``NDVM_LLM_BASE_URL`` / ``OPENAI_BASE_URL`` (requ
 sent), the key from the variable ``--llm-api-key-env`` names (default ``NDVM_LLM_API_KEY``,
 then ``OPENAI_API_KEY``; sent as a bearer token), ``--llm-timeout`` / ``NDVM_LLM_TIMEOUT``.
 
-Each batch is one request (``llm_http``: the ``openai`` client when installed, else urllib,
-both with retries and exponential backoff). The prompt carries the task's description (never
+Each batch is one request (``llm_http``: the ``openai`` client when installed, else
+``http.client``, both behind the same guards: no redirects, a reply size cap, a wall-clock
+deadline per request that never passes the end of the search's time budget, retries with
+backoff). ``config.ahead`` requests (``--llm-ahead``, default 2) are kept in flight while the
+batches already answered calibrate (``llm_ahead``); the first request goes alone. The prompt carries the task's description (never
 the law that generated its data), the grammar, the best programs so far ranked by validation
 loss (train loss when records have no validation split; held-out/test metrics are never shown)
 and the latest failures with their reasons. Every fenced code block of the reply is one
@@ -35,7 +38,7 @@ from ndvm.errors import ConfigError, NdvmError, ProposerFailed, RequestFailed
 from ndvm.lang.reader import read
 from ndvm.search.candidate import Candidate, Record
 from ndvm.search.llm_ahead import LLMUsage, Lookahead
-from ndvm.search.llm_http import MAX_REPLY, Transport, make_transport, url_problem
+from ndvm.search.llm_http import MAX_REPLY, Transport, make_transport, one_line, url_problem
 from ndvm.search.state import SearchState
 from ndvm.tasks.base import Task
 
@@ -232,13 +235,21 @@ def reply_text(reply: Any) -> str:
         raise RequestFailed(f"malformed reply: a JSON {type(reply).__name__}, not an object")
     choices = reply.get("choices")
     if not isinstance(choices, list) or not choices:
-        raise RequestFailed(f"malformed reply: no choices: {str(reply)[:120]}")
+        raise RequestFailed(f"malformed reply: no choices: {brief(reply)}")
     message = choices[0].get("message") if isinstance(choices[0], dict) else None
     content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(content, str):
-        choice = str(choices[0])[:120]
+        choice = brief(choices[0])
         raise RequestFailed(f"malformed reply: choice without text content: {choice}")
     return content
+
+
+def brief(value: Any) -> str:
+    """The start of ``value``'s text on one line (a deeply nested value: a note saying so)."""
+    try:
+        return one_line(str(value), 120)
+    except RecursionError:
+        return "(nested too deeply to show)"
 
 
 def _metric(ev: Any, name: str) -> float:

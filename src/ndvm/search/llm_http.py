@@ -250,13 +250,14 @@ class _Guarded:
                 attempt += 1
 
     def _attempt(self, body: dict[str, Any], end: float, why: str) -> bytes:
-        if self.closed:
-            raise RequestFailed("the client was closed")
         left = end - time.monotonic()
         if left <= 0:
             raise _Retry(why)
         dog = Watchdog(left)
         with self.lock:
+            if self.closed:
+                dog.cancel()
+                raise RequestFailed("the client was closed")
             self.dogs.add(dog)
         try:
             return self._once(body, end, why, dog)
@@ -293,8 +294,8 @@ class _Guarded:
 
     def close(self) -> None:
         """End the attempts in flight (their sockets shut down) and refuse new ones."""
-        self.closed = True
         with self.lock:
+            self.closed = True
             dogs = list(self.dogs)
         for dog in dogs:
             dog.fire()
