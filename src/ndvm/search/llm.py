@@ -9,8 +9,8 @@ then ``OPENAI_API_KEY``; sent as a bearer token), ``--llm-timeout`` / ``NDVM_LLM
 Each batch is one request (``llm_http``: the ``openai`` client when installed, else
 ``http.client``, both behind the same guards: no redirects, a reply size cap, a wall-clock
 deadline per request that never passes the end of the search's time budget, retries with
-backoff). ``config.ahead`` requests (``--llm-ahead``, default 2) are kept in flight while the
-batches already answered calibrate (``llm_ahead``); the first request goes alone. The prompt carries the task's description (never
+backoff). ``config.ahead`` requests (``--llm-ahead``, default 2) stay in flight while answered
+batches calibrate (``llm_ahead``, the first alone). The prompt carries the description (never
 the law that generated its data), the grammar, the best programs so far ranked by validation
 loss (train loss when records have no validation split; held-out/test metrics are never shown)
 and the latest failures with their reasons. Every fenced code block of the reply is one
