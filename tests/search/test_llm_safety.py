@@ -221,3 +221,42 @@ def test_a_reason_never_recurses_into_a_deep_reply():
     assert brief(deep) == "(nested too deeply to show)"
     with pytest.raises(RequestFailed, match="choice without text content: .nested too deeply"):
         reply_text({"choices": [deep]})
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (["--llm-ahead", "-1"], "--llm-ahead must be in"),
+        (["--llm-ahead", "17"], "--llm-ahead must be in"),
+        (["--llm-max-reply-mb", "0"], "--llm-max-reply-mb must be positive"),
+        (["--llm-max-reply-mb", "0.0001"], "at least 1 KB"),
+        (["--llm-base-url", "http://[::1/v1"], "invalid URL"),
+        (["--llm-base-url", "http://h:99999/v1"], "invalid URL"),
+    ],
+)
+def test_bad_client_options_are_config_errors(argv, match):
+    import argparse
+
+    from ndvm.errors import ConfigError
+    from ndvm.search.llm import add_llm_arguments
+
+    parser = argparse.ArgumentParser()
+    add_llm_arguments(parser)
+    args = parser.parse_args(["--llm-base-url", "http://h/v1", "--llm-model", "m", *argv])
+    with pytest.raises(ConfigError, match=match):
+        LLMConfig.from_args(args, env={})
+
+
+def test_client_options_reach_the_config():
+    import argparse
+
+    from ndvm.search.llm import add_llm_arguments
+
+    parser = argparse.ArgumentParser()
+    add_llm_arguments(parser)
+    base = ["--llm-base-url", "http://h/v1", "--llm-model", "m"]
+    cfg = LLMConfig.from_args(parser.parse_args(base), env={})
+    assert (cfg.ahead, cfg.max_reply_bytes) == (2, 16 * 2**20)
+    argv = [*base, "--llm-ahead", "0", "--llm-max-reply-mb", "0.5"]
+    cfg = LLMConfig.from_args(parser.parse_args(argv), env={})
+    assert (cfg.ahead, cfg.max_reply_bytes) == (0, 2**19)
