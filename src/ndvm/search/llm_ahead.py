@@ -59,6 +59,7 @@ class Lookahead:
         self.since = 0.0  # when the current busy interval began
         self.busy = 0.0  # closed busy intervals, seconds
         self.waited = 0.0
+        self.first_wait: float | None = None  # the wait for the first reply (always waited)
         self.sent = 0
         self.t0 = time.monotonic()  # the measured window: t0 to t_end (close), or to now
         self.t_end: float | None = None
@@ -90,6 +91,8 @@ class Lookahead:
             return fut.result()
         finally:
             self.waited += time.monotonic() - t
+            if self.first_wait is None:
+                self.first_wait = time.monotonic() - t
 
     def usage(self) -> LLMUsage:
         now = time.monotonic() if self.t_end is None else self.t_end
