@@ -38,8 +38,9 @@ class LLMUsage:
         return 1.0 - self.waited / self.seconds if self.seconds > 0 else 0.0
 
     def line(self, ahead: int) -> str:
+        n = f"{self.requests} request{'s' * (self.requests != 1)}"
         return (
-            f"llm: {self.requests} requests ({ahead} ahead) in {self.seconds:.1f}s: endpoint "
+            f"llm: {n} ({ahead} ahead) in {self.seconds:.1f}s: endpoint "
             f"busy {100 * self.endpoint_fraction:.0f}%, waited for replies "
             f"{100 * (1 - self.calibrator_fraction):.0f}% (calibrator busy "
             f"{100 * self.calibrator_fraction:.0f}%)"

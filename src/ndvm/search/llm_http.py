@@ -235,7 +235,7 @@ class _Guarded:
         limit = now + self.config.timeout
         why = f"timeout after {self.config.timeout:g}s"
         if end is not None and end < limit:
-            limit, why = end, f"deadline reached after {max(end - now, 0.0):.3g}s (search budget)"
+            limit, why = end, "deadline reached: the search's time budget ran out"
         attempt = 0
         while True:
             try:
