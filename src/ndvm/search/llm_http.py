@@ -34,6 +34,7 @@ import http.client
 import importlib.util
 import json
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -280,9 +281,12 @@ class _Guarded:
         """A reason for an exception the wire raised: transient ones as _Retry (a socket
         timeout is the deadline: the sockets wait at most until it)."""
         if isinstance(exc, http.client.IncompleteRead):
-            return _Retry(f"truncated reply ({exc.partial and len(exc.partial)} bytes read)")
+            got = len(exc.partial) if isinstance(exc.partial, (bytes, bytearray)) else 0
+            return _Retry(f"truncated reply ({got} bytes read)")
         if isinstance(exc, (TimeoutError, socket.timeout)):
             return _Retry(why)
+        if isinstance(exc, ssl.SSLCertVerificationError):  # not transient
+            return RequestFailed(f"connection failed: {root_cause(exc)}")
         if isinstance(exc, OSError):  # refused, reset, closed early
             return _Retry(f"connection failed: {root_cause(exc)}")
         if isinstance(exc, http.client.HTTPException):
