@@ -5,7 +5,8 @@ Each entry of ``plan`` answers one request (the last one repeats when the plan r
 - ``("ok", content, delay)``: a normal chat-completions reply after ``delay`` seconds
   (``content`` a string, or a function of the number of requests served so far);
 - ``("redirect", code, location)``;
-- ``("huge", nbytes)``: a 200 with ``Content-Length: nbytes`` of JSON-ish filler;
+- ``("huge", nbytes[, announced])``: a 200 with ``nbytes`` of filler, announced by
+  ``Content-Length`` unless ``announced`` is False (then the end is the connection's close);
 - ``("endless",)``: a chunked 200 that never ends;
 - ``("drip", interval, "body" | "headers")``: one byte per ``interval`` seconds, forever;
 - ``("raw", data)``: ``data`` as the whole response (status line included), then close;
@@ -109,7 +110,8 @@ class Hostile:
             h.end_headers()
         elif kind == "huge":
             h.send_response(200)
-            h.send_header("Content-Length", str(args[0]))
+            if len(args) < 2 or args[1]:
+                h.send_header("Content-Length", str(args[0]))
             h.end_headers()
             left = args[0]
             while left > 0:

@@ -105,9 +105,13 @@ def _peak_rss_during(fn) -> float:
     return max(peak[0], _rss_mb()) - base
 
 
-@pytest.mark.parametrize("kind", ["huge", "endless"])
-def test_a_huge_reply_ends_at_the_cap_with_bounded_memory(hostile, transport, kind):
-    hostile.plan = [("huge", 400 * 2**20) if kind == "huge" else ("endless",)]
+@pytest.mark.parametrize(
+    "step", [("huge", 400 * 2**20), ("huge", 400 * 2**20, False), ("endless",)]
+)
+def test_a_huge_reply_ends_at_the_cap_with_bounded_memory(hostile, transport, step):
+    """400 MB announced (refused before reading), 400 MB unannounced (read until the cap),
+    an endless chunked reply (read until the cap)."""
+    hostile.plan = [step]
     tr = client(hostile.url, transport, timeout=30)
     t0 = time.monotonic()
     grew = _peak_rss_during(lambda: fails(tr, "reply larger than the 16 MB cap"))
