@@ -33,6 +33,7 @@ def transport(request: pytest.FixtureRequest) -> str:
 
 def config(url: str, transport: str = "urllib", **kw: object) -> LLMConfig:
     kw.setdefault("max_retries", 0)
+    kw.setdefault("ahead", 0)  # one request at a time: replies map to batches in order
     return LLMConfig(base_url=url, model="stub", transport=transport, **kw)  # type: ignore[arg-type]
 
 

@@ -202,16 +202,25 @@ def run(args: argparse.Namespace) -> int:
         show.end()
         print(f"ndvm search: stopped: {exc} (results so far are in {args.db}; continue with "
               f"--resume)", file=sys.stderr)  # fmt: skip
+        _print_usage(proposer)
         return 1
     show.end()
     if getattr(proposer, "stop_reason", ""):
         print(f"ndvm search: {proposer.stop_reason}", file=sys.stderr)
+    _print_usage(proposer)
     _print_summary(task.name, state, args.db)
     from ndvm.search.progress import front_lines
 
     print("\n".join(front_lines(list(state.records), task.inputs)))
     _warn_internal(state)
     return 0
+
+
+def _print_usage(proposer: Any) -> None:
+    """The llm proposer's line: how busy the endpoint and the calibrator were."""
+    usage = getattr(proposer, "usage", None)
+    if callable(usage):
+        print(f"ndvm search: {usage().line(proposer.config.ahead)}", file=sys.stderr)
 
 
 def _warn_internal(state: Any) -> None:

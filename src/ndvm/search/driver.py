@@ -138,6 +138,7 @@ def run_search(
     finished = False
     tenure = gc.isenabled() and not gc.get_freeze_count()  # not when the caller froze already
     sched = make_executor(the_task, workers, limits, executor)
+    _hook(proposer, "start", budget.seconds and time.monotonic() + budget.seconds - base)
     try:
         pending = [r for r in records if r.status == "pending"]
         book.expect(pending)
@@ -146,7 +147,7 @@ def run_search(
     finally:
         if tenure:
             gc.unfreeze()
-        sched.close()
+        _hook(proposer, "close", then=sched.close)
         store.set_elapsed(run, elapsed())
         store.close()
     return book.state(name, seed)
@@ -199,6 +200,21 @@ def _hash_array(h: Any, value: Any) -> None:
         h.update(repr(arr).encode())
         return
     h.update(str(a.shape).encode() + a.tobytes())
+
+
+def _hook(
+    proposer: Proposer, name: str, *args: Any, then: Callable[[], None] | None = None
+) -> None:
+    """Call a proposer's optional ``start(end)`` (the search begins; ``end``: the
+    ``time.monotonic()`` instant its time budget ends, or ``None``) or ``close()`` (it ended),
+    then ``then`` (whatever the hook raised)."""
+    fn = getattr(proposer, name, None)
+    try:
+        if callable(fn):
+            fn(*args)
+    finally:
+        if then is not None:
+            then()
 
 
 def _scope_fn(proposer: Proposer) -> Callable[[int], int]:

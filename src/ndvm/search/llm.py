@@ -6,8 +6,11 @@ fallback: ``--llm-base-url`` / ``NDVM_LLM_BASE_URL`` / ``OPENAI_BASE_URL`` (requ
 sent), the key from the variable ``--llm-api-key-env`` names (default ``NDVM_LLM_API_KEY``,
 then ``OPENAI_API_KEY``; sent as a bearer token), ``--llm-timeout`` / ``NDVM_LLM_TIMEOUT``.
 
-Each batch is one request (``llm_http``: the ``openai`` client when installed, else urllib,
-both with retries and exponential backoff). The prompt carries the task's description (never
+Each batch is one request (``llm_http``: the ``openai`` client when installed, else
+``http.client``, both behind the same guards: no redirects, a reply size cap, a wall-clock
+deadline per request that never passes the end of the search's time budget, retries with
+backoff). ``config.ahead`` requests (``--llm-ahead``, default 2) stay in flight while answered
+batches calibrate (``llm_ahead``, the first alone). The prompt carries the description (never
 the law that generated its data), the grammar, the best programs so far ranked by validation
 loss (train loss when records have no validation split; held-out/test metrics are never shown)
 and the latest failures with their reasons. Every fenced code block of the reply is one
@@ -26,6 +29,7 @@ import argparse
 import math
 import os
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +37,8 @@ from typing import Any
 from ndvm.errors import ConfigError, NdvmError, ProposerFailed, RequestFailed
 from ndvm.lang.reader import read
 from ndvm.search.candidate import Candidate, Record
-from ndvm.search.llm_http import Transport, make_transport
+from ndvm.search.llm_ahead import LLMUsage, Lookahead
+from ndvm.search.llm_http import MAX_REPLY, Transport, make_transport, one_line, url_problem
 from ndvm.search.state import SearchState
 from ndvm.tasks.base import Task
 
@@ -60,6 +65,8 @@ class LLMConfig:
     max_consecutive_failures: int = 5
     max_retries: int = 2
     transport: str = "auto"  # auto (openai when importable), openai or urllib
+    max_reply_bytes: int = MAX_REPLY  # reply size cap (llm_http)
+    ahead: int = 2  # requests kept in flight while batches calibrate (0: one at a time)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", self.base_url.strip().rstrip("/"))
@@ -71,6 +78,9 @@ class LLMConfig:
             )
         if not self.base_url.startswith(("http://", "https://")):
             raise ConfigError(f"llm proposer: --llm-base-url {self.base_url!r} is not http(s)")
+        problem = url_problem(self.base_url)
+        if problem:
+            raise ConfigError(f"llm proposer: --llm-base-url: {problem}")
         if not self.model:
             raise ConfigError("llm proposer: no model: pass --llm-model or set NDVM_LLM_MODEL")
         checks = (
@@ -84,6 +94,9 @@ class LLMConfig:
              f"--llm-max-failures must be at least 1, not {self.max_consecutive_failures}"),
             (self.max_retries >= 0, f"--llm-retries must be >= 0, not {self.max_retries}"),
             (self.transport in TRANSPORTS, f"transport must be one of {TRANSPORTS}"),
+            (self.max_reply_bytes >= 1024,
+             f"--llm-max-reply-mb must allow at least 1 KB, not {self.max_reply_bytes} bytes"),
+            (0 <= self.ahead <= 16, f"--llm-ahead must be in [0, 16], not {self.ahead}"),
         )  # fmt: skip
         for ok, message in checks:
             if not ok:
@@ -102,6 +115,8 @@ class LLMConfig:
         max_failures: int | None = None,
         max_retries: int | None = None,
         transport: str = "auto",
+        max_reply_mb: float | None = None,
+        ahead: int | None = None,
         env: Mapping[str, str] | None = None,
     ) -> LLMConfig:
         """Given values win; unset ones come from ``env`` (default ``os.environ``)."""
@@ -132,6 +147,8 @@ class LLMConfig:
             max_consecutive_failures=5 if max_failures is None else max_failures,
             max_retries=2 if max_retries is None else max_retries,
             transport=transport,
+            max_reply_bytes=MAX_REPLY if max_reply_mb is None else _mb(max_reply_mb),
+            ahead=2 if ahead is None else ahead,
         )
 
     @classmethod
@@ -146,8 +163,16 @@ class LLMConfig:
             max_requests=args.llm_max_requests,
             max_failures=args.llm_max_failures,
             max_retries=args.llm_retries,
+            max_reply_mb=getattr(args, "llm_max_reply_mb", None),
+            ahead=getattr(args, "llm_ahead", None),
             env=env,
         )
+
+
+def _mb(mb: float) -> int:
+    if not (math.isfinite(mb) and mb > 0):
+        raise ConfigError(f"llm proposer: --llm-max-reply-mb must be positive, not {mb}")
+    return int(mb * 2**20)
 
 
 def _first_set(env: Mapping[str, str], names: tuple[str, ...]) -> str | None:
@@ -171,13 +196,19 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
                    "NDVM_LLM_API_KEY, then OPENAI_API_KEY; neither set: no key)")  # fmt: skip
     g.add_argument("--llm-temperature", type=float, metavar="T", help="default 0.8")
     g.add_argument("--llm-timeout", type=float, metavar="S",
-                   help="seconds per request (default: $NDVM_LLM_TIMEOUT or 60)")  # fmt: skip
+                   help="wall-clock seconds per request, retries included (default: "
+                   "$NDVM_LLM_TIMEOUT or 60; never past the end of --budget)")  # fmt: skip
     g.add_argument("--llm-max-requests", type=int, metavar="N",
                    help="stop proposing after N requests (default: no cap)")  # fmt: skip
     g.add_argument("--llm-max-failures", type=int, metavar="N",
                    help="stop the search after N failed requests in a row (default 5)")  # fmt: skip
     g.add_argument("--llm-retries", type=int, metavar="N",
                    help="retries of one request on transient errors (default 2)")  # fmt: skip
+    g.add_argument("--llm-max-reply-mb", type=float, metavar="MB",
+                   help="reply size cap in MB (default 16)")  # fmt: skip
+    g.add_argument("--llm-ahead", type=int, metavar="N",
+                   help="requests kept in flight while earlier batches calibrate "
+                   "(default 2; 0: one request at a time)")  # fmt: skip
 
 
 def parse_reply(text: str) -> list[Candidate | str]:
@@ -204,13 +235,21 @@ def reply_text(reply: Any) -> str:
         raise RequestFailed(f"malformed reply: a JSON {type(reply).__name__}, not an object")
     choices = reply.get("choices")
     if not isinstance(choices, list) or not choices:
-        raise RequestFailed(f"malformed reply: no choices: {str(reply)[:120]}")
+        raise RequestFailed(f"malformed reply: no choices: {brief(reply)}")
     message = choices[0].get("message") if isinstance(choices[0], dict) else None
     content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(content, str):
-        choice = str(choices[0])[:120]
+        choice = brief(choices[0])
         raise RequestFailed(f"malformed reply: choice without text content: {choice}")
     return content
+
+
+def brief(value: Any) -> str:
+    """The start of ``value``'s text on one line (a deeply nested value: a note saying so)."""
+    try:
+        return one_line(str(value), 120)
+    except RecursionError:
+        return "(nested too deeply to show)"
 
 
 def _metric(ev: Any, name: str) -> float:
@@ -263,7 +302,8 @@ def build_prompt(task: Task, state: SearchState, n: int) -> list[dict[str, str]]
 
 
 class LLMProposer:
-    """Asks the endpoint for ``n`` programs per batch (one request per batch)."""
+    """Asks the endpoint for ``n`` programs per batch (one request per batch), keeping
+    ``config.ahead`` requests in flight while the batches already answered calibrate."""
 
     def __init__(
         self, task: Task, config: LLMConfig | None = None, *, transport: Transport | None = None
@@ -272,25 +312,62 @@ class LLMProposer:
         self.config = config if config is not None else LLMConfig.resolve()
         self.transport = transport if transport is not None else make_transport(self.config)
         self.name = f"llm:{self.config.model}"
-        self.requests = 0  # requests sent by this process (retries not counted)
         self.failures = 0  # consecutive failed requests
         self.answered = False  # the endpoint has answered a request of this process
-        self.stop_reason = ""  # why propose returned nothing (the request cap)
+        self.stop_reason = ""  # why propose returned nothing (the request cap, the budget)
+        self.end: float | None = None  # the search's deadline (time.monotonic()), if any
+        self.ahead: Lookahead | None = None
+
+    @property
+    def requests(self) -> int:
+        """Requests sent by this process (retries not counted)."""
+        return self.ahead.sent if self.ahead is not None else 0
+
+    def start(self, end: float | None) -> None:
+        """The search begins; no request may outlive ``end`` (a ``time.monotonic()`` instant,
+        the end of its time budget; ``None``: no time budget)."""
+        self.end = end
+        self._pool()
+
+    def _pool(self) -> Lookahead:
+        if self.ahead is None:
+            send = lambda body: self.transport.complete(body, self.end)  # noqa: E731
+            self.ahead = Lookahead(send, max(self.config.ahead, 1))
+        return self.ahead
+
+    def usage(self) -> LLMUsage:
+        """Both sides' busy time so far (:class:`~ndvm.search.llm_ahead.LLMUsage`)."""
+        return self._pool().usage()
+
+    def close(self) -> None:
+        """The search is over: requests still in flight are abandoned (their sockets shut)."""
+        if self.ahead is not None:
+            self.ahead.close()
+        close = getattr(self.transport, "close", None)
+        if callable(close):
+            close()
+
+    def _fill(self, state: SearchState, n: int) -> None:
+        """Send requests until ``ahead`` are in flight (one, until the endpoint answered)."""
+        cfg, pool = self.config, self._pool()
+        width = max(cfg.ahead, 1) if self.answered else 1
+        while len(pool) < width and (cfg.max_requests is None or pool.sent < cfg.max_requests):
+            body = {"model": cfg.model, "messages": build_prompt(self.task, state, n),
+                    "temperature": cfg.temperature}  # fmt: skip
+            pool.submit(body)
 
     def propose(self, state: SearchState, n: int) -> list[Candidate]:
-        cfg = self.config
-        if cfg.max_requests is not None and self.requests >= cfg.max_requests:
+        cfg, pool = self.config, self._pool()
+        self._fill(state, n)
+        if not len(pool):
             self.stop_reason = f"llm request cap reached ({cfg.max_requests} requests)"
             return []
-        body = {
-            "model": cfg.model,
-            "messages": build_prompt(self.task, state, n),
-            "temperature": cfg.temperature,
-        }
-        self.requests += 1
         try:
-            text = reply_text(self.transport.complete(body))
+            text = reply_text(pool.take())
         except RequestFailed as exc:
+            if self.end is not None and time.monotonic() >= self.end:
+                self.stop_reason = f"search budget spent while waiting for the llm ({exc})"
+                return []
             self.failures += 1
             if not self.answered:
                 raise ProposerFailed(
@@ -302,8 +379,12 @@ class LLMProposer:
                     f"llm proposer stopped after {self.failures} failed requests in a row to "
                     f"{cfg.base_url}: {exc.message}"
                 ) from None
+            if cfg.ahead:
+                self._fill(state, n)
             return [Candidate("", origin="llm", error=f"request failed: {exc.message}"[:300])]
         self.failures, self.answered = 0, True
+        if cfg.ahead:  # the next requests go out now, while this batch calibrates
+            self._fill(state, n)
         out = []
         for item in parse_reply(text)[: max(n, 1)]:
             if isinstance(item, str):

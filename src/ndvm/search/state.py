@@ -200,7 +200,11 @@ def derive_seed(seed: int, idx: int) -> int:
 
 
 class Proposer(Protocol):
-    """Proposes the next batch given the state; an empty list means it has nothing more."""
+    """Proposes the next batch given the state; an empty list means it has nothing more.
+
+    Optional hooks the driver calls when a proposer has them: ``start(end)`` as the search
+    begins (``end``: the ``time.monotonic()`` instant its time budget ends, or ``None``) and
+    ``close()`` when it ends (the LLM proposer stops its requests in flight)."""
 
     name: str
 
