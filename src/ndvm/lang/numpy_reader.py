@@ -1,0 +1,321 @@
+"""NumPy equation skeletons in: a never-executed subset of Python read with ``ast``.
+
+``from_numpy(source)`` reads one function (or one expression) in the style LLM-SR and the
+methods built on it ask language models for::
+
+    def equation(t, x, v, params):
+        a = params[0] * x + params[1] * x**3
+        return a - params[2] * v + params[3] * np.sin(params[4] * t)
+
+and returns the ``Program`` of the same function: its array arguments are the inputs, each
+``params[i]`` a parameter ``p{i}`` (initial value 1, as LLM-SR's ``params = ones(10)``), its
+locals ``let*`` bindings. The text is translated to the ndvm language (docs/language.md) and
+compiled by ``ndvm.compile``, so the one front end checks and runs it; Python's ``eval``,
+``exec`` and ``compile`` never see the source. docs/search.md ("NumPy skeletons") lists the
+subset; anything outside it is a ``CompileError`` at the line and column of the construct.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ndvm.errors import CompileError, NdvmError
+from ndvm.lang.numpy_exprs import (
+    MAX_DEPTH,
+    Bool,
+    ExprTranslator,
+    Func,
+    ParamVec,
+    Scope,
+    fail,
+    is_atom,
+)
+
+MAX_SOURCE_CHARS = 200_000
+MAX_PARAMS = 1000
+MAX_UNROLL = 10_000  # loop iterations unrolled in total
+MAX_EMITTED_CHARS = 2_000_000  # the translated program's text
+
+
+@dataclass(frozen=True)
+class Skeleton:
+    """A translated skeleton: the ndvm program text, its inputs in signature order, the number
+    of parameters (``params[i]`` for i < n_params), the function's name and the source."""
+
+    scheme: str
+    inputs: tuple[str, ...]
+    n_params: int
+    name: str
+    source: str
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(f"p{i}" for i in range(self.n_params))
+
+
+def _parse(source: str) -> ast.Module:
+    if not isinstance(source, str):
+        raise CompileError(f"skeleton source must be str, not {type(source).__name__}")
+    if len(source) > MAX_SOURCE_CHARS:
+        raise CompileError(f"skeleton longer than {MAX_SOURCE_CHARS} characters")
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        msg = str(e.msg).splitlines()[0] if e.msg else "invalid syntax"
+        raise CompileError(f"Python syntax error: {msg}", e.lineno, (e.offset or 1)) from None
+    except (RecursionError, MemoryError):
+        raise CompileError("skeleton nested too deeply to read") from None
+    except ValueError as e:  # a null byte, a too-long integer literal
+        raise CompileError(f"Python syntax error: {str(e).splitlines()[0]}") from None
+    _check_depth(tree)
+    return tree
+
+
+def _check_depth(tree: ast.AST) -> None:
+    """Nesting depth of the syntax tree, without recursion (before any recursive pass)."""
+    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            fail(node, f"expression nested deeper than {MAX_DEPTH} levels")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+
+
+def _main_function(tree: ast.Module, params: str) -> tuple[ast.FunctionDef | None, list[Any]]:
+    """The skeleton's function (``equation`` if present, else the one taking ``params``, else
+    the last) and the module-level helper definitions; docstrings are skipped."""
+    defs: list[ast.FunctionDef] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef):
+            defs.append(stmt)
+        elif _is_docstring(stmt):
+            continue
+        elif isinstance(stmt, ast.Expr) and len(tree.body) == 1:
+            return None, []
+        else:
+            fail(stmt, _stmt_name(stmt) + " at module level (expected function definitions)")
+    if not defs:
+        raise CompileError("no function or expression in the skeleton")
+    named = [d for d in defs if d.name == "equation"]
+    with_params = [d for d in defs if params in [a.arg for a in d.args.args]]
+    main = (named or with_params or defs)[-1]
+    return main, [d for d in defs if d is not main]
+
+
+def _is_docstring(stmt: ast.stmt) -> bool:
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Constant)
+        and isinstance(stmt.value.value, str)
+    )
+
+
+def _stmt_name(stmt: ast.AST) -> str:
+    from ndvm.lang.numpy_table import CONSTRUCTS
+
+    return CONSTRUCTS.get(type(stmt), type(stmt).__name__.lower() + " statement")
+
+
+class _Reader(ExprTranslator):
+    """Statements: assignments become ``let*`` bindings, ``for`` over ``range`` is unrolled."""
+
+    def __init__(self, params: str, n_params: int | None) -> None:
+        super().__init__(params, n_params)
+        self.unrolled = 0
+
+    def body(self, stmts: Sequence[ast.stmt], scope: Scope, where: ast.AST) -> str:
+        """The value of a function body: its bindings around its ``return`` expression."""
+        bindings: list[str] = []
+        result = self._block(stmts, scope, bindings, top=True)
+        if result is None:
+            fail(where, "function has no return statement")
+        if not bindings:
+            return result
+        return f"(let* ({' '.join(bindings)}) {result})"
+
+    def _block(
+        self, stmts: Sequence[ast.stmt], scope: Scope, bindings: list[str], top: bool
+    ) -> str | None:
+        for i, stmt in enumerate(stmts):
+            if isinstance(stmt, ast.Return):
+                if not top or i != len(stmts) - 1:
+                    fail(stmt, "return must be the last statement of the function")
+                if stmt.value is None:
+                    fail(stmt, "return without a value")
+                return self.number(stmt.value, scope)
+            self._statement(stmt, scope, bindings)
+            if len(bindings) > MAX_UNROLL * 4:
+                fail(stmt, "too many local bindings")
+        return None
+
+    def _statement(self, stmt: ast.stmt, scope: Scope, bindings: list[str]) -> None:
+        if _is_docstring(stmt) or isinstance(stmt, ast.Pass):
+            return
+        if isinstance(stmt, ast.Assign):
+            if len(stmt.targets) != 1:
+                fail(stmt, "chained assignment (a = b = ...)")
+            self._assign(stmt.targets[0], stmt.value, scope, bindings)
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            self._assign(stmt.target, stmt.value, scope, bindings)
+        elif isinstance(stmt, ast.AugAssign):
+            if not isinstance(stmt.target, ast.Name):
+                fail(stmt, "augmented assignment to something other than a local name")
+            value = ast.BinOp(left=ast.Name(id=stmt.target.id, ctx=ast.Load()), op=stmt.op,
+                              right=stmt.value)
+            ast.copy_location(value, stmt)
+            ast.copy_location(value.left, stmt.target)
+            self._assign(stmt.target, value, scope, bindings)
+        elif isinstance(stmt, ast.For):
+            self._for(stmt, scope, bindings)
+        elif isinstance(stmt, ast.FunctionDef):
+            self.check_def(stmt)
+            scope.bind(stmt.name, Func(stmt, scope.copy()), stmt)
+        else:
+            fail(stmt, _stmt_name(stmt) + " is not supported in a skeleton")
+
+    def _assign(self, target: ast.expr, value: ast.expr, scope: Scope, bindings: list[str]) -> None:
+        if isinstance(target, ast.Name):
+            if isinstance(value, ast.Lambda):
+                self.check_lambda(value)
+                scope.bind(target.id, Func(value, scope.copy()), target)
+                return
+            val = self.value(value, scope)
+            if isinstance(val, (ParamVec, Func, int)):
+                scope.bind(target.id, val, target)
+                return
+            self._bind(target, val, scope, bindings)
+            return
+        if isinstance(target, ast.Tuple):
+            parts = self.unpack(value, scope, len(target.elts))
+            vals = [p if isinstance(p, (str, int)) else self.as_number(p, value) for p in parts]
+            for elt, val in zip(target.elts, vals):
+                if not isinstance(elt, ast.Name):
+                    fail(elt, "unpacking into something other than local names")
+                self._bind(elt, val, scope, bindings)
+            return
+        fail(target, "assignment to " + type(target).__name__.lower() + " (only local names)")
+
+    def _bind(self, target: ast.Name, text: Any, scope: Scope, bindings: list[str]) -> None:
+        if isinstance(text, Bool):
+            local = self.fresh(target.id)
+            bindings.append(f"({local} {text.text})")
+            scope.bind(target.id, Bool(local), target)
+            return
+        if isinstance(text, int) or is_atom(text):
+            scope.bind(target.id, text, target)  # no binding needed for a name or a literal
+            return
+        local = self.fresh(target.id)
+        bindings.append(f"({local} {text})")
+        scope.bind(target.id, local, target)
+
+    def _for(self, stmt: ast.For, scope: Scope, bindings: list[str]) -> None:
+        if stmt.orelse:
+            fail(stmt, "for ... else")
+        if not isinstance(stmt.target, ast.Name):
+            fail(stmt.target, "for loop target other than a name")
+        bounds = self.range_bounds(stmt.iter)
+        count = len(bounds)
+        self.unrolled += count
+        if self.unrolled > MAX_UNROLL:
+            fail(stmt, f"loops unroll to more than {MAX_UNROLL} iterations")
+        for i in bounds:
+            scope.bind(stmt.target.id, i, stmt.target)
+            if self._block(stmt.body, scope, bindings, top=False) is not None:
+                fail(stmt, "return inside a loop")
+
+
+def translate(
+    source: str,
+    inputs: Sequence[str] | None = None,
+    params: str = "params",
+    n_params: int | None = None,
+) -> Skeleton:
+    """Translate a skeleton to ndvm program text (``from_numpy`` without compiling)."""
+    tree = _parse(source)
+    main, helpers = _main_function(tree, params)
+    reader = _Reader(params, n_params)
+    module = Scope()
+    if main is None:  # one expression: free names are inputs in order of appearance
+        expr = tree.body[0].value  # type: ignore[attr-defined]
+        names = reader.free_inputs(expr, inputs)
+        scope = module.child()
+        for name in names:
+            scope.bind(name, name, expr)
+        reader.input_names = tuple(names)
+        text = reader.number(expr, scope)
+        name = "<expression>"
+    else:
+        for helper in helpers:
+            reader.check_def(helper)
+            module.bind(helper.name, Func(helper, module), helper)
+        module.bind(main.name, Func(main, module), main)
+        names = reader.signature(main, inputs)
+        scope = module.child()
+        for arg in main.args.args:
+            val: Any = ParamVec(arg, 0, None) if arg.arg == params else arg.arg
+            scope.bind(arg.arg, val, arg)
+        reader.input_names = tuple(names)
+        text = reader.body(main.body, scope, main)
+        name = main.name
+    if len(text) > MAX_EMITTED_CHARS:
+        raise CompileError(f"skeleton translates to more than {MAX_EMITTED_CHARS} characters")
+    n = reader.max_index + 1
+    if n > MAX_PARAMS:
+        raise CompileError(f"more than {MAX_PARAMS} parameters")
+    return Skeleton(text, tuple(names), n, name, source)
+
+
+def from_numpy(
+    source: str,
+    inputs: Sequence[str] | None = None,
+    params: str = "params",
+    *,
+    init: Any = None,
+    n_params: int | None = None,
+    **compile_options: Any,
+) -> Any:
+    """Compile a NumPy equation skeleton (a never-executed subset of Python) to a ``Program``.
+
+    Args:
+        source: one function definition (``def equation(x, v, params): ...``), helper
+            functions beside it allowed, or one expression (``params[0] * np.exp(x)``).
+        inputs: the input names. For a function: its arguments other than ``params`` (the
+            default, in signature order); given, they must be those arguments (any order,
+            which is then the order of ``X`` columns). For an expression: its free names
+            (default: every name other than ``params``/``np``/``numpy``/``math``, in order of
+            first appearance).
+        params: the name of the parameter vector argument.
+        init: initial parameter values (LLM-SR layout: ``init[i]`` is ``params[i]``);
+            default ones, as LLM-SR's ``params = np.ones(MAX_NPARAMS)``.
+        n_params: the length of the parameter vector (default: the largest index used + 1);
+            a negative index ``params[-k]`` needs it.
+        compile_options: passed to ``ndvm.compile`` (backend, dtype, limits, ...).
+
+    Returns the ``Program`` with parameters ``p0 ... p{n-1}`` (``params[i]`` is ``p{i}``) and
+    the skeleton's inputs; ``program.source`` is the translated text. Raises ``CompileError``
+    with the line and column of the first construct outside the subset (docs/search.md).
+    """
+    from ndvm.api import compile as ndvm_compile
+
+    skel = translate(source, inputs, params, n_params)
+    n = skel.n_params if n_params is None else int(n_params)
+    if n < skel.n_params:
+        raise CompileError(f"the skeleton uses params[{skel.n_params - 1}], n_params is {n}")
+    values = np.ones(n) if init is None else np.asarray(init, dtype=float).reshape(-1)
+    if values.shape[0] < n:
+        raise CompileError(f"init has {values.shape[0]} values, the skeleton needs {n}")
+    specs = [(f"p{i}", float(values[i])) for i in range(n)]
+    clash = set(skel.inputs) & {s[0] for s in specs}
+    if clash:
+        raise CompileError(f"input name {sorted(clash)[0]!r} clashes with a parameter name")
+    try:
+        return ndvm_compile(skel.scheme, params=specs, inputs=skel.inputs, **compile_options)
+    except CompileError:
+        raise
+    except NdvmError as e:  # e.g. the translation nests deeper than the reader allows
+        raise CompileError(f"skeleton could not be compiled: {e.message}") from None
