@@ -82,19 +82,19 @@ def fit_skeleton(
     start = np.ones(length) if init is None else np.asarray(init, dtype=float).reshape(-1)
     if start.shape[0] < length:
         raise ShapeError(f"init has {start.shape[0]} values, the skeleton needs {length}")
-    program = from_numpy(source, inputs, params, init=start[: skel.n_params])
+    program = from_numpy(source, inputs, params, init=start[:length])
     data = _columns(X, skel.inputs)
     target = np.asarray(y, dtype=float).reshape(-1)
     calibrate_options.pop("loss", None)
     calibrate_options.setdefault("warn", False)
     calibrate_options.setdefault("starts", default_starts(target.shape[0]))
-    if skel.n_params == 0:  # nothing to fit: the skeleton's MSE as it stands
+    if not skel.used:  # nothing to fit: the skeleton's MSE as it stands
         value = _mse(program, np.zeros(0), data, target)
         return SkeletonFit(start[:length].copy(), value, bool(np.isfinite(value)), True,
                            "no parameters", program, None)
     cal = calibrate(program, data, target, loss="mse", **calibrate_options)
     fitted = start[:length].copy()
-    fitted[: skel.n_params] = [cal.params[name] for name in program.params]
+    fitted[list(skel.used)] = [cal.params[name] for name in program.params]
     value = _mse(program, cal.theta, data, target)
     ok = bool(np.isfinite(value))
     return SkeletonFit(fitted, value, ok, bool(cal.success and ok), cal.message, program, cal)

@@ -98,7 +98,7 @@ class ExprTranslator:
     def __init__(self, params: str, n_params: int | None = None) -> None:
         self.params = params
         self.n_params = n_params
-        self.max_index = -1
+        self.used: set[int] = set()  # params[i] indices the skeleton reads
         self.counter = 0
         self.active: list[ast.AST] = []  # helpers being inlined (recursion is an error)
         self.input_names: tuple[str, ...] = ()
@@ -276,7 +276,7 @@ class ExprTranslator:
         index = vec.offset + i
         if index >= 1000:
             fail(node, f"parameter index {index} too large")
-        self.max_index = max(self.max_index, index)
+        self.used.add(index)
         return f"p{index}"
 
     def static_int(self, node: ast.expr, scope: Scope) -> int:

@@ -35,6 +35,7 @@ from ndvm.lang.numpy_exprs import (
     fail,
     is_atom,
 )
+from ndvm.lang.numpy_table import CONSTRUCTS, FORBIDDEN
 
 MAX_SOURCE_CHARS = 200_000
 MAX_PARAMS = 1000
@@ -44,18 +45,24 @@ MAX_EMITTED_CHARS = 2_000_000  # the translated program's text
 
 @dataclass(frozen=True)
 class Skeleton:
-    """A translated skeleton: the ndvm program text, its inputs in signature order, the number
-    of parameters (``params[i]`` for i < n_params), the function's name and the source."""
+    """A translated skeleton: the ndvm program text, its inputs in signature order, the
+    ``params`` indices it reads (ascending; ``params[i]`` is the parameter ``p{i}``), the
+    function's name and the source."""
 
     scheme: str
     inputs: tuple[str, ...]
-    n_params: int
+    used: tuple[int, ...]
     name: str
     source: str
 
     @property
+    def n_params(self) -> int:
+        """The length of the parameter vector the skeleton needs (largest index read + 1)."""
+        return self.used[-1] + 1 if self.used else 0
+
+    @property
     def param_names(self) -> tuple[str, ...]:
-        return tuple(f"p{i}" for i in range(self.n_params))
+        return tuple(f"p{i}" for i in self.used)
 
 
 def _parse(source: str) -> ast.Module:
@@ -72,18 +79,38 @@ def _parse(source: str) -> ast.Module:
         raise CompileError("skeleton nested too deeply to read") from None
     except ValueError as e:  # a null byte, a too-long integer literal
         raise CompileError(f"Python syntax error: {str(e).splitlines()[0]}") from None
-    _check_depth(tree)
+    _prescan(tree)
     return tree
 
 
-def _check_depth(tree: ast.AST) -> None:
-    """Nesting depth of the syntax tree, without recursion (before any recursive pass)."""
+def _prescan(tree: ast.AST) -> None:
+    """Before any recursive pass, without recursion: the nesting depth, dunder names and the
+    constructs allowed nowhere (the first in source order is the error)."""
     stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+    found: list[tuple[int, int, str, ast.AST]] = []
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
             fail(node, f"expression nested deeper than {MAX_DEPTH} levels")
+        problem = _forbidden(node)
+        if problem is not None:
+            found.append((getattr(node, "lineno", 0), getattr(node, "col_offset", 0), problem,
+                          node))
         stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    if found:
+        _, _, problem, node = min(found, key=lambda f: (f[0], f[1]))
+        fail(node, problem)
+
+
+def _forbidden(node: ast.AST) -> str | None:
+    if isinstance(node, FORBIDDEN):
+        return f"{CONSTRUCTS.get(type(node), type(node).__name__)} is not supported in a skeleton"
+    name = (node.id if isinstance(node, ast.Name) else node.attr
+            if isinstance(node, ast.Attribute) else node.arg if isinstance(node, ast.arg)
+            else None)
+    if name is not None and name.startswith("__"):
+        return f"dunder name {name!r}"
+    return None
 
 
 def _main_function(tree: ast.Module, params: str) -> tuple[ast.FunctionDef | None, list[Any]]:
@@ -116,8 +143,6 @@ def _is_docstring(stmt: ast.stmt) -> bool:
 
 
 def _stmt_name(stmt: ast.AST) -> str:
-    from ndvm.lang.numpy_table import CONSTRUCTS
-
     return CONSTRUCTS.get(type(stmt), type(stmt).__name__.lower() + " statement")
 
 
@@ -244,6 +269,7 @@ def translate(
         expr = tree.body[0].value  # type: ignore[attr-defined]
         names = reader.free_inputs(expr, inputs)
         scope = module.child()
+        scope.bind(params, ParamVec(expr, 0, None), expr)
         for name in names:
             scope.bind(name, name, expr)
         reader.input_names = tuple(names)
@@ -264,10 +290,10 @@ def translate(
         name = main.name
     if len(text) > MAX_EMITTED_CHARS:
         raise CompileError(f"skeleton translates to more than {MAX_EMITTED_CHARS} characters")
-    n = reader.max_index + 1
-    if n > MAX_PARAMS:
+    used = tuple(sorted(reader.used))
+    if used and used[-1] >= MAX_PARAMS:
         raise CompileError(f"more than {MAX_PARAMS} parameters")
-    return Skeleton(text, tuple(names), n, name, source)
+    return Skeleton(text, tuple(names), used, name, source)
 
 
 def from_numpy(
@@ -296,8 +322,9 @@ def from_numpy(
             a negative index ``params[-k]`` needs it.
         compile_options: passed to ``ndvm.compile`` (backend, dtype, limits, ...).
 
-    Returns the ``Program`` with parameters ``p0 ... p{n-1}`` (``params[i]`` is ``p{i}``) and
-    the skeleton's inputs; ``program.source`` is the translated text. Raises ``CompileError``
+    Returns the ``Program`` with a parameter ``p{i}`` for each ``params[i]`` the skeleton reads
+    (ascending; an index it never reads is no parameter: nothing to fit) and the skeleton's
+    inputs; ``program.source`` is the translated text. Raises ``CompileError``
     with the line and column of the first construct outside the subset (docs/search.md).
     """
     from ndvm.api import compile as ndvm_compile
@@ -309,13 +336,11 @@ def from_numpy(
     values = np.ones(n) if init is None else np.asarray(init, dtype=float).reshape(-1)
     if values.shape[0] < n:
         raise CompileError(f"init has {values.shape[0]} values, the skeleton needs {n}")
-    specs = [(f"p{i}", float(values[i])) for i in range(n)]
+    specs = [(f"p{i}", float(values[i])) for i in skel.used]
     clash = set(skel.inputs) & {s[0] for s in specs}
     if clash:
         raise CompileError(f"input name {sorted(clash)[0]!r} clashes with a parameter name")
     try:
         return ndvm_compile(skel.scheme, params=specs, inputs=skel.inputs, **compile_options)
-    except CompileError:
-        raise
-    except NdvmError as e:  # e.g. the translation nests deeper than the reader allows
+    except NdvmError as e:  # e.g. the translation is past Limits.max_forms or max nesting
         raise CompileError(f"skeleton could not be compiled: {e.message}") from None

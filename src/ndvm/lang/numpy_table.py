@@ -143,3 +143,10 @@ CONSTRUCTS: dict[type, str] = {
     ast.In: "'in' comparison",
     ast.NotIn: "'not in' comparison",
 }
+# constructs allowed nowhere in a skeleton (found before translating, at their position)
+FORBIDDEN: tuple[type, ...] = (
+    ast.Import, ast.ImportFrom, ast.While, ast.ListComp, ast.SetComp, ast.DictComp,
+    ast.GeneratorExp, ast.With, ast.Try, ast.Raise, ast.Global, ast.Nonlocal, ast.Delete,
+    ast.ClassDef, ast.AsyncFunctionDef, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr,
+    ast.Starred, ast.JoinedStr, ast.Dict, ast.Set, ast.List, ast.AsyncFor, ast.AsyncWith,
+)  # fmt: skip
