@@ -18,6 +18,11 @@ first request of the process (a wrong URL, model or key, or an endpoint that is 
 the search at once); later ones are recorded like bad replies and the search goes on until
 ``max_consecutive_failures`` requests in a row have failed. After ``max_requests`` requests
 the proposer has nothing more and the search ends.
+
+With ``--llm-language numpy`` (``LLMConfig.language``) the prompt is LLM-SR's instead: Python
+``def equation(..., params)`` skeletons over NumPy, the best so far with their scores
+(``skeletons.numpy_prompt``); each block is translated by ``ndvm.from_numpy`` and its text
+recorded beside the program (``Candidate.text``, the store's ``text`` column).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from ndvm.errors import ConfigError, NdvmError, ProposerFailed, RequestFailed
 from ndvm.lang.reader import read
 from ndvm.search.candidate import Candidate, Record
 from ndvm.search.llm_http import Transport, make_transport
+from ndvm.search.skeletons import numpy_prompt, parse_numpy_reply
 from ndvm.search.state import SearchState
 from ndvm.tasks.base import Task
 
@@ -43,6 +49,7 @@ MODEL_ENV = ("NDVM_LLM_MODEL", "OPENAI_MODEL")
 KEY_ENV = ("NDVM_LLM_API_KEY", "OPENAI_API_KEY")
 TIMEOUT_ENV = "NDVM_LLM_TIMEOUT"
 TRANSPORTS = ("auto", "openai", "urllib")
+LANGUAGES = ("scheme", "numpy")  # what the model is asked to write (numpy: ``skeletons``)
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,7 @@ class LLMConfig:
     max_consecutive_failures: int = 5
     max_retries: int = 2
     transport: str = "auto"  # auto (openai when importable), openai or urllib
+    language: str = "scheme"  # scheme (ndvm programs) or numpy (LLM-SR-style skeletons)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", self.base_url.strip().rstrip("/"))
@@ -84,6 +92,8 @@ class LLMConfig:
              f"--llm-max-failures must be at least 1, not {self.max_consecutive_failures}"),
             (self.max_retries >= 0, f"--llm-retries must be >= 0, not {self.max_retries}"),
             (self.transport in TRANSPORTS, f"transport must be one of {TRANSPORTS}"),
+            (self.language in LANGUAGES,
+             f"--llm-language must be one of {', '.join(LANGUAGES)}, not {self.language!r}"),
         )  # fmt: skip
         for ok, message in checks:
             if not ok:
@@ -102,6 +112,7 @@ class LLMConfig:
         max_failures: int | None = None,
         max_retries: int | None = None,
         transport: str = "auto",
+        language: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> LLMConfig:
         """Given values win; unset ones come from ``env`` (default ``os.environ``)."""
@@ -132,6 +143,7 @@ class LLMConfig:
             max_consecutive_failures=5 if max_failures is None else max_failures,
             max_retries=2 if max_retries is None else max_retries,
             transport=transport,
+            language=language or "scheme",
         )
 
     @classmethod
@@ -146,6 +158,7 @@ class LLMConfig:
             max_requests=args.llm_max_requests,
             max_failures=args.llm_max_failures,
             max_retries=args.llm_retries,
+            language=getattr(args, "llm_language", None),
             env=env,
         )
 
@@ -178,6 +191,9 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
                    help="stop the search after N failed requests in a row (default 5)")  # fmt: skip
     g.add_argument("--llm-retries", type=int, metavar="N",
                    help="retries of one request on transient errors (default 2)")  # fmt: skip
+    g.add_argument("--llm-language", choices=LANGUAGES, metavar="LANG",
+                   help="what the model writes: scheme (ndvm programs, default) or numpy "
+                   "(LLM-SR-style Python skeletons, translated by ndvm.from_numpy)")  # fmt: skip
 
 
 def parse_reply(text: str) -> list[Candidate | str]:
@@ -282,9 +298,11 @@ class LLMProposer:
         if cfg.max_requests is not None and self.requests >= cfg.max_requests:
             self.stop_reason = f"llm request cap reached ({cfg.max_requests} requests)"
             return []
+        numpy = cfg.language == "numpy"
+        prompt = numpy_prompt if numpy else build_prompt
         body = {
             "model": cfg.model,
-            "messages": build_prompt(self.task, state, n),
+            "messages": prompt(self.task, state, n),
             "temperature": cfg.temperature,
         }
         self.requests += 1
@@ -304,6 +322,9 @@ class LLMProposer:
                 ) from None
             return [Candidate("", origin="llm", error=f"request failed: {exc.message}"[:300])]
         self.failures, self.answered = 0, True
+        if numpy:  # each block a skeleton, translated; its text recorded beside the program
+            blocks = [b for _, b in _FENCE.findall(text)]
+            return parse_numpy_reply(text, blocks, self.task.inputs)[: max(n, 1)]
         out = []
         for item in parse_reply(text)[: max(n, 1)]:
             if isinstance(item, str):
