@@ -19,7 +19,7 @@ import numpy as np
 from ndvm.errors import NdvmError, ShapeError
 
 LLMSR_MAX_NPARAMS = 10  # LLM-SR's MAX_NPARAMS: the length of its params vector
-LANES_PER_FIT = 65536  # default starts x data points of one evaluation (see default_starts)
+LANES_PER_FIT = 32768  # default starts x data points of one evaluation (see default_starts)
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ def fit_skeleton(
 
 def default_starts(n_points: int) -> int:
     """Starts (parameter lanes) of a fit over ``n_points`` data points: calibrate's 16 up to
-    4096 points, then fewer so one evaluation stays near 65536 lanes (at least 4)."""
+    2048 points, then fewer so one evaluation stays near 32768 lanes (at least 4)."""
     return int(min(16, max(4, LANES_PER_FIT // max(1, n_points))))
 
 
