@@ -59,6 +59,12 @@ def test_issue_example_inputs_params_and_values() -> None:
          np.arctan2(T, 2.0) + np.arctan(T) + T**1.5),
         ("0.5 < x <= 1.5", ((T > 0.5) & (T <= 1.5)).astype(float)),
         ("x % 0.3", T % 0.3),
+        ("np.multiply(np.add(x, 1), np.subtract(x, 2)) / np.divide(x, 3) + np.negative(x)",
+         np.multiply(np.add(T, 1), np.subtract(T, 2)) / np.divide(T, 3) - T),
+        ("np.reciprocal(x) + np.exp2(x) + np.mod(x, 0.7) + np.remainder(-x, 0.7)",
+         1 / T + 2**T + np.mod(T, 0.7) + np.remainder(-T, 0.7)),
+        ("np.heaviside(x - 1.05, 0.5) + np.zeros_like(x) + np.ones_like(x) + np.full_like(x, 3)",
+         np.heaviside(T - 1.05, 0.5) + 4.0),
     ],
 )  # fmt: skip
 def test_expressions(expr: str, expected: np.ndarray) -> None:

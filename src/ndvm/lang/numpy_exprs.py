@@ -28,6 +28,7 @@ from ndvm.lang.numpy_table import (
     LOG_BASES,
     MODULES,
     REDUCTIONS,
+    TEMPLATES,
 )
 
 MAX_DEPTH = 200  # syntax-tree nesting (a 10^5-deep expression is a CompileError, not a crash)
@@ -178,6 +179,8 @@ class ExprTranslator:
             fail(node, f"attribute access .{node.attr} (only np./numpy./math. names)")
         module = MODULES[base.id]
         known = FUNCTIONS[module].keys() | CONSTANTS[module].keys() | LOG_BASES.keys()
+        if module == "numpy":
+            known = known | TEMPLATES.keys()
         if attr_reduces(module, node.attr):
             fail(node, f"{base.id}.{node.attr} reduces over the data or builds an array: a "
                        "skeleton is a function of one data point")
@@ -328,6 +331,11 @@ class ExprTranslator:
         if name in LOG_BASES:
             x = self._prim("log", 1, node, scope, label)[:-1]
             return f"{x} {LOG_BASES[name]!r})"
+        if module == "numpy" and name in TEMPLATES:
+            arity, form = TEMPLATES[name]
+            if len(node.args) != arity:
+                fail(node, f"{label} takes {arity} argument(s), got {len(node.args)}")
+            return form.format(*(self.number(a, scope) for a in node.args))
         if name not in FUNCTIONS[module]:
             fail(node, f"{label} is not a function")
         prim, arity = FUNCTIONS[module][name]

@@ -56,6 +56,23 @@ _NUMPY_ONLY: dict[str, tuple[str, int]] = {
     "fmin": ("min", 2),
     "where": ("if", 3),
     "logaddexp": ("logaddexp", 2),
+    "add": ("+", 2),
+    "subtract": ("-", 2),
+    "multiply": ("*", 2),
+    "divide": ("/", 2),
+    "true_divide": ("/", 2),
+    "negative": ("-", 1),
+    "mod": ("modulo", 2),
+    "remainder": ("modulo", 2),
+}
+# NumPy functions written as a form of their arguments ({0}, {1}: the translated arguments)
+TEMPLATES: dict[str, tuple[int, str]] = {
+    "reciprocal": (1, "(/ 1.0 {0})"),
+    "exp2": (1, "(expt 2.0 {0})"),
+    "heaviside": (2, "(if (< {0} 0.0) 0.0 (if (= {0} 0.0) {1} 1.0))"),
+    "zeros_like": (1, "0.0"),
+    "ones_like": (1, "1.0"),
+    "full_like": (2, "{1}"),
 }
 _MATH_ONLY: dict[str, tuple[str, int]] = {
     "atan": ("atan", 1),
