@@ -80,3 +80,18 @@ def test_bad_data_and_bad_skeletons_are_typed_errors() -> None:
         ndvm.fit_skeleton(SRC, {"t": X[:, 0]}, y)
     with pytest.raises(CompileError, match="import"):
         ndvm.fit_skeleton("import os\n" + SRC, X, y)
+
+
+def test_short_init_is_padded_with_ones_and_bad_arguments_are_typed() -> None:
+    X, y = _data()
+    fit = ndvm.fit_skeleton(SRC, X, y, init=[0.4, -0.2, 1.0, 0.7, 1.6], steps=0, starts=1)
+    assert fit.params.shape == (10,) and np.all(fit.params[5:] == 1.0)
+    assert fit.params[0] == pytest.approx(0.4) and fit.params[4] == pytest.approx(1.6)
+    with pytest.raises(ShapeError, match=r"reads params\[4\]"):
+        ndvm.fit_skeleton(SRC, X, y, init=[1.0, 2.0])
+    with pytest.raises(CompileError, match="init must be numbers"):
+        ndvm.fit_skeleton(SRC, X, y, init="ones")
+    with pytest.raises(ShapeError, match="y must be numbers"):
+        ndvm.fit_skeleton(SRC, X, "y")
+    with pytest.raises(ndvm.NdvmError, match="n_params"):
+        ndvm.fit_skeleton(SRC, X, y, n_params=-1)

@@ -75,16 +75,23 @@ def fit_skeleton(
     skeleton outside the subset, ``ShapeError`` for data that does not fit it.
     """
     from ndvm.calibrate.api import calibrate
-    from ndvm.lang.numpy_reader import from_numpy, translate
+    from ndvm.lang.numpy_reader import as_vector, from_numpy, translate
 
     skel = translate(source, inputs, params)
+    if not isinstance(n_params, (int, np.integer)) or n_params < 0:
+        raise NdvmError(f"n_params must be a non-negative integer, not {n_params!r}")
     length = max(int(n_params), skel.n_params)
-    start = np.ones(length) if init is None else np.asarray(init, dtype=float).reshape(-1)
-    if start.shape[0] < length:
-        raise ShapeError(f"init has {start.shape[0]} values, the skeleton needs {length}")
-    program = from_numpy(source, inputs, params, init=start[:length])
+    start = np.ones(length)
+    if init is not None:  # a shorter init is padded with ones (LLM-SR's initial value)
+        given = as_vector(init, "init")
+        if given.shape[0] < skel.n_params:
+            raise ShapeError(f"init has {given.shape[0]} values, the skeleton reads "
+                             f"params[{skel.n_params - 1}]")
+        start = np.concatenate([given, np.ones(max(0, length - given.shape[0]))])
+        length = start.shape[0]
+    program = from_numpy(source, inputs, params, init=start)
     data = _columns(X, skel.inputs)
-    target = np.asarray(y, dtype=float).reshape(-1)
+    target = _floats(y, "y")
     calibrate_options.pop("loss", None)
     calibrate_options.setdefault("warn", False)
     calibrate_options.setdefault("starts", default_starts(target.shape[0]))
@@ -113,8 +120,11 @@ def _columns(X: Any, names: tuple[str, ...]) -> dict[str, np.ndarray]:
         missing = [n for n in names if n not in X]
         if missing:
             raise ShapeError(f"the data has no column {missing[0]!r} (skeleton inputs {names})")
-        return {n: np.asarray(X[n], dtype=float).reshape(-1) for n in names}
-    arr = np.asarray(X, dtype=float)
+        return {n: _floats(X[n], f"column {n!r}") for n in names}
+    try:
+        arr = np.asarray(X, dtype=float)
+    except (TypeError, ValueError):
+        raise ShapeError(f"X must be numbers, not {type(X).__name__}") from None
     if arr.ndim == 1 and len(names) == 1:
         arr = arr[:, None]
     if arr.ndim != 2 or arr.shape[1] != len(names):
@@ -123,6 +133,13 @@ def _columns(X: Any, names: tuple[str, ...]) -> dict[str, np.ndarray]:
             "expected [N, d] with one column per input"
         )
     return {n: arr[:, i] for i, n in enumerate(names)}
+
+
+def _floats(values: Any, what: str) -> np.ndarray:
+    try:
+        return np.asarray(values, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise ShapeError(f"{what} must be numbers, not {type(values).__name__}") from None
 
 
 def _mse(program: Any, theta: np.ndarray, data: Mapping[str, Any], target: np.ndarray) -> float:

@@ -83,6 +83,14 @@ def _parse(source: str) -> ast.Module:
     return tree
 
 
+def as_vector(values: Any, what: str) -> np.ndarray:
+    """``values`` as a 1-D float array, or a ``CompileError`` naming ``what``."""
+    try:
+        return np.asarray(values, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise CompileError(f"{what} must be numbers, not {type(values).__name__}") from None
+
+
 def _prescan(tree: ast.AST) -> None:
     """Before any recursive pass, without recursion: the nesting depth, dunder names and the
     constructs allowed nowhere (the first in source order is the error)."""
@@ -329,11 +337,13 @@ def from_numpy(
     """
     from ndvm.api import compile as ndvm_compile
 
+    if n_params is not None and (not isinstance(n_params, (int, np.integer)) or n_params < 0):
+        raise CompileError(f"n_params must be a non-negative integer, not {n_params!r}")
     skel = translate(source, inputs, params, n_params)
     n = skel.n_params if n_params is None else int(n_params)
     if n < skel.n_params:
         raise CompileError(f"the skeleton uses params[{skel.n_params - 1}], n_params is {n}")
-    values = np.ones(n) if init is None else np.asarray(init, dtype=float).reshape(-1)
+    values = np.ones(n) if init is None else as_vector(init, "init")
     if values.shape[0] < n:
         raise CompileError(f"init has {values.shape[0]} values, the skeleton needs {n}")
     specs = [(f"p{i}", float(values[i])) for i in skel.used]
