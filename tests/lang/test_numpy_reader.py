@@ -103,6 +103,15 @@ def test_annotations_and_inputs_order() -> None:
     assert ndvm.from_numpy("params[0] * q + r * q").inputs == ("q", "r")
 
 
+def test_parameter_vector_named_otherwise() -> None:
+    by_position = ndvm.from_numpy("def f(x, v, p):\n    return p[0] * x + p[1] * v\n")
+    assert by_position.inputs == ("x", "v") and by_position.params == ("p0", "p1")
+    named = ndvm.from_numpy("def f(c, x):\n    return c[0] * x\n", params="c")
+    assert named.inputs == ("x",) and named.params == ("p0",)
+    no_params = ndvm.from_numpy("def f(x, y):\n    return x * y\n")
+    assert no_params.inputs == ("x", "y") and no_params.params == ()
+
+
 def test_init_n_params_and_negative_index() -> None:
     prog = ndvm.from_numpy("params[-1] * x + params[1]", n_params=4, init=[1, 2, 3, 4])
     assert prog.params == ("p1", "p3")  # the indices read, ascending

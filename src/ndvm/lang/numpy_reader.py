@@ -142,6 +142,18 @@ def _main_function(tree: ast.Module, params: str) -> tuple[ast.FunctionDef | Non
     return main, [d for d in defs if d is not main]
 
 
+def _params_name(fn: ast.FunctionDef, params: str) -> str:
+    """``params``, or the function's last argument when ``params`` is none of its arguments
+    and the last one is indexed (``def f(x, p): return p[0] * x``)."""
+    names = [a.arg for a in fn.args.args]
+    if not names or params in names:
+        return params
+    last = names[-1]
+    indexed = any(isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                  and node.value.id == last for node in ast.walk(fn))
+    return last if indexed else params
+
+
 def _is_docstring(stmt: ast.stmt) -> bool:
     return (
         isinstance(stmt, ast.Expr)
@@ -271,6 +283,8 @@ def translate(
     """Translate a skeleton to ndvm program text (``from_numpy`` without compiling)."""
     tree = _parse(source)
     main, helpers = _main_function(tree, params)
+    if main is not None:
+        params = _params_name(main, params)
     reader = _Reader(params, n_params)
     module = Scope()
     if main is None:  # one expression: free names are inputs in order of appearance
