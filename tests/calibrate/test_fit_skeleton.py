@@ -95,3 +95,25 @@ def test_short_init_is_padded_with_ones_and_bad_arguments_are_typed() -> None:
         ndvm.fit_skeleton(SRC, X, "y")
     with pytest.raises(ndvm.NdvmError, match="n_params"):
         ndvm.fit_skeleton(SRC, X, y, n_params=-1)
+
+
+def test_docs_worked_example_recovers_the_generating_law() -> None:
+    """docs/search.md, "Fitting": the driven oscillator, exactly as the docs generate it."""
+    rng = np.random.default_rng(0)
+    t = np.linspace(0.0, 20.0, 400)
+    x = np.sin(0.9 * t) + 0.1 * rng.normal(size=t.size)
+    v = np.cos(0.9 * t) + 0.1 * rng.normal(size=t.size)
+    a = 0.7 * np.sin(1.3 * t) - 0.5 * x - 0.8 * x**3 - 0.3 * v**3 - 0.1 * x * v
+    skeleton = (
+        "def equation(t, x, v, params):\n"
+        "    a = -params[0] * x - params[1] * x**3 - params[2] * v**3 - params[3] * x * v\n"
+        "    a += params[4] * np.sin(params[5] * t + params[6])\n"
+        "    return a\n"
+    )
+    fit = ndvm.fit_skeleton(skeleton, np.column_stack([t, x, v]), a)
+    assert fit.success and fit.loss < 1e-20
+    np.testing.assert_allclose(fit.params[:4], [0.5, 0.8, 0.3, 0.1], rtol=1e-8)
+    # 0.7 sin(1.3 t) in the skeleton's form: amplitude and phase up to the sign of sin
+    amp, freq, phase = fit.params[4:7]
+    assert abs(freq) == pytest.approx(1.3, rel=1e-8)
+    np.testing.assert_allclose(amp * np.sin(freq * t + phase), 0.7 * np.sin(1.3 * t), atol=1e-8)
