@@ -219,3 +219,17 @@ def test_exponential_helper_inlining_is_bounded() -> None:
     src = "".join(defs) + "def equation(x, params):\n    return h29(x, params)\n"
     with pytest.raises(CompileError, match="nested deeper|more than"):
         ndvm.from_numpy(src)
+
+
+def test_helpers_inside_deep_expressions_are_a_compile_error() -> None:
+    def wrap(expr: str) -> str:
+        for _ in range(95):
+            expr = f"np.sin({expr})"
+        return expr
+
+    defs = ["def h0(u, params):\n    return " + wrap("u") + "\n"]
+    for k in range(1, 16):
+        defs.append(f"def h{k}(u, params):\n    return " + wrap(f"h{k - 1}(u, params)") + "\n")
+    src = "".join(defs) + "def equation(x, params):\n    return h15(x, params)\n"
+    with pytest.raises(CompileError, match="too deeply"):
+        ndvm.from_numpy(src)

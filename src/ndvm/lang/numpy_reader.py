@@ -281,6 +281,16 @@ def translate(
     n_params: int | None = None,
 ) -> Skeleton:
     """Translate a skeleton to ndvm program text (``from_numpy`` without compiling)."""
+    try:
+        return _translate(source, inputs, params, n_params)
+    except RecursionError:  # nesting within the limits, multiplied by nested helper calls
+        raise CompileError("skeleton nested too deeply to translate (helpers within "
+                           "deep expressions)") from None
+
+
+def _translate(
+    source: str, inputs: Sequence[str] | None, params: str, n_params: int | None
+) -> Skeleton:
     tree = _parse(source)
     main, helpers = _main_function(tree, params)
     if main is not None:
