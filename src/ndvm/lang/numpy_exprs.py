@@ -220,7 +220,8 @@ class ExprTranslator:
             out = a + b if prim == "+" else a - b if prim == "-" else a * b
             if abs(out) <= _EXACT:
                 return out
-        return f"({prim} {self.as_number(a, node.left)} {self.as_number(b, node.right)})"
+        left, right = self.as_number(a, node.left), self.as_number(b, node.right)
+        return power(left, right) if prim == "expt" else f"({prim} {left} {right})"
 
     def _BoolOp(self, node: ast.BoolOp, scope: Scope) -> Any:
         op = "and" if isinstance(node.op, ast.And) else "or"
@@ -367,8 +368,8 @@ class ExprTranslator:
     def _prim(self, prim: str, arity: int, node: ast.Call, scope: Scope, label: str) -> str:
         if len(node.args) != arity:
             fail(node, f"{label} takes {arity} argument(s), got {len(node.args)}")
-        args = " ".join(self.number(a, scope) for a in node.args)
-        return f"({prim} {args})"
+        args = [self.number(a, scope) for a in node.args]
+        return power(*args) if prim == "expt" else f"({prim} {' '.join(args)})"
 
     def inline(self, func: Func, node: ast.Call, scope: Scope) -> Any:
         fn = func.node
@@ -458,6 +459,17 @@ class ExprTranslator:
 
 def attr_reduces(module: str, name: str) -> bool:
     return module == "numpy" and name in REDUCTIONS
+
+
+def power(base: str, exponent: str) -> str:
+    """``base ** exponent``: NumPy's own fast paths for a literal 2 (square) and 0.5 (sqrt),
+    which are also the ndvm primitives cheaper than ``expt``; ``expt`` otherwise."""
+    if _is_literal(exponent):
+        if float(exponent) == 2.0:
+            return f"(square {base})"
+        if float(exponent) == 0.5:
+            return f"(sqrt {base})"
+    return f"(expt {base} {exponent})"
 
 
 def _literal_int(node: ast.expr) -> int | None:
