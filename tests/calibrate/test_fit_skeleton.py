@@ -117,3 +117,9 @@ def test_docs_worked_example_recovers_the_generating_law() -> None:
     amp, freq, phase = fit.params[4:7]
     assert abs(freq) == pytest.approx(1.3, rel=1e-8)
     np.testing.assert_allclose(amp * np.sin(freq * t + phase), 0.7 * np.sin(1.3 * t), atol=1e-8)
+
+
+def test_columns_named_otherwise_by_inputs() -> None:
+    X, y = _data()
+    fit = ndvm.fit_skeleton(SRC, {"time": X[:, 0], "pos": X[:, 1]}, y, inputs=["time", "pos"])
+    np.testing.assert_allclose(fit.params[[0, 1, 3, 4]], TRUE[[0, 1, 3, 4]], rtol=1e-6)

@@ -98,7 +98,10 @@ def test_annotations_and_inputs_order() -> None:
           "    return params[0] * s - temp\n"
     assert ndvm.from_numpy(src).inputs == ("s", "temp")
     assert ndvm.from_numpy(src, inputs=["temp", "s"]).inputs == ("temp", "s")
-    with pytest.raises(CompileError, match="not the function's data arguments"):
+    renamed = ndvm.from_numpy(src, inputs=["strain", "T"])  # one new name per argument
+    assert renamed.inputs == ("strain", "T")
+    np.testing.assert_allclose(renamed.eval(np.array([2.0]), strain=T, T=T), T)
+    with pytest.raises(CompileError, match="do not name the function's 2 data"):
         ndvm.from_numpy(src, inputs=["s"])
     assert ndvm.from_numpy("params[0] * q + r * q").inputs == ("q", "r")
 

@@ -63,7 +63,9 @@ def fit_skeleton(
             signature order (or in ``inputs`` order), a 1-D array for one argument, or a
             mapping / pandas DataFrame by argument name.
         y: the target, ``[N]``.
-        inputs: names of the columns of an array ``X`` (default: the signature's order).
+        inputs: the data arguments' order in an array ``X`` (default: the signature's), or
+            one column name per argument (signature order) of a mapping / DataFrame ``X``
+            whose columns are named otherwise (``ndvm.from_numpy``'s ``inputs``).
         params: the name of the parameter vector argument.
         n_params: the length of the returned vector (LLM-SR's ``MAX_NPARAMS``, 10); longer
             when the skeleton indexes further.

@@ -419,15 +419,23 @@ class ExprTranslator:
             if a.arg.startswith("__"):
                 fail(a, f"dunder name {a.arg!r}")
 
-    def signature(self, fn: ast.FunctionDef, inputs: Sequence[str] | None) -> list[str]:
+    def signature(
+        self, fn: ast.FunctionDef, inputs: Sequence[str] | None
+    ) -> tuple[list[str], dict[str, str]]:
+        """The input names in order and the input each data argument reads: the arguments
+        themselves; ``inputs`` naming the same arguments reorders them; other names, one per
+        argument, rename them in signature order."""
         self.check_def(fn)
         args = [a.arg for a in fn.args.args if a.arg != self.params]
         if inputs is None:
-            return args
+            return args, {a: a for a in args}
         given = [str(x) for x in inputs]
-        if sorted(given) != sorted(args):
-            fail(fn, f"inputs {given} are not the function's data arguments {args}")
-        return given
+        if sorted(given) == sorted(args):
+            return given, {a: a for a in args}
+        if len(given) != len(args) or len(set(given)) != len(given):
+            fail(fn, f"inputs {given} do not name the function's {len(args)} data "
+                     f"argument(s) {args}")
+        return given, dict(zip(args, given))
 
     def free_inputs(self, expr: ast.expr, inputs: Sequence[str] | None) -> list[str]:
         if inputs is not None:

@@ -312,10 +312,10 @@ def _translate(
             reader.check_def(helper)
             module.bind(helper.name, Func(helper, module), helper)
         module.bind(main.name, Func(main, module), main)
-        names = reader.signature(main, inputs)
+        names, reads = reader.signature(main, inputs)
         scope = module.child()
         for arg in main.args.args:
-            val: Any = ParamVec(arg, 0, None) if arg.arg == params else arg.arg
+            val: Any = ParamVec(arg, 0, None) if arg.arg == params else reads[arg.arg]
             scope.bind(arg.arg, val, arg)
         reader.input_names = tuple(names)
         text = reader.body(main.body, scope, main)
@@ -343,8 +343,9 @@ def from_numpy(
         source: one function definition (``def equation(x, v, params): ...``), helper
             functions beside it allowed, or one expression (``params[0] * np.exp(x)``).
         inputs: the input names. For a function: its arguments other than ``params`` (the
-            default, in signature order); given, they must be those arguments (any order,
-            which is then the order of ``X`` columns). For an expression: its free names
+            default, in signature order); given, either those arguments in another order
+            (the order of ``X`` columns) or one new name per argument, in signature order
+            (the program's inputs are then these names). For an expression: its free names
             (default: every name other than ``params``/``np``/``numpy``/``math``, in order of
             first appearance).
         params: the name of the parameter vector argument.
