@@ -236,3 +236,11 @@ def test_helpers_inside_deep_expressions_are_a_compile_error() -> None:
     src = "".join(defs) + "def equation(x, params):\n    return h15(x, params)\n"
     with pytest.raises(CompileError, match="too deeply"):
         ndvm.from_numpy(src)
+
+
+def test_power_towers_are_not_computed_while_reading() -> None:
+    """Python itself would spend forever on 10 ** 10 ** 10; reading it computes nothing."""
+    start = time.perf_counter()
+    prog = ndvm.from_numpy("def f(x, params):\n    return params[0] * x + 10 ** 10 ** 10\n")
+    assert time.perf_counter() - start < 5.0
+    assert np.all(np.isinf(prog.eval(np.array([1.0]), x=T)))
