@@ -4,10 +4,14 @@ program in the store."""
 
 from __future__ import annotations
 
+import argparse
 import json
 
+import pytest
+
+from ndvm.errors import ConfigError
 from ndvm.search import Budget, Candidate, Evaluation, Record, make_proposer, run_search
-from ndvm.search.llm import LLMConfig, LLMProposer
+from ndvm.search.llm import LLMConfig, LLMProposer, add_llm_arguments
 from ndvm.search.skeletons import candidate_from_numpy, numpy_prompt, split_corpus
 from ndvm.search.state import SearchState
 from ndvm.search.store import Store
@@ -144,3 +148,15 @@ def test_numpy_prompt_shows_the_best_skeletons_with_scores_best_last() -> None:
     first, second = text.index("# train MSE = 0.5"), text.index("# train MSE = 0.02")
     assert first < text.index("params[0] * x\n") < second < text.index("np.cos(x)")
     assert "123" not in text and "7.0" not in text  # held-out scores are never shown
+
+
+def test_llm_language_option() -> None:
+    parser = argparse.ArgumentParser()
+    add_llm_arguments(parser)
+    args = parser.parse_args(["--llm-base-url", "http://127.0.0.1:9/v1", "--llm-model", "m",
+                              "--llm-language", "numpy"])
+    assert LLMConfig.from_args(args, env={}).language == "numpy"
+    args = parser.parse_args(["--llm-base-url", "http://127.0.0.1:9/v1", "--llm-model", "m"])
+    assert LLMConfig.from_args(args, env={}).language == "scheme"
+    with pytest.raises(ConfigError, match="--llm-language"):
+        LLMConfig(base_url="http://127.0.0.1:9/v1", model="m", language="python")
