@@ -244,3 +244,18 @@ def test_power_towers_are_not_computed_while_reading() -> None:
     prog = ndvm.from_numpy("def f(x, params):\n    return params[0] * x + 10 ** 10 ** 10\n")
     assert time.perf_counter() - start < 5.0
     assert np.all(np.isinf(prog.eval(np.array([1.0]), x=T)))
+
+
+def test_closures_bind_late_as_python() -> None:
+    src = (
+        "def equation(x, params):\n"
+        "    a = params[0] * x\n"
+        "    g = lambda z: z + a\n"
+        "    def h(z):\n"
+        "        return z * a\n"
+        "    a = a + 1.0\n"
+        "    return g(x) + h(2.0)\n"
+    )
+    p = np.array([0.5])
+    a = p[0] * T + 1.0  # the value of a when g and h are called
+    np.testing.assert_allclose(ndvm.from_numpy(src).eval(p, x=T), T + a + 2.0 * a, rtol=1e-14)

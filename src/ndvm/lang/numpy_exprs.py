@@ -84,11 +84,6 @@ class Scope:
             scope = scope.parent
         return None
 
-    def copy(self) -> Scope:
-        out = Scope(self.parent)
-        out.names = dict(self.names)
-        return out
-
     def child(self) -> Scope:
         return Scope(self)
 

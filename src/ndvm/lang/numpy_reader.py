@@ -219,7 +219,7 @@ class _Reader(ExprTranslator):
             self._for(stmt, scope, bindings)
         elif isinstance(stmt, ast.FunctionDef):
             self.check_def(stmt)
-            scope.bind(stmt.name, Func(stmt, scope.copy()), stmt)
+            scope.bind(stmt.name, Func(stmt, scope), stmt)  # names looked up at the call
         else:
             fail(stmt, _stmt_name(stmt) + " is not supported in a skeleton")
 
@@ -227,7 +227,7 @@ class _Reader(ExprTranslator):
         if isinstance(target, ast.Name):
             if isinstance(value, ast.Lambda):
                 self.check_lambda(value)
-                scope.bind(target.id, Func(value, scope.copy()), target)
+                scope.bind(target.id, Func(value, scope), target)  # late binding, as Python
                 return
             val = self.value(value, scope)
             if isinstance(val, (ParamVec, Func, int)):
