@@ -57,7 +57,9 @@ def skeletons(draw: st.DrawFn) -> str:
         head = ["def helper(u, params):", "    return params[1] * np.tanh(u) + u", ""]
     body = []
     for k in range(draw(st.integers(0, 3))):
-        body.append(f"    v{k} = {draw(exprs(names, 2))}")
+        # "* 1.0": a new array (or a NumPy scalar), never an alias of an input, so that
+        # "v += ..." below is NumPy's in-place update of v alone (aliases: test_numpy_reader)
+        body.append(f"    v{k} = ({draw(exprs(names, 2))}) * 1.0")
         names += (f"v{k}",)
     if len(names) > 2 and draw(st.booleans()):
         op = draw(st.sampled_from(["+", "-", "*"]))

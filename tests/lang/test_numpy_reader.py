@@ -259,3 +259,29 @@ def test_closures_bind_late_as_python() -> None:
     p = np.array([0.5])
     a = p[0] * T + 1.0  # the value of a when g and h are called
     np.testing.assert_allclose(ndvm.from_numpy(src).eval(p, x=T), T + a + 2.0 * a, rtol=1e-14)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "a = x\na += 1.0\nreturn a + x",  # a and x are one array in NumPy
+        "a = x * 2.0\nb = a\na *= 3.0\nreturn b",
+        "y = helper(x)\nreturn x + y",  # the helper changes its caller's array
+    ],
+)
+def test_in_place_update_of_a_shared_array_is_a_compile_error(body: str) -> None:
+    helper = "def helper(u):\n    u += 1.0\n    return u\n\n"
+    with pytest.raises(CompileError, match="change both in place"):
+        ndvm.from_numpy(helper + _f(body))
+
+
+def test_in_place_updates_of_unshared_arrays_equal_numpy() -> None:
+    src = _f("x += 1.0\na = x * params[0]\na -= x\nb = a\nb = b + 1.0\na *= 2.0\n"
+             "c = helper(a * 1.0)\nreturn a + b + c + x")
+    src = "def helper(u):\n    u += 1.0\n    return u\n\n" + src
+    x = T.copy()
+    namespace = {"np": np, "__builtins__": {}}
+    exec(src, namespace)  # the test's reference only: NumPy's in-place semantics
+    expected = namespace["f"](x, np.array([1.5]))
+    np.testing.assert_allclose(ndvm.from_numpy(src).eval(np.array([1.5]), x=T), expected,
+                               rtol=1e-14)

@@ -36,6 +36,7 @@ MAX_INLINE = 16  # nested helper calls
 MAX_LITERAL = 1e300
 MAX_RANGE = 10_000
 _EXACT = 2**53  # integers kept exact (static) up to this size
+_PARAM = re.compile(r"^p\d+$")  # params[i] is the program's p{i}
 _LITERAL = re.compile(r"^[+-]?(\d|\.\d)")  # the text of a literal (repr of a float)
 
 
@@ -97,10 +98,34 @@ class ExprTranslator:
         self.used: set[int] = set()  # params[i] indices the skeleton reads
         self.counter = 0
         self.active: list[ast.AST] = []  # helpers being inlined (recursion is an error)
-        self.input_names: tuple[str, ...] = ()
+        self.refs: dict[str, int] = {}  # array symbol -> Python names holding it now
 
     def body(self, stmts: Sequence[ast.stmt], scope: Scope, where: ast.AST) -> str:
         raise NotImplementedError
+
+    def hold(self, scope: Scope, name: str, val: Any, node: ast.AST) -> None:
+        """Bind ``name`` in ``scope``, counting the names that hold each array (a symbol):
+        ``a = x`` makes ``a`` and ``x`` one array, which NumPy's ``a += ...`` changes in place
+        (see ``check_in_place``)."""
+        self.release(scope.names.get(name))
+        sym = _symbol(val)
+        if sym is not None:
+            self.refs[sym] = self.refs.get(sym, 0) + 1
+        scope.bind(name, val, node)
+
+    def release(self, val: Any) -> None:
+        sym = _symbol(val)
+        if sym is not None:
+            self.refs[sym] -= 1
+
+    def check_in_place(self, target: ast.Name, scope: Scope, node: ast.AST) -> None:
+        """``target op= ...`` on an array another live name holds too: NumPy would change both
+        (an alias of an input, of a caller's argument, or ``b = a``); rebinding would not."""
+        sym = _symbol(scope.lookup(target.id))
+        if sym is not None and self.refs.get(sym, 0) > 1:
+            fail(node, f"augmented assignment to {target.id!r}, whose array another name "
+                       f"holds too: NumPy would change both in place (write {target.id} = "
+                       f"{target.id} <op> ...)")
 
     def fresh(self, name: str) -> str:
         self.counter += 1
@@ -383,7 +408,7 @@ class ExprTranslator:
                 local = self.fresh(name)
                 bindings.append(f"({local} {val})")
                 val = local
-            inner.bind(name, val, arg)
+            self.hold(inner, name, val, arg)
         self.active.append(fn)
         try:
             if isinstance(fn, ast.Lambda):
@@ -392,6 +417,8 @@ class ExprTranslator:
                 text = self.body(fn.body, inner, fn)
         finally:
             self.active.pop()
+        for held in inner.names.values():  # the helper's names end with the call
+            self.release(held)
         return f"(let* ({' '.join(bindings)}) {text})" if bindings else text
 
     # -- definitions --------------------------------------------------------------------------
@@ -481,6 +508,16 @@ def _literal_int(node: ast.expr) -> int | None:
         return None if inner is None else -inner
     if isinstance(node, ast.Constant) and type(node.value) is int and abs(node.value) < 10**9:
         return node.value
+    return None
+
+
+def _symbol(val: Any) -> str | None:
+    """The symbol an array value is held as (an input or a let-bound local), else None
+    (literals, loop indices, parameters — NumPy scalars, never changed in place — and
+    compound texts, which no name holds)."""
+    text = val.text if isinstance(val, Bool) else val
+    if isinstance(text, str) and is_atom(text) and not _is_literal(text):
+        return None if _PARAM.match(text) else text
     return None
 
 

@@ -210,6 +210,7 @@ class _Reader(ExprTranslator):
         elif isinstance(stmt, ast.AugAssign):
             if not isinstance(stmt.target, ast.Name):
                 fail(stmt, "augmented assignment to something other than a local name")
+            self.check_in_place(stmt.target, scope, stmt)
             value = ast.BinOp(left=ast.Name(id=stmt.target.id, ctx=ast.Load()), op=stmt.op,
                               right=stmt.value)
             ast.copy_location(value, stmt)
@@ -219,7 +220,7 @@ class _Reader(ExprTranslator):
             self._for(stmt, scope, bindings)
         elif isinstance(stmt, ast.FunctionDef):
             self.check_def(stmt)
-            scope.bind(stmt.name, Func(stmt, scope), stmt)  # names looked up at the call
+            self.hold(scope, stmt.name, Func(stmt, scope), stmt)  # names looked up at the call
         else:
             fail(stmt, _stmt_name(stmt) + " is not supported in a skeleton")
 
@@ -227,11 +228,11 @@ class _Reader(ExprTranslator):
         if isinstance(target, ast.Name):
             if isinstance(value, ast.Lambda):
                 self.check_lambda(value)
-                scope.bind(target.id, Func(value, scope), target)  # late binding, as Python
+                self.hold(scope, target.id, Func(value, scope), target)  # late binding
                 return
             val = self.value(value, scope)
             if isinstance(val, (ParamVec, Func, int)):
-                scope.bind(target.id, val, target)
+                self.hold(scope, target.id, val, target)
                 return
             self._bind(target, val, scope, bindings)
             return
@@ -249,14 +250,14 @@ class _Reader(ExprTranslator):
         if isinstance(text, Bool):
             local = self.fresh(target.id)
             bindings.append(f"({local} {text.text})")
-            scope.bind(target.id, Bool(local), target)
+            self.hold(scope, target.id, Bool(local), target)
             return
         if isinstance(text, int) or is_atom(text):
-            scope.bind(target.id, text, target)  # no binding needed for a name or a literal
+            self.hold(scope, target.id, text, target)  # no binding needed: a name or a literal
             return
         local = self.fresh(target.id)
         bindings.append(f"({local} {text})")
-        scope.bind(target.id, local, target)
+        self.hold(scope, target.id, local, target)
 
     def _for(self, stmt: ast.For, scope: Scope, bindings: list[str]) -> None:
         if stmt.orelse:
@@ -269,7 +270,7 @@ class _Reader(ExprTranslator):
         if self.unrolled > MAX_UNROLL:
             fail(stmt, f"loops unroll to more than {MAX_UNROLL} iterations")
         for i in bounds:
-            scope.bind(stmt.target.id, i, stmt.target)
+            self.hold(scope, stmt.target.id, i, stmt.target)
             if self._block(stmt.body, scope, bindings, top=False) is not None:
                 fail(stmt, "return inside a loop")
 
@@ -303,8 +304,7 @@ def _translate(
         scope = module.child()
         scope.bind(params, ParamVec(expr, 0, None), expr)
         for name in names:
-            scope.bind(name, name, expr)
-        reader.input_names = tuple(names)
+            reader.hold(scope, name, name, expr)
         text = reader.number(expr, scope)
         name = "<expression>"
     else:
@@ -316,8 +316,7 @@ def _translate(
         scope = module.child()
         for arg in main.args.args:
             val: Any = ParamVec(arg, 0, None) if arg.arg == params else reads[arg.arg]
-            scope.bind(arg.arg, val, arg)
-        reader.input_names = tuple(names)
+            reader.hold(scope, arg.arg, val, arg)
         text = reader.body(main.body, scope, main)
         name = main.name
     if len(text) > MAX_EMITTED_CHARS:
