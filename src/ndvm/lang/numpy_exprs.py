@@ -34,7 +34,6 @@ from ndvm.lang.numpy_table import (
 MAX_DEPTH = 200  # syntax-tree nesting (a 10^5-deep expression is a CompileError, not a crash)
 MAX_INLINE = 16  # nested helper calls
 MAX_LITERAL = 1e300
-MAX_RANGE = 10_000
 _EXACT = 2**53  # integers kept exact (static) up to this size
 _PARAM = re.compile(r"^p\d+$")  # params[i] is the program's p{i}
 _LITERAL = re.compile(r"^[+-]?(\d|\.\d)")  # the text of a literal (repr of a float)
@@ -421,71 +420,6 @@ class ExprTranslator:
             self.release(held)
         return f"(let* ({' '.join(bindings)}) {text})" if bindings else text
 
-    # -- definitions --------------------------------------------------------------------------
-    def check_def(self, fn: ast.FunctionDef) -> None:
-        if fn.decorator_list:
-            fail(fn.decorator_list[0], "decorators are not supported")
-        if fn.name.startswith("__"):
-            fail(fn, f"dunder name {fn.name!r}")
-        self.check_args(fn.args, fn)
-
-    def check_lambda(self, fn: ast.Lambda) -> None:
-        self.check_args(fn.args, fn)
-
-    def check_args(self, args: ast.arguments, node: ast.AST) -> None:
-        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
-            fail(node, "only plain positional arguments (no *args, **kwargs, keyword-only)")
-        if args.defaults:
-            fail(args.defaults[0], "default argument values are not supported")
-        for a in args.args:
-            if a.arg.startswith("__"):
-                fail(a, f"dunder name {a.arg!r}")
-
-    def signature(
-        self, fn: ast.FunctionDef, inputs: Sequence[str] | None
-    ) -> tuple[list[str], dict[str, str]]:
-        """The input names in order and the input each data argument reads: the arguments
-        themselves; ``inputs`` naming the same arguments reorders them; other names, one per
-        argument, rename them in signature order."""
-        self.check_def(fn)
-        args = [a.arg for a in fn.args.args if a.arg != self.params]
-        if inputs is None:
-            return args, {a: a for a in args}
-        given = [str(x) for x in inputs]
-        if sorted(given) == sorted(args):
-            return given, {a: a for a in args}
-        if len(given) != len(args) or len(set(given)) != len(given):
-            fail(fn, f"inputs {given} do not name the function's {len(args)} data "
-                     f"argument(s) {args}")
-        return given, dict(zip(args, given))
-
-    def free_inputs(self, expr: ast.expr, inputs: Sequence[str] | None) -> list[str]:
-        if inputs is not None:
-            return [str(x) for x in inputs]
-        seen: dict[str, tuple[int, int]] = {}
-        skip = set(MODULES) | set(BUILTINS) | {self.params}
-        for node in ast.walk(expr):
-            if isinstance(node, ast.Name) and node.id not in skip and node.id not in seen:
-                seen[node.id] = (node.lineno, node.col_offset)
-        return sorted(seen, key=lambda n: seen[n])
-
-    def range_bounds(self, node: ast.expr) -> range:
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id == "range" and not node.keywords and 1 <= len(node.args) <= 3):
-            fail(node, "for loop over something other than range(<literal>)")
-        bounds = []
-        for arg in node.args:
-            val = _literal_int(arg)
-            if val is None:
-                fail(arg, "range() bound must be an integer literal")
-            bounds.append(val)
-        if len(bounds) == 3 and bounds[2] == 0:
-            fail(node, "range() step must not be zero")
-        r = range(*bounds)
-        if len(r) > MAX_RANGE:
-            fail(node, f"range() of more than {MAX_RANGE} iterations")
-        return r
-
 
 def attr_reduces(module: str, name: str) -> bool:
     return module == "numpy" and name in REDUCTIONS
@@ -500,15 +434,6 @@ def power(base: str, exponent: str) -> str:
         if float(exponent) == 0.5:
             return f"(sqrt {base})"
     return f"(expt {base} {exponent})"
-
-
-def _literal_int(node: ast.expr) -> int | None:
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        inner = _literal_int(node.operand)
-        return None if inner is None else -inner
-    if isinstance(node, ast.Constant) and type(node.value) is int and abs(node.value) < 10**9:
-        return node.value
-    return None
 
 
 def _symbol(val: Any) -> str | None:
