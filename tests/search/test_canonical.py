@@ -168,7 +168,7 @@ def test_select_by_score_with_loss_tolerance() -> None:
         want.append(math.log(l0 / l1) / (r.complexity - p.complexity))
     np.testing.assert_allclose(frontier.scores(front), want, rtol=1e-12)
     assert frontier.select(recs).idx == 2
-    assert frontier.select(recs, tolerance=1.0).idx == 3  # the lowest loss is still there
+    assert frontier.select(recs, "accuracy").idx == 3  # the lowest loss is still there
     assert frontier.summarize(recs).selected.idx == 2 and frontier.summarize(recs).best.idx == 3
     rows = frontier.hall_of_fame(recs, INPUTS, export=False)
     assert [r["selected"] for r in rows] == [False, False, True, False]
@@ -199,7 +199,7 @@ def test_a_fitted_constant_costs_more_than_an_input() -> None:
     np.testing.assert_allclose(
         frontier.scores(front), [0.0, math.log(0.5 / 1.02e-4) / 7, math.log(1.02)], rtol=1e-12
     )
-    assert frontier.select(recs).idx == 1 and frontier.select(recs, tolerance=1.0).idx == 2
+    assert frontier.select(recs).idx == 1 and frontier.select(recs, "accuracy").idx == 2
     rows = frontier.hall_of_fame(recs, INPUTS, export=False)
     assert [(r["n_params"], r["cost"], r["selected"]) for r in rows] == [
         (1, 5, False), (2, 12, True), (3, 13, False)]  # fmt: skip

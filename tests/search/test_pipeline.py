@@ -89,10 +89,10 @@ def test_worker_takes_the_proposers_skeleton_hash_only_for_its_skeleton():
     assert len(cands) == 40
     for c in cands:  # the proposer's pair is the compiled program's
         skel = ndvm.compile(c.src, c.params, task.inputs, strict=False, free_params=True).skeleton
-        assert (c.skeleton, c.key) == (skel, skeleton_hash(skel))
+        assert (c.skeleton, c.key) == (skel, skeleton_hash(skel, c.src))
     lim = CalibLimits(starts=1)
     src = "(* a (sin (* b x)))"
-    skel, h = "(* P (sin (* P x)))", skeleton_hash("(* P (sin (* P x)))")
+    skel, h = "(* P (sin (* P x)))", skeleton_hash("(* P (sin (* P x)))", src)
     trusted = run_job(task, Job(0, Candidate(src, skeleton=skel, key="f" * 16), 1), lim, set())
     assert trusted.key == "f" * 16  # taken as given: it is not recomputed
     for wrong in ("(* P (cos (* P x)))", ""):

@@ -313,6 +313,14 @@ def test_report_and_exports(tmp_path, capsys):
     assert rep["best"]["src"] and rep["best"]["test_r2"] is not None
     assert rep["rejections"]["parse"] == 1 and rep["hall_of_fame"]
     assert rep["best"] == min(rep["hall_of_fame"], key=lambda r: r["validation_loss"])
+    assert rep["lowest_loss"] == rep["best"]  # ``best`` keeps its meaning: the lowest loss
+    marked = [r for r in rep["hall_of_fame"] if r["selected"]]
+    assert len(marked) == 1 and rep["selected"] == marked[0]
+    recs = Store(db).records(1)
+    assert rep["selected"]["idx"] == frontier.select(recs).idx
+    assert main(["report", "--db", str(db), "--no-export"]) == 0
+    starred = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(" *")]
+    assert len(starred) == 1 and rep["selected"]["src"] in starred[0]
     tex = frontier.to_latex("(* a (exp (* b x)) (cos (+ (* c x) d)))")
     assert "e^{b x}" in tex and "\\cos" in tex
     loop = frontier.equation("(loop ((s a) (k 0)) (if (= k b) s (recur s (+ k 1))))", {}, ("x",))
@@ -331,7 +339,7 @@ def test_battery_cells_are_series_with_their_own_lanes():
     from ndvm.tasks import battery_knee
 
     t = tasks.get("battery-knee")
-    assert t.data().train_target.shape == (12, 70) and t.series == 12
+    assert t.data().train_target.shape == (12, 70 - battery_knee.VALID_CYCLES) and t.series == 12
     for starts in (1, 3):
         ev = _run(battery_knee.SMOOTH, 0, task="battery-knee", starts=starts).evaluation
         assert ev.status == "ok" and math.isfinite(ev.heldout_mse)

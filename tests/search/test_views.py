@@ -81,10 +81,10 @@ def test_kept_states_do_not_change_and_match_the_committed_records(tmp_path, wor
         shown = state.records[len(done) :]
         assert all(r.status == "pending" or r.evaluation.reason.startswith("proposal: ")
                    for r in shown)  # fmt: skip
-        calibrated = {skeleton_hash(r.skeleton) for r in done
+        calibrated = {skeleton_hash(r.skeleton, r.candidate.src) for r in done
                       if r.skeleton and r.status not in ("rejected", "pending")}  # fmt: skip
         assert seen == calibrated
-        later = {skeleton_hash(r.skeleton) for r in final if r.skeleton}
+        later = {skeleton_hash(r.skeleton, r.candidate.src) for r in final if r.skeleton}
         assert all((h in state.seen) == (h in calibrated) for h in later)  # membership too
         assert success == any(r.evaluation.success for r in done)
     assert any(seen for _, _, seen, _ in prop.kept)  # the check above saw calibrated hashes

@@ -4,7 +4,10 @@
 
 The hall of fame lists, per complexity, the best program by validation loss that beats every
 simpler one (PySR's definition, with score = -Δ log loss / Δ complexity), its test scores
-(never used to choose it) and its equation with the full-precision parameters.
+(never used to choose it) and its equation with the full-precision parameters. The reported
+model (``frontier.select``: an information criterion on the validation rows) is marked ``*``;
+the JSON has it as ``selected``, the lowest-validation-loss entry as ``lowest_loss`` (and,
+as before, ``best``: the lowest loss, not the selection).
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ def build(info: dict[str, Any], recs: list[Any], export: bool = True) -> dict[st
     inputs = tuple(info["config"].get("inputs") or ("x",))
     hof = frontier.hall_of_fame(recs, inputs, export=export)
     best = min(hof, key=_selection, default=None)
+    chosen = next((row for row in hof if row["selected"]), None)
     return {
         "run": info["run"], "task": info["task"], "proposer": info["proposer"],
         "seed": info["seed"], "commit": info["commit"], "elapsed": s.elapsed,
@@ -75,7 +79,8 @@ def build(info: dict[str, Any], recs: list[Any], export: bool = True) -> dict[st
         "calibrations_per_s": s.calibrations_per_s, "start_lanes_per_s": s.lanes_per_s,
         "time_to_first_success": s.time_to_first_success,
         "failures": failure_reasons(recs),
-        "best": best, "hall_of_fame": hof, "trajectory": s.trajectory,
+        "selected": chosen, "lowest_loss": best, "best": best,
+        "hall_of_fame": hof, "trajectory": s.trajectory,
     }  # fmt: skip
 
 
@@ -115,20 +120,21 @@ def print_text(rep: dict[str, Any]) -> None:
         for reason, n in rep["failures"].items():
             print(f"  {n:8d}  {reason}")
     print("\nhall of fame (selected on validation; test scores only reported):")
-    print(f"  {'cx':>3} {'train':>10} {'valid':>10} {'val R²':>8} {'score':>7} "
+    print(f"  {'cx':>4} {'train':>10} {'valid':>10} {'val R²':>8} {'score':>7} "
           f"{'test R²':>8}  program / equation")  # fmt: skip
     for r in rep["hall_of_fame"]:
         cells = (_fmt(r["train_loss"]), _fmt(r["validation_loss"]),
                  _fmt(r["validation_r2"], ".4f"), _fmt(r["score"], ".3f"),
                  _fmt(r["test_r2"], ".4f"))  # fmt: skip
         print(
-            f"  {r['complexity']:3d} {cells[0]:>10} {cells[1]:>10} {cells[2]:>8} "
-            f"{cells[3]:>7} {cells[4]:>8}  {r['src']}"
+            f" {'*' if r['selected'] else ' '}{r['complexity']:4d} {cells[0]:>10} {cells[1]:>10} "
+            f"{cells[2]:>8} {cells[3]:>7} {cells[4]:>8}  {r['src']}"
         )
         if r.get("equation_symbolic"):
-            print(f"{'':58}= {r['equation_symbolic']}")
+            print(f"{'':59}= {r['equation_symbolic']}")
         elif r.get("export_error"):
-            print(f"{'':58}(no equation: {r['export_error'][:100]})")
+            print(f"{'':59}(no equation: {r['export_error'][:100]})")
+    print("  * the reported model (selected by an information criterion on the validation rows)")
 
 
 def run(args: argparse.Namespace) -> int:

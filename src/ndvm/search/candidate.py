@@ -69,13 +69,15 @@ class Candidate:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def skeleton_hash(skeleton: str) -> str:
+def skeleton_hash(skeleton: str, src: str = "") -> str:
     """A short stable hash of a skeleton string (dedupe key), taken of its canonical form
     (``simplify.canonical_skeleton``): ``(* P x)``, ``(* x P)`` and ``(* (exp P) x)`` are
-    one skeleton."""
+    one skeleton. With the program's source ``src`` its literals keep their values, so that
+    ``(* a (expt x 2))`` and ``(* a (expt x 3))`` are two keys: every caller that has the
+    source passes it (folding and deduplication never lose a program)."""
     from ndvm.search.simplify import canonical_skeleton
 
-    text = canonical_skeleton(" ".join(skeleton.split()))
+    text = canonical_skeleton(" ".join(skeleton.split()), src)
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 

@@ -175,14 +175,14 @@ class _Book:
         self.recs: list[Record] = sorted(records, key=lambda r: r.idx)  # index order
         self.pos: dict[int, int] = {r.idx: i for i, r in enumerate(self.recs)}  # idx -> position
         self.seen = {
-            (scope(r.idx), skeleton_hash(r.skeleton))
+            (scope(r.idx), skeleton_hash(r.skeleton, r.candidate.src))
             for r in records
             if r.skeleton and r.status not in ("rejected", "pending")
         }
         self.first: dict[str, int] = {}  # SearchState.seen (every scope): hash -> first idx
         for r in records:
             if r.skeleton and r.status not in ("rejected", "pending"):
-                self._saw(r.idx, skeleton_hash(r.skeleton))
+                self._saw(r.idx, skeleton_hash(r.skeleton, r.candidate.src))
         self.waiting: dict[int, int] = {}  # batch -> its records still pending
         for r in records:
             if r.status == "pending":
@@ -349,11 +349,15 @@ class _Book:
                 "data's column names"
             )
 
+    def _src(self, idx: int) -> str:
+        pos = self.pos.get(idx)
+        return "" if pos is None else self.recs[pos].candidate.src
+
     def _decide(self, res: Result) -> Result:
         ev = res.evaluation
         if ev.status == "rejected" or not res.skeleton:
             return res
-        h = res.key or skeleton_hash(res.skeleton)
+        h = res.key or skeleton_hash(res.skeleton, self._src(res.idx))
         key = (self.scope(res.idx), h)
         if key in self.seen:
             dup = Evaluation("rejected", reason=f"duplicate: skeleton already evaluated: "

@@ -20,9 +20,10 @@ import numpy as np
 
 from ndvm.backends.inputs import is_complex
 from ndvm.errors import NdvmError
-from ndvm.search import frontier
+from ndvm.search import frontier, selection
 from ndvm.search.candidate import Record
 from ndvm.search.driver import run_search
+from ndvm.search.dust import prune
 from ndvm.search.evaluate import CalibLimits
 from ndvm.search.evolve import EvolveProposer
 from ndvm.search.state import Budget
@@ -30,7 +31,7 @@ from ndvm.search.store import Store
 from ndvm.tasks.base import Task, check_input_names
 from ndvm.tasks.columns import DEFAULT_BINARY, DEFAULT_UNARY
 
-SELECTIONS = {"best": frontier.SCORE_TOLERANCE, "accuracy": 1.0, "score": float("inf")}
+SELECTIONS = selection.MODES
 
 
 class SymbolicRegressor:
@@ -44,9 +45,12 @@ class SymbolicRegressor:
     program in nodes; starts: calibration starts per candidate (default 16);
     candidate_seconds: time limit of one candidate;
     population / batch_size: the evolutionary proposer's; split: train / validation / test
-    fractions of the rows; model_selection: ``"best"`` (PySR's default: the largest score
-    among front entries within 1.5x of the lowest validation loss), ``"accuracy"`` (the lowest
-    validation loss) or ``"score"`` (the largest score); random_state: the seed of the row
+    fractions of the rows; model_selection: how the reported model is chosen among the front's
+    entries on their cross-validated losses (``ndvm.search.selection``; re-read at every use,
+    so ``set_params(model_selection=...)`` after ``fit`` takes effect at once): ``"best"``
+    (the smallest information criterion n log(CV loss) + cost log(n)), ``"accuracy"`` (the
+    lowest CV loss) or ``"score"`` (PySR's largest score); before selection, constants a fit
+    drove to 0 or 1 are pruned (``ndvm.search.dust``); random_state: the seed of the row
     split and of the search; variable_names: input names (default: a DataFrame's columns, else
     ``x0, x1, ...``); database: the SQLite file of the search (default: a temporary one);
     warm_start: continue the latest run in ``database`` (``time_budget`` more seconds).
@@ -143,8 +147,7 @@ class SymbolicRegressor:
             limits=CalibLimits(seconds=self.candidate_seconds, starts=self.starts),
         )  # fmt: skip
         records = [r for r in state.records if r.status == "ok"]
-        chosen = frontier.select(records, SELECTIONS[self.model_selection])
-        if chosen is None:
+        if not frontier.pareto_front(records):
             raise NdvmError(f"the search calibrated no program ({len(state.records)} proposed; "
                             f"see {db}); give it a larger budget")  # fmt: skip
         self.feature_names_in_ = np.asarray(names, dtype=object)
@@ -152,14 +155,33 @@ class SymbolicRegressor:
         self.database_ = db
         self.task_ = task
         self.records_ = list(state.records)
-        self.front_ = frontier.pareto_front(records)
-        self.best_ = chosen
-        self.equations_ = _table(self.front_, chosen)
+        self.front_ = _pruned_front(task, records)
+        self.cv_ = _assess(task, self.front_, self.random_state)
         return self
+
+    @property
+    def best_(self) -> Record:
+        """The reported model: the front entry ``model_selection`` picks now (no refit)."""
+        if "front_" not in vars(self):
+            raise AttributeError("best_")  # not fitted: scikit-learn's convention
+        mode = self.model_selection
+        if mode not in SELECTIONS:
+            raise NdvmError(f"model_selection must be one of {', '.join(SELECTIONS)}, "
+                            f"got {mode!r}")  # fmt: skip
+        chosen = self.cv_.choose(mode)
+        return chosen if chosen is not None else self.front_[-1]
+
+    @property
+    def equations_(self) -> Any:
+        """One row per Pareto-front entry (a DataFrame when pandas is present), ``selected``
+        marking ``best_`` under the current ``model_selection``."""
+        if "front_" not in vars(self):
+            raise AttributeError("equations_")
+        return _table(self.front_, self.best_, self.cv_.losses)
 
     # -- using the fitted model ---------------------------------------------------------------
     def _check_fitted(self) -> None:
-        if not hasattr(self, "best_"):
+        if "front_" not in vars(self):
             raise NdvmError("this SymbolicRegressor is not fitted yet: call fit(X, y) first")
 
     def _record(self, index: int | None) -> Record:
@@ -310,17 +332,35 @@ def _target(y: Any, n: int | None) -> np.ndarray:
     return yv
 
 
-def _table(front: list[Record], chosen: Record) -> Any:
+def _pruned_front(task: Task, records: list[Record]) -> list[Record]:
+    """The Pareto front after dust pruning (``dust.prune``) of its entries."""
+    front = frontier.pareto_front(records)
+    pruned = {r.idx: prune(task, r) for r in front}
+    return frontier.pareto_front([pruned.get(r.idx, r) for r in records])
+
+
+def _assess(task: Task, front: list[Record], seed: int) -> selection.Assessment:
+    """Cross-validated losses of ``front`` on the training and validation rows (not test)."""
+    data = task.data()
+    cols = {k: np.asarray(v) for k, v in data.train_inputs.items()}
+    target = np.asarray(data.train_target)
+    if data.valid_inputs is not None and data.valid_target is not None:
+        cols = {k: np.concatenate([v, np.asarray(data.valid_inputs[k])]) for k, v in cols.items()}
+        target = np.concatenate([target, np.asarray(data.valid_target)])
+    return selection.assess(front, cols, target, seed=seed)
+
+
+def _table(front: list[Record], chosen: Record, cv: list[float]) -> Any:
     """``equations_``: one row per Pareto-front entry (a DataFrame when pandas is present)."""
     import importlib.util
 
     rows = []
-    for r, score in zip(front, frontier.scores(front)):
+    for r, score, cv_loss in zip(front, frontier.scores(front), cv):
         ev = r.evaluation
         assert ev is not None
         rows.append({
             "complexity": r.complexity, "n_params": r.n_params, "cost": frontier.cost(r),
-            "loss": frontier.selection_loss(r), "score": score,
+            "loss": frontier.selection_loss(r), "cv_loss": cv_loss, "score": score,
             "equation": r.candidate.src, "params": dict(ev.params),
             "train_loss": ev.train_loss, "validation_r2": ev.validation_r2,
             "test_r2": ev.heldout_r2, "selected": r.idx == chosen.idx, "idx": r.idx,

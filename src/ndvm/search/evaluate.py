@@ -48,13 +48,13 @@ class CalibLimits:
     starts: int | None = None
 
 
-DEFAULT_STARTS = 16  # regression tasks; a task with several series keeps one start per series
+DEFAULT_STARTS = 16  # regression tasks; a task with several series: its protocol's starts
 
 
 def starts_for(task: Task, limits: CalibLimits) -> int:
     if limits.starts is not None:
         return max(1, int(limits.starts))
-    return DEFAULT_STARTS if task.series == 1 else 1
+    return DEFAULT_STARTS if task.series == 1 else max(1, int(task.calib.starts))
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,8 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     v = check_params(prog, data, task, v.complexity)
     if not v.ok:
         return _rejected(job, v, t0)
-    h = cand.key if cand.key and cand.skeleton == v.skeleton else skeleton_hash(v.skeleton)
+    trusted = cand.key and cand.skeleton == v.skeleton
+    h = cand.key if trusted else skeleton_hash(v.skeleton, cand.src)
     key = (job.scope, h)
     fit: _Fit | None = None
     if key not in seen and _folds(task, prog, data):
@@ -253,6 +254,9 @@ def _evaluation(task: Task, cal: Any, metrics: dict[str, float], t0: float) -> E
         return Evaluation("failed", reason=reason[:500], wall=wall, steps=steps)
     best_values = np.asarray(cal.all_params, dtype=np.float64)[int(best[0])].tolist()
     extra: dict[str, Any] = {"lane_losses": losses}
+    valid = task.data().valid_target
+    if valid is not None and np.ndim(valid) == 1:  # rows behind validation_mse (selection)
+        extra["n_valid"] = int(np.shape(valid)[0])
     if task.series > 1:
         P = len(cal.program.params)
         extra["theta"] = np.asarray(cal.all_theta)[best, :P].tolist()

@@ -290,7 +290,7 @@ class EvolveProposer:
         if self.g.require_loop and not any(uses_loop_state(d) for d in data):
             return
         skel = skeleton(data, set(self.g.params))
-        h = skeleton_hash(skel)
+        h = skeleton_hash(skel, src)
         if h in seen:
             return
         seen.add(h)

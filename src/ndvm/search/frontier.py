@@ -8,12 +8,13 @@ every simpler one, with score = -Δ log(loss) / Δ cost against the previous ent
 from ``ndvm.export.to_sympy`` with the full-precision calibrated parameters; a program outside
 the closed-form subset gets the one-line reason instead.
 
-The reported model (``select``, ``Summary.selected``) is PySR's default choice: the largest
-score among front entries within ``SCORE_TOLERANCE`` (1.5x) of the lowest validation loss, so
-a redundant complex program with the same loss does not displace the law; the lowest-loss
-entry stays ``Summary.best`` and the last row of the hall of fame. Validation losses below
-``EXACT`` (1e-20) times the validation target's variance are exact fits and tie (round-off
-is not evidence): the simplest exact program ends the front.
+The reported model (``select``, ``Summary.selected``) is chosen by ``selection.choose``: on
+stored records (no data to cross-validate) "best" is an information criterion on the
+validation rows, ``n log(loss) + cost log(n)``, which a larger program fitting noise cannot
+win (``SymbolicRegressor`` cross-validates refits instead, ``ndvm.search.selection``); the
+lowest-loss entry stays ``Summary.best`` and the last row of the hall of fame. Validation
+losses below ``EXACT`` (1e-20) times the validation target's variance are exact fits and tie
+(round-off is not evidence): the simplest exact program ends the front.
 """
 
 from __future__ import annotations
@@ -157,31 +158,26 @@ def scores(front: list[Record], floor: float | None = None) -> list[float]:
     previous (simpler) entry; 0 for the first. A large score marks a complexity step that
     buys a large drop in validation loss: where the law's structure appears. Losses under
     ``floor`` (default ``exact_floor(front)``) count as ``floor``."""
+    from ndvm.search.selection import _scores
+
     floor = exact_floor(front) if floor is None else floor
-    out: list[float] = []
-    prev: tuple[int, float] | None = None
-    for r in front:
-        loss = max(ranked_loss(r, floor), LOSS_FLOOR)
-        score = 0.0
-        if prev is not None and cost(r) > prev[0]:
-            score = -(math.log(loss) - math.log(prev[1])) / (cost(r) - prev[0])
-        out.append(score)
-        prev = (cost(r), loss)
-    return out
+    return _scores([(cost(r), max(ranked_loss(r, floor), LOSS_FLOOR)) for r in front])
 
 
-def select(records: list[Record], tolerance: float = SCORE_TOLERANCE) -> Record | None:
-    """The reported model, chosen as PySR's ``model_selection="best"``: among the Pareto-front
-    entries whose validation loss is at most ``tolerance`` times the lowest, the one with the
-    largest score (ties: the simpler). ``tolerance=1`` gives the lowest-loss entry."""
+def select(records: list[Record], mode: str = "best") -> Record | None:
+    """The reported model from stored records (``selection.choose`` on the validation
+    losses): ``"best"`` is the information criterion ``n log(loss) + cost log(n)`` over the
+    front with ``n`` the validation rows (recorded by the worker as ``n_valid``), PySR's
+    "best" (the largest score within ``SCORE_TOLERANCE`` of the lowest loss) for records
+    without it; ``"accuracy"`` the lowest loss; ``"score"`` the largest score."""
+    from ndvm.search.selection import choose
+
     exact = exact_floor(records)
     front = pareto_front(records, exact)
-    if not front:
-        return None
-    low = min(ranked_loss(r, exact) for r in front)
-    pairs = zip(front, scores(front, exact))
-    ok = [(sc, r) for r, sc in pairs if ranked_loss(r, exact) <= tolerance * low]
-    return max(ok, key=lambda t: (t[0], -cost(t[1])))[1]
+    ns = {r.evaluation.extra.get("n_valid") for r in front if r.evaluation is not None}
+    n = ns.pop() if len(ns) == 1 else None
+    losses = [ranked_loss(r, exact) for r in front]
+    return choose(front, losses, mode, n=n if isinstance(n, int) else None)
 
 
 def hall_of_fame(

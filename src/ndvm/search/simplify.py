@@ -225,7 +225,7 @@ class _Canon:
         for k in consts:
             if self.is_param(k):
                 rest.append(self.new_param("-", (k,)))
-            elif isinstance(k, Num) and not self.skeleton:
+            elif isinstance(k, Num):
                 rest.append(_num(-k.value))
             else:
                 rest.append(k)
@@ -308,7 +308,7 @@ class _Canon:
             rest.append(consts[0])
         elif any(self.is_param(a) for a in consts):
             rest.append(self.new_param(op, consts))
-        elif consts and not self.skeleton:
+        elif consts and all(isinstance(a, Num) for a in consts):
             value = math.fsum(a.value for a in consts) if op == "+" else math.prod(
                 a.value for a in consts  # type: ignore[union-attr]
             )  # fmt: skip
@@ -404,16 +404,36 @@ def canonical_with_witness(d: Datum, params: Sequence[str]) -> tuple[Datum, dict
 
 
 def _skeleton_atom(d: Datum) -> str:
-    return SKELETON_LITERAL if isinstance(d, Num) else str(d)
+    return repr(d.value) if isinstance(d, Num) else str(d)
 
 
-def canonical_skeleton(skeleton_text: str) -> str:
+def _with_literals(skel: Datum, src: Datum) -> Datum:
+    """``skel`` (skeleton data) with each literal marker ``C`` replaced by the literal of
+    ``src`` (the program's data) at the same place; where the two differ in shape, ``skel``."""
+    if _sym(skel, SKELETON_LITERAL) and isinstance(src, Num):
+        return src
+    if (isinstance(skel, SList) and isinstance(src, SList) and skel.tail is None
+            and src.tail is None and len(skel.items) == len(src.items)):  # fmt: skip
+        return SList(tuple(_with_literals(a, b) for a, b in zip(skel.items, src.items)))
+    return skel
+
+
+def canonical_skeleton(skeleton_text: str, src: str = "") -> str:
     """A skeleton string (parameters ``P``, literals ``C``) in the canonical form above, so
-    that equivalent programs share one skeleton; the text itself when it does not read."""
+    that equivalent programs share one skeleton; the text itself when it does not read.
+
+    With the program's source ``src``, each literal keeps its value (``(* P (expt x 2))`` and
+    ``(* P (expt x 3))`` are two skeletons, literal arithmetic is folded by value): the
+    dedupe key of ``candidate.skeleton_hash``, under which two programs are one only when
+    they are equal for some parameter values, so deduplication never loses a program."""
     from ndvm.lang.reader import read
 
     try:
         data = read(skeleton_text)
+        if src:
+            prog = read(src)
+            if len(prog) == len(data):
+                data = [_with_literals(a, b) for a, b in zip(data, prog)]
     except Exception:  # noqa: BLE001 - skeleton text of an unusual program: compare as is
         return skeleton_text
     canon = _Canon(frozenset({SKELETON_PARAM}), skeleton=True)

@@ -56,7 +56,7 @@ class SearchState:
         """The state of ``records``; ``seen`` (hashes of calibrated skeletons) if already known."""
         if seen is None:
             seen = frozenset(
-                skeleton_hash(r.skeleton)
+                skeleton_hash(r.skeleton, r.candidate.src)
                 for r in records
                 if r.skeleton and r.status not in ("rejected", "pending")
             )

@@ -7,13 +7,15 @@ seed programs and the description an LLM proposer is given).
 
 A 2-D train target ``[S, N]`` is S independent series (e.g. battery cells): each series is
 fitted with its own parameters, ``starts`` lanes per series, and the best lane of each series
-(by training loss) is what the task scores.
+(by training loss) is what the task scores; choosing between candidates reads a validation
+block of every series the fits never saw (``ndvm.tasks.series``).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache, partial
@@ -31,6 +33,9 @@ from ndvm.identity import ByIdentity
 from ndvm.lang.front import check_name
 from ndvm.tasks.columns import DEFAULT_BINARY, DEFAULT_UNARY, check_operators, read_csv, split_rows
 from ndvm.tasks.grammar import Grammar, param_names
+from ndvm.tasks.series import pooled_refit, r2_of, trailing_block
+from ndvm.tasks.series import predict_lanes as predict_lanes
+from ndvm.tasks.series import series_best as series_best
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,7 @@ class CalibSpec:
     constraints: Mapping[str, tuple[float | None, float | None]] | None = None
     lr_final: float | None = None  # cosine decay of Adam's lr from lr to lr_final
     start_decades: int = 0  # search: starts K/2.. drawn 10^-1 .. 10^-k smaller (spread_starts)
+    pooled: bool = False  # several series: refit every series from all series' bests (series.py)
 
 
 @dataclass(frozen=True)
@@ -175,7 +181,12 @@ class Task:
             kw["target"] = target
         # a task's protocol fixes its steps: the verdict is on the result, not a warning
         kw.setdefault("warn", False)
-        return calibrate(program, data.train_inputs, **kw)
+        t0 = time.perf_counter()
+        cal = calibrate(program, data.train_inputs, **kw)
+        if spec.pooled and np.ndim(target) == 2:
+            S, spent = int(np.shape(target)[0]), time.perf_counter() - t0
+            cal = pooled_refit(cal, program, data.train_inputs, kw, S, spent)
+        return cal
 
     def evaluate(self, candidate: Any, *, backend: str | None = None, **overrides: Any) -> Any:
         """Calibrate and score one candidate; errors become a failed ``TaskResult``."""
@@ -260,7 +271,7 @@ def regression_score(cal: Any, data: TaskData) -> dict[str, float]:
             d = pred - target
             sq = d @ d if d.shape == target.shape and d.ndim == 1 else (d**2).sum()
             out[f"{name}_mse"] = float(sq) / max(d.size, 1)
-            out[f"{name}_r2"] = _r2_of(float(sq), ss_tot, bool(np.isfinite(pred).all()))
+            out[f"{name}_r2"] = r2_of(float(sq), ss_tot, bool(np.isfinite(pred).all()))
     return out
 
 
@@ -307,8 +318,16 @@ def _predict_splits(cal: Any, plan: _Plan) -> list[np.ndarray]:
 
 def with_validation(data: TaskData, fraction: float = 0.25, seed: int = 0) -> TaskData:
     """``data`` with a seeded ``fraction`` of its training points moved to a validation split
-    (1-D targets over data lanes; other data is returned unchanged)."""
+    (1-D targets over data lanes); for several series (``[S, N]``) the trailing ``fraction``
+    of every series' points, a block (``series.trailing_block``); other data is returned
+    unchanged."""
     t = data.train_target
+    if data.valid_inputs is None and t is not None and np.ndim(t) == 2:
+        block = trailing_block(data.train_inputs, t, int(round(fraction * np.shape(t)[1])))
+        if block is None:
+            return data
+        xs, ys, xv, yv = block
+        return replace(data, train_inputs=xs, train_target=ys, valid_inputs=xv, valid_target=yv)
     if data.valid_inputs is not None or t is None or np.ndim(t) != 1 or len(t) < 8:
         return data
     n = len(t)
@@ -327,23 +346,6 @@ def with_validation(data: TaskData, fraction: float = 0.25, seed: int = 0) -> Ta
     )
 
 
-def series_best(cal: Calibration, series: int) -> np.ndarray:
-    """The best lane of each series (lanes are series-major: ``starts`` lanes per series)."""
-    losses = np.asarray(cal.all_losses, dtype=np.float64).reshape(series, -1)
-    if series == 1:  # the calibration's own best (its rule for ties)
-        return np.array([cal.best])
-    safe = np.where(np.isfinite(losses), losses, np.inf)
-    return np.argmin(safe, axis=1) + np.arange(series) * losses.shape[1]
-
-
-def predict_lanes(cal: Calibration, inputs: Mapping[str, Any], lanes: np.ndarray) -> np.ndarray:
-    """The model's values ``[len(lanes), N]`` at the given lanes' best parameters."""
-    P = len(cal.program.params)
-    theta = np.asarray(cal.all_theta)[np.asarray(lanes), :P]
-    out = np.asarray(cal.program.eval(theta, dict(inputs)), dtype=np.float64)
-    return out.reshape(len(lanes), -1)
-
-
 def r2(y: np.ndarray, pred: np.ndarray) -> float:
     """Coefficient of determination; -inf for a non-finite prediction."""
     pred = np.asarray(pred, dtype=np.float64)
@@ -351,15 +353,7 @@ def r2(y: np.ndarray, pred: np.ndarray) -> float:
     with np.errstate(over="ignore", invalid="ignore"):
         ss_res = float(((y - pred) ** 2).sum()) if finite else math.inf
         ss_tot = float(((y - y.mean()) ** 2).sum())
-    return _r2_of(ss_res, ss_tot, finite)
-
-
-def _r2_of(ss_res: float, ss_tot: float, finite: bool) -> float:
-    if not finite:
-        return float("-inf")
-    if not ss_tot > 0:
-        return float("nan")  # a constant target: R² is undefined
-    return 1.0 - ss_res / ss_tot
+    return r2_of(ss_res, ss_tot, finite)
 
 
 # -- a task from the user's own data ----------------------------------------------------------

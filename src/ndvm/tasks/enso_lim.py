@@ -6,7 +6,10 @@ is the observed state. Model: x_{t+1} = F x_t + w, w ~ N(0, L L^T); y_t = x_t + 
 v ~ N(0, r I). Parameters: F (D*D, dense), the lower-triangular L (D(D+1)/2) and r
 (positive): 400 + 210 + 1 = 611 for D = 20. Fitted on the first 60 % of months by the
 program's own negative log-likelihood (loss "value"); scored by held-out one-step and
-6-month-lead forecast correlation of z.
+6-month-lead forecast correlation of z. Success means the fit learned dynamics: an NLL below
+the best model without any (the zero-mean Gaussian of the training rows' covariance,
+``static_nll``: 4398.2 for D = 20) and a 6-month-lead correlation above persistence's
+(z_{t-6} as the forecast of z_t: 0.354) by ``MARGIN``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from ndvm.tasks.base import CalibSpec, Task, TaskData
 
 D_DEFAULT = 20
 LEAD = 6
+MARGIN = 0.02  # success: corr_6 > persistence_6 + MARGIN
 
 
 def param_names(D: int = D_DEFAULT) -> tuple[list[str], list[str]]:
@@ -129,12 +133,42 @@ def forecast_corr(F: np.ndarray, Q: np.ndarray, r: float, Y: np.ndarray, start: 
     return {"corr_1": float(c1), f"corr_{LEAD}": float(cl)}
 
 
+def persistence(z: np.ndarray, start: int, lead: int) -> float:
+    """Held-out correlation of persistence (z_{t-lead} forecasts z_t) over months >= start."""
+    return float(np.corrcoef(z[start - lead : len(z) - lead], z[start:])[0, 1])
+
+
+def static_nll(Y: np.ndarray) -> float:
+    """The NLL of the best model without dynamics: rows y_t i.i.d. N(0, C), C their second
+    moment (the program's likelihood at F = 0, L L^T + r I = C)."""
+    n, D = Y.shape
+    _, logdet = np.linalg.slogdet(Y.T @ Y / n)
+    return float(0.5 * n * (logdet + D + D * np.log(2.0 * np.pi)))
+
+
 def score(cal: Any, data: TaskData) -> dict[str, float]:
-    D = int(data.meta["D"])
-    vals = np.array([cal.params[n] for n in cal.program.params])
+    """The fit's NLL and held-out forecast correlations (``corr_1``, ``corr_6``), with the
+    references success compares them to: ``static_nll`` and ``persistence_1`` / ``_6``."""
+    D, n = int(data.meta["D"]), int(data.meta["n_train"])
+    Y = data.meta["Y"]
+    vals = np.array([cal.params[k] for k in cal.program.params])
     F, Q, r = unpack(vals, D)
-    out = forecast_corr(F, Q, r, data.meta["Y"], int(data.meta["n_train"]))
-    return {"nll": float(cal.loss), **out}
+    out = {"nll": float(cal.loss), **forecast_corr(F, Q, r, Y, n)}
+    out["static_nll"] = static_nll(Y[:n])
+    for lead in (1, LEAD):
+        out[f"persistence_{lead}"] = persistence(Y[:, 0], n, lead)
+    return out
+
+
+def success(m: Any) -> bool:
+    """An NLL below ``static_nll`` and a 6-month-lead correlation above persistence's by
+    ``MARGIN`` (docs/tasks.md: the untrained LIM, a fit that never moved and persistence
+    itself are not successes)."""
+    keys = ("nll", "static_nll", f"corr_{LEAD}", f"persistence_{LEAD}")
+    nll, floor, lead, persist = (float(m.get(k, np.nan)) for k in keys)
+    if not np.isfinite([nll, floor, lead, persist]).all():
+        return False
+    return bool(nll < floor and lead > persist + MARGIN)
 
 
 TASK = Task(
@@ -144,6 +178,6 @@ TASK = Task(
     build_data=build,
     calib=CalibSpec(loss="value", steps=100, lr=0.02, optimizer="adam", init_scale=None),
     score=score,
-    success=lambda m: bool(np.isfinite(m["nll"]) and m.get("corr_1", 0.0) > 0.5),
+    success=success,
     program=program_source(),
 )

@@ -1,0 +1,161 @@
+"""Which front entry is the reported model: cross-validated refits and a parsimony criterion.
+
+The Pareto front is built on the validation split, which also steers the evolutionary
+tournament, so its losses favour what evolution kept, and on small data (a dozen rows) it
+holds two or three rows. ``assess`` therefore scores each front entry on the selection rows
+(training plus validation; never the test rows) by k-fold cross-validation: the entry is
+refitted on k - 1 folds (Levenberg–Marquardt from its fitted values) and scored on the fold
+it did not see. ``choose`` then applies the rule of ``model_selection``:
+
+- ``"best"`` (default): the information criterion ``n log(loss) + cost log(n)`` (BIC with
+  the program's ``frontier.cost`` — nodes plus fitted constants — as its size, n the rows
+  behind the losses), smallest wins. A larger program that only fits noise lowers the loss by
+  a few percent, worth far less than its extra cost; a simpler program that misses structure
+  loses a factor in the loss, worth more than the cost it saves.
+- ``"accuracy"``: the lowest loss.
+- ``"score"``: the largest PySR score (``-Δ log loss / Δ cost``).
+
+The losses are the mean CV losses where the data is at hand (``SymbolicRegressor``), else the
+validation losses of stored records (``frontier.select``: ``Summary.selected``, ``ndvm
+report``; n is then the validation rows, recorded as ``n_valid``; without it "best" is PySR's
+rule, the largest score within 1.5x of the lowest loss).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ndvm.errors import NdvmError
+from ndvm.search.candidate import Record
+
+MODES = ("best", "accuracy", "score")
+LOO_ROWS = 30  # up to this many selection rows: leave-one-out; more: K_FOLDS folds
+K_FOLDS = 5
+EXACT = 1e-20  # losses below this fraction of the target's variance tie (round-off)
+LOSS_FLOOR = 1e-300  # a zero loss counts as this (log of 0 is undefined)
+
+
+@dataclass(frozen=True, eq=False)
+class Assessment:
+    """Cross-validated fold losses of the front's entries (rows: entries, columns: folds)."""
+
+    front: tuple[Record, ...]
+    folds: np.ndarray  # [entries, k]; inf where a refit failed
+    scale: float = 0.0  # the selection rows' target variance (exact fits tie below EXACT x it)
+    rows: int = 0  # selection rows (the n of the information criterion)
+
+    def choose(self, mode: str = "best") -> Record | None:
+        """``choose`` on the mean CV losses, n the selection rows."""
+        return choose(self.front, self.losses, mode, n=self.rows, scale=self.scale)
+
+    @property
+    def losses(self) -> list[float]:
+        return [float(np.mean(row)) if np.all(np.isfinite(row)) else math.inf
+                for row in self.folds]  # fmt: skip
+
+
+def fold_ids(n: int, seed: int = 0) -> np.ndarray:
+    """The fold of each of ``n`` rows: leave-one-out up to ``LOO_ROWS`` rows, else
+    ``K_FOLDS`` folds of a seeded permutation."""
+    if n <= LOO_ROWS:
+        return np.arange(n)
+    perm = np.random.default_rng(seed).permutation(n)
+    out = np.empty(n, dtype=np.int64)
+    out[perm] = np.arange(n) % K_FOLDS
+    return out
+
+
+def assess(
+    front: Sequence[Record], inputs: Mapping[str, np.ndarray], target: np.ndarray, *,
+    seed: int = 0, steps: int = 100, starts: int = 2,
+) -> Assessment:  # fmt: skip
+    """k-fold CV losses of each entry of ``front`` on the rows ``inputs``/``target``."""
+    y = np.asarray(target, dtype=np.float64).reshape(-1)
+    cols = {k: np.asarray(v, dtype=np.float64).reshape(-1) for k, v in inputs.items()}
+    ids = fold_ids(len(y), seed)
+    k = int(ids.max()) + 1 if len(y) else 0
+    out = np.full((len(front), k), math.inf)
+    for i, r in enumerate(front):
+        for f in range(k):
+            out[i, f] = _fold_loss(r, cols, y, ids == f, steps, starts, seed + f)
+    return Assessment(tuple(front), out, float(np.var(y)) if len(y) else 0.0, len(y))
+
+
+def _fold_loss(
+    r: Record, cols: Mapping[str, np.ndarray], y: np.ndarray, held: np.ndarray,
+    steps: int, starts: int, seed: int,
+) -> float:  # fmt: skip
+    from ndvm.api import compile as compile_program
+    from ndvm.calibrate import calibrate
+
+    ev = r.evaluation
+    if ev is None:
+        return math.inf
+    test = {n: v[held] for n, v in cols.items()}
+    try:
+        prog = compile_program(r.candidate.src, list(ev.params), tuple(cols), free_params=True)
+        if not prog.params:  # nothing to refit (a task that scores fixed programs)
+            pred = np.asarray(prog.eval(np.zeros(0), **test), dtype=np.float64)
+        else:
+            values = np.array([ev.params[n] for n in prog.params], dtype=np.float64)
+            init = np.repeat(values[None, :], max(1, starts), axis=0)
+            rng = np.random.default_rng(seed)
+            init[1:] *= 1.0 + 0.1 * rng.standard_normal(init[1:].shape)
+            train = {n: v[~held] for n, v in cols.items()}
+            cal = calibrate(prog, train, y[~held], starts=len(init), init=init, steps=steps,
+                            seed=rng, diagnostics=False, warn=False)  # fmt: skip
+            pred = np.asarray(cal.predict(test), dtype=np.float64)
+    except (NdvmError, ArithmeticError, ValueError):
+        return math.inf
+    pred = np.broadcast_to(pred.reshape(-1) if pred.size > 1 else pred, (int(held.sum()),))
+    loss = float(np.mean((y[held] - pred) ** 2))
+    return loss if math.isfinite(loss) else math.inf
+
+
+def choose(front: Sequence[Record], losses: Sequence[float], mode: str = "best", *,
+           n: int | None = None, scale: float = 0.0) -> Record | None:  # fmt: skip
+    """The entry of ``front`` that ``mode`` selects on ``losses``: "best" is the information
+    criterion with ``n`` rows behind the losses (PySR's "best" without ``n``); ``scale`` is
+    the target's variance (losses under ``EXACT * scale`` tie: round-off is not evidence)."""
+    from ndvm.search import frontier
+
+    if mode not in MODES:
+        raise NdvmError(f"model_selection must be one of {', '.join(MODES)}, got {mode!r}")
+    floor = max(EXACT * scale, LOSS_FLOOR)
+    entries = [(frontier.cost(r), max(v, floor), i, r) for i, (r, v) in
+               enumerate(zip(front, losses)) if math.isfinite(v)]  # fmt: skip
+    if not entries:
+        return None
+    entries.sort(key=lambda t: (t[0], t[2]))
+    if mode == "accuracy":
+        return min(entries, key=lambda t: (t[1], t[0]))[3]
+    sc = _scores([(c, v) for c, v, _, _ in entries])
+    if mode == "score":
+        return max(zip(sc, entries), key=lambda t: (t[0], -t[1][0]))[1][3]
+    if n is not None and n > 1:
+        return min(entries, key=lambda t: (criterion(t[1], t[0], n), t[0]))[3]
+    low = min(v for _, v, _, _ in entries)
+    ok = [(s, e) for s, e in zip(sc, entries) if e[1] <= frontier.SCORE_TOLERANCE * low]
+    return max(ok, key=lambda t: (t[0], -t[1][0]))[1][3]
+
+
+def criterion(loss: float, cost: int, n: int) -> float:
+    """``n log(loss) + cost log(n)``: the information criterion "best" minimizes."""
+    return n * math.log(max(loss, LOSS_FLOOR)) + cost * math.log(n)
+
+
+def _scores(points: list[tuple[int, float]]) -> list[float]:
+    """PySR's score of each (cost, loss) point against the previous one (0 for the first)."""
+    out: list[float] = []
+    prev: tuple[int, float] | None = None
+    for c, v in points:
+        s = 0.0
+        if prev is not None and c > prev[0]:
+            s = -(math.log(v) - math.log(prev[1])) / (c - prev[0])
+        out.append(s)
+        prev = (c, v)
+    return out
