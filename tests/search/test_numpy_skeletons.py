@@ -160,3 +160,12 @@ def test_llm_language_option() -> None:
     assert LLMConfig.from_args(args, env={}).language == "scheme"
     with pytest.raises(ConfigError, match="--llm-language"):
         LLMConfig(base_url="http://127.0.0.1:9/v1", model="m", language="python")
+
+
+def test_a_reply_with_many_blocks_translates_only_what_was_asked() -> None:
+    from ndvm.search.skeletons import parse_numpy_reply
+
+    block = "def equation(x, params):\n    return params[0] * x\n"
+    out = parse_numpy_reply("...", [block] * 100_000, ("x",), 3)
+    assert len(out) == 3 and all(c.src == "(* p0 x)" for c in out)
+    assert "no fenced code block" in parse_numpy_reply("hi", ["  "], ("x",), 3)[0].error

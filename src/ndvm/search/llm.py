@@ -324,7 +324,7 @@ class LLMProposer:
         self.failures, self.answered = 0, True
         if numpy:  # each block a skeleton, translated; its text recorded beside the program
             blocks = [b for _, b in _FENCE.findall(text)]
-            return parse_numpy_reply(text, blocks, self.task.inputs)[: max(n, 1)]
+            return parse_numpy_reply(text, blocks, self.task.inputs, n)
         out = []
         for item in parse_reply(text)[: max(n, 1)]:
             if isinstance(item, str):

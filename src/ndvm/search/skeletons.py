@@ -78,9 +78,12 @@ def read_corpus(path: Path, inputs: Sequence[str] | None = None) -> list[Candida
             for line, chunk in split_corpus(text)]
 
 
-def parse_numpy_reply(text: str, blocks: list[str], inputs: Sequence[str]) -> list[Candidate]:
-    """One candidate per fenced block of a reply (``blocks``); none: one rejected candidate."""
-    found = [b for b in blocks if b.strip()]
+def parse_numpy_reply(
+    text: str, blocks: list[str], inputs: Sequence[str], limit: int
+) -> list[Candidate]:
+    """One candidate per fenced block of a reply (``blocks``; the first ``limit`` that are
+    not empty are translated); no block: one rejected candidate."""
+    found = [b for b in blocks if b.strip()][: max(limit, 1)]
     if not found:
         return [Candidate(text[:300], origin="llm", error="no fenced code block in the reply",
                           text=text[:2000])]
