@@ -71,7 +71,10 @@ def fit_skeleton(
             when the skeleton indexes further.
         init: initial parameter values in the skeleton's layout (default ones, as LLM-SR).
         calibrate_options: passed to ``ndvm.calibrate`` (starts, steps, optimizer, seed,
-            time_limit, ...); ``loss`` is always ``"mse"``.
+            time_limit, ...); ``loss`` is always ``"mse"``. Defaults differ from
+            calibrate's in two: ``starts=default_starts(N)`` and ``polish=1`` (an L-BFGS
+            polish of the best start: a parameter entering as ``params[0] ** 2`` near 0
+            leaves Levenberg–Marquardt short of BFGS's loss).
 
     Returns a ``SkeletonFit`` (params, loss, success, ...). Raises ``CompileError`` for a
     skeleton outside the subset, ``ShapeError`` for data that does not fit it.
@@ -97,6 +100,7 @@ def fit_skeleton(
     calibrate_options.pop("loss", None)
     calibrate_options.setdefault("warn", False)
     calibrate_options.setdefault("starts", default_starts(target.shape[0]))
+    calibrate_options.setdefault("polish", 1)
     if not skel.used:  # nothing to fit: the skeleton's MSE as it stands
         value = _mse(program, np.zeros(0), data, target)
         return SkeletonFit(start[:length].copy(), value, bool(np.isfinite(value)), True,
