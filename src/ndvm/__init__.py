@@ -10,6 +10,8 @@ from ndvm.api import compile as compile  # noqa: A004
 from ndvm.backends.inputs import const as const
 from ndvm.calibrate import Calibration as Calibration
 from ndvm.calibrate import calibrate as calibrate
+from ndvm.calibrate.skeleton import SkeletonFit as SkeletonFit
+from ndvm.calibrate.skeleton import fit_skeleton as fit_skeleton
 from ndvm.errors import CompileError as CompileError
 from ndvm.errors import FreeNameWarning as FreeNameWarning
 from ndvm.errors import LimitExceeded as LimitExceeded
@@ -21,6 +23,7 @@ from ndvm.errors import ResultTooLarge as ResultTooLarge
 from ndvm.errors import ShapeError as ShapeError
 from ndvm.errors import UnsupportedForm as UnsupportedForm
 from ndvm.eval.limits import Limits as Limits
+from ndvm.lang.numpy_reader import from_numpy as from_numpy
 
 __version__ = "0.1.0"
 
@@ -48,8 +51,11 @@ __all__ = [
     "ReadError",
     "ResultTooLarge",
     "ShapeError",
+    "SkeletonFit",
     "SymbolicRegressor",
     "UnsupportedForm",
     "compile",
     "const",
+    "fit_skeleton",
+    "from_numpy",
 ]

@@ -52,7 +52,7 @@ def make_proposer(
     if spec.startswith("replay:"):
         from ndvm.search.replay import ReplayProposer
 
-        return ReplayProposer(spec.split(":", 1)[1], cycles=cycles)
+        return ReplayProposer(spec.split(":", 1)[1], cycles=cycles, inputs=the_task.inputs)
     if the_task.search is None:
         raise ValueError(f"task {the_task.name!r} has no search grammar (use replay:FILE)")
     if spec == "evolve":

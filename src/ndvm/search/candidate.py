@@ -2,7 +2,10 @@
 
 A candidate line is ``{"src": ..., "params": [...], "skeleton": ...}``; ``params`` and
 ``skeleton`` are optional on input (missing ``params``: every free variable other than the
-task's inputs is a parameter; the skeleton is always recomputed by the compiler).
+task's inputs is a parameter; the skeleton is always recomputed by the compiler). A line may
+carry a NumPy skeleton instead, ``{"numpy": "def equation(x, params): ..."}`` (docs/search.md,
+"NumPy skeletons"): the replay proposer translates it, and a translated candidate's line has
+both ``src`` and ``numpy``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ class Candidate:
     ``key`` is ``skeleton_hash(skeleton)`` when the proposer computed both (``evolve`` does, to
     deduplicate what it proposes): the worker takes it instead of hashing again when the
     compiled program's skeleton is ``skeleton``. It is never read from or written to JSON.
+    ``text``: what the proposer was given when ``src`` is a translation of it (a NumPy
+    skeleton, ``ndvm.search.skeletons``), recorded beside the program; "" otherwise.
     """
 
     src: str
@@ -33,6 +38,7 @@ class Candidate:
     skeleton: str = ""
     error: str = ""
     key: str = ""
+    text: str = ""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"src": self.src}
@@ -40,18 +46,26 @@ class Candidate:
             out["params"] = list(self.params)
         if self.skeleton:
             out["skeleton"] = self.skeleton
+        if self.text:
+            out["numpy"] = self.text
         return out
 
     @staticmethod
     def from_json(obj: dict[str, Any], origin: str = "") -> Candidate:
+        if isinstance(obj, dict) and "src" not in obj and isinstance(obj.get("numpy"), str):
+            return Candidate("", origin=origin, text=obj["numpy"])  # translated by the proposer
         if not isinstance(obj, dict) or not isinstance(obj.get("src"), str):
-            raise ValueError("candidate line must be an object with a string 'src'")
+            raise ValueError("candidate line must be an object with a string 'src' or 'numpy'")
+        text = obj.get("numpy")
+        if text is not None and not isinstance(text, str):
+            raise ValueError("candidate 'numpy' must be a string")
         params = obj.get("params")
         if params is not None:
             if not isinstance(params, list) or not all(isinstance(p, str) for p in params):
                 raise ValueError("candidate 'params' must be a list of names")
             params = tuple(params)
-        return Candidate(obj["src"], params, origin, str(obj.get("skeleton") or ""))
+        return Candidate(obj["src"], params, origin, str(obj.get("skeleton") or ""),
+                         text=text or "")
 
 
 @functools.lru_cache(maxsize=1 << 16)

@@ -21,6 +21,11 @@ first request of the process (a wrong URL, model or key, or an endpoint that is 
 the search at once); later ones are recorded like bad replies and the search goes on until
 ``max_consecutive_failures`` requests in a row have failed. After ``max_requests`` requests
 the proposer has nothing more and the search ends.
+
+With ``--llm-language numpy`` (``LLMConfig.language``) the prompt is LLM-SR's instead: Python
+``def equation(..., params)`` skeletons over NumPy, the best so far with their scores
+(``skeletons.numpy_prompt``); each block is translated by ``ndvm.from_numpy`` and its text
+recorded beside the program (``Candidate.text``, the store's ``text`` column).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from ndvm.lang.reader import read
 from ndvm.search.candidate import Candidate, Record
 from ndvm.search.llm_ahead import LLMUsage, Lookahead
 from ndvm.search.llm_http import MAX_REPLY, Transport, make_transport, one_line, url_problem
+from ndvm.search.skeletons import numpy_prompt, parse_numpy_reply
 from ndvm.search.state import SearchState
 from ndvm.tasks.base import Task
 
@@ -48,6 +54,7 @@ MODEL_ENV = ("NDVM_LLM_MODEL", "OPENAI_MODEL")
 KEY_ENV = ("NDVM_LLM_API_KEY", "OPENAI_API_KEY")
 TIMEOUT_ENV = "NDVM_LLM_TIMEOUT"
 TRANSPORTS = ("auto", "openai", "urllib")
+LANGUAGES = ("scheme", "numpy")  # what the model is asked to write (numpy: ``skeletons``)
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,7 @@ class LLMConfig:
     transport: str = "auto"  # auto (openai when importable), openai or urllib
     max_reply_bytes: int = MAX_REPLY  # reply size cap (llm_http)
     ahead: int = 2  # requests kept in flight while batches calibrate (0: one at a time)
+    language: str = "scheme"  # scheme (ndvm programs) or numpy (LLM-SR-style skeletons)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", self.base_url.strip().rstrip("/"))
@@ -97,6 +105,8 @@ class LLMConfig:
             (self.max_reply_bytes >= 1024,
              f"--llm-max-reply-mb must allow at least 1 KB, not {self.max_reply_bytes} bytes"),
             (0 <= self.ahead <= 16, f"--llm-ahead must be in [0, 16], not {self.ahead}"),
+            (self.language in LANGUAGES,
+             f"--llm-language must be one of {', '.join(LANGUAGES)}, not {self.language!r}"),
         )  # fmt: skip
         for ok, message in checks:
             if not ok:
@@ -117,6 +127,7 @@ class LLMConfig:
         transport: str = "auto",
         max_reply_mb: float | None = None,
         ahead: int | None = None,
+        language: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> LLMConfig:
         """Given values win; unset ones come from ``env`` (default ``os.environ``)."""
@@ -149,6 +160,7 @@ class LLMConfig:
             transport=transport,
             max_reply_bytes=MAX_REPLY if max_reply_mb is None else _mb(max_reply_mb),
             ahead=2 if ahead is None else ahead,
+            language=language or "scheme",
         )
 
     @classmethod
@@ -165,6 +177,7 @@ class LLMConfig:
             max_retries=args.llm_retries,
             max_reply_mb=getattr(args, "llm_max_reply_mb", None),
             ahead=getattr(args, "llm_ahead", None),
+            language=getattr(args, "llm_language", None),
             env=env,
         )
 
@@ -209,6 +222,9 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--llm-ahead", type=int, metavar="N",
                    help="requests kept in flight while earlier batches calibrate "
                    "(default 2; 0: one request at a time)")  # fmt: skip
+    g.add_argument("--llm-language", choices=LANGUAGES, metavar="LANG",
+                   help="what the model writes: scheme (ndvm programs, default) or numpy "
+                   "(LLM-SR-style Python skeletons, translated by ndvm.from_numpy)")  # fmt: skip
 
 
 def parse_reply(text: str) -> list[Candidate | str]:
@@ -352,7 +368,8 @@ class LLMProposer:
         cfg, pool = self.config, self._pool()
         width = max(cfg.ahead, 1) if self.answered else 1
         while len(pool) < width and (cfg.max_requests is None or pool.sent < cfg.max_requests):
-            body = {"model": cfg.model, "messages": build_prompt(self.task, state, n),
+            prompt = numpy_prompt if cfg.language == "numpy" else build_prompt
+            body = {"model": cfg.model, "messages": prompt(self.task, state, n),
                     "temperature": cfg.temperature}  # fmt: skip
             pool.submit(body)
 
@@ -385,6 +402,9 @@ class LLMProposer:
         self.failures, self.answered = 0, True
         if cfg.ahead:  # the next requests go out now, while this batch calibrates
             self._fill(state, n)
+        if cfg.language == "numpy":  # each block a skeleton, translated; its text recorded
+            blocks = [b for _, b in _FENCE.findall(text)]
+            return parse_numpy_reply(text, blocks, self.task.inputs, n)
         out = []
         for item in parse_reply(text)[: max(n, 1)]:
             if isinstance(item, str):

@@ -62,7 +62,7 @@ CREATE TABLE IF NOT EXISTS candidates (
 );
 """
 # columns added after the first schema: (name, type) added to older databases on open
-_ADDED = (("validation_mse", "REAL"), ("validation_r2", "REAL"))
+_ADDED = (("validation_mse", "REAL"), ("validation_r2", "REAL"), ("text", "TEXT"))
 
 
 def _num(x: float) -> float | None:
@@ -198,14 +198,15 @@ class Store:
                     r.status,
                     "" if ev is None else ev.reason,
                     r.t_done,
+                    r.candidate.text or None,  # the proposer's original text (NumPy skeleton)
                 )
             )
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
             self.db.executemany(
                 "INSERT OR IGNORE INTO candidates (run, idx, batch, src, params, origin, "
-                "skeleton, n_params, complexity, seed, status, reason, t_done) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "skeleton, n_params, complexity, seed, status, reason, t_done, text) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
 
@@ -246,15 +247,16 @@ class Store:
         cur = self.db.execute(
             "SELECT idx, batch, src, params, origin, skeleton, n_params, complexity, seed, "
             "status, reason, train_loss, heldout_mse, heldout_r2, success, values_json, extra, "
-            "wall, steps, t_done, validation_mse, validation_r2 FROM candidates "
+            "wall, steps, t_done, validation_mse, validation_r2, text FROM candidates "
             "WHERE run = ? ORDER BY idx",
             (run,),
         )
         out = []
         for row in cur:
             (idx, batch, src, params, origin, skel, n_params, cx, seed, status, reason) = row[:11]
-            (train, mse, r2, success, values, extra, wall, steps, t_done, vmse, vr2) = row[11:]
-            cand = Candidate(src, None if params is None else tuple(json.loads(params)), origin)
+            (train, mse, r2, success, values, extra, wall, steps, t_done, vmse, vr2) = row[11:22]
+            cand = Candidate(src, None if params is None else tuple(json.loads(params)), origin,
+                             text=row[22] or "")
             ev = None
             if status != "pending":
                 ev = Evaluation(
