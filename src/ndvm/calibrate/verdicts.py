@@ -1,0 +1,74 @@
+"""Verdict checks that keep a fit from calling itself a success when it is not one.
+
+- ``unbounded``: a fit whose loss keeps falling along its own descent direction, ever
+  farther out, has found no minimum (``(- 0 a)`` with ``loss="value"``, L-BFGS on
+  ``(* a a -1)``), however small its gradient is relative to the loss.
+- ``undetermined``: the parameters the data cannot determine at a least-squares optimum —
+  fewer data rows than parameters, or a rank-deficient Jacobian (a null direction of the
+  column-scaled ``JᵀJ``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+# the descent ray's probes, in units of max(1, |theta|): four decades out
+RAY = (1.0, 10.0, 100.0, 1000.0)
+FALL = 1e-6  # the farthest probe is at least this times max(1, |loss|) lower
+# a column-scaled JᵀJ eigenvalue at most this times the largest is a null direction (J's
+# singular values 1e-7 apart: beyond what float64 normal equations resolve)
+RANK_RTOL = 1e-14
+NULL_SHARE = 0.1  # a parameter whose share of a null direction is above this is undetermined
+
+
+def unbounded(
+    objective: Any, theta: np.ndarray, grad: np.ndarray | None, loss: float, project: Any
+) -> float | None:
+    """The loss at the farthest probe when the loss falls monotonically along ``-grad``
+    (theta space, projected on the box) at the distances ``RAY`` times ``max(1, |theta|)``,
+    the farthest at least ``FALL · max(1, |loss|)`` below ``loss`` (``-inf`` counts as
+    falling; a failed probe stops the ray); else None."""
+    if grad is None or not math.isfinite(loss):
+        return None
+    gn = math.hypot(*grad.tolist())  # no overflow in the squares
+    if not (gn > 0 and math.isfinite(gn)):
+        return None
+    base = max(1.0, math.hypot(*theta.tolist()))
+    rows = theta[None, :] - np.outer(np.array(RAY) * base, grad / gn)
+    if project is not None:
+        rows = project(rows)
+    with np.errstate(all="ignore"):
+        ev = objective(rows, grad=False)
+    vals = np.asarray(ev.loss, dtype=np.float64)
+    prev = loss
+    for v in vals.tolist():
+        if v == -math.inf:  # overflowed below: unbounded
+            return v
+        if not v < prev:  # NaN, +inf or a rise: a minimum on the ray, or a domain edge
+            return None
+        prev = v
+    return prev if prev < loss - FALL * max(1.0, abs(loss)) else None
+
+
+def undetermined(jtj: np.ndarray, names: tuple[str, ...], n_rows: int) -> list[str]:
+    """The parameters in a null direction of the column-scaled ``JᵀJ`` (``D^-½ JᵀJ D^-½``,
+    ``D`` its diagonal; columns of zero are the caller's), all of them when there are fewer
+    data rows than parameters; [] when ``JᵀJ`` is of full rank or not finite."""
+    P = jtj.shape[0]
+    if P == 0 or not np.isfinite(jtj).all():
+        return []
+    if n_rows < P:
+        return list(names[:P])
+    d = np.sqrt(np.diagonal(jtj))
+    if not (d > 0).all():
+        return []  # a dead column: lm.verdict names it
+    c = jtj / np.outer(d, d)
+    w, v = np.linalg.eigh(c)
+    null = w <= RANK_RTOL * w[-1]
+    if not null.any():
+        return []
+    share = (v[:, null] ** 2).sum(axis=1)
+    return [n for n, s in zip(names, share.tolist()) if s > NULL_SHARE]
