@@ -73,6 +73,8 @@ def as_inputs(
             return _columns(inputs, what)
         have = [c for c in inputs.columns if isinstance(c, str)]
         missing = [n for n in names if n not in have]
+        if missing and len(have) < len(inputs.columns):  # unnamed columns: say so
+            _columns(inputs, what)
         if missing:
             raise NdvmError(
                 f"{what}: the DataFrame has no column {missing[0]!r} (an input of the program); "
