@@ -58,17 +58,17 @@ def undetermined(jtj: np.ndarray, names: tuple[str, ...], n_rows: int) -> list[s
     ``D`` its diagonal; columns of zero are the caller's), all of them when there are fewer
     data rows than parameters; [] when ``JᵀJ`` is of full rank or not finite."""
     P = jtj.shape[0]
-    if P == 0 or not np.isfinite(jtj).all():
-        return []
     if n_rows < P:
         return list(names[:P])
-    d = np.sqrt(np.diagonal(jtj))
-    if not (d > 0).all():
-        return []  # a dead column: lm.verdict names it
-    c = jtj / np.outer(d, d)
+    diag = jtj.diagonal().tolist()
+    if P < 2 or not min(diag) > 0 or not math.isfinite(float(jtj.sum())):
+        return []  # one column, a dead column (lm.verdict names it), or not finite
+    d = np.sqrt(jtj.diagonal())
+    c = jtj / d / d[:, None]
+    w = np.linalg.eigvalsh(c)  # ascending; the vectors only when a direction is null
+    if not w[0] <= RANK_RTOL * w[-1]:
+        return []
     w, v = np.linalg.eigh(c)
     null = w <= RANK_RTOL * w[-1]
-    if not null.any():
-        return []
     share = (v[:, null] ** 2).sum(axis=1)
     return [n for n, s in zip(names, share.tolist()) if s > NULL_SHARE]
