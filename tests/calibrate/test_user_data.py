@@ -177,3 +177,12 @@ def test_cli_did_you_mean_for_an_unbound_name(tmp_path: Path, puromycin: Path) -
     res = _ndvm("fit", str(prog), "--data", str(puromycin), "--x", "conc", "--y", "rate")
     assert res.returncode != 0 and "Traceback" not in res.stderr
     assert "unbound name 'Km'" in res.stderr and "did you mean 'K'?" in res.stderr
+
+
+def test_nan_in_lists_is_found_too() -> None:
+    y = [float("nan"), *RATE[1:].tolist()]
+    with pytest.raises(NdvmError, match="target has NaN at row 0"):
+        ndvm.calibrate(MM, {"conc": CONC.tolist()}, y)
+    cal = ndvm.calibrate(MM, {"conc": CONC.tolist()}, y, nan_policy="omit")
+    ref = ndvm.calibrate(MM, {"conc": CONC[1:]}, RATE[1:])
+    assert cal.success and cal.params == ref.params

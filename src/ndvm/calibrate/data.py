@@ -107,7 +107,13 @@ def apply_nan_policy(
 
 
 def _float_array(x: Any) -> np.ndarray | None:
-    """``x`` as a float array when it is a NumPy array of floats (NaN only exists there)."""
+    """``x`` as a float array when it is a NumPy array of floats or a list or tuple of
+    numbers with a float among them (NaN only exists there); else None."""
+    if isinstance(x, (list, tuple)):
+        try:
+            x = np.asarray(x)
+        except (TypeError, ValueError):
+            return None
     if isinstance(x, np.ndarray) and x.dtype.kind == "f":
         return x
     return None
