@@ -176,3 +176,22 @@ def test_a_period_written_as_a_period_starts_from_the_periodogram(form: str) -> 
     expect = period if form != "(/ t P)" else period / (2 * np.pi)
     assert cal.params["P"] == pytest.approx(expect, rel=2e-3)
     assert cal.loss < 110  # the noise's variance is 100
+
+
+def test_the_full_rank_shortcut_never_hides_a_null_direction() -> None:
+    """verdicts._surely_full_rank (a determinant bound) says "full rank" only where the
+    eigenvalues agree: random Jacobians, half with a column a multiple of another."""
+    from ndvm.calibrate.verdicts import RANK_RTOL, _surely_full_rank
+
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        P = int(rng.integers(2, 7))
+        A = rng.standard_normal((P + int(rng.integers(0, 3)), P))
+        if rng.random() < 0.5:
+            A[:, -1] = A[:, 0] * rng.normal()
+        J = A.T @ A
+        d = np.sqrt(np.diag(J))
+        C = J / np.outer(d, d)
+        w = np.linalg.eigvalsh(C)
+        if _surely_full_rank(C.tolist()):
+            assert w[0] > RANK_RTOL * w[-1]

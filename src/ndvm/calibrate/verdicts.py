@@ -60,15 +60,42 @@ def undetermined(jtj: np.ndarray, names: tuple[str, ...], n_rows: int) -> list[s
     P = jtj.shape[0]
     if n_rows < P:
         return list(names[:P])
-    diag = jtj.diagonal().tolist()
-    if P < 2 or not min(diag) > 0 or not math.isfinite(float(jtj.sum())):
-        return []  # one column, a dead column (lm.verdict names it), or not finite
-    d = np.sqrt(jtj.diagonal())
-    c = jtj / d / d[:, None]
-    w = np.linalg.eigvalsh(c)  # ascending; the vectors only when a direction is null
+    rows = jtj.tolist()
+    if P < 2 or not min(r[i] for i, r in enumerate(rows)) > 0:
+        return []  # one column, or a dead column (lm.verdict names it)
+    if not math.isfinite(sum(map(sum, rows))):
+        return []
+    d = [math.sqrt(r[i]) for i, r in enumerate(rows)]
+    c = [[v / (d[i] * d[j]) for j, v in enumerate(r)] for i, r in enumerate(rows)]
+    if _surely_full_rank(c):
+        return []
+    w, v = np.linalg.eigh(np.array(c))
     if not w[0] <= RANK_RTOL * w[-1]:
         return []
-    w, v = np.linalg.eigh(c)
     null = w <= RANK_RTOL * w[-1]
     share = (v[:, null] ** 2).sum(axis=1)
     return [n for n, s in zip(names, share.tolist()) if s > NULL_SHARE]
+
+
+def _surely_full_rank(c: list[list[float]]) -> bool:
+    """A cheap sufficient test (plain Python, no LAPACK call) that the unit-diagonal ``c``
+    has no null direction: its determinant is the product of the eigenvalues, so
+    ``λ_min >= det / λ_max^(P-1) >= det / P^(P-1)`` (``λ_max <= trace = P``); a determinant
+    above ``RANK_RTOL · P^P`` gives ``λ_min > RANK_RTOL · λ_max``. The determinant is the
+    product of the elimination pivots (no pivoting: ``c`` is symmetric, and a pivot at or
+    below 0 ends the test)."""
+    P = len(c)
+    a = [row[:] for row in c]  # (a copy: eliminated in place)
+    det = 1.0
+    for k in range(P):
+        piv = a[k][k]
+        if not piv > 0:
+            return False
+        det *= piv
+        for i in range(k + 1, P):
+            f = a[i][k] / piv
+            if f:
+                row_i, row_k = a[i], a[k]
+                for j in range(k + 1, P):
+                    row_i[j] -= f * row_k[j]
+    return det > RANK_RTOL * float(P) ** P
