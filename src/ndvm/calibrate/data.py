@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -80,6 +81,8 @@ def apply_nan_policy(
             cols[f"input {k!r}"] = a
     bad = None
     for what, a in cols.items():
+        if not math.isnan(a.sum()):  # no NaN (one reduction; inf - inf is checked below)
+            continue
         nan = np.isnan(a)
         if nan.any():
             rows = nan if nan.ndim == 1 else nan.any(axis=0)

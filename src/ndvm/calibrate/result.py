@@ -430,10 +430,12 @@ def build(
     jtj = None if trace.jtj is None or not math.isfinite(loss) else trace.jtj[best]
     if diagnostics and trace.why is not None and jtj is not None:
         cos = 0.0 if _round_off(loss, prepared) else _cosine(grad, jtj, loss, prepared)
-        free = [i for i, n in enumerate(names) if n not in meta.get("fixed", {})]
+        sub, free_names = jtj, names
+        if meta.get("fixed"):  # the verdict on the free parameters' columns
+            free = [i for i, n in enumerate(names) if n not in meta["fixed"]]
+            sub, free_names = jtj[np.ix_(free, free)], tuple(names[i] for i in free)
         success, message = lm_verdict(
-            int(trace.why[best]), jtj[np.ix_(free, free)], tuple(names[i] for i in free), cos,
-            n_best, len(status), _n_obs(prepared),
+            int(trace.why[best]), sub, free_names, cos, n_best, len(status), _n_obs(prepared)
         )
     elif diagnostics:
         success, message = _verdict(fields, meta["nit"], len(status), meta.get("optimizer", ""))
