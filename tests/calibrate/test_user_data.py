@@ -186,3 +186,11 @@ def test_nan_in_lists_is_found_too() -> None:
     cal = ndvm.calibrate(MM, {"conc": CONC.tolist()}, y, nan_policy="omit")
     ref = ndvm.calibrate(MM, {"conc": CONC[1:]}, RATE[1:])
     assert cal.success and cal.params == ref.params
+
+
+@pytest.mark.data
+def test_source_text_does_not_take_a_declared_parameter_as_a_column() -> None:
+    df = _frame()
+    df["K"] = 1.0  # a column named like the header's parameter: ignored, K is fitted
+    cal = ndvm.calibrate(MM, df, df.rate)
+    assert cal.params["K"] == pytest.approx(0.06412, abs=1e-5)

@@ -3,9 +3,11 @@
 - ``frame_inputs``: a pandas DataFrame's columns that are the program's inputs — for a
   compiled program its declared inputs, for source text the columns it names — converted to
   float arrays; every other column is ignored whatever its dtype (R's Puromycin has a text
-  column ``state``). A column named like a parameter of a program without a ``params``
-  header (its parameters are its free names) is an error saying to declare it as an input:
-  fitting it as a parameter while the data sit in the frame is never what was meant.
+  column ``state``; for source text, a column named like a parameter its ``params``
+  header declares is not an input either). A column named like a parameter of a compiled
+  program without a ``params`` header (its parameters are its free names) is an error
+  saying to declare it as an input: fitting it as a parameter while the data sit in the
+  frame is never what was meant.
 - ``apply_nan_policy``: ``"raise"`` (default) names the column and row of the first NaN in
   the target or a data input; ``"omit"`` drops the rows with a NaN in any of them (as
   scipy's and lmfit's ``nan_policy``).
@@ -37,7 +39,7 @@ def frame_inputs(program: Any, frame: Any) -> dict[str, Any]:
     if not _is_frame(frame):
         return as_inputs(frame, getattr(program, "inputs", None))
     if isinstance(program, str):  # source text: the columns it names are its inputs
-        used = set(_ATOM.findall(re.sub(r";[^\n]*", "", program)))
+        used = set(_ATOM.findall(re.sub(r";[^\n]*", "", program))) - _declared(program)
         names = tuple(c for c in frame.columns if isinstance(c, str) and c in used)
         return as_inputs(frame, names)
     guessed = () if program.compiled.has_header else program.params
@@ -61,6 +63,26 @@ def user_data(
     label = f"target {name!r}" if isinstance(name, str) else "target"
     target = as_array(target)  # a pandas Series / one-column DataFrame
     return apply_nan_policy(inputs, target, sigma, nan_policy, label)
+
+
+def _declared(source: str) -> set[str]:
+    """The names a ``(params ...)`` header declares (a column of that name is not an input);
+    none when the source does not read (the compiler reports it)."""
+    from ndvm.lang.datum import SList, Sym, head_name
+    from ndvm.lang.reader import read
+
+    try:
+        forms = read(source)
+    except NdvmError:
+        return set()
+    if not forms or head_name(forms[0]) != "params":
+        return set()
+    out = set()
+    for entry in forms[0].items[1:]:  # type: ignore[union-attr]
+        first = entry.items[0] if isinstance(entry, SList) and entry.items else entry
+        if isinstance(first, Sym):
+            out.add(first.name)
+    return out
 
 
 def apply_nan_policy(
