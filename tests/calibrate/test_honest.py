@@ -195,3 +195,18 @@ def test_the_full_rank_shortcut_never_hides_a_null_direction() -> None:
         w = np.linalg.eigvalsh(C)
         if _surely_full_rank(C.tolist()):
             assert w[0] > RANK_RTOL * w[-1]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("scale", [1e100, 1e-100])
+def test_a_column_small_only_against_another_is_not_dead(engine: str, scale: float) -> None:
+    """Michaelis–Menten with the data times 1e±100: v's column is 1e∓100 times km's, but
+    the model depends on both (the dead-column test compares with the data's norm too)."""
+    s = np.linspace(1.0, 400.0, 40)
+    y = 2300.0 * s / (45.0 + s) + 30.0 * np.random.default_rng(4).standard_normal(40)
+    src = "(params (v 1.0) (km 1.0)) (/ (* v s) (+ km s))"
+    ref = _fit(src, {"s": s}, y, engine=engine)
+    cal = _fit(src, {"s": s}, y * scale, engine=engine)
+    assert ref.success and cal.success, cal.message
+    assert cal.params["km"] == pytest.approx(ref.params["km"], rel=1e-7)
+    assert cal.params["v"] == pytest.approx(ref.params["v"] * scale, rel=1e-7)

@@ -41,7 +41,6 @@ import numpy as np
 
 from ndvm.calibrate import optim
 from ndvm.calibrate.objective import Objective
-from ndvm.calibrate.verdicts import undetermined
 from ndvm.errors import NdvmError
 
 (WHY_NONE, WHY_FTOL, WHY_XTOL, WHY_GTOL, WHY_ZERO, WHY_STUCK, WHY_TIME, WHY_DOMINATED,
@@ -445,52 +444,3 @@ def _cosine(jtj: np.ndarray, jtr: np.ndarray, f: float) -> float:
     with np.errstate(invalid="ignore", divide="ignore"):
         c = np.where(denom > 0, np.abs(jtr) / denom, 0.0)
     return float(c.max(initial=0.0))
-
-
-def verdict(
-    why: int, jtj: np.ndarray, names: tuple[str, ...], cosine: float, n_best: int, starts: int,
-    n_rows: int | None = None,
-) -> tuple[bool, str]:
-    """``(success, message)`` of a least-squares fit from its best start's stopping reason,
-    ``JᵀJ`` there and the largest cosine of a Jacobian column with the residual (of the
-    gradient projected on the box). A stationary point where the model depends on no
-    parameter (all of J zero: a symmetric start such as all zeros for ``A sin(w t + phi)``)
-    is not a success; neither is an iteration or time limit, nor an ftol or xtol stop where a
-    column of J still makes a cosine above ``STATIONARY_COSINE`` with the residual (a stop in
-    an ill-conditioned valley, short of the minimum), nor a sum of squares that underflowed,
-    nor (given ``n_rows``, the data rows) an optimum where the data cannot determine some
-    parameters (fewer rows than parameters, or a rank-deficient ``JᵀJ``: ``verdicts``)."""
-    tail = f"({n_best} of {starts} starts reached this loss)"
-    if why == WHY_UNDERFLOW:
-        return False, f"not converged: {WHY_TEXT[why]} {tail}"
-    lost = [] if n_rows is None else undetermined(jtj, names, n_rows)
-    if lost:
-        few = f"{n_rows} data row(s) for {jtj.shape[0]} parameters" if n_rows is not None and (
-            n_rows < jtj.shape[0]) else "the Jacobian is rank-deficient at the optimum"
-        return False, (
-            f"not identifiable: the data cannot determine {', '.join(lost)} ({few}); fix some "
-            f"of them (fixed=), add data, or simplify the model {tail}"
-        )
-    diag = jtj.diagonal().tolist() if jtj.size else []
-    top = math.nan if any(d != d for d in diag) else max([0.0, *diag])  # ndarray.max's
-    dead = [n for n, d in zip(names, diag) if not d > 1e-30 * top]
-    if dead and why != WHY_ZERO:
-        what = ("a stationary point where the model does not depend on any parameter (a "
-                "symmetric start?)" if len(dead) == len(diag) else
-                f"a point where the model does not depend on {', '.join(dead)} (not "
-                "identifiable there)")  # fmt: skip
-        return False, f"not converged: {what}; use more starts or another init {tail}"
-    if why in (WHY_FTOL, WHY_XTOL) and cosine > STATIONARY_COSINE:
-        return False, (
-            f"not converged: {WHY_TEXT[why]}, but the gradient is not small (largest gradient "
-            f"cosine {cosine:.2g} > {STATIONARY_COSINE:g}): an ill-conditioned or slowly "
-            f"converging fit; raise steps or starts, or start nearer {tail}"
-        )
-    if why in CONVERGED_WHY:
-        return True, f"converged: {WHY_TEXT[why]} {tail}"
-    if why == WHY_STUCK and cosine <= 1e-6:
-        return True, f"converged: stationary within the bounds (cosine {cosine:.2g}) {tail}"
-    return False, (
-        f"not converged: {WHY_TEXT[why]} (largest gradient cosine {cosine:.2g}); raise steps "
-        f"or starts {tail}"
-    )

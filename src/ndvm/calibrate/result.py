@@ -20,8 +20,8 @@ import numpy as np
 
 from ndvm.api import Program
 from ndvm.calibrate import optim, uncertainty, verdicts
-from ndvm.calibrate.lm import verdict as lm_verdict
 from ndvm.calibrate.objective import ProgramObjective
+from ndvm.calibrate.verdicts import verdict as lm_verdict
 from ndvm.frozen import frozen
 
 STATUS_NAMES = {optim.OK: "ok", optim.CONVERGED: "ok", optim.FAILED: "failed"}
@@ -387,6 +387,20 @@ def _unbounded_verdict(
     )
 
 
+def _ls_verdict(
+    why: int, jtj: np.ndarray, names: tuple[str, ...], theta: np.ndarray, cos: float,
+    n_best: int, starts: int, prepared: Any, fixed: Mapping[str, float],
+) -> tuple[bool, str]:  # fmt: skip
+    """``verdicts.verdict`` of a least-squares fit on its free parameters' columns."""
+    sub, free_names, th = jtj, names, theta
+    if fixed:
+        free = [i for i, n in enumerate(names) if n not in fixed]
+        sub, free_names, th = jtj[np.ix_(free, free)], tuple(names[i] for i in free), theta[free]
+    n = _n_obs(prepared)
+    y_norm = math.sqrt(_target_scale(prepared) * n)
+    return lm_verdict(why, sub, free_names, cos, n_best, starts, n, (th, y_norm))
+
+
 def build(
     program: Program,
     trace: optim.Trace,
@@ -430,12 +444,9 @@ def build(
     jtj = None if trace.jtj is None or not math.isfinite(loss) else trace.jtj[best]
     if diagnostics and trace.why is not None and jtj is not None:
         cos = 0.0 if _round_off(loss, prepared) else _cosine(grad, jtj, loss, prepared)
-        sub, free_names = jtj, names
-        if meta.get("fixed"):  # the verdict on the free parameters' columns
-            free = [i for i, n in enumerate(names) if n not in meta["fixed"]]
-            sub, free_names = jtj[np.ix_(free, free)], tuple(names[i] for i in free)
-        success, message = lm_verdict(
-            int(trace.why[best]), sub, free_names, cos, n_best, len(status), _n_obs(prepared)
+        success, message = _ls_verdict(
+            int(trace.why[best]), jtj, names, theta, cos, n_best, len(status), prepared,
+            meta.get("fixed") or {},
         )
     elif diagnostics:
         success, message = _verdict(fields, meta["nit"], len(status), meta.get("optimizer", ""))

@@ -1,4 +1,7 @@
-"""Verdict checks that keep a fit from calling itself a success when it is not one.
+"""Verdicts: a fit never calls itself a success when it is not one.
+
+- ``verdict``: a least-squares fit's ``(success, message)`` from its best start's stopping
+  reason (``lm.WHY_*``), ``JᵀJ`` and the gradient cosine there.
 
 - ``unbounded``: a fit whose loss keeps falling along its own descent direction, ever
   farther out, has found no minimum (``(- 0 a)`` with ``loss="value"``, L-BFGS on
@@ -14,6 +17,17 @@ import math
 from typing import Any
 
 import numpy as np
+
+from ndvm.calibrate.lm import (
+    CONVERGED_WHY,
+    STATIONARY_COSINE,
+    WHY_FTOL,
+    WHY_STUCK,
+    WHY_TEXT,
+    WHY_UNDERFLOW,
+    WHY_XTOL,
+    WHY_ZERO,
+)
 
 # the descent ray's probes, in units of max(1, |theta|): four decades out
 RAY = (1.0, 10.0, 100.0, 1000.0)
@@ -99,3 +113,60 @@ def _surely_full_rank(c: list[list[float]]) -> bool:
                 for j in range(k + 1, P):
                     row_i[j] -= f * row_k[j]
     return det > RANK_RTOL * float(P) ** P
+
+
+def verdict(
+    why: int, jtj: np.ndarray, names: tuple[str, ...], cosine: float, n_best: int, starts: int,
+    n_rows: int | None = None, effect: tuple[np.ndarray, float] | None = None,
+) -> tuple[bool, str]:
+    """``(success, message)`` of a least-squares fit from its best start's stopping reason,
+    ``JᵀJ`` there and the largest cosine of a Jacobian column with the residual (of the
+    gradient projected on the box). A stationary point where the model depends on no
+    parameter (all of J zero: a symmetric start such as all zeros for ``A sin(w t + phi)``)
+    is not a success; neither is an iteration or time limit, nor an ftol or xtol stop where a
+    column of J still makes a cosine above ``STATIONARY_COSINE`` with the residual (a stop in
+    an ill-conditioned valley, short of the minimum), nor a sum of squares that underflowed,
+    nor (given ``n_rows``, the data rows) an optimum where the data cannot determine some
+    parameters (fewer rows than parameters, or a rank-deficient ``JᵀJ``: ``verdicts``).
+    A column below 1e-30 of the largest squared norm is one the model does not depend on;
+    given ``effect`` (theta and the target's norm), only where also ``‖J_i‖ (|θ_i| + 1)`` is
+    at most 1e-15 of the target's norm (data ×1e100 make a column 1e-100 of another's)."""
+    tail = f"({n_best} of {starts} starts reached this loss)"
+    if why == WHY_UNDERFLOW:
+        return False, f"not converged: {WHY_TEXT[why]} {tail}"
+    lost = [] if n_rows is None else undetermined(jtj, names, n_rows)
+    if lost:
+        few = f"{n_rows} data row(s) for {jtj.shape[0]} parameters" if n_rows is not None and (
+            n_rows < jtj.shape[0]) else "the Jacobian is rank-deficient at the optimum"
+        return False, (
+            f"not identifiable: the data cannot determine {', '.join(lost)} ({few}); fix some "
+            f"of them (fixed=), add data, or simplify the model {tail}"
+        )
+    diag = jtj.diagonal().tolist() if jtj.size else []
+    top = math.nan if any(d != d for d in diag) else max([0.0, *diag])  # ndarray.max's
+    dead = [n for n, d in zip(names, diag) if not d > 1e-30 * top]
+    if dead and effect is not None:  # keep those whose effect is small against the data too
+        theta, y_norm = effect
+        small = {n for n, d, t in zip(names, diag, theta.tolist())
+                 if not math.sqrt(max(d, 0.0)) * (abs(t) + 1.0) > 1e-15 * y_norm}  # fmt: skip
+        dead = [n for n in dead if n in small]
+    if dead and why != WHY_ZERO:
+        what = ("a stationary point where the model does not depend on any parameter (a "
+                "symmetric start?)" if len(dead) == len(diag) else
+                f"a point where the model does not depend on {', '.join(dead)} (not "
+                "identifiable there)")  # fmt: skip
+        return False, f"not converged: {what}; use more starts or another init {tail}"
+    if why in (WHY_FTOL, WHY_XTOL) and cosine > STATIONARY_COSINE:
+        return False, (
+            f"not converged: {WHY_TEXT[why]}, but the gradient is not small (largest gradient "
+            f"cosine {cosine:.2g} > {STATIONARY_COSINE:g}): an ill-conditioned or slowly "
+            f"converging fit; raise steps or starts, or start nearer {tail}"
+        )
+    if why in CONVERGED_WHY:
+        return True, f"converged: {WHY_TEXT[why]} {tail}"
+    if why == WHY_STUCK and cosine <= 1e-6:
+        return True, f"converged: stationary within the bounds (cosine {cosine:.2g}) {tail}"
+    return False, (
+        f"not converged: {WHY_TEXT[why]} (largest gradient cosine {cosine:.2g}); raise steps "
+        f"or starts {tail}"
+    )
