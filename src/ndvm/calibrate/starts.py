@@ -16,7 +16,11 @@ instead:
   is drawn as a width, with a random sign;
 - *frequency*: ``(* p x)`` as the argument of ``sin`` or ``cos``, alone or plus or minus a
   phase — the m-th such parameter starts at the m-th strongest peak of the target's
-  periodogram against ``x`` (``frequencies``).
+  periodogram against ``x`` (``frequencies``);
+- the same behind constant factors (``factored_roles``, read from the parsed forms): a
+  frequency ``c·p·x`` or a *period* ``c·x/p`` inside ``sin``/``cos`` (``(* 2 pi (/ t P))``,
+  ``(/ (* 2 pi t) P)``, ``(/ t P)``: ``P = c / ω``), a width ``(/ S (* c p))``, a location
+  ``(- x (* c p))``; the role's value is divided by ``c`` (a period: ``c`` over it).
 
 ``place_roles`` draws them in every other start, the odd ones, after the jitter: half of the
 starts keep the jitter, and programs without these roles draw exactly the random numbers they
