@@ -210,3 +210,52 @@ def test_a_column_small_only_against_another_is_not_dead(engine: str, scale: flo
     assert ref.success and cal.success, cal.message
     assert cal.params["km"] == pytest.approx(ref.params["km"], rel=1e-7)
     assert cal.params["v"] == pytest.approx(ref.params["v"] * scale, rel=1e-7)
+
+
+def _large_decay() -> tuple[np.ndarray, np.ndarray]:
+    t = np.linspace(0.0, 10.0, 1500)
+    y = 3.0 * np.exp(-0.45 * t) + 0.5 + 0.01 * np.random.default_rng(2).standard_normal(t.size)
+    return t, y
+
+
+LARGE = "(params (a 1.0) (k 0.1) (c 0.0)) (+ (* a (exp (- 0 (* k t)))) c)"
+
+
+# the NumPy engine takes about 30 s for a fit of 1,500 rows: these run in the runtime
+@pytest.mark.native
+@pytest.mark.parametrize("engine", ["native"])
+def test_large_data_stops_after_an_agreeing_first_wave(
+    engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """1,500 rows: the first 4 starts agree, the other 12 are not run; the optimum is the
+    one all 16 starts give."""
+    import sys
+
+    waves = sys.modules["ndvm.calibrate.waves"]
+    t, y = _large_decay()
+    cal = _fit(LARGE, {"t": t}, y, engine=engine)
+    monkeypatch.setattr(waves, "ADAPTIVE_N", 10**9)  # every start, as below 1,000 rows
+    full = _fit(LARGE, {"t": t}, y, engine=engine)
+    assert cal.success and full.success, cal.message
+    assert len(cal.status) == waves.WAVE and len(full.status) == 16
+    assert cal.loss == pytest.approx(full.loss, rel=1e-10)
+    assert cal.params["k"] == pytest.approx(full.params["k"], rel=1e-7)
+
+
+@pytest.mark.native
+@pytest.mark.parametrize("engine", ["native"])
+def test_a_first_wave_that_does_not_agree_runs_the_rest(
+    engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    waves = sys.modules["ndvm.calibrate.waves"]
+    t, y = _large_decay()
+    monkeypatch.setattr(waves, "AGREE", waves.WAVE + 1)  # the first wave can never agree
+    cal = _fit(LARGE, {"t": t}, y, engine=engine)
+    monkeypatch.setattr(waves, "ADAPTIVE_N", 10**9)
+    full = _fit(LARGE, {"t": t}, y, engine=engine)
+    assert len(cal.status) == 16 and cal.history.shape[1] == 16 and cal.all_losses.shape == (16,)
+    assert cal.success, cal.message
+    assert cal.loss == pytest.approx(full.loss, rel=1e-10)
+    assert np.isfinite(cal.history[-1]).all()

@@ -16,7 +16,7 @@ import numpy as np
 from ndvm.api import Program
 from ndvm.api import compile as compile_program
 from ndvm.backends import registry
-from ndvm.calibrate import native, optim
+from ndvm.calibrate import native, optim, waves
 from ndvm.calibrate.data import user_data
 from ndvm.calibrate.lm import LM
 from ndvm.calibrate.losses import get_loss
@@ -283,7 +283,7 @@ def calibrate(
     native = _native(prepared, opt, control) if engine in ("auto", "native") else None
     if engine == "native" and native is None:
         raise NdvmError(f"backend {program.backend!r} has no in-runtime optimizer for this fit")
-    trace = (native or opt).minimize(objective, theta0, steps, control)
+    trace = waves.minimize(native or opt, prepared, objective, theta0, steps, control, diagnostics)
     nit = trace.history.shape[0] - 1
     n_polish = (POLISH_STARTS if auto else 0) if polish is None else int(polish)
     if n_polish > 0:
