@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -195,30 +196,31 @@ bool cholesky_fixed(double* a, double* x) {
   return cholesky_solve(a, x, N);
 }
 
-// The damped system (jtj + lam diag(max(jtj_ii, dfloor))) x = -g of P parameters into a
+// The damped system (jtj + lam diag(max(jtj_ii, dfloor_i))) x = -g of P parameters into a
 // (scratch [P, P]) and x, then its Cholesky solve.
 inline __attribute__((always_inline)) bool damped_solve(const double* __restrict jtj,
                                                         const double* __restrict g,
-                                                        uint32_t P, double lam, double dfloor,
+                                                        uint32_t P, double lam,
+                                                        const double* __restrict dfloor,
                                                         double* __restrict a,
                                                         double* __restrict x) {
   for (uint32_t i = 0; i < P; ++i) {
     for (uint32_t k = 0; k < P; ++k) a[i * P + k] = jtj[i * P + k];
-    a[i * P + i] += lam * std::max(jtj[i * P + i], dfloor);
+    a[i * P + i] += lam * std::max(jtj[i * P + i], dfloor[i]);
     x[i] = -g[i];
   }
   return cholesky_solve(a, x, P);
 }
 
 template <uint32_t N>
-bool damped_fixed(const double* jtj, const double* g, double lam, double dfloor, double* x) {
+bool damped_fixed(const double* jtj, const double* g, double lam, const double* dfloor, double* x) {
   double a[N * N];
   return damped_solve(jtj, g, N, lam, dfloor, a, x);
 }
 
 }  // namespace
 
-bool lm_damped_solve(const double* jtj, const double* g, uint32_t P, double lam, double dfloor,
+bool lm_damped_solve(const double* jtj, const double* g, uint32_t P, double lam, const double* dfloor,
                      double* x, double* scratch) {
   return with_small_p(P, [&](auto np) {
     if constexpr (kFixedP<decltype(np)>) {
@@ -227,6 +229,39 @@ bool lm_damped_solve(const double* jtj, const double* g, uint32_t P, double lam,
       return damped_solve(jtj, g, P, lam, dfloor, scratch, x);
     }
   });
+}
+
+// MINPACK's step test in the scaled norm: |D delta| <= xtol |D theta|, D the running column
+// norms of J (scale-free: data times 1e12 stop where the data do), each product divided by
+// the largest before squaring so neither side under- or overflows
+// (ndvm.calibrate.lm._small_step, in the same order). trial: the new point, from: the old.
+bool lm_small_step(const double* d, const double* trial, const double* from, uint32_t P, double xtol) {
+  double top = 0.0;
+  for (uint32_t i = 0; i < P; ++i) {
+    top = std::max(top, std::fabs(d[i] * (trial[i] - from[i])));
+  }
+  for (uint32_t i = 0; i < P; ++i) top = std::max(top, std::fabs(d[i] * trial[i]));
+  if (!(top > 0.0) || !std::isfinite(top)) return top == 0.0;
+  double dn = 0.0, tn = 0.0;
+  for (uint32_t i = 0; i < P; ++i) {
+    const double a = std::fabs(d[i] * (trial[i] - from[i])) / top;
+    const double c = std::fabs(d[i] * trial[i]) / top;
+    dn += a * a;
+    tn += c * c;
+  }
+  return std::sqrt(dn) <= xtol * std::sqrt(tn);
+}
+
+// Each column's damping floor against its own running norm (scale-free: a column 1e12 times
+// another's does not set the other's damping); a column never seen nonzero against the
+// largest diagonal of jtj (ndvm.calibrate.lm._floors).
+void lm_floors(const double* scale, const double* jtj, uint32_t P, double* out) {
+  double dmax = 0.0;
+  for (uint32_t i = 0; i < P; ++i) dmax = std::max(dmax, jtj[i * P + i]);
+  for (uint32_t i = 0; i < P; ++i) {
+    const double s = scale[i];
+    out[i] = std::max(s > 0.0 ? 1e-12 * s * s : 1e-12 * dmax, std::numeric_limits<double>::min());
+  }
 }
 
 bool lm_cholesky_solve(double* a, double* x, uint32_t P) {

@@ -47,10 +47,19 @@ void lm_add_rows(const double* const* cols, uint32_t P, const double* w, const d
 bool lm_cholesky_solve(double* a, double* x, uint32_t P);
 
 // Levenberg–Marquardt's damped system over all P parameters, (jtj + lam D) x = -g with
-// D = diag(max(jtj_ii, dfloor)), assembled and solved as lm_cholesky_solve solves it (the same
+// D = diag(max(jtj_ii, dfloor[i])) (a floor per column), assembled and solved as lm_cholesky_solve solves it (the same
 // operations in the same order; unrolled for P <= 6); scratch: P * P doubles for P > 6. False
 // if the damped matrix is not positive definite.
-bool lm_damped_solve(const double* jtj, const double* g, uint32_t P, double lam, double dfloor,
+bool lm_damped_solve(const double* jtj, const double* g, uint32_t P, double lam, const double* dfloor,
                      double* x, double* scratch);
+
+// MINPACK's step test in the scaled norm: |D (trial - from)| <= xtol |D trial|, D (d) the
+// running column norms of J; scale-free and safe from under- and overflow.
+// Levenberg–Marquardt's damping floor of each column (out [P]) from its running norm scale[i]
+// (1e-12 scale²; a column never seen nonzero: 1e-12 of jtj's largest diagonal).
+void lm_floors(const double* scale, const double* jtj, uint32_t P, double* out);
+
+bool lm_small_step(const double* d, const double* trial, const double* from, uint32_t P,
+                   double xtol);
 
 }  // namespace ndvm

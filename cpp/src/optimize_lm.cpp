@@ -65,12 +65,12 @@ class LMRun {
   void follow_first();
   bool probe_columns(const std::vector<double>& rows, uint32_t n, std::vector<double>& jac);
   bool project_linear(uint32_t b);
-  bool damped_solve(uint32_t b, const std::vector<uint8_t>& free, double dfloor, double lam) {
+  bool damped_solve(uint32_t b, const std::vector<uint8_t>& free, const double* dfloor, double lam) {
     return damped_solve_p(b, free, dfloor, lam, P_);
   }
   template <class Np>
-  bool damped_solve_p(uint32_t b, const std::vector<uint8_t>& free, double dfloor, double lam,
-                      Np np);
+  bool damped_solve_p(uint32_t b, const std::vector<uint8_t>& free, const double* dfloor,
+                      double lam, Np np);
 
   Interp& in_;
   const OptimizeRequest& rq_;
@@ -97,6 +97,7 @@ class LMRun {
   std::vector<uint8_t> projected_;  // [B] the last trial was the linear parameters' solve
   RunOutput probe_;
   std::vector<uint8_t> accept_;
+  std::vector<uint8_t> under_;  // [B] the last walk's sum of squares underflowed
   std::vector<double> ct_, jac_, a_, x_, y_, w_, rows_scratch_;
   std::vector<const Real*> adj_;     // [P] the last sweep's adjoint columns (nullptr: unused)
   std::vector<const double*> cols_;  // [P] the same as doubles over the walk's lanes
@@ -104,6 +105,7 @@ class LMRun {
   std::vector<double> zeros_;        // the column of a parameter the value does not use
   std::vector<uint32_t> idx_;
   std::vector<uint8_t> free_;
+  std::vector<double> floor_, zeros_p_;  // [P] step's damping floors; zeros (no damping)
   std::vector<int32_t> err_map_;
   bool follow_ = false;          // the other lanes copy lane 0 (follow_first)
   std::vector<uint32_t> act_;    // the lanes a walk evaluates (walk row c is lane act_[c])
@@ -170,6 +172,10 @@ bool LMRun::evaluate(const std::vector<double>& theta) {
       for (uint32_t n = 0; n < run_.Ng; ++n) lane_failed = lane_failed || st[n] == 2;
     }
     f_[b] = (lane_failed || !std::isfinite(sum)) ? kInf : sum;
+    under_[b] = 0;
+    if (sum < std::numeric_limits<double>::min()) {  // 0 or subnormal: an exact fit, or underflow
+      for (size_t m = 0; m < M && !under_[b]; ++m) under_[b] = r[m] != 0.0;
+    }
   }
   err_map_.assign(last_.errors.size(), -1);
   return true;
@@ -318,14 +324,11 @@ void LMRun::decide_p(uint32_t it, Np np) {
         radius_[b] = std::max(radius_[b], 2.0 * sn_[b]);
       }
       const bool small_f = actual <= rq_.lm.ftol * fc_[b] && pred_[b] <= rq_.lm.ftol * fc_[b];
-      double dn = 0.0, tn = 0.0;
-      for (uint32_t i = 0; i < P; ++i) {
-        const double d = trial_[static_cast<size_t>(b) * P + i] - theta_[static_cast<size_t>(b) * P + i];
-        dn += d * d;
-        tn += trial_[static_cast<size_t>(b) * P + i] * trial_[static_cast<size_t>(b) * P + i];
-      }
       if (small_f) out_.why[b] = kWhyFtol;
-      if (std::sqrt(dn) <= rq_.lm.xtol * (std::sqrt(tn) + rq_.lm.xtol)) out_.why[b] = kWhyXtol;
+      if (lm_small_step(scale_.data() + static_cast<size_t>(b) * P, trial_.data() + static_cast<size_t>(b) * P,
+                     theta_.data() + static_cast<size_t>(b) * P, P, rq_.lm.xtol)) {
+        out_.why[b] = kWhyXtol;
+      }
     } else {
       lambda_[b] *= nu_[b];
       nu_[b] *= 2.0;
@@ -341,7 +344,8 @@ void LMRun::decide_p(uint32_t it, Np np) {
     double xn = 0.0;
     for (uint32_t i = 0; i < P; ++i) {
       double& d = scale_[static_cast<size_t>(b) * P + i];
-      d = std::max(d, std::sqrt(std::max(jtj_[b * PP + i * P + i], 0.0)));
+      const double norm = std::sqrt(std::max(jtj_[b * PP + i * P + i], 0.0));
+      d = projected_[b] ? norm : std::max(d, norm);  // the linear solve restarts the norms
       const double v = d * theta_[static_cast<size_t>(b) * P + i];
       xn += v * v;
     }
@@ -350,7 +354,9 @@ void LMRun::decide_p(uint32_t it, Np np) {
     }
     out_.best_loss[b] = ft * rq_.weight;
     out_.best_sse[b] = ft;
-    if (ft == 0.0) {
+    if (under_[b]) {  // the loss can no longer be compared: never an "exact fit"
+      converge(b, kWhyUnderflow);
+    } else if (ft == 0.0) {
       converge(b, kWhyZero);
     } else if (converged_gradient(b, np)) {
       converge(b, kWhyGtol);
@@ -368,7 +374,7 @@ void LMRun::decide(uint32_t it) {
 // The damped system of lane b over the parameters in ``free`` (the others' step 0) into x_;
 // false if it is not positive definite.
 template <class Np>
-bool LMRun::damped_solve_p(uint32_t b, const std::vector<uint8_t>& free, double dfloor,
+bool LMRun::damped_solve_p(uint32_t b, const std::vector<uint8_t>& free, const double* dfloor,
                            double lam, Np np) {
   const uint32_t P = np;  // P_, or the same as a constant (step's dispatch)
   const size_t PP = static_cast<size_t>(P) * P;
@@ -385,7 +391,7 @@ bool LMRun::damped_solve_p(uint32_t b, const std::vector<uint8_t>& free, double 
   for (uint32_t i = 0; i < F; ++i) {
     const uint32_t r = idx[i];
     for (uint32_t k = 0; k < F; ++k) a[i * F + k] = jtj[r * P + idx[k]];
-    a[i * F + i] += lam * std::max(jtj[r * P + r], dfloor);
+    a[i * F + i] += lam * std::max(jtj[r * P + r], dfloor[r]);
     y[i] = -g[r];
   }
   if (F > 0 && !lm_cholesky_solve(a, y, F)) return false;
@@ -407,9 +413,8 @@ bool LMRun::step_p(uint32_t b, Np np) {
   const double* g = jtr_.data() + static_cast<size_t>(b) * P;
   double* t = trial_.data() + static_cast<size_t>(b) * P;
   const double* th = theta_.data() + static_cast<size_t>(b) * P;
-  double dmax = 0.0;
-  for (uint32_t i = 0; i < P; ++i) dmax = std::max(dmax, jtj[i * P + i]);
-  const double dfloor = std::max(dmax * 1e-12, std::numeric_limits<double>::min());
+  double* dfloor = floor_.data();
+  lm_floors(scale_.data() + static_cast<size_t>(b) * P, jtj, P, dfloor);
   std::vector<uint8_t>& free = free_;
   for (int attempt = 0; attempt < 200; ++attempt) {
     for (uint32_t i = 0; i < P; ++i) free[i] = 1;
@@ -472,7 +477,7 @@ bool LMRun::step(uint32_t b) {
 // model is affine in them), so the first trial puts every amplitude and offset at its
 // least-squares value for the start's other parameters, whatever their scale.
 bool LMRun::project_linear(uint32_t b) {
-  if (!damped_solve(b, linear_, 0.0, 0.0)) return false;
+  if (!damped_solve(b, linear_, zeros_p_.data(), 0.0)) return false;
   const size_t PP = static_cast<size_t>(P_) * P_;
   const double* jtj = jtj_.data() + b * PP;
   const double* g = jtr_.data() + static_cast<size_t>(b) * P_;
@@ -687,6 +692,7 @@ void LMRun::start() {
   nu_.assign(B_, 2.0);
   pred_.assign(B_, 0.0);
   accept_.assign(B_, 0);
+  under_.assign(B_, 0);
   scale_.assign(BP, 0.0);
   radius_.assign(B_, kInf);
   sn_.assign(B_, 0.0);
@@ -696,6 +702,8 @@ void LMRun::start() {
   x_.resize(P_);
   idx_.resize(P_);
   free_.resize(P_);
+  floor_.resize(P_);
+  zeros_p_.assign(P_, 0.0);
   out_.best_theta = theta_;
   out_.best_loss.assign(B_, kNaN);
   out_.best_grad.assign(BP, kNaN);

@@ -425,12 +425,21 @@ def _free_params_message(specs: tuple[ParamSpec, ...], inputs: tuple[str, ...]) 
     return _free_name_message(tuple(s.name for s in specs), inputs)
 
 
+# conventional parameter names (Greek letters): no "did you mean" for them (phi is not pi)
+CONVENTIONAL = frozenset(
+    "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron rho "
+    "sigma tau upsilon phi chi psi omega".split()
+)
+
+
 @lru_cache(maxsize=1024)
 def _free_name_message(names: tuple[str, ...], inputs: tuple[str, ...]) -> str:
     """``free_name_message`` of these names and inputs (kept: the "did you mean" search costs
     several times a whole compilation, and a program's variants share their free names)."""
     known = [*inputs, *CONSTANTS]
-    hints = [f"{n}: {h}" for n in names if (h := did_you_mean(n, known))]
+    hints = [
+        f"{n}: {h}" for n in names if n not in CONVENTIONAL and (h := did_you_mean(n, known))
+    ]
     return (
         f"free name(s) {', '.join(names)} taken as parameters (no params header or params=)"
         + (f" ({'; '.join(hints)})" if hints else "")

@@ -87,8 +87,9 @@ def test_one_start_success_is_a_stationary_point() -> None:
     """One start each (no other start to rescue the fit): where ``success`` is claimed the fit
     is stationary (every column of an independent finite-difference Jacobian makes a cosine
     below 1e-3 with the residual), though it may be a local one (Lanczos from Start 1 stops
-    where two exponentials merge, as scipy's does not); MGH10 from Start 1 stops on xtol in a
-    valley (cosine about 4e-3) and is reported as not converged; most reach the certificate."""
+    where two exponentials merge, as scipy's does not); MGH10 from Start 1 (with the
+    scale-free step test) runs to b1 ~ 1e-25, where the model no longer depends on b2 and b3,
+    and is reported as not converged; most reach the certificate."""
     certified = 0
     for name in NAMES:
         p = load(name)
@@ -101,8 +102,8 @@ def test_one_start_success_is_a_stationary_point() -> None:
             if cal.success and not _rss_close(cal.loss * len(p.y), p):
                 assert _cosines(p, b).max() <= 1e-3, (name, cal.message)
             certified += bool(cal.success and _rss_close(cal.loss * len(p.y), p))
-            if name == "MGH10" and init == p.start1:
-                assert not cal.success and "gradient is not small" in cal.message, cal.message
+            if name == "MGH10" and init == p.start1:  # a valley stop or a degenerate point
+                assert not cal.success and cal.message.startswith("not converged"), cal.message
     assert certified >= 44
 
 

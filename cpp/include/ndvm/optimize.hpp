@@ -33,7 +33,7 @@ struct AdamOptions {
 // Levenberg–Marquardt's tolerances (optimize_lm), as scipy.optimize.least_squares names them.
 struct LMOptions {
   double ftol = 1.49012e-8;  // relative reduction of the sum of squares, actual and predicted
-  double xtol = 1.49012e-8;  // step relative to the point
+  double xtol = 1.49012e-8;  // scaled step relative to the scaled point (|D delta| / |D theta|)
   double gtol = 1e-8;        // cosine of every Jacobian column with the residual
   double lambda0 = 1e-3; // initial damping (relative to diag(J'J))
   bool project_linear = true;  // first trial: the exact solve of the linear parameters
@@ -43,6 +43,7 @@ struct LMOptions {
 enum LMWhy : int8_t {
   kWhyNone = 0, kWhyFtol = 1, kWhyXtol = 2, kWhyGtol = 3, kWhyZero = 4, kWhyNoProgress = 5,
   kWhyTimeLimit = 6, kWhyDominated = 7,
+  kWhyUnderflow = 8,  // the sum of squares underflowed (residuals nonzero, squares below DBL_MIN)
 };
 
 // L-BFGS's options (optimize_lbfgs): ndvm.calibrate.optim.LBFGS's fields.

@@ -65,20 +65,23 @@ def as_inputs(
 ) -> dict[str, Any]:
     """Inputs by name as a dict: a mapping (pandas Series values become arrays), a pandas
     DataFrame (one data input per column, named by the column; with ``names``, the program's
-    inputs, only those columns), or None (no inputs)."""
+    inputs, only those columns, the others not even converted), or None (no inputs)."""
     if inputs is None:
         return {}
     if _is_pandas(inputs, "DataFrame"):
-        cols = _columns(inputs, what)
         if names is None:
-            return cols
-        missing = [n for n in names if n not in cols]
+            return _columns(inputs, what)
+        have = [c for c in inputs.columns if isinstance(c, str)]
+        missing = [n for n in names if n not in have]
+        if missing and len(have) < len(inputs.columns):  # unnamed columns: say so
+            _columns(inputs, what)
         if missing:
             raise NdvmError(
                 f"{what}: the DataFrame has no column {missing[0]!r} (an input of the program); "
-                f"its columns: {', '.join(cols) or 'none'}"
+                f"its columns: {', '.join(map(str, inputs.columns)) or 'none'}"
             )
-        return {n: cols[n] for n in names}
+        # only the program's columns are converted: the others are ignored, whatever their dtype
+        return {n: _column(inputs[n], f"{what} column {n!r}") for n in names}
     if not isinstance(inputs, Mapping):
         raise NdvmError(
             f"{what} must be a mapping of names to values or a pandas DataFrame, "

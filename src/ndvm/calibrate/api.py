@@ -16,8 +16,8 @@ import numpy as np
 from ndvm.api import Program
 from ndvm.api import compile as compile_program
 from ndvm.backends import registry
-from ndvm.backends.inputs import as_array, as_inputs
-from ndvm.calibrate import native, optim
+from ndvm.calibrate import native, optim, waves
+from ndvm.calibrate.data import user_data
 from ndvm.calibrate.lm import LM
 from ndvm.calibrate.losses import get_loss
 from ndvm.calibrate.native import prep_lm_ok
@@ -178,13 +178,16 @@ def calibrate(
     warn: bool = True,
     sigma: Any = None,
     absolute_sigma: bool = False,
+    fixed: Mapping[str, float] | None = None,
+    nan_policy: str = "raise",
 ) -> Calibration:
     """Fit ``program``'s parameters to ``target`` (or minimize its value) from ``starts`` starts.
 
     Args:
         program: a compiled Program or source text (inputs are then the keys of ``inputs``).
         inputs: data inputs by name (1-D arrays are data lanes; ``ndvm.const`` for matrices),
-            or a pandas DataFrame (a data input per column, by column name).
+            or a pandas DataFrame (the program's inputs by column name; for source text the
+            columns it names; other columns are ignored, whatever their dtype).
         target: observed values (mse / gaussian_nll; a pandas Series is an array): ``[N]`` per
             data lane, or ``[starts, N]``
             one series per start (each start fits its own series, e.g. one cell per lane);
@@ -224,14 +227,19 @@ def calibrate(
             ``POLISH_STARTS`` for optimizer="auto", else 0; a per-start target polishes all).
         diagnostics: False skips what a fit loop does not need — the gradient norm and R² at
             the optimum and the convergence verdict and warning (``success`` then only says no
-            start failed) — e.g. co-search, which calibrates thousands of candidates in worker
-            processes.
+            start failed) — e.g. co-search's thousands of candidate fits.
         warn: False does not warn ``ConvergenceWarning`` (``success`` and ``message`` still
             give the verdict), e.g. for a protocol whose step count is fixed.
         sigma: per-entry uncertainties of ``target`` (``[N]``, or one number), as
             ``curve_fit``'s: the loss is then ``mean(((f - y) / sigma)**2)`` (mse only).
         absolute_sigma: as ``curve_fit``'s: ``cov`` is ``(JᵀJ)⁻¹`` of the sigma-weighted
             residuals, not scaled by their reduced chi-square.
+        fixed: {name: value} parameters pinned at a value (constrained space), as lmfit's
+            ``vary=False``: every start holds them there, the result reports them in
+            ``params`` and ``fixed`` with no standard error, and ``cov`` and the degrees of
+            freedom are those of the free parameters alone.
+        nan_policy: "raise" (an error naming the column and row of the first NaN) or "omit"
+            (those rows are dropped), as scipy's.
 
     Returns a ``Calibration``; warns ``ConvergenceWarning`` when ``success`` is False.
     """
@@ -242,11 +250,11 @@ def calibrate(
     starts = DEFAULT_STARTS if starts is None else starts
     if starts < 1 or steps < 0:
         raise NdvmError("calibrate needs starts >= 1 and steps >= 0")
-    inputs = as_inputs(inputs, getattr(program, "inputs", None))  # a DataFrame: by column
-    target = as_array(target)  # a pandas Series / one-column DataFrame
+    inputs, target, sigma = user_data(program, inputs, target, sigma, nan_policy)
     program = _program(program, inputs, backend)
     rng = _rng(seed)
     theta0, sampler = _init_theta(program, init, starts, rng, inputs, target)
+    pinned, constraints, theta0, sampler = _pin(program, fixed, constraints, theta0, sampler)
     prepared, objective, extra_names, loss_name = _objective(program, loss, inputs, target)
     if sigma is not None:
         prepared, objective = _weighted(prepared, sigma)
@@ -275,7 +283,7 @@ def calibrate(
     native = _native(prepared, opt, control) if engine in ("auto", "native") else None
     if engine == "native" and native is None:
         raise NdvmError(f"backend {program.backend!r} has no in-runtime optimizer for this fit")
-    trace = (native or opt).minimize(objective, theta0, steps, control)
+    trace = waves.minimize(native or opt, prepared, objective, theta0, steps, control, diagnostics)
     nit = trace.history.shape[0] - 1
     n_polish = (POLISH_STARTS if auto else 0) if polish is None else int(polish)
     if n_polish > 0:
@@ -283,10 +291,52 @@ def calibrate(
         nit += extra_it
     name = "adam+lbfgs-polish" if n_polish > 0 and auto else opt.name
     meta = dict(nit=nit, optimizer=name, loss_name=loss_name, inputs=inputs, target=target,
-                absolute_sigma=bool(absolute_sigma))  # fmt: skip
+                absolute_sigma=bool(absolute_sigma), fixed=pinned)  # fmt: skip
     return build(
         program, trace, extra_names, prepared, objective, meta, control.project, diagnostics, warn
     )
+
+
+def _fixed(program: Program, fixed: Mapping[str, float] | None) -> dict[str, float]:
+    """``fixed`` checked: known parameter names, finite numbers inside each constraint."""
+    out: dict[str, float] = {}
+    for name, value in dict(fixed or {}).items():
+        if name not in program.params:
+            raise NdvmError(
+                f"fixed: unknown parameter {name!r} (parameters: {', '.join(program.params)})"
+            )
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            raise NdvmError(f"fixed: {name!r} must be a number, got {value!r}") from None
+        if not np.isfinite(v):
+            raise NdvmError(f"fixed: {name!r} must be finite, got {v}")
+        i = program.params.index(name)
+        _theta_bound(program, i, v, 0.0)  # inside the parameter's constraint
+        out[name] = v
+    return out
+
+
+def _pin(
+    program: Program, fixed: Any, constraints: Any, theta0: np.ndarray, sampler: optim.Sampler
+) -> tuple[dict[str, float], Any, np.ndarray, optim.Sampler]:
+    """(the checked ``fixed``, the box bounds with each pinned parameter's equal bounds, the
+    starts and restarts with the pinned parameters at their values (theta space))."""
+    pinned = _fixed(program, fixed)
+    if not pinned:
+        return pinned, constraints, theta0, sampler
+    box = {**dict(constraints or {}), **{k: (v, v) for k, v in pinned.items()}}
+    cols = [program.params.index(k) for k in pinned]
+    vals = [_theta_bound(program, i, pinned[program.params[i]], 0.0) for i in cols]
+
+    def pin(th: np.ndarray) -> np.ndarray:
+        th[:, cols] = vals
+        return th
+
+    def sample(r: np.random.Generator, n: int) -> np.ndarray:
+        return pin(sampler(r, n))
+
+    return pinned, box, pin(theta0), sample
 
 
 def _optimizer(

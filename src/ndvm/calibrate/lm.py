@@ -5,7 +5,8 @@ The runtime's ``optimize_lm`` (``cpp/src/optimize_lm.cpp``) is the engine ``cali
 ``Program.jacobian`` — the reference the runtime is tested against, and the engine of a backend
 without it. Per iteration: one evaluation of every lane at its trial point; a lane whose sum
 of squares fell accepts it and takes the exact Jacobian there; every running lane then solves
-``(JᵀJ + λ D) δ = -Jᵀr`` with ``D = diag(JᵀJ)`` floored at ``1e-12 max(D)`` (Marquardt's
+``(JᵀJ + λ D) δ = -Jᵀr`` with ``D = diag(JᵀJ)``, each entry floored at 1e-12 of its
+column's running squared norm (Marquardt's
 scaling: steps do not depend on the parameters' units), projected on the box; Nielsen's rule
 updates λ (``λ·max(1/3, 1-(2ρ-1)³)`` on success, ``λ·ν, ν·2`` on failure). A trial that fails
 (a lane error, a non-finite residual or derivative) is rejected, not fatal: only a lane whose
@@ -15,10 +16,13 @@ A lane stops (``CONVERGED``) on the first of, like ``scipy.optimize.least_square
 
 - ``ftol``: the actual and the predicted reduction of the sum of squares are both at most
   ``ftol`` times it;
-- ``xtol``: the step is at most ``xtol (‖θ‖ + xtol)``;
+- ``xtol``: the scaled step is at most ``xtol ‖D θ‖`` (MINPACK: ``‖D δ‖ <= xtol ‖D θ‖``, D the
+  running maximum of J's column norms, so the test does not depend on the data's units);
 - ``gtol``: every column of J makes a cosine of at most ``gtol`` with the residual (MINPACK's
   test: scale-free, zero at a stationary point);
-- an exact fit (sum of squares 0);
+- an exact fit (sum of squares 0, every residual 0);
+- underflow (a sum of squares below the smallest normal double from nonzero residuals: the
+  losses can no longer be compared; never a success);
 - no progress: λ above 1e16, no damped step lowers the loss (a stationary point or a bound).
 
 The verdict (``success``) is stricter than the stop: an ``ftol`` or ``xtol`` stop where a column
@@ -39,7 +43,8 @@ from ndvm.calibrate import optim
 from ndvm.calibrate.objective import Objective
 from ndvm.errors import NdvmError
 
-WHY_NONE, WHY_FTOL, WHY_XTOL, WHY_GTOL, WHY_ZERO, WHY_STUCK, WHY_TIME, WHY_DOMINATED = range(8)
+(WHY_NONE, WHY_FTOL, WHY_XTOL, WHY_GTOL, WHY_ZERO, WHY_STUCK, WHY_TIME, WHY_DOMINATED,
+ WHY_UNDERFLOW) = range(9)
 WHY_TEXT = {
     WHY_NONE: "iteration limit reached",
     WHY_FTOL: "relative reduction of the sum of squares below ftol",
@@ -49,6 +54,8 @@ WHY_TEXT = {
     WHY_STUCK: "no damped step lowers the loss",
     WHY_TIME: "time limit reached",
     WHY_DOMINATED: "stopped above a converged start's loss, improving by < 1 % in 10 iterations",
+    WHY_UNDERFLOW: "the sum of squares underflows (nonzero residuals whose squares are below "
+    "the smallest normal double): divide the target (and the model's scale) by its magnitude",
 }
 CONVERGED_WHY = (WHY_FTOL, WHY_XTOL, WHY_GTOL, WHY_ZERO)
 MAX_LAMBDA = 1e16
@@ -180,6 +187,7 @@ class _Lanes:
         self.why = np.zeros(B, np.int8)
         self.reasons: list[str | None] = [None] * B
         self.evaluations = 0
+        self.under = np.zeros(B, bool)  # the last evaluation's sum of squares underflowed
 
     def run(self, steps: int) -> optim.Trace:
         hist = []
@@ -193,6 +201,8 @@ class _Lanes:
                 self.linear = linear_parameters(self.prep, self.trial)
             r, f, J, reasons = residuals(self.prep, self.trial, jac=True)
             self.evaluations += 1
+            tiny = f < np.finfo(float).tiny  # 0 or subnormal: an exact fit, or underflow
+            self.under = tiny & (np.abs(r) > 0).any(axis=1) if tiny.any() else tiny
             accept = (self.state == optim.RUNNING) & (f < self.fc)
             jtj = np.einsum("bmi,bmk->bik", J, J)
             jtr = np.einsum("bmi,bm->bi", J, r)
@@ -236,15 +246,20 @@ class _Lanes:
                 d = self.trial[b] - self.theta[b]
                 if actual <= o.ftol * self.fc[b] and self.pred[b] <= o.ftol * self.fc[b]:
                     self.why[b] = WHY_FTOL
-                if np.sqrt(d @ d) <= o.xtol * (np.sqrt(self.trial[b] @ self.trial[b]) + o.xtol):
+                if _small_step(self.scale[b], d, self.trial[b], o.xtol):
                     self.why[b] = WHY_XTOL
             self.fc[b], self.theta[b] = f[b], self.trial[b]
             self.jtj[b], self.jtr[b] = jtj[b], jtr[b]
-            self.scale[b] = np.maximum(self.scale[b], np.sqrt(np.maximum(np.diag(jtj[b]), 0.0)))
+            norms = np.sqrt(np.maximum(np.diag(jtj[b]), 0.0))
+            # the linear solve may move amplitudes by any factor (data times 1e-12): the
+            # running norms restart from the solved point's
+            self.scale[b] = norms if self.projected[b] else np.maximum(self.scale[b], norms)
             if it == 0 or self.projected[b]:  # MINPACK's initial radius: 100 ‖D θ‖ (100 at 0)
                 xn = float(np.sqrt(((self.scale[b] * self.theta[b]) ** 2).sum()))
                 self.radius[b] = RADIUS_FACTOR * xn if xn > 0 else RADIUS_FACTOR
-            if f[b] == 0.0:
+            if self.under[b]:  # the loss can no longer be compared: never an "exact fit"
+                self._converge(b, WHY_UNDERFLOW)
+            elif f[b] == 0.0:
                 self._converge(b, WHY_ZERO)
             elif _cosine(self.jtj[b], self.jtr[b], f[b]) <= o.gtol:
                 self._converge(b, WHY_GTOL)
@@ -309,7 +324,7 @@ class _Lanes:
         the step pushes outward is held there and the step solved again for the others."""
         jtj, g, th = self.jtj[b], self.jtr[b], self.theta[b]
         diag = np.diag(jtj)
-        floor = max(diag.max() * 1e-12, np.finfo(float).tiny)
+        floor = _floors(self.scale[b], diag)
         for _ in range(200):
             free = np.ones(th.shape[0], bool)
             for _pass in range(th.shape[0] + 1):
@@ -396,6 +411,32 @@ def _solve(jtj: np.ndarray, g: np.ndarray, free: np.ndarray, damp: np.ndarray) -
     return out
 
 
+def _small_step(scale: np.ndarray, d: np.ndarray, theta: np.ndarray, xtol: float) -> bool:
+    """MINPACK's step test in the scaled norm: ``‖D δ‖ <= xtol ‖D θ‖``, D the running column
+    norms of J (the same whether a constant is 0.3 or 8e4, or the data are times 1e12). Each
+    product is divided by the largest before squaring, so neither side under- or overflows
+    (the runtime's ``small_step``, in the same order)."""
+    sd = [abs(a * b) for a, b in zip(scale.tolist(), d.tolist())]
+    st = [abs(a * b) for a, b in zip(scale.tolist(), theta.tolist())]
+    top = max(sd + st, default=0.0)
+    if not (top > 0.0 and math.isfinite(top)):
+        return top == 0.0
+    dn = tn = 0.0
+    for a, b in zip(sd, st):
+        dn += (a / top) * (a / top)
+        tn += (b / top) * (b / top)
+    return math.sqrt(dn) <= xtol * math.sqrt(tn)
+
+
+def _floors(scale: np.ndarray, diag: np.ndarray) -> np.ndarray:
+    """Each column's damping floor, against its own running norm (scale-free: a column 1e12
+    times another's does not set the other's damping); a column never seen nonzero against
+    the largest ``JᵀJ`` diagonal."""
+    tiny = np.finfo(float).tiny
+    other = 1e-12 * float(diag.max(initial=0.0))
+    return np.maximum(np.where(scale > 0, 1e-12 * scale * scale, other), tiny)
+
+
 def _cosine(jtj: np.ndarray, jtr: np.ndarray, f: float) -> float:
     """The largest cosine between a column of J and the residual (0 where a column is 0)."""
     cn = np.sqrt(np.diag(jtj))
@@ -403,39 +444,3 @@ def _cosine(jtj: np.ndarray, jtr: np.ndarray, f: float) -> float:
     with np.errstate(invalid="ignore", divide="ignore"):
         c = np.where(denom > 0, np.abs(jtr) / denom, 0.0)
     return float(c.max(initial=0.0))
-
-
-def verdict(
-    why: int, jtj: np.ndarray, names: tuple[str, ...], cosine: float, n_best: int, starts: int
-) -> tuple[bool, str]:
-    """``(success, message)`` of a least-squares fit from its best start's stopping reason,
-    ``JᵀJ`` there and the largest cosine of a Jacobian column with the residual (of the
-    gradient projected on the box). A stationary point where the model depends on no
-    parameter (all of J zero: a symmetric start such as all zeros for ``A sin(w t + phi)``)
-    is not a success; neither is an iteration or time limit, nor an ftol or xtol stop where a
-    column of J still makes a cosine above ``STATIONARY_COSINE`` with the residual (a stop in
-    an ill-conditioned valley, short of the minimum)."""
-    tail = f"({n_best} of {starts} starts reached this loss)"
-    diag = jtj.diagonal().tolist() if jtj.size else []
-    top = math.nan if any(d != d for d in diag) else max([0.0, *diag])  # ndarray.max's
-    dead = [n for n, d in zip(names, diag) if not d > 1e-30 * top]
-    if dead and why != WHY_ZERO:
-        what = ("a stationary point where the model does not depend on any parameter (a "
-                "symmetric start?)" if len(dead) == len(diag) else
-                f"a point where the model does not depend on {', '.join(dead)} (not "
-                "identifiable there)")  # fmt: skip
-        return False, f"not converged: {what}; use more starts or another init {tail}"
-    if why in (WHY_FTOL, WHY_XTOL) and cosine > STATIONARY_COSINE:
-        return False, (
-            f"not converged: {WHY_TEXT[why]}, but the gradient is not small (largest gradient "
-            f"cosine {cosine:.2g} > {STATIONARY_COSINE:g}): an ill-conditioned or slowly "
-            f"converging fit; raise steps or starts, or start nearer {tail}"
-        )
-    if why in CONVERGED_WHY:
-        return True, f"converged: {WHY_TEXT[why]} {tail}"
-    if why == WHY_STUCK and cosine <= 1e-6:
-        return True, f"converged: stationary within the bounds (cosine {cosine:.2g}) {tail}"
-    return False, (
-        f"not converged: {WHY_TEXT[why]} (largest gradient cosine {cosine:.2g}); raise steps "
-        f"or starts {tail}"
-    )

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from ndvm.api import Program
-from ndvm.calibrate import optim, uncertainty
-from ndvm.calibrate.lm import verdict as lm_verdict
+from ndvm.calibrate import optim, uncertainty, verdicts
 from ndvm.calibrate.objective import ProgramObjective
+from ndvm.calibrate.verdicts import verdict as lm_verdict
 from ndvm.frozen import frozen
 
 STATUS_NAMES = {optim.OK: "ok", optim.CONVERGED: "ok", optim.FAILED: "failed"}
@@ -73,6 +73,12 @@ class Calibration:
     jtj: np.ndarray | None = field(default=None, compare=False)  # least squares: J'J at theta
     absolute_sigma: bool = False
     n_best: int = 0  # starts whose loss is within 1e-6 (relative) of the best
+    fixed: dict[str, float] = field(default_factory=dict)  # pinned parameters (fixed=)
+
+    @property
+    def free(self) -> np.ndarray:
+        """Indices (``names`` order) of the parameters that were fitted (not ``fixed``)."""
+        return np.array([i for i, n in enumerate(self.names) if n not in self.fixed], np.intp)
 
     @property
     def ok(self) -> bool:
@@ -95,26 +101,26 @@ class Calibration:
         the loss (``uncertainty.covariance``). None for a callable loss or a failed fit; NaN
         where the matrix is singular (not a minimum, or a flat direction)."""
         prep = self.prepared
-        if self.jtj is not None and self.ok and prep is not None:
+        free = self.free
+        D = self.theta.shape[0]
+        if not self.ok or prep is None:
+            return None
+        if self.jtj is not None:
             sse = self.loss / prep.weight
             jac = uncertainty.value_jacobian(self.program, prep, self.theta)
-            return uncertainty.gauss_newton(
-                self.jtj, sse, _n_obs(prep), self.absolute_sigma, jac
+            sub = uncertainty.gauss_newton(
+                self.jtj[np.ix_(free, free)], sse, _n_obs(prep), self.absolute_sigma, jac[free]
             )
-        factor = (
-            None
-            if prep is None
-            else uncertainty.scale(prep.kind, self.loss, _n_obs(prep), self.theta.shape[0])
-        )
-        if factor is None or not self.ok:
+            return _embed(sub, free, D)
+        factor = uncertainty.scale(prep.kind, self.loss, _n_obs(prep), free.size)
+        if factor is None:
             return None
-        D = self.theta.shape[0]
         obj = lane_objective(self.objective, prep, np.full(2 * D, self.best))
         H = uncertainty.hessian(obj, self.theta)
         if H is None:
             return np.full((D, D), np.nan)
         jac = uncertainty.value_jacobian(self.program, prep, self.theta)
-        return uncertainty.covariance(H, factor, jac)
+        return _embed(uncertainty.covariance(H[np.ix_(free, free)], factor, jac[free]), free, D)
 
     @property
     def stderr(self) -> dict[str, float] | None:
@@ -122,13 +128,25 @@ class Calibration:
         cov = self.cov
         if cov is None:
             return None
-        return {n: float(np.sqrt(v)) for n, v in zip(self.names, np.diag(cov))}
+        return {
+            n: float(np.sqrt(v))
+            for n, v in zip(self.names, np.diag(cov))
+            if n not in self.fixed
+        }
 
-    def predict(self, inputs: Mapping[str, Any] | None = None, lane: int | None = None) -> Any:
-        """The program's value at the best (or given lane's) parameters on ``inputs``."""
+    def predict(
+        self, inputs: Mapping[str, Any] | None = None, lane: int | None = None, **named: Any
+    ) -> Any:
+        """The program's value at the best (or given lane's) parameters on ``inputs`` (a
+        mapping, a DataFrame, or keywords: ``cal.predict(conc=xs)``; None: the fit's data)."""
+        from ndvm.calibrate.data import frame_inputs
+
         P = len(self.program.params)
         th = self.theta if lane is None else self.all_theta[lane]
-        return self.program.eval(th[:P], dict(self.inputs if inputs is None else inputs))
+        given = frame_inputs(self.program, inputs) if inputs is not None else {}
+        given.update(named)
+        return self.program.eval(th[:P], given if inputs is not None or named else dict(
+            self.inputs))
 
     def plot(self, path: str | None = None, **kwargs: Any) -> Any:
         """Loss history of every start and (for 1-D data) the fit; needs matplotlib."""
@@ -157,7 +175,8 @@ class Calibration:
         ]
         for n, v in self.params.items():
             e = se.get(n)
-            lines.append(f"{n:<16}{v:>16.8g}{'-' if e is None else f'{e:.4g}':>14}")
+            err = "fixed" if n in self.fixed else "-" if e is None else f"{e:.4g}"
+            lines.append(f"{n:<16}{v:>16.8g}{err:>14}")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -181,7 +200,18 @@ class Calibration:
             "optimizer": self.optimizer,
             "loss_name": self.loss_name,
             "failures": {i: s for i, s in enumerate(self.status) if s != "ok"},
+            "fixed": dict(self.fixed),
         }
+
+
+def _embed(sub: np.ndarray, free: np.ndarray, D: int) -> np.ndarray:
+    """The free parameters' covariance ``sub`` in a ``[D, D]`` matrix whose fixed rows and
+    columns are 0 (a pinned value does not vary)."""
+    if free.size == D:
+        return sub
+    out = np.zeros((D, D))
+    out[np.ix_(free, free)] = sub
+    return out
 
 
 def _n_obs(prep: Any) -> int:
@@ -340,6 +370,37 @@ def _verdict(cal: dict[str, Any], steps: int, starts: int, optimizer: str = "") 
     )
 
 
+def _unbounded_verdict(
+    objective: Any, theta: np.ndarray, grad: Any, loss: float, project: Any, message: str
+) -> tuple[bool, str]:
+    """A gradient-converged fit is not a success where the loss keeps falling along its
+    descent direction (``verdicts.unbounded``), nor where it reached -inf."""
+    low = -math.inf if loss == -math.inf else verdicts.unbounded(
+        objective, theta, grad, loss, project
+    )
+    if low is None:
+        return True, message
+    return False, (
+        f"not converged: the loss kept falling (from {loss:.6g} to {low:.6g} along the "
+        f"descent direction, up to {verdicts.RAY[-1]:g} times farther out): the objective "
+        "looks unbounded below; bound the parameters (constraints=) or check the model"
+    )
+
+
+def _ls_verdict(
+    why: int, jtj: np.ndarray, names: tuple[str, ...], theta: np.ndarray, cos: float,
+    n_best: int, starts: int, prepared: Any, fixed: Mapping[str, float],
+) -> tuple[bool, str]:  # fmt: skip
+    """``verdicts.verdict`` of a least-squares fit on its free parameters' columns."""
+    sub, free_names, th = jtj, names, theta
+    if fixed:
+        free = [i for i, n in enumerate(names) if n not in fixed]
+        sub, free_names, th = jtj[np.ix_(free, free)], tuple(names[i] for i in free), theta[free]
+    n = _n_obs(prepared)
+    y_norm = math.sqrt(_target_scale(prepared) * n)
+    return lm_verdict(why, sub, free_names, cos, n_best, starts, n, (th, y_norm))
+
+
 def build(
     program: Program,
     trace: optim.Trace,
@@ -383,9 +444,15 @@ def build(
     jtj = None if trace.jtj is None or not math.isfinite(loss) else trace.jtj[best]
     if diagnostics and trace.why is not None and jtj is not None:
         cos = 0.0 if _round_off(loss, prepared) else _cosine(grad, jtj, loss, prepared)
-        success, message = lm_verdict(int(trace.why[best]), jtj, names, cos, n_best, len(status))
+        success, message = _ls_verdict(
+            int(trace.why[best]), jtj, names, theta, cos, n_best, len(status), prepared,
+            meta.get("fixed") or {},
+        )
     elif diagnostics:
         success, message = _verdict(fields, meta["nit"], len(status), meta.get("optimizer", ""))
+        if success or loss == -math.inf:
+            obj = lane_objective(objective, prepared, np.full(len(verdicts.RAY), best))
+            success, message = _unbounded_verdict(obj, theta, grad, loss, project, message)
     else:
         success = math.isfinite(loss)
         message = "finished (diagnostics off)" if success else "every start failed"

@@ -16,7 +16,11 @@ instead:
   is drawn as a width, with a random sign;
 - *frequency*: ``(* p x)`` as the argument of ``sin`` or ``cos``, alone or plus or minus a
   phase — the m-th such parameter starts at the m-th strongest peak of the target's
-  periodogram against ``x`` (``frequencies``).
+  periodogram against ``x`` (``frequencies``);
+- the same behind constant factors (``factored_roles``, read from the parsed forms): a
+  frequency ``c·p·x`` or a *period* ``c·x/p`` inside ``sin``/``cos`` (``(* 2 pi (/ t P))``,
+  ``(/ (* 2 pi t) P)``, ``(/ t P)``: ``P = c / ω``), a width ``(/ S (* c p))``, a location
+  ``(- x (* c p))``; the role's value is divided by ``c`` (a period: ``c`` over it).
 
 ``place_roles`` draws them in every other start, the odd ones, after the jitter: half of the
 starts keep the jitter, and programs without these roles draw exactly the random numbers they
@@ -28,14 +32,17 @@ useful values do not follow from ``x``'s range.
 
 from __future__ import annotations
 
+import hashlib
 import re
-import weakref
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-Role = tuple[int, str, str]  # (parameter, input, "loc+" | "loc-" | "width" | "inv" | "freq")
+# (parameter, input, "loc+" | "loc-" | "width" | "inv" | "freq" | "period"[, factor c]): the
+# role's natural value v (a location, a width, an angular frequency) is c·p ("period": c/p);
+# without c, c = 1
+Role = tuple[Any, ...]
 
 _BINDER = re.compile(r"\(\s*(?:let\*?|letrec\*?|lambda|define|do|loop)[\s()]")
 _A = r"([^\s()\[\]\"';]+)"  # an atom
@@ -59,10 +66,10 @@ def roles(source: str, inputs: Collection[str], params: Sequence[str]) -> tuple[
     index = {name: i for i, name in enumerate(params)}
     found: dict[int, Role] = {}
 
-    def add(p: str, x: str | None, kind: str) -> None:
+    def add(p: str, x: str | None, kind: str, c: float = 1.0) -> None:
         i = index.get(p)
         if i is not None and x is not None and i not in found:
-            found[i] = (i, x, kind)
+            found[i] = (i, x, kind) if c == 1.0 and kind != "period" else (i, x, kind, c)
 
     def located(a: str, b: str) -> tuple[str | None, str | None]:
         """(the input, the other operand) of a location form's operands, if one is an input."""
@@ -70,6 +77,10 @@ def roles(source: str, inputs: Collection[str], params: Sequence[str]) -> tuple[
             return a, b
         return (b, a) if b in inputs else (None, None)
 
+    factored = factored_roles(source, inputs, index)
+    for p, x, kind, c in factored:  # a period or frequency inside sin/cos comes first
+        if kind in ("freq", "period"):
+            add(p, x, kind, c)
     for m in _FREQ.finditer(source):
         a, b = m.group(2), m.group(3)
         x, p = (a, b) if a in inputs else (b, a)
@@ -90,7 +101,132 @@ def roles(source: str, inputs: Collection[str], params: Sequence[str]) -> tuple[
             x, q = located(a, b)
             add(p, x, "inv")
             add(q or "", x, "loc-" if op == "-" else "loc+")
+    for p, x, kind, c in factored:
+        add(p, x, kind, c)
     return tuple(found[i] for i in sorted(found))
+
+
+_TOKEN = re.compile(r";[^\n]*|\(|\)|[^\s()]+")
+
+
+def _parse(source: str) -> list[Any]:
+    """The program's forms as nested lists of atoms (strings); [] if it does not parse."""
+    stack: list[list[Any]] = [[]]
+    for tok in _TOKEN.findall(source):
+        if tok.startswith(";"):
+            continue
+        if tok == "(":
+            stack.append([])
+        elif tok == ")":
+            if len(stack) == 1:
+                return []
+            done = stack.pop()
+            stack[-1].append(done)
+        else:
+            stack[-1].append(tok)
+    return stack[0] if len(stack) == 1 else []
+
+
+def _monomial(e: Any) -> tuple[float, dict[str, int]] | None:
+    """``e`` as ``c · Π name^k`` (numbers, ``pi``, names, ``*``, ``/``, unary ``-``), else
+    None."""
+    if isinstance(e, str):
+        if e == "pi":
+            return np.pi, {}
+        try:
+            return float(e), {}
+        except ValueError:
+            return (1.0, {e: 1}) if re.fullmatch(_A, e) else None
+    if not e or e[0] not in ("*", "/", "-") or (e[0] == "-" and len(e) != 2):
+        return None
+    parts = [_monomial(a) for a in e[1:]]
+    if any(m is None for m in parts) or not parts:
+        return None
+    c, powers = 1.0, {}
+    for k, m in enumerate(parts):
+        assert m is not None
+        sign = -1 if e[0] == "/" and (k > 0 or len(parts) == 1) else 1
+        c = c * m[0] if sign > 0 else (c / m[0] if m[0] != 0 else np.nan)
+        for name, n in m[1].items():
+            powers[name] = powers.get(name, 0) + sign * n
+    if e[0] == "-":
+        c = -c
+    return c, {k: v for k, v in powers.items() if v}
+
+
+def _one(m: Any, names: Collection[str], power: int | None = None) -> tuple[str, int] | None:
+    """(name, power) when the monomial ``m`` has exactly one name, of ``names`` (and
+    ``power``), with a finite nonzero constant."""
+    if m is None or len(m[1]) != 1 or not (np.isfinite(m[0]) and m[0] != 0):
+        return None
+    (name, k), = m[1].items()
+    return (name, k) if name in names and (power is None or k == power) else None
+
+
+def _walk(e: Any) -> Any:
+    if isinstance(e, list):
+        yield e
+        for a in e:
+            yield from _walk(a)
+
+
+def factored_roles(
+    source: str, inputs: Collection[str], params: Collection[str]
+) -> list[tuple[str, str, str, float]]:
+    """Roles behind constant factors, in source order: a frequency written as ``c·p·x`` or a
+    period as ``c·x/p`` inside ``sin``/``cos`` (alone, or plus or minus a phase: ``(* 2 pi (/
+    t P))``, ``(/ t P)``, ``(/ (* 2 pi t) P)``); a width ``(/ S (* c p))`` (S an input, a
+    location form of one, or ``c'·x``); a location ``(- x (* c p))``. (parameter, input,
+    kind, c) as ``Role``."""
+    out: list[tuple[str, str, str, float]] = []
+    for e in _walk(_parse(source)):
+        head = e[0] if e else None
+        if head in ("sin", "cos") and len(e) == 2:
+            arg = e[1]
+            if isinstance(arg, list) and len(arg) == 3 and arg[0] in ("+", "-"):
+                has = [t for t in arg[1:] if _one_input(t, inputs)]
+                arg = has[0] if len(has) == 1 else arg
+            m = _monomial(arg)
+            if m is not None and len(m[1]) == 2 and np.isfinite(m[0]) and m[0] != 0:
+                xs = [k for k, v in m[1].items() if k in inputs and v == 1]
+                ps = [k for k, v in m[1].items() if k in params and abs(v) == 1]
+                if len(xs) == 1 and len(ps) == 1 and xs[0] != ps[0]:
+                    kind = "freq" if m[1][ps[0]] == 1 else "period"
+                    out.append((ps[0], xs[0], kind, abs(m[0])))
+        elif head == "/" and len(e) == 3:
+            den = _one(_monomial(e[2]), params, 1)
+            x, cx = _scaled_input(e[1], inputs)
+            if den is not None and x is not None:
+                out.append((den[0], x, "width", abs(_monomial(e[2])[0] / cx)))  # type: ignore[index]
+        elif head in ("-", "+") and len(e) == 3:
+            for a, b in ((e[1], e[2]), (e[2], e[1])):
+                q = _one(_monomial(b), params, 1)
+                if isinstance(a, str) and a in inputs and q is not None:
+                    kind = "loc-" if head == "-" else "loc+"
+                    out.append((q[0], a, kind, _monomial(b)[0]))  # type: ignore[index]
+    return out
+
+
+def _one_input(e: Any, inputs: Collection[str]) -> bool:
+    """Whether ``e`` mentions an input."""
+    return any(isinstance(t, str) and t in inputs for t in _atoms(e))
+
+
+def _atoms(e: Any) -> Any:
+    if isinstance(e, str):
+        yield e
+    else:
+        for a in e:
+            yield from _atoms(a)
+
+
+def _scaled_input(e: Any, inputs: Collection[str]) -> tuple[str | None, float]:
+    """(x, c') when ``e`` is an input, a location form of one, or ``c'·x``; else (None, 1)."""
+    if isinstance(e, list) and len(e) == 3 and e[0] in ("-", "+"):
+        xs = [a for a in e[1:] if isinstance(a, str) and a in inputs]
+        return (xs[0], 1.0) if len(xs) == 1 else (None, 1.0)
+    one = _one(_monomial(e), inputs, 1)
+    return (one[0], abs(_monomial(e)[0])) if one is not None else (None, 1.0)  # type: ignore[index]
 
 
 def input_range(values: Any) -> tuple[float, float] | None:
@@ -122,31 +258,33 @@ def place_roles(
     rows = rows[rows % K % 2 == 1]
     n = rows.size
     n_freq = 0
-    for i, x, kind in found:
+    for i, x, kind, *factor in found:
+        c = factor[0] if factor else 1.0
         span = input_range(inputs.get(x))
         if span is None:
             continue
         lo, hi = span
-        if kind == "freq":
+        if kind in ("freq", "period"):
             peaks = frequencies(inputs[x], target, n_freq + 1)
             if peaks is not None:  # the m-th frequency parameter: the m-th strongest peak
-                theta[rows, i] = peaks[min(n_freq, peaks.size - 1)]
+                w = peaks[min(n_freq, peaks.size - 1)]
+                theta[rows, i] = w / c if kind == "freq" else c / w
                 n_freq += 1
         elif kind.startswith("loc"):
             value = lo + (hi - lo) * rng.random(n)
             if kind == "loc+":  # a shift (x + p = 0 at p = -x) or an offset (K + S)
                 value *= np.where(rng.random(n) < 0.5, -1.0, 1.0)
-            theta[rows, i] = value
+            theta[rows, i] = value if c == 1.0 else value / c
         elif hi > lo:
             width = (hi - lo) * 10.0 ** (-WIDTH_DECADES * rng.random(n))
             if kind == "width":
-                theta[rows, i] = width
+                theta[rows, i] = width if c == 1.0 else width / c
             else:
                 theta[rows, i] = np.where(rng.random(n) < 0.5, -1.0, 1.0) / width
     return theta
 
 
-_PERIODOGRAMS: dict[tuple[int, int], tuple[Any, Any, np.ndarray | None]] = {}
+_PERIODOGRAMS: dict[bytes, Any] = {}  # content digest of (x, y) -> peaks (or None)
 
 
 def frequencies(x: Any, y: Any, k: int) -> np.ndarray | None:
@@ -154,22 +292,33 @@ def frequencies(x: Any, y: Any, k: int) -> np.ndarray | None:
     ``|Σ r exp(-i ω x)|²``, ``r`` the residual of ``y`` from a straight line in ``x`` (1-D,
     the same length; ``y`` may be ``[S, N]``, its first row counts), from half a cycle over
     ``x``'s range to ``N / 2`` cycles (``_periodogram_peaks``); None without such data. Kept
-    per pair of arrays (weakly)."""
+    by the arrays' contents (``_digest``), for the last 8."""
     if isinstance(y, np.ndarray) and y.ndim == 2:
         y = y[0]
     ok = isinstance(x, np.ndarray) and isinstance(y, np.ndarray) and x.ndim == y.ndim == 1
     if not ok or x.shape != y.shape or x.dtype.kind not in "fiu" or y.dtype.kind not in "fiu":
         return None
-    key = (id(x), id(y))
-    hit = _PERIODOGRAMS.get(key)
-    if hit is not None and hit[0]() is x and hit[1]() is y:
-        peaks = hit[2]
-    else:
+    key = _digest(x, y)
+    peaks = _PERIODOGRAMS.get(key, _MISSING)
+    if peaks is _MISSING:
         peaks = _periodogram_peaks(x.astype(np.float64), y.astype(np.float64))
         if len(_PERIODOGRAMS) >= 8:
             _PERIODOGRAMS.pop(next(iter(_PERIODOGRAMS)))
-        _PERIODOGRAMS[key] = (weakref.ref(x), weakref.ref(y), peaks)
+        _PERIODOGRAMS[key] = peaks
     return None if peaks is None else peaks[:k]
+
+
+_MISSING = object()
+
+
+def _digest(*arrays: np.ndarray) -> bytes:
+    """A digest of the arrays' contents (dtype, shape and bytes): a buffer refilled in place
+    is new data (``y[:] = data[i]`` in a loop), a copy of the same data is not."""
+    h = hashlib.blake2b(digest_size=20)
+    for a in arrays:
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(np.ascontiguousarray(a).view(np.uint8).reshape(-1).data)
+    return h.digest()
 
 
 def _periodogram_peaks(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:

@@ -151,6 +151,12 @@ def check_inputs(source: str, inputs: Iterable[str], *, complete: bool) -> None:
         )
     if complete and declared:
         missing = [n for n in names if n not in declared and n not in given]
+        near = [h for n in missing if (h := did_you_mean(n, (*declared, *given)))]
+        if near:  # a typo of a declared name, as the API says it
+            raise NdvmError(
+                f"unbound name {', '.join(repr(n) for n in missing)} (not a declared parameter "
+                f"or an input given with --x; {'; '.join(near)})"
+            )
         if missing:
             raise NdvmError(
                 f"program input {', '.join(repr(n) for n in missing)} has no column (give "

@@ -1,7 +1,8 @@
 """``ndvm fit``: calibrate a program's parameters to columns of a CSV file.
 
 ndvm fit PROGRAM --data FILE.csv --x COL [--x COL ...] --y COL [--starts 16] [--steps 200]
-         [--optimizer auto] [--loss mse] [--json] [--plot out.png] [--backend NAME]
+         [--optimizer auto] [--loss mse] [--fix NAME=VALUE] [--json] [--plot out.png]
+         [--backend NAME]
 """
 
 from __future__ import annotations
@@ -66,6 +67,14 @@ def register(sub: Any) -> None:
         help="auto: Levenberg-Marquardt for mse, else Adam then L-BFGS on the best starts",
     )
     p.add_argument("--polish", type=int, default=None, help="starts L-BFGS polishes (auto: 8)")
+    p.add_argument(
+        "--fix",
+        action="append",
+        default=None,
+        metavar="NAME=VALUE",
+        help="hold a parameter at a value (repeat for several): reported as fixed, no "
+        "standard error; the others' errors from the free parameters alone",
+    )
     p.add_argument("--lr", type=float, default=0.05, help="Adam learning rate")
     p.add_argument("--seed", type=int, default=0, help="seed for the start jitter")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -125,6 +134,21 @@ def _bindings(args: argparse.Namespace) -> dict[str, str]:
     return dict(zip(names, args.x))
 
 
+def parse_fixed(items: list[str] | None) -> dict[str, float]:
+    """{name: value} from ``--fix NAME=VALUE`` arguments."""
+    out: dict[str, float] = {}
+    for item in items or ():
+        name, eq, value = item.partition("=")
+        name = name.strip()
+        try:
+            out[name] = float(value) if eq and name else float("nan")
+        except ValueError:
+            out[name] = float("nan")
+        if out[name] != out[name]:
+            raise NdvmError(f"--fix {item!r}: give NAME=VALUE with a number, e.g. --fix K=0.06")
+    return out
+
+
 def _fit(
     args: argparse.Namespace, source: str, binds: dict[str, str], cols: dict[str, np.ndarray]
 ) -> tuple[Any, float]:
@@ -153,6 +177,7 @@ def _fit(
                 lr=args.lr,
                 seed=args.seed,
                 callback=update,
+                fixed=parse_fixed(args.fix),
             )
     finally:
         close()
@@ -165,7 +190,8 @@ def _print_text(cal: Any, args: argparse.Namespace, elapsed: float) -> None:
     print(f"loss: {cal.loss:.6g}  ({args.loss}, best of {len(cal.status)} start(s){r2})")
     for pname, v in cal.params.items():
         err = se.get(pname)
-        print(f"{pname} = {v:.10g}" + ("" if err is None else f"  ± {err:.3g}"))
+        tail = "  (fixed)" if pname in cal.fixed else "" if err is None else f"  ± {err:.3g}"
+        print(f"{pname} = {v:.10g}{tail}")
     if cal.n_failed:
         print(f"{cal.n_failed} start(s) failed: {_reasons(cal)}", file=sys.stderr)
     print(f"{elapsed:.3f} s, {cal.nit} iterations, {cal.nfev} evaluations", file=sys.stderr)
