@@ -87,7 +87,6 @@ def run_search(
     from ndvm import tasks
 
     the_task = (tasks.get(task) if isinstance(task, str) else task).for_search()
-    name = the_task.name
     store = Store(db)
     config = {
         "batch_size": batch_size, "limits": limits.__dict__, "workers": workers,
@@ -120,7 +119,7 @@ def run_search(
             n = book.next_batch
             if stop() or not book.decided_before(n - 1):
                 return []
-            state = book.view(name, seed, n)
+            state = book.view(the_task.name, seed, n)
             done = budget.exhausted(state, elapsed())
             cands = [] if done else proposer.propose(state, batch_size)
             if not cands:
@@ -150,7 +149,7 @@ def run_search(
         _hook(proposer, "close", then=sched.close)
         store.set_elapsed(run, elapsed())
         store.close()
-    return book.state(name, seed)
+    return book.state(the_task.name, seed)
 
 
 def _open_run(
