@@ -75,7 +75,7 @@ def _substitute(d: Datum, names: dict[str, float]) -> Datum:
 def prune(task: Any, r: Record) -> Record:
     """``r`` with its dust constants removed and refitted (the module's rule), or ``r``."""
     from ndvm.api import compile as compile_program
-    from ndvm.search.evaluate import _evaluation
+    from ndvm.search.evaluate import evaluation
     from ndvm.search.funnel import complexity
 
     ev = r.evaluation
@@ -98,7 +98,7 @@ def prune(task: Any, r: Record) -> Record:
         t0 = time.perf_counter()
         init = np.array([[ev.params[p] for p in small.params]], dtype=np.float64)
         cal = task.calibrate(small, starts=1, init=init, diagnostics=False)
-        new = _evaluation(task, cal, task.score(cal, data), t0)
+        new = evaluation(task, cal, task.score(cal, data), t0)
     except (NdvmError, ArithmeticError, ValueError):
         return r
     if new.status != "ok" or not new.selection_loss <= ev.selection_loss * (1 + LOSS_RTOL):

@@ -199,7 +199,7 @@ def _result(job: Job, task: Task, v: Verdict, fit: _Fit, t0: float, h: str) -> R
     if exc is not None:
         raise exc
     assert fit.metrics is not None
-    ev = _evaluation(task, fit.cal, fit.metrics, t0)
+    ev = evaluation(task, fit.cal, fit.metrics, t0)
     return Result(job.idx, v.skeleton, v.n_params, v.complexity, ev, h)
 
 
@@ -237,7 +237,7 @@ def _point_inputs(task: Task) -> list[str] | None:
 _LIMIT_WORDS = ("time limit", "StepLimitExceeded", "DeadlineExceeded", "DepthLimitExceeded")
 
 
-def _evaluation(task: Task, cal: Any, metrics: dict[str, float], t0: float) -> Evaluation:
+def evaluation(task: Task, cal: Any, metrics: dict[str, float], t0: float) -> Evaluation:
     steps = int(cal.history.shape[0] - 1)
     losses = np.asarray(cal.all_losses, dtype=np.float64).tolist()
     best = series_best(cal, task.series)

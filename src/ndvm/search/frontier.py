@@ -24,6 +24,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ndvm.search.candidate import Record
+from ndvm.search.selection import (  # noqa: F401 (cost and the constants are frontier's API too)
+    LOSS_FLOOR,
+    PARAM_COST,
+    SCORE_TOLERANCE,
+    choose,
+    cost,
+    pysr_scores,
+)
 
 
 @dataclass(frozen=True)
@@ -102,17 +110,6 @@ def summarize(records: list[Record], elapsed: float | None = None) -> Summary:
 EXACT = 1e-20  # validation losses below this fraction of the target's variance: exact fits
 
 
-PARAM_COST = 1  # what a fitted parameter costs for selection on top of its node
-
-
-def cost(r: Record) -> int:
-    """A program's size for selection: its nodes (``complexity``) plus ``PARAM_COST`` per
-    fitted parameter, so that of two programs of as many nodes the one that fits fewer
-    constants is the simpler (``a S / (b + S)`` before ``a - b / (S + c)``): a constant is a
-    node and a value chosen to fit the data, an input only a node."""
-    return r.complexity + PARAM_COST * r.n_params
-
-
 def exact_floor(records: list[Record]) -> float:
     """The validation loss under which a fit is exact — round-off, not structure: ``EXACT``
     times the validation target's variance (``mse / (1 - R²)`` of the evaluated record
@@ -149,8 +146,6 @@ def pareto_front(records: list[Record], floor: float | None = None) -> list[Reco
     return front
 
 
-LOSS_FLOOR = 1e-300  # a zero loss scores as this (log of 0 is undefined)
-SCORE_TOLERANCE = 1.5  # PySR's "best": the top score among losses within 1.5x the lowest
 
 
 def scores(front: list[Record], floor: float | None = None) -> list[float]:
@@ -158,10 +153,9 @@ def scores(front: list[Record], floor: float | None = None) -> list[float]:
     previous (simpler) entry; 0 for the first. A large score marks a complexity step that
     buys a large drop in validation loss: where the law's structure appears. Losses under
     ``floor`` (default ``exact_floor(front)``) count as ``floor``."""
-    from ndvm.search.selection import _scores
 
     floor = exact_floor(front) if floor is None else floor
-    return _scores([(cost(r), max(ranked_loss(r, floor), LOSS_FLOOR)) for r in front])
+    return pysr_scores([(cost(r), max(ranked_loss(r, floor), LOSS_FLOOR)) for r in front])
 
 
 def select(records: list[Record], mode: str = "best") -> Record | None:
@@ -170,7 +164,6 @@ def select(records: list[Record], mode: str = "best") -> Record | None:
     front with ``n`` the validation rows (recorded by the worker as ``n_valid``), PySR's
     "best" (the largest score within ``SCORE_TOLERANCE`` of the lowest loss) for records
     without it; ``"accuracy"`` the lowest loss; ``"score"`` the largest score."""
-    from ndvm.search.selection import choose
 
     exact = exact_floor(records)
     front = pareto_front(records, exact)

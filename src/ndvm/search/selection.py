@@ -37,6 +37,16 @@ LOO_ROWS = 30  # up to this many selection rows: leave-one-out; more: K_FOLDS fo
 K_FOLDS = 5
 EXACT = 1e-20  # losses below this fraction of the target's variance tie (round-off)
 LOSS_FLOOR = 1e-300  # a zero loss counts as this (log of 0 is undefined)
+SCORE_TOLERANCE = 1.5  # PySR's "best": the top score among losses within 1.5x the lowest
+PARAM_COST = 1  # what a fitted parameter costs for selection on top of its node
+
+
+def cost(r: Record) -> int:
+    """A program's size for selection: its nodes (``complexity``) plus ``PARAM_COST`` per
+    fitted parameter, so that of two programs of as many nodes the one that fits fewer
+    constants is the simpler (``a S / (b + S)`` before ``a - b / (S + c)``): a constant is a
+    node and a value chosen to fit the data, an input only a node."""
+    return r.complexity + PARAM_COST * r.n_params
 
 
 @dataclass(frozen=True, eq=False)
@@ -121,25 +131,23 @@ def choose(front: Sequence[Record], losses: Sequence[float], mode: str = "best",
     """The entry of ``front`` that ``mode`` selects on ``losses``: "best" is the information
     criterion with ``n`` rows behind the losses (PySR's "best" without ``n``); ``scale`` is
     the target's variance (losses under ``EXACT * scale`` tie: round-off is not evidence)."""
-    from ndvm.search import frontier
-
     if mode not in MODES:
         raise NdvmError(f"model_selection must be one of {', '.join(MODES)}, got {mode!r}")
     floor = max(EXACT * scale, LOSS_FLOOR)
-    entries = [(frontier.cost(r), max(v, floor), i, r) for i, (r, v) in
+    entries = [(cost(r), max(v, floor), i, r) for i, (r, v) in
                enumerate(zip(front, losses)) if math.isfinite(v)]  # fmt: skip
     if not entries:
         return None
     entries.sort(key=lambda t: (t[0], t[2]))
     if mode == "accuracy":
         return min(entries, key=lambda t: (t[1], t[0]))[3]
-    sc = _scores([(c, v) for c, v, _, _ in entries])
+    sc = pysr_scores([(c, v) for c, v, _, _ in entries])
     if mode == "score":
         return max(zip(sc, entries), key=lambda t: (t[0], -t[1][0]))[1][3]
     if n is not None and n > 1:
         return min(entries, key=lambda t: (criterion(t[1], t[0], n), t[0]))[3]
     low = min(v for _, v, _, _ in entries)
-    ok = [(s, e) for s, e in zip(sc, entries) if e[1] <= frontier.SCORE_TOLERANCE * low]
+    ok = [(s, e) for s, e in zip(sc, entries) if e[1] <= SCORE_TOLERANCE * low]
     return max(ok, key=lambda t: (t[0], -t[1][0]))[1][3]
 
 
@@ -148,7 +156,7 @@ def criterion(loss: float, cost: int, n: int) -> float:
     return n * math.log(max(loss, LOSS_FLOOR)) + cost * math.log(n)
 
 
-def _scores(points: list[tuple[int, float]]) -> list[float]:
+def pysr_scores(points: list[tuple[int, float]]) -> list[float]:
     """PySR's score of each (cost, loss) point against the previous one (0 for the first)."""
     out: list[float] = []
     prev: tuple[int, float] | None = None
