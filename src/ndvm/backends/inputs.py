@@ -16,10 +16,7 @@ class Const:
     __slots__ = ("array",)
 
     def __init__(self, array: Any) -> None:
-        try:
-            arr = np.asarray(array, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise NdvmError(f"const: not a numeric array ({_reason(exc)})") from None
+        arr = real_array(array, lambda why: NdvmError(f"const: {why}"))
         if arr.ndim not in (0, 1, 2):
             raise NdvmError(f"const: expected a scalar, vector or matrix, got shape {arr.shape}")
         self.array = arr
@@ -38,6 +35,27 @@ def is_complex(x: Any) -> bool:
     by dropping the imaginary part (a list of complex numbers fails the cast by itself)."""
     dtype = getattr(x, "dtype", None)
     return getattr(dtype, "kind", None) == "c"
+
+
+def real_array(value: Any, fail: Any) -> np.ndarray:
+    """``value`` as a float64 array, or ``fail(reason)`` raised: ``None`` (alone or as an
+    element, which NumPy would read as NaN), complex numbers (it would drop the imaginary
+    part) and anything not numeric are refused."""
+    if value is None:
+        raise fail("is None, not a number")
+    if is_complex(value) or isinstance(value, complex):
+        raise fail("has complex values (ndvm computes with real numbers)")
+    try:
+        raw = np.asarray(value)
+        if raw.dtype.kind == "c":
+            raise fail("has complex values (ndvm computes with real numbers)")
+        if raw.dtype == object and any(v is None for v in raw.ravel()):
+            raise fail("holds None, not a number")
+        if raw.dtype == object and any(isinstance(v, complex) for v in raw.ravel()):
+            raise fail("has complex values (ndvm computes with real numbers)")
+        return np.asarray(raw, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise fail(f"not numeric ({_reason(exc)})") from None
 
 
 def _is_pandas(x: Any, kind: str) -> bool:
@@ -151,12 +169,7 @@ def classify_inputs(
             arr = value.array
             out.append(("scalar" if arr.ndim == 0 else "const", arr))
             continue
-        if is_complex(value):
-            raise bad(name, "has complex values (ndvm computes with real numbers)")
-        try:
-            arr = np.asarray(value, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise bad(name, f"not numeric ({_reason(exc)})") from None
+        arr = real_array(value, lambda why, name=name: bad(name, why))
         ndim = arr.ndim
         if ndim == 0:
             out.append(("scalar", arr))

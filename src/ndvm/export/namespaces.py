@@ -38,6 +38,10 @@ def torch_namespace() -> SimpleNamespace:
     def softplus(x: Any) -> Any:
         return torch.logaddexp(torch.zeros_like(x), x)
 
+    def logaddexp(a: Any, b: Any) -> Any:
+        a, b = torch.broadcast_tensors(torch.as_tensor(a), torch.as_tensor(b))
+        return torch.logaddexp(a, b)
+
     return SimpleNamespace(
         exp=torch.exp, log=torch.log, log1p=torch.log1p, expm1=torch.expm1, sqrt=torch.sqrt,
         abs=torch.abs, sin=torch.sin, cos=torch.cos, tan=torch.tan, asin=torch.asin,
@@ -46,7 +50,7 @@ def torch_namespace() -> SimpleNamespace:
         floor=torch.floor, ceil=torch.ceil, round=torch.round, trunc=torch.trunc,
         sign=torch.sign, hypot=torch.hypot, where=torch.where, isnan=torch.isnan,
         isfinite=torch.isfinite, eq=torch.eq, erf=torch.erf, sigmoid=torch.sigmoid,
-        softplus=softplus, fmod=torch.fmod, pow=torch.pow, matmul=torch.matmul,
+        softplus=softplus, logaddexp=logaddexp, fmod=torch.fmod, pow=torch.pow, matmul=torch.matmul,
         swapaxes=torch.swapaxes, inv=torch.linalg.inv, det=torch.linalg.det,
         solve=torch.linalg.solve, cholesky=torch.linalg.cholesky,
         sum=lambda x, axis: torch.sum(x, dim=axis),
@@ -76,7 +80,8 @@ def jax_namespace() -> SimpleNamespace:
         ceil=jnp.ceil, round=jnp.round, trunc=jnp.trunc, sign=jnp.sign, hypot=jnp.hypot,
         where=jnp.where, isnan=jnp.isnan, isfinite=jnp.isfinite, eq=jnp.equal,
         erf=jax.scipy.special.erf, sigmoid=jax.nn.sigmoid,
-        softplus=lambda x: jnp.logaddexp(0.0, x), cbrt=jnp.cbrt, fmod=jnp.fmod, pow=jnp.power,
+        softplus=lambda x: jnp.logaddexp(0.0, x), logaddexp=jnp.logaddexp, cbrt=jnp.cbrt,
+        fmod=jnp.fmod, pow=jnp.power,
         matmul=jnp.matmul, swapaxes=jnp.swapaxes, inv=jnp.linalg.inv, det=jnp.linalg.det,
         logdet=lambda a: jnp.linalg.slogdet(a)[1], solve=jnp.linalg.solve,
         cholesky=jnp.linalg.cholesky, cross=jnp.cross,
@@ -107,23 +112,33 @@ def sympy_namespace() -> SimpleNamespace:
             return a
         if c is sp.false or c is False:
             return b
-        return sp.Piecewise((a, c), (b, True))
+        return sp.Piecewise((a, c), (b, True), evaluate=False)  # keeps NaN tests as written
 
     third = sp.Rational(1, 3)
 
     def cbrt(x: Any) -> Any:  # the real cube root (sympy's cbrt is the principal one)
         return sp.Piecewise((x**third, x >= 0), (-((-x) ** third), True))
 
+    def trunc(x: Any) -> Any:
+        return sp.sign(x) * sp.floor(sp.Abs(x))
+
+    def logaddexp(a: Any, b: Any) -> Any:  # the larger operand plus a bounded correction
+        stable = sp.Max(a, b) + sp.log(1 + sp.exp(-sp.Abs(a - b)))
+        return sp.Piecewise((stable, sp.Ne(a, b)), (a + sp.log(2), True))  # a = b = ±inf
+
     return SimpleNamespace(
         exp=sp.exp, log=sp.log, log1p=lambda x: sp.log(1 + x), expm1=lambda x: sp.exp(x) - 1,
         sqrt=sp.sqrt, abs=sp.Abs, sin=sp.sin, cos=sp.cos, tan=sp.tan, asin=sp.asin,
         acos=sp.acos, atan=sp.atan, atan2=sp.atan2, sinh=sp.sinh, cosh=sp.cosh, tanh=sp.tanh,
         asinh=sp.asinh, acosh=sp.acosh, atanh=sp.atanh, floor=sp.floor, ceil=sp.ceiling,
-        round=_unsupported("round"), trunc=lambda x: sp.sign(x) * sp.floor(sp.Abs(x)),
+        round=_unsupported("round"), trunc=trunc,
         sign=sp.sign, hypot=lambda a, b: sp.sqrt(a**2 + b**2), where=where,
-        isnan=lambda x: sp.false, isfinite=lambda x: sp.true, eq=sp.Eq, erf=sp.erf,
-        sigmoid=lambda x: 1 / (1 + sp.exp(-x)), softplus=lambda x: sp.log(1 + sp.exp(x)),
-        cbrt=cbrt, fmod=sp.Mod, pow=sp.Pow, matmul=_unsupported("matmul"),
+        isnan=lambda x: sp.Ne(x, x, evaluate=False), eq=sp.Eq,
+        isfinite=lambda x: sp.Eq(sp.Add(x, -x, evaluate=False), 0, evaluate=False),
+        erf=sp.erf, sigmoid=lambda x: 1 / (1 + sp.exp(-x)),
+        softplus=lambda x: logaddexp(sp.Integer(0), x), logaddexp=logaddexp, cbrt=cbrt,
+        fmod=_sympy_fmod(),
+        pow=sp.Pow, matmul=_unsupported("matmul"),
         swapaxes=_unsupported("transpose"), inv=_unsupported("inv"), det=_unsupported("det"),
         logdet=_unsupported("logdet"), solve=_unsupported("solve"),
         cholesky=_unsupported("cholesky"), cross=_unsupported("cross"),
@@ -131,8 +146,84 @@ def sympy_namespace() -> SimpleNamespace:
         asarray=constant, stack=_unsupported("vectors"), broadcast_to=_unsupported("vectors"),
         broadcast_shapes=_unsupported("vectors"),
         traced=lambda x: isinstance(x, sp.Basic),
-        scalar=True, min=sp.Min, max=sp.Max,
+        scalar=True, min=sp.Min, max=sp.Max, keep=_keep_operations,
     )  # fmt: skip
+
+
+def _keep_operations(fn: Any, kept: dict[int, Any]) -> Any:
+    """``fn`` over sympy values, rebuilt with evaluation off where sympy's evaluation would
+    hide a NaN of the float computation: an operand's symbol cancelled (``x - x``, ``x/x``,
+    ``0*x``), a function undone by its inverse (``exp(log(x))``, ``log(exp(x))``), or an
+    operand kept so before rewritten. ``kept`` (id -> expression, one per translation) holds
+    the expressions built that way and those containing one."""
+    from sympy import Basic, zoo
+    from sympy.core.cache import clear_cache
+    from sympy.core.parameters import evaluate
+
+    def run(*args: Any) -> Any:
+        out = fn(*args)
+        symbolic = [a for a in args if isinstance(a, Basic) and a.free_symbols]
+        if not symbolic or not isinstance(out, Basic):
+            return out
+        had = set().union(*(a.free_symbols for a in symbolic))
+        undone = len(args) == 1 and args[0].args and out == args[0].args[0]
+        guarded = [a for a in symbolic if id(a) in kept]
+        if (undone or not had <= out.free_symbols or out.has(zoo)
+                or not all(out.has(a) for a in guarded)):  # fmt: skip
+            clear_cache()  # sympy's cache ignores ``evaluate``: it could return ``out`` again
+            with evaluate(False):
+                out = fn(*args)
+            kept[id(out)] = out
+        elif guarded:
+            kept[id(out)] = out
+        return out
+
+    return run
+
+
+@cache
+def _sympy_fmod() -> Any:
+    """C ``fmod`` as a sympy function (``Mod`` has the divisor's sign, ndvm's ``remainder`` the
+    dividend's): exact on numbers (``a - b*trunc(a/b)``, NaN for a zero divisor or an
+    infinite dividend, ``a`` for an infinite divisor), printed as ``numpy.fmod`` by
+    ``lambdify`` so float evaluation is exact too, differentiable, and rewritable with
+    ``expr.rewrite(sympy.floor)``."""
+    sp = require("sympy")
+
+    def trunc(x: Any) -> Any:
+        return sp.sign(x) * sp.floor(sp.Abs(x))
+
+    class fmod(sp.Function):  # noqa: N801 - the name sympy prints
+        nargs = 2
+
+        @classmethod
+        def eval(cls, a: Any, b: Any) -> Any:
+            if not (a.is_Number and b.is_Number):
+                return None
+            if a is sp.nan or b is sp.nan or b.is_zero or a.is_infinite:
+                return sp.nan
+            if b.is_infinite:
+                return a
+            return a - b * trunc(a / b)
+
+        def fdiff(self, argindex: int = 1) -> Any:
+            a, b = self.args
+            return sp.Integer(1) if argindex == 1 else -trunc(a / b)
+
+        def _eval_rewrite_as_floor(self, a: Any, b: Any, **_: Any) -> Any:
+            return a - b * trunc(a / b)
+
+        def _numpycode(self, printer: Any) -> str:
+            a, b = (printer._print(x) for x in self.args)
+            return f"{printer._module_format('numpy.fmod')}({a}, {b})"
+
+        _scipycode = _numpycode
+
+        def _latex(self, printer: Any) -> str:
+            a, b = (printer._print(x) for x in self.args)
+            return rf"\operatorname{{fmod}}\left({a}, {b}\right)"
+
+    return fmod
 
 
 def constant(x: Any) -> Any:

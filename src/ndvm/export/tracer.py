@@ -315,7 +315,9 @@ class Tracer:
 
 def _impls(ns: Any) -> dict[int, Any]:
     impls = numeric_impls(ns)
-    if ns.scalar:  # sympy: the closed forms of the extremal primitives
+    if ns.scalar:  # sympy: the closed forms of the extremal primitives, and no cancelling
         impls[PRIMS.by_name("min").code] = ns.min
         impls[PRIMS.by_name("max").code] = ns.max
+        kept: dict[int, Any] = {}
+        impls = {code: ns.keep(fn, kept) for code, fn in impls.items()}
     return impls
