@@ -73,6 +73,24 @@ def _nan(x: Any) -> float:
     return float("nan") if x is None else float(x)
 
 
+def _invalid(train: Any, mse: Any, r2: Any, vmse: Any, vr2: Any) -> str | None:
+    """What is wrong with a stored row's scores (a hand-edited row): ndvm writes non-finite
+    values as NULL, MSEs are >= 0 and R² <= 1; None when nothing is. (The training loss may
+    be negative: ``gaussian_nll``.)"""
+    named = {"train_loss": train, "heldout_mse": mse, "heldout_r2": r2,
+             "validation_mse": vmse, "validation_r2": vr2}  # fmt: skip
+    for name, v in named.items():
+        if v is None:
+            continue
+        if not isinstance(v, int | float) or not math.isfinite(v):
+            return f"{name} {v!r} is not a finite number"
+        if name.endswith("mse") and v < 0:
+            return f"{name} {v!r} is negative"
+        if name.endswith("r2") and v > 1:
+            return f"{name} {v!r} is above 1"
+    return None
+
+
 class StoreError(NdvmError):
     """A search database that cannot be used: not SQLite, malformed, another schema, read-only."""
 
@@ -99,14 +117,22 @@ def _columns(schema: str, table: str) -> set[str]:
 
 
 class Store:
-    """One SQLite database file; may hold several runs (the latest is resumed)."""
+    """One SQLite database file; may hold several runs (the latest is resumed).
+
+    ``read_only`` (``ndvm report``): opened with SQLite's ``mode=ro`` URI, so nothing is ever
+    written (an empty or foreign file is a ``StoreError``, never given a schema)."""
 
     @_guarded
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, read_only: bool = False) -> None:
         self.path = str(path)
+        self.read_only = read_only
         if Path(self.path).is_dir():
             raise StoreError(f"{self.path}: is a directory, not a search database")
-        self.db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        if read_only:
+            uri = f"{Path(self.path).resolve().as_uri()}?mode=ro"
+            self.db = sqlite3.connect(uri, uri=True, timeout=30.0, isolation_level=None)
+        else:
+            self.db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
         try:
             self._open()
         except BaseException:
@@ -114,6 +140,10 @@ class Store:
             raise
 
     def _open(self) -> None:
+        if self.read_only:
+            return self._check_columns(
+                {r[1] for r in self.db.execute("PRAGMA table_info(candidates)")}
+            )
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(_SCHEMA)
@@ -122,6 +152,9 @@ class Store:
             if name not in have:
                 self.db.execute(f"ALTER TABLE candidates ADD COLUMN {name} {kind}")
                 have.add(name)
+        self._check_columns(have)
+
+    def _check_columns(self, have: set[str]) -> None:
         runs = {row[1] for row in self.db.execute("PRAGMA table_info(runs)")}
         missing = (_columns(_SCHEMA, "candidates") - have) | (_columns(_SCHEMA, "runs") - runs)
         if missing:
@@ -257,6 +290,9 @@ class Store:
             cand = Candidate(src, None if params is None else tuple(json.loads(params)), origin)
             ev = None
             if status != "pending":
+                bad = _invalid(train, mse, r2, vmse, vr2)
+                if bad:  # never ranked: a failure whose reason names the row
+                    status, reason = "failed", f"invalid stored row (run {run}, idx {idx}): {bad}"
                 ev = Evaluation(
                     status,
                     reason,
