@@ -64,17 +64,45 @@ def _is_pandas(x: Any, kind: str) -> bool:
 
 
 def _column(series: Any, what: str) -> np.ndarray:
+    """A pandas column as float64: numbers (and booleans, as NumPy reads them) only. Dates,
+    durations, categories and text are refused rather than converted (a date would become
+    nanoseconds, a category its codes or labels, a string ``"1_0"`` 10)."""
+    dtype = series.dtype
+    kind = getattr(dtype, "kind", None)
+    if str(dtype) == "category" or kind in ("M", "m", "U", "S") or str(dtype).startswith(
+        ("datetime", "timedelta", "period", "interval", "string")
+    ):
+        raise NdvmError(f"{what}: a {dtype} column, not numbers (convert it explicitly)")
+    if kind == "O":
+        bad = next((v for v in series if not isinstance(v, int | float | np.number)), None)
+        if bad is not None:
+            raise NdvmError(f"{what}: not numeric (holds {type(bad).__name__} values)")
+    if is_complex(series):
+        raise NdvmError(f"{what}: has complex values (ndvm computes with real numbers)")
     try:
         return np.asarray(series.to_numpy(dtype=np.float64))
     except (TypeError, ValueError) as exc:
         raise NdvmError(f"{what}: not numeric ({_reason(exc)})") from None
 
 
-def _columns(frame: Any, what: str) -> dict[str, np.ndarray]:
+def _columns(frame: Any, what: str, only: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    """The frame's columns (those in ``only`` when given: a column the program does not use
+    is never converted, so it may hold anything)."""
     names = list(frame.columns)
     bad = [c for c in names if not isinstance(c, str)]
     if bad:
         raise NdvmError(f"{what}: DataFrame columns must be named by strings, got {bad[0]!r}")
+    twice = sorted({c for c in names if names.count(c) > 1})
+    if twice:
+        raise NdvmError(f"{what}: the DataFrame names column(s) {twice} more than once")
+    if only is not None:
+        missing = [n for n in only if n not in names]
+        if missing:
+            raise NdvmError(
+                f"{what}: the DataFrame has no column {missing[0]!r} (an input of the program); "
+                f"its columns: {', '.join(names) or 'none'}"
+            )
+        names = list(only)
     return {c: _column(frame[c], f"{what} column {c!r}") for c in names}
 
 
@@ -87,16 +115,7 @@ def as_inputs(
     if inputs is None:
         return {}
     if _is_pandas(inputs, "DataFrame"):
-        cols = _columns(inputs, what)
-        if names is None:
-            return cols
-        missing = [n for n in names if n not in cols]
-        if missing:
-            raise NdvmError(
-                f"{what}: the DataFrame has no column {missing[0]!r} (an input of the program); "
-                f"its columns: {', '.join(cols) or 'none'}"
-            )
-        return {n: cols[n] for n in names}
+        return _columns(inputs, what, names)
     if not isinstance(inputs, Mapping):
         raise NdvmError(
             f"{what} must be a mapping of names to values or a pandas DataFrame, "

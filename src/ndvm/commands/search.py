@@ -80,7 +80,12 @@ def _task(args: argparse.Namespace) -> Any:
     if args.data:
         if not args.x or not args.y:
             raise NdvmError("--data needs --x COL[,COL...] and --y COL")
-        split = tuple(float(f) for f in args.split.split(","))
+        from ndvm.textnum import parse_numbers
+
+        try:
+            split = tuple(parse_numbers(args.split))
+        except ValueError as exc:
+            raise NdvmError(f"--split {args.split}: {exc}") from None
         return tasks.Task.from_csv(
             args.data, args.x.split(","), args.y,
             binary_operators=tuple(o for o in args.binary_operators.split(",") if o),
