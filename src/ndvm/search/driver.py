@@ -84,12 +84,16 @@ def run_search(
 
     the_task = (tasks.get(task) if isinstance(task, str) else task).for_search()
     name = the_task.name
-    store = Store(db)
+    store = Store(db, exclusive=True)  # one search per database at a time (a lock file)
     config = {
         "batch_size": batch_size, "limits": limits.__dict__, "workers": workers,
         "inputs": list(the_task.inputs), "origin": the_task.data().meta.get("origin"),
     }  # fmt: skip
-    run, seed, base, records = _open_run(store, the_task, proposer, seed, config, resume)
+    try:
+        run, seed, base, records = _open_run(store, the_task, proposer, seed, config, resume)
+    except BaseException:
+        store.close()
+        raise
     book = _Book(run, store, records, _scope_fn(proposer))
     t0 = time.perf_counter()
 

@@ -110,6 +110,26 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _exclusive(path: str) -> Any:
+    """An open ``<path>.lock`` holding an exclusive ``flock`` (released when it is closed or
+    the process dies, ``kill -9`` included); a ``StoreError`` when another process (or
+    another open ``Store`` here) holds it. Without ``fcntl`` (Windows) no lock is taken."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    lock = open(f"{path}.lock", "a+b")  # noqa: SIM115 - held open until Store.close
+    try:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise StoreError(
+            f"{path}: another ndvm search is using this database (its lock {path}.lock is "
+            "held); wait for it to finish or give another --db"
+        ) from None
+    return lock
+
+
 def _columns(schema: str, table: str) -> set[str]:
     body = schema.split(f"CREATE TABLE IF NOT EXISTS {table} (", 1)[1].split(");", 1)[0]
     lines = [line.split() for line in body.strip().splitlines()]
@@ -120,23 +140,30 @@ class Store:
     """One SQLite database file; may hold several runs (the latest is resumed).
 
     ``read_only`` (``ndvm report``): opened with SQLite's ``mode=ro`` URI, so nothing is ever
-    written (an empty or foreign file is a ``StoreError``, never given a schema)."""
+    written (an empty or foreign file is a ``StoreError``, never given a schema).
+    ``exclusive`` (a search): an advisory lock on ``<path>.lock`` is held until ``close``, and
+    a second exclusive open (another ``ndvm search``, a second ``--resume``) is refused with a
+    ``StoreError`` rather than both running and one's results being discarded."""
 
     @_guarded
-    def __init__(self, path: str | Path, read_only: bool = False) -> None:
+    def __init__(self, path: str | Path, read_only: bool = False, exclusive: bool = False) -> None:
         self.path = str(path)
         self.read_only = read_only
+        self._lock: Any = None
         if Path(self.path).is_dir():
             raise StoreError(f"{self.path}: is a directory, not a search database")
-        if read_only:
-            uri = f"{Path(self.path).resolve().as_uri()}?mode=ro"
-            self.db = sqlite3.connect(uri, uri=True, timeout=30.0, isolation_level=None)
-        else:
-            self.db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        if exclusive:
+            self._lock = _exclusive(self.path)
+        self.db: Any = None
         try:
+            if read_only:
+                uri = f"{Path(self.path).resolve().as_uri()}?mode=ro"
+                self.db = sqlite3.connect(uri, uri=True, timeout=30.0, isolation_level=None)
+            else:
+                self.db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
             self._open()
         except BaseException:
-            self.db.close()
+            self.close()
             raise
 
     def _open(self) -> None:
@@ -165,7 +192,13 @@ class Store:
 
     @_guarded
     def close(self) -> None:
-        self.db.close()
+        try:
+            if self.db is not None:
+                self.db.close()
+        finally:
+            if self._lock is not None:
+                self._lock.close()  # closing the descriptor releases the lock
+                self._lock = None
 
     # -- runs ---------------------------------------------------------------------------
     @_guarded
