@@ -89,11 +89,7 @@ def run_search(
         "batch_size": batch_size, "limits": limits.__dict__, "workers": workers,
         "inputs": list(the_task.inputs), "origin": the_task.data().meta.get("origin"),
     }  # fmt: skip
-    try:
-        run, seed, base, records = _open_run(store, the_task, proposer, seed, config, resume)
-    except BaseException:
-        store.close()
-        raise
+    run, seed, base, records = _open_run(store, the_task, proposer, seed, config, resume)
     book = _Book(run, store, records, _scope_fn(proposer))
     t0 = time.perf_counter()
 
@@ -154,13 +150,20 @@ def run_search(
 def _open_run(
     store: Store, task: Task, proposer: Proposer, seed: int, config: dict[str, Any], resume: bool
 ) -> tuple[int, int, float, list[Record]]:
-    """(run, seed, elapsed so far, records): the latest run when resuming, else a new one."""
-    info = store.latest_run() if resume else None
-    if info is None:
-        return store.new_run(task.name, proposer.name, seed, config, git_commit()), seed, 0.0, []
-    if info["task"] != task.name:
-        raise ValueError(f"{store.path}: latest run is task {info['task']!r}, not {task.name!r}")
-    return info["run"], info["seed"], float(info["elapsed"]), store.records(info["run"])
+    """(run, seed, elapsed so far, records): the latest run when resuming, else a new one.
+    On an error the store is closed (its lock released)."""
+    try:
+        info = store.latest_run() if resume else None
+        if info is None:
+            run = store.new_run(task.name, proposer.name, seed, config, git_commit())
+            return run, seed, 0.0, []
+        if info["task"] != task.name:
+            raise ValueError(f"{store.path}: latest run is task {info['task']!r}, "
+                             f"not {task.name!r}")  # fmt: skip
+        return info["run"], info["seed"], float(info["elapsed"]), store.records(info["run"])
+    except BaseException:
+        store.close()
+        raise
 
 
 def _scope_fn(proposer: Proposer) -> Callable[[int], int]:
