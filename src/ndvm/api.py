@@ -205,7 +205,7 @@ class Program:
         inputs = merge_inputs(inputs, named, self.compiled.inputs)
         ct = None
         if cotangent is not None:
-            ct = np.asarray(cotangent, dtype=np.float64)
+            ct = real_array(cotangent, lambda why: NdvmError(f"cotangent {why}"))
         result = _backend(self.backend).run(
             self.compiled,
             th,

@@ -50,6 +50,12 @@ def test_none_and_complex_are_typed_errors(theta, x, message: str) -> None:  # t
         prog.value_and_grad(theta, x=x)
 
 
+def test_complex_cotangent_is_a_typed_error() -> None:
+    prog = ndvm.compile(PROG, inputs=["x"])
+    with pytest.raises(NdvmError, match="cotangent has complex values"):
+        prog.value_and_grad([1.0], np.array([1.0 + 1.0j]), x=np.array([2.0]))
+
+
 def test_const_none_is_a_typed_error() -> None:
     with pytest.raises(NdvmError, match="None"):
         ndvm.const(None)

@@ -1,7 +1,8 @@
 """Array namespaces the tracer computes with: torch, jax.numpy and sympy, imported lazily.
 
 Each namespace has the functions ``baselines.kernels.numeric_impls`` needs (so every NUMERIC
-primitive has one formula for all frameworks), plus the few the tracer itself uses: ``asarray``
+primitive has one formula for all frameworks; ``logaddexp`` is each framework's stable one),
+plus the few the tracer itself uses: ``asarray``
 (a constant as a framework value), ``where``, ``stack``, ``broadcast_to``/``broadcast_shapes``,
 ``eq``/``isfinite`` for predicates, and ``traced`` (whether a value is a framework value rather
 than a Python or NumPy constant).
