@@ -40,6 +40,10 @@ PROG = "(params a) (* a x)"
         ([1.0 + 2.0j], 1.0, "complex"),
         ([1.0], 1.0 + 2.0j, "complex"),
         ([1.0], np.array([1.0, 2.0 + 1.0j]), "complex"),
+        ([1.0], "1_0", "not numeric"),
+        ([1.0], ["1", "2"], "not numeric"),
+        (["2"], 1.0, "not numeric"),
+        ([1.0], np.array(["2020-01-01"], dtype="datetime64[D]"), "not numeric"),
     ],
 )
 def test_none_and_complex_are_typed_errors(theta, x, message: str) -> None:  # type: ignore[no-untyped-def]

@@ -49,6 +49,9 @@ def real_array(value: Any, fail: Any) -> np.ndarray:
         raw = np.asarray(value)
         if raw.dtype.kind == "c":
             raise fail("has complex values (ndvm computes with real numbers)")
+        if raw.dtype.kind in "USM" or (raw.dtype == object and any(
+                isinstance(v, str | bytes) for v in raw.ravel())):  # fmt: skip
+            raise fail("not numeric (text or dates; NumPy would parse text like '1_0' as 10)")
         if raw.dtype == object and any(v is None for v in raw.ravel()):
             raise fail("holds None, not a number")
         if raw.dtype == object and any(isinstance(v, complex) for v in raw.ravel()):
