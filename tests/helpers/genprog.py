@@ -116,9 +116,10 @@ def token_soup() -> Expr:
 
 EXTREMES = (0.0, -0.0, 1.0, -2.5, 1e308, -1e308, 1e-308, -1e-308, 5e-324,
             float("inf"), float("-inf"), float("nan"))  # fmt: skip
-EXPORT_BINARY = ("remainder", "modulo", "logaddexp", "max", "min", "/", "-", "*", "+")
+EXPORT_BINARY = ("remainder", "modulo", "quotient", "logaddexp", "hypot", "atan", "max", "min",
+                 "/", "-", "*", "+")  # fmt: skip
 EXPORT_UNARY = ("exp", "log", "sqrt", "sigmoid", "softplus", "tanh", "abs", "-", "floor",
-                "truncate", "sign", "square")  # fmt: skip
+                "truncate", "sign", "square", "expm1", "log1p", "sin", "atan")  # fmt: skip
 EXPORT_TESTS = ("nan?", "finite?", "zero?", "positive?", "negative?")
 
 

@@ -43,6 +43,20 @@ def torch_namespace() -> SimpleNamespace:
         a, b = torch.broadcast_tensors(torch.as_tensor(a), torch.as_tensor(b))
         return torch.logaddexp(a, b)
 
+    def fmod(a: Any, b: Any) -> Any:
+        # torch's vectorized CPU fmod is NaN where the quotient a/b overflows (0.75 by 5e-324,
+        # -1e308 by 7e-320). Reduce first by b 2^k, an exact multiple of b, with k leaving a
+        # quotient below 2^1001: three steps cover the whole exponent range, the last with
+        # k = 0; every step is exact, as ndvm's (C's) fmod.
+        a, b = torch.broadcast_tensors(torch.as_tensor(a), torch.as_tensor(b))
+        eb = torch.frexp(b).exponent
+        r = a
+        for _ in range(3):
+            k = torch.clamp(torch.frexp(r).exponent - eb - 1000, min=0).to(b.dtype)
+            half = torch.floor(k / 2)
+            r = torch.fmod(r, b * torch.exp2(half) * torch.exp2(k - half))
+        return r
+
     return SimpleNamespace(
         exp=torch.exp, log=torch.log, log1p=torch.log1p, expm1=torch.expm1, sqrt=torch.sqrt,
         abs=torch.abs, sin=torch.sin, cos=torch.cos, tan=torch.tan, asin=torch.asin,
@@ -51,7 +65,8 @@ def torch_namespace() -> SimpleNamespace:
         floor=torch.floor, ceil=torch.ceil, round=torch.round, trunc=torch.trunc,
         sign=torch.sign, hypot=torch.hypot, where=torch.where, isnan=torch.isnan,
         isfinite=torch.isfinite, eq=torch.eq, erf=torch.erf, sigmoid=torch.sigmoid,
-        softplus=softplus, logaddexp=logaddexp, fmod=torch.fmod, pow=torch.pow, matmul=torch.matmul,
+        softplus=softplus, logaddexp=logaddexp, fmod=fmod,
+        mod=torch.remainder, pow=torch.pow, matmul=torch.matmul,
         swapaxes=torch.swapaxes, inv=torch.linalg.inv, det=torch.linalg.det,
         solve=torch.linalg.solve, cholesky=torch.linalg.cholesky,
         sum=lambda x, axis: torch.sum(x, dim=axis),
@@ -82,7 +97,7 @@ def jax_namespace() -> SimpleNamespace:
         where=jnp.where, isnan=jnp.isnan, isfinite=jnp.isfinite, eq=jnp.equal,
         erf=jax.scipy.special.erf, sigmoid=jax.nn.sigmoid,
         softplus=lambda x: jnp.logaddexp(0.0, x), logaddexp=jnp.logaddexp, cbrt=jnp.cbrt,
-        fmod=jnp.fmod, pow=jnp.power,
+        fmod=jnp.fmod, mod=jnp.mod, pow=jnp.power,
         matmul=jnp.matmul, swapaxes=jnp.swapaxes, inv=jnp.linalg.inv, det=jnp.linalg.det,
         logdet=lambda a: jnp.linalg.slogdet(a)[1], solve=jnp.linalg.solve,
         cholesky=jnp.linalg.cholesky, cross=jnp.cross,
@@ -107,13 +122,14 @@ def _unsupported(what: str) -> Any:
 def sympy_namespace() -> SimpleNamespace:
     """Scalar expressions only: vectors and matrices are outside ``to_sympy``'s subset."""
     sp = require("sympy")
+    from sympy.codegen import cfunctions as cf  # log1p, expm1, hypot: exact, and C's in lambdify
 
     def where(c: Any, a: Any, b: Any) -> Any:
         if c is sp.true or c is True:
             return a
         if c is sp.false or c is False:
             return b
-        return sp.Piecewise((a, c), (b, True), evaluate=False)  # keeps NaN tests as written
+        return sp.Piecewise((a, _folded(c)), (b, True), evaluate=False)  # NaN tests as written
 
     third = sp.Rational(1, 3)
 
@@ -123,22 +139,25 @@ def sympy_namespace() -> SimpleNamespace:
     def trunc(x: Any) -> Any:
         return sp.sign(x) * sp.floor(sp.Abs(x))
 
+    def mod(a: Any, b: Any) -> Any:  # floor-mod (the divisor's sign), NaN for a zero divisor
+        return sp.nan if getattr(b, "is_zero", None) is True else sp.Mod(a, b)
+
     def logaddexp(a: Any, b: Any) -> Any:  # the larger operand plus a bounded correction
         stable = sp.Max(a, b) + sp.log(1 + sp.exp(-sp.Abs(a - b)))
         return sp.Piecewise((stable, sp.Ne(a, b)), (a + sp.log(2), True))  # a = b = ±inf
 
     return SimpleNamespace(
-        exp=sp.exp, log=sp.log, log1p=lambda x: sp.log(1 + x), expm1=lambda x: sp.exp(x) - 1,
+        exp=sp.exp, log=sp.log, log1p=cf.log1p, expm1=cf.expm1,
         sqrt=sp.sqrt, abs=sp.Abs, sin=sp.sin, cos=sp.cos, tan=sp.tan, asin=sp.asin,
         acos=sp.acos, atan=sp.atan, atan2=sp.atan2, sinh=sp.sinh, cosh=sp.cosh, tanh=sp.tanh,
         asinh=sp.asinh, acosh=sp.acosh, atanh=sp.atanh, floor=sp.floor, ceil=sp.ceiling,
         round=_unsupported("round"), trunc=trunc,
-        sign=sp.sign, hypot=lambda a, b: sp.sqrt(a**2 + b**2), where=where,
+        sign=sp.sign, hypot=cf.hypot, where=where,
         isnan=lambda x: sp.Ne(x, x, evaluate=False), eq=sp.Eq,
         isfinite=lambda x: sp.Eq(sp.Add(x, -x, evaluate=False), 0, evaluate=False),
         erf=sp.erf, sigmoid=lambda x: 1 / (1 + sp.exp(-x)),
         softplus=lambda x: logaddexp(sp.Integer(0), x), logaddexp=logaddexp, cbrt=cbrt,
-        fmod=_sympy_fmod(),
+        fmod=_sympy_fmod(), mod=mod,
         pow=sp.Pow, matmul=_unsupported("matmul"),
         swapaxes=_unsupported("transpose"), inv=_unsupported("inv"), det=_unsupported("det"),
         logdet=_unsupported("logdet"), solve=_unsupported("solve"),
@@ -147,17 +166,51 @@ def sympy_namespace() -> SimpleNamespace:
         asarray=constant, stack=_unsupported("vectors"), broadcast_to=_unsupported("vectors"),
         broadcast_shapes=_unsupported("vectors"),
         traced=lambda x: isinstance(x, sp.Basic),
-        scalar=True, min=sp.Min, max=sp.Max, keep=_keep_operations,
+        scalar=True, min=sp.Min, max=sp.Max, keep=_keep_operations, unevaluated=_unevaluated,
     )  # fmt: skip
+
+
+def _folded(cond: Any) -> Any:
+    """A condition with the selects (``Piecewise``) inside it spelled out as ``And``/``Or`` of
+    their branches, built unevaluated: sympy's own folding (``ExprCondPair`` rewrites to
+    ``ITE`` and evaluates) would drop a NaN test such as ``Eq(x - x, 0)``."""
+    import sympy as sp
+    from sympy.core.parameters import evaluate
+
+    if not isinstance(cond, sp.Basic):
+        return cond
+    inner = next(iter(cond.atoms(sp.Piecewise)), None)
+    if inner is None:
+        return cond
+    with evaluate(False):
+        taken, cases = [], []
+        for expr, c in inner.args:
+            branch = _folded(cond.xreplace({inner: expr}))
+            cases.append(sp.And(*(sp.Not(t) for t in taken), _folded(c), branch))
+            taken.append(_folded(c))
+        return sp.Or(*cases)
+
+
+def _unevaluated(fn: Any) -> Any:
+    """``fn`` over sympy values with sympy's evaluation off (comparisons kept as written)."""
+    from sympy.core.parameters import evaluate
+
+    def run(*args: Any) -> Any:
+        with evaluate(False):
+            return fn(*args)
+
+    return run
 
 
 def _keep_operations(fn: Any, kept: dict[int, Any]) -> Any:
     """``fn`` over sympy values, rebuilt with evaluation off where sympy's evaluation would
     hide a NaN of the float computation: an operand's symbol cancelled (``x - x``, ``x/x``,
-    ``0*x``), a function undone by its inverse (``exp(log(x))``, ``log(exp(x))``), or an
-    operand kept so before rewritten. ``kept`` (id -> expression, one per translation) holds
+    ``0*x``), a function undone by its inverse (``exp(log(x))``, ``log(exp(x))``), an
+    operand kept so before or a select (``Piecewise``) rewritten, or a select folded into
+    new ones (sympy takes powers and products branch by branch: ``1/x`` overflows where
+    ``x/x`` does not). ``kept`` (id -> expression, one per translation) holds
     the expressions built that way and those containing one."""
-    from sympy import Basic, zoo
+    from sympy import Basic, Piecewise, zoo
     from sympy.core.cache import clear_cache
     from sympy.core.parameters import evaluate
 
@@ -168,8 +221,9 @@ def _keep_operations(fn: Any, kept: dict[int, Any]) -> Any:
             return out
         had = set().union(*(a.free_symbols for a in symbolic))
         undone = len(args) == 1 and args[0].args and out == args[0].args[0]
-        guarded = [a for a in symbolic if id(a) in kept]
-        if (undone or not had <= out.free_symbols or out.has(zoo)
+        guarded = [a for a in symbolic if id(a) in kept or isinstance(a, Piecewise)]
+        folded = out.atoms(Piecewise) - set().union(*(a.atoms(Piecewise) for a in symbolic))
+        if (undone or folded or not had <= out.free_symbols or out.has(zoo)
                 or not all(out.has(a) for a in guarded)):  # fmt: skip
             clear_cache()  # sympy's cache ignores ``evaluate``: it could return ``out`` again
             with evaluate(False):

@@ -24,6 +24,7 @@ def export_sympy(
     constants."""
     ns = sympy_namespace()
     import sympy as sp
+    from sympy.core.cache import clear_cache
     from sympy.core.parameters import evaluate
 
     compiled = program.compiled
@@ -33,7 +34,8 @@ def export_sympy(
         for s in compiled.params
     ]
     inputs = [Arr(sp.Symbol(n, real=True), ()) for n in compiled.inputs]
-    try:
+    clear_cache()  # sympy's cache ignores ``evaluate``: an evaluated form from earlier work
+    try:  # must not stand in for an operation this translation keeps unevaluated
         with evaluate(True):
             out = trace(ns, compiled, [Arr(p, ()) for p in params], inputs, max_ops=max_ops,
                         deadline=deadline)  # fmt: skip

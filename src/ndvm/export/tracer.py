@@ -85,6 +85,8 @@ class Tracer:
         self.ns = ns
         self.impls = _impls(ns)
         self.predicates = predicate_impls(ns)
+        if ns.scalar:  # sympy: comparisons as written (evaluation would fold a NaN test away)
+            self.predicates = {c: ns.unevaluated(fn) for c, fn in self.predicates.items()}
         self.params = params
         self.inputs = inputs
         self.steps = 0

@@ -422,7 +422,7 @@ _num("remainder", 39, fixed(2), np.fmod, _remainder_vjp, _P,
 _num("modulo", 40, fixed(2), np.mod, _modulo_vjp, _P,
      "a - b floor(a/b) (sign of b). d/da = 1, d/db = -floor(a/b). "
      "dmci: C fmod, the rule of remainder.",
-     formula=lambda o: lambda a, b: a - b * o.floor(a / b))  # fmt: skip
+     formula=lambda o: o.mod)  # fmt: skip
 
 
 # ---- dmci dialect -----------------------------------------------------------------------------
