@@ -20,18 +20,16 @@ and wall time. Writes ``discovery.json`` to ``--out``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import signal
-import threading
 import time
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from discovery_laws import LAWS, Law
+
+from ndvm.export.bounded import time_limit
 
 
 def sample(law: Law, n: int, rng: np.random.Generator, beyond: bool = False) -> np.ndarray:
@@ -70,35 +68,10 @@ def recovered(expr: Any, law: Law, digits: int = 3) -> bool:
         return bool(sympy.simplify(sympy.expand_log(rounded(expr, digits) - truth)) == 0)
 
     try:  # one digit more, for a constant at a rounding boundary (147.49999 and 147.5)
-        with _time_limit(SYMPY_SECONDS):
+        with time_limit(SYMPY_SECONDS):  # ndvm.export.bounded: SIGALRM, main thread
             return equal(digits) or equal(digits + 1)
     except Exception:  # noqa: BLE001 - sympy gives up on some forms: not recovered
         return False
-
-
-class _SympyTimeout(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def _time_limit(seconds: float) -> Iterator[None]:
-    """Raise ``_SympyTimeout`` after ``seconds`` (SIGALRM: POSIX, main thread; elsewhere no
-    limit)."""
-    main = threading.current_thread() is threading.main_thread()
-    if not hasattr(signal, "setitimer") or not main:
-        yield
-        return
-
-    def expire(signum: int, frame: Any) -> None:
-        raise _SympyTimeout
-
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def _symbols(law: Law) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import numpy as np
 
 from ndvm.backends import registry
 from ndvm.backends.base import STATUS_ERROR, RunResult
-from ndvm.backends.inputs import as_inputs
+from ndvm.backends.inputs import as_inputs, real_array
 from ndvm.errors import BackendUnsupported, FreeNameWarning, NdvmError
 from ndvm.eval.limits import Limits
 from ndvm.frozen import frozen
@@ -205,7 +205,7 @@ class Program:
         inputs = merge_inputs(inputs, named, self.compiled.inputs)
         ct = None
         if cotangent is not None:
-            ct = np.asarray(cotangent, dtype=np.float64)
+            ct = real_array(cotangent, lambda why: NdvmError(f"cotangent {why}"))
         result = _backend(self.backend).run(
             self.compiled,
             th,
@@ -269,10 +269,8 @@ class Program:
         P = len(self.compiled.params)
         if theta is None:
             theta = self.init_theta()
-        try:
-            th = np.asarray(theta, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise NdvmError(f"theta must be a numeric [{P}] or [B, {P}] array (ragged?)") from None
+        th = real_array(theta, lambda why: NdvmError(f"theta {why}: a numeric [{P}] or "
+                                                     f"[B, {P}] array is needed"))  # fmt: skip
         single = th.ndim <= 1
         th = th.reshape(1, -1) if single else th
         if th.ndim != 2 or th.shape[1] != P:

@@ -112,3 +112,44 @@ TOKENS = (
 
 def token_soup() -> Expr:
     return st.lists(st.sampled_from(TOKENS), max_size=40).map(" ".join)
+
+
+EXTREMES = (0.0, -0.0, 1.0, -2.5, 1e308, -1e308, 1e-308, -1e-308, 5e-324,
+            float("inf"), float("-inf"), float("nan"))  # fmt: skip
+EXPORT_BINARY = ("remainder", "modulo", "quotient", "logaddexp", "hypot", "atan", "max", "min",
+                 "/", "-", "*", "+")  # fmt: skip
+EXPORT_UNARY = ("exp", "log", "sqrt", "sigmoid", "softplus", "tanh", "abs", "-", "floor",
+                "truncate", "sign", "square", "expm1", "log1p", "sin", "atan")  # fmt: skip
+EXPORT_TESTS = ("nan?", "finite?", "zero?", "positive?", "negative?")
+
+
+def _extend_export(kids: Expr) -> Expr:
+    """Closed-form forms whose exported formulas must hold over the whole float range."""
+    two = st.tuples(kids, kids)
+    return st.one_of(
+        st.builds(lambda op, e: f"({op} {e})", st.sampled_from(EXPORT_UNARY), kids),
+        st.builds(lambda op, e: f"({op} {e[0]} {e[1]})", st.sampled_from(EXPORT_BINARY), two),
+        st.builds(
+            lambda op, e: f"(if ({op} {e[0]}) {e[0]} {e[1]})", st.sampled_from(EXPORT_TESTS), two
+        ),  # fmt: skip
+        st.builds(
+            lambda op, e: f"(if ({op} {e[0]} {e[1]}) {e[0]} {e[1]})", st.sampled_from(COMPARE), two
+        ),  # fmt: skip
+        kids.map(lambda e: f"(/ {e} {e})"),
+        kids.map(lambda e: f"(- {e} {e})"),
+        kids.map(lambda e: f"(exp (log {e}))"),
+    )
+
+
+def export_expressions(max_leaves: int = 6) -> Expr:
+    """Closed-form numeric expressions over ``a b`` and the input ``x`` for the exporters'
+    differential tests (every parameter mentioned, so the parameter order is fixed)."""
+    lits = st.sampled_from(("0", "1", "-1.5", "0.5", "2", "1e10", "-1e10"))
+    body = st.recursive(st.sampled_from(("a", "b", "x")) | lits, _extend_export,
+                        max_leaves=max_leaves)  # fmt: skip
+    return body.map(lambda e: f"(params a b) (+ (* 0 a b) {e})")
+
+
+def extremes(size: int = 6) -> st.SearchStrategy[list[float]]:
+    """Input vectors drawn from the float range's edges (±inf, ±0, NaN, 1e±308, subnormals)."""
+    return st.lists(st.sampled_from(EXTREMES), min_size=size, max_size=size)

@@ -29,6 +29,7 @@ NP = SimpleNamespace(
     acosh=np.arccosh, atanh=np.arctanh, floor=np.floor, ceil=np.ceil, round=np.round,
     trunc=np.trunc, sign=np.sign, hypot=np.hypot, where=np.where, isnan=np.isnan,
     isfinite=np.isfinite, eq=np.equal, sigmoid=_sigmoid, softplus=lambda x: np.logaddexp(0, x),
+    logaddexp=np.logaddexp, mod=np.mod,
     erf=np.vectorize(math.erf), cbrt=np.cbrt, fmod=np.fmod, pow=np.power, matmul=np.matmul,
     swapaxes=np.swapaxes, inv=np.linalg.inv, det=np.linalg.det, solve=np.linalg.solve,
     cholesky=np.linalg.cholesky, cross=np.cross, logdet=lambda a: np.linalg.slogdet(a)[1],

@@ -16,10 +16,7 @@ class Const:
     __slots__ = ("array",)
 
     def __init__(self, array: Any) -> None:
-        try:
-            arr = np.asarray(array, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise NdvmError(f"const: not a numeric array ({_reason(exc)})") from None
+        arr = real_array(array, lambda why: NdvmError(f"const: {why}"))
         if arr.ndim not in (0, 1, 2):
             raise NdvmError(f"const: expected a scalar, vector or matrix, got shape {arr.shape}")
         self.array = arr
@@ -40,23 +37,75 @@ def is_complex(x: Any) -> bool:
     return getattr(dtype, "kind", None) == "c"
 
 
+def real_array(value: Any, fail: Any) -> np.ndarray:
+    """``value`` as a float64 array, or ``fail(reason)`` raised: ``None`` (alone or as an
+    element, which NumPy would read as NaN), complex numbers (it would drop the imaginary
+    part) and anything not numeric are refused."""
+    if value is None:
+        raise fail("is None, not a number")
+    if is_complex(value) or isinstance(value, complex):
+        raise fail("has complex values (ndvm computes with real numbers)")
+    try:
+        raw = np.asarray(value)
+        if raw.dtype.kind == "c":
+            raise fail("has complex values (ndvm computes with real numbers)")
+        if raw.dtype.kind in "USM" or (raw.dtype == object and any(
+                isinstance(v, str | bytes) for v in raw.ravel())):  # fmt: skip
+            raise fail("not numeric (text or dates; NumPy would parse text like '1_0' as 10)")
+        if raw.dtype == object and any(v is None for v in raw.ravel()):
+            raise fail("holds None, not a number")
+        if raw.dtype == object and any(isinstance(v, complex) for v in raw.ravel()):
+            raise fail("has complex values (ndvm computes with real numbers)")
+        return np.asarray(raw, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise fail(f"not numeric ({_reason(exc)})") from None
+
+
 def _is_pandas(x: Any, kind: str) -> bool:
     """``x`` is a pandas ``kind`` ("DataFrame" or "Series"), without importing pandas."""
     return type(x).__name__ == kind and type(x).__module__.split(".")[0] == "pandas"
 
 
 def _column(series: Any, what: str) -> np.ndarray:
+    """A pandas column as float64: numbers (and booleans, as NumPy reads them) only. Dates,
+    durations, categories and text are refused rather than converted (a date would become
+    nanoseconds, a category its codes or labels, a string ``"1_0"`` 10)."""
+    dtype = series.dtype
+    kind = getattr(dtype, "kind", None)
+    if str(dtype) == "category" or kind in ("M", "m", "U", "S") or str(dtype).startswith(
+        ("datetime", "timedelta", "period", "interval", "string")
+    ):
+        raise NdvmError(f"{what}: a {dtype} column, not numbers (convert it explicitly)")
+    if kind == "O":
+        bad = next((v for v in series if not isinstance(v, int | float | np.number)), None)
+        if bad is not None:
+            raise NdvmError(f"{what}: not numeric (holds {type(bad).__name__} values)")
+    if is_complex(series):
+        raise NdvmError(f"{what}: has complex values (ndvm computes with real numbers)")
     try:
         return np.asarray(series.to_numpy(dtype=np.float64))
     except (TypeError, ValueError) as exc:
         raise NdvmError(f"{what}: not numeric ({_reason(exc)})") from None
 
 
-def _columns(frame: Any, what: str) -> dict[str, np.ndarray]:
+def _columns(frame: Any, what: str, only: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    """The frame's columns (those in ``only`` when given: a column the program does not use
+    is never converted, so it may hold anything)."""
     names = list(frame.columns)
     bad = [c for c in names if not isinstance(c, str)]
     if bad:
         raise NdvmError(f"{what}: DataFrame columns must be named by strings, got {bad[0]!r}")
+    twice = sorted({c for c in names if names.count(c) > 1})
+    if twice:
+        raise NdvmError(f"{what}: the DataFrame names column(s) {twice} more than once")
+    if only is not None:
+        missing = [n for n in only if n not in names]
+        if missing:
+            raise NdvmError(
+                f"{what}: the DataFrame has no column {missing[0]!r} (an input of the program); "
+                f"its columns: {', '.join(names) or 'none'}"
+            )
+        names = list(only)
     return {c: _column(frame[c], f"{what} column {c!r}") for c in names}
 
 
@@ -154,12 +203,7 @@ def classify_inputs(
             arr = value.array
             out.append(("scalar" if arr.ndim == 0 else "const", arr))
             continue
-        if is_complex(value):
-            raise bad(name, "has complex values (ndvm computes with real numbers)")
-        try:
-            arr = np.asarray(value, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise bad(name, f"not numeric ({_reason(exc)})") from None
+        arr = real_array(value, lambda why, name=name: bad(name, why))
         ndim = arr.ndim
         if ndim == 0:
             out.append(("scalar", arr))

@@ -97,9 +97,12 @@ def limits_from(args: argparse.Namespace) -> Any:
 
 
 def number(option: str, name: str, text: str) -> float:
-    """``float(text)``, or an error naming the option it came from."""
+    """``text`` as a float (``ndvm.textnum.parse_number``: what NumPy/pandas read as a number),
+    or an error naming the option it came from."""
+    from ndvm.textnum import parse_number
+
     try:
-        return float(text)
+        return parse_number(text)
     except ValueError:
         raise NdvmError(f"{option} {name}={text}: {text!r} is not a number") from None
 

@@ -60,23 +60,31 @@ def register(sub: Any) -> None:
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     for item in items:
         if "=" not in item:
             raise NdvmError(f"--{what} expects NAME=VALUE, got {item!r}")
         name, value = item.split("=", 1)
+        if name.strip() in out:
+            raise NdvmError(f"--{what} {name.strip()} is given more than once")
         out[name.strip()] = value.strip()
     return out
 
 
 def _parse_value(name: str, text: str) -> Any:
+    from ndvm.backends.inputs import real_array
+    from ndvm.textnum import parse_numbers
+
+    def fail(why: str) -> NdvmError:
+        return NdvmError(f"--input {name}={text}: {why}")
+
     try:
         if text.startswith("["):
-            return np.asarray(json.loads(text), dtype=np.float64)
+            return real_array(json.loads(text), fail)
         if "," in text:
-            return np.asarray([float(x) for x in text.split(",") if x.strip()], dtype=np.float64)
-    except ValueError:
-        raise NdvmError(f"--input {name}={text}: not numbers") from None
+            return np.asarray(parse_numbers(text), dtype=np.float64)
+    except ValueError as exc:
+        raise fail(f"not numbers ({exc})") from None
     return number("--input", name, text)
 
 

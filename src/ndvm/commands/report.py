@@ -50,7 +50,7 @@ def load(db: str, run: int | None) -> tuple[dict[str, Any], list[Any]]:
 
     if not Path(db).exists():
         raise NdvmError(f"no such database {db}")
-    store = Store(db)
+    store = Store(db, read_only=True)  # a report never writes (mode=ro)
     try:
         info = store.latest_run() if run is None else store.run_info(run)
         if info is None:

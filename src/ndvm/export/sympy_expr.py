@@ -15,9 +15,17 @@ from ndvm.export.values import Arr
 def export_sympy(
     program: Program, values: Mapping[str, float] | None, max_ops: int, deadline: float
 ) -> Any:
-    """Parameters as real symbols (or the exact ``values``), inputs as real symbols."""
+    """Parameters as real symbols (or the exact ``values``), inputs as real symbols.
+
+    sympy evaluates as usual, except where its evaluation would drop an operation that
+    decides a NaN (``tracer._impls``): ``(/ x x)``, ``(- x x)``, ``(* 0 x)`` and
+    ``(exp (log x))`` stay as written (NaN at x = 0, x = inf or x < 0 as in ndvm), and
+    ``nan?``/``finite?`` are tests on the value (``Ne(x, x)``, ``Eq(x - x, 0)``), not
+    constants."""
     ns = sympy_namespace()
     import sympy as sp
+    from sympy.core.cache import clear_cache
+    from sympy.core.parameters import evaluate
 
     compiled = program.compiled
     values = dict(values or {})
@@ -26,9 +34,11 @@ def export_sympy(
         for s in compiled.params
     ]
     inputs = [Arr(sp.Symbol(n, real=True), ()) for n in compiled.inputs]
-    try:
-        out = trace(ns, compiled, [Arr(p, ()) for p in params], inputs, max_ops=max_ops,
-                    deadline=deadline)  # fmt: skip
+    clear_cache()  # sympy's cache ignores ``evaluate``: an evaluated form from earlier work
+    try:  # must not stand in for an operation this translation keeps unevaluated
+        with evaluate(True):
+            out = trace(ns, compiled, [Arr(p, ()) for p in params], inputs, max_ops=max_ops,
+                        deadline=deadline)  # fmt: skip
         return out.val
     except RecursionError:
         raise ExportUnsupported("expression too deep for sympy") from None

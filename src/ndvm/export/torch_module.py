@@ -28,10 +28,11 @@ class ExportedModule(torch.nn.Module):
         super().__init__()
         self.program = program
         self.attribute_names: dict[str, str] = {}  # program parameter name -> attribute
+        names = set(program.params)
         for i, (spec, t) in enumerate(zip(program.param_specs, start_theta(program, values))):
             attr = spec.name
             if "." in attr or hasattr(self, attr):  # torch's rule, or a Module attribute
-                attr = f"param_{i}"
+                attr = _fresh(f"param_{i}", self, names)
             self.attribute_names[spec.name] = attr
             self.register_parameter(
                 attr, torch.nn.Parameter(torch.tensor(float(t), dtype=torch.float64))
@@ -54,3 +55,14 @@ class ExportedModule(torch.nn.Module):
         params = bind_params(ns, compiled, self.theta())
         data = merge_inputs(inputs, named)
         return trace(ns, compiled, params, bind_inputs(ns, compiled, data)).val
+
+
+def _fresh(base: str, module: torch.nn.Module, taken: set[str]) -> str:
+    """``base`` (then ``base_1``, ``base_2``, ...): a name no program parameter and no
+    attribute of ``module`` has, so two parameters never share one torch attribute."""
+    attr, k = base, 0
+    while attr in taken or hasattr(module, attr):
+        k += 1
+        attr = f"{base}_{k}"
+    taken.add(attr)
+    return attr

@@ -85,6 +85,8 @@ class Tracer:
         self.ns = ns
         self.impls = _impls(ns)
         self.predicates = predicate_impls(ns)
+        if ns.scalar:  # sympy: comparisons as written (evaluation would fold a NaN test away)
+            self.predicates = {c: ns.unevaluated(fn) for c, fn in self.predicates.items()}
         self.params = params
         self.inputs = inputs
         self.steps = 0
@@ -315,7 +317,9 @@ class Tracer:
 
 def _impls(ns: Any) -> dict[int, Any]:
     impls = numeric_impls(ns)
-    if ns.scalar:  # sympy: the closed forms of the extremal primitives
+    if ns.scalar:  # sympy: the closed forms of the extremal primitives, and no cancelling
         impls[PRIMS.by_name("min").code] = ns.min
         impls[PRIMS.by_name("max").code] = ns.max
+        kept: dict[int, Any] = {}
+        impls = {code: ns.keep(fn, kept) for code, fn in impls.items()}
     return impls

@@ -399,8 +399,7 @@ _num("hypot", 31, fixed(2), np.hypot,
 _num("logaddexp", 41, fixed(2), np.logaddexp,
      lambda g, ans, a, b: (g * np.exp(a - ans), g * np.exp(b - ans)), _T,
      "ln(e^a + e^b) without overflow. d/da = e^(a-ans), d/db = e^(b-ans).",
-     formula=lambda o: lambda a, b: (
-         (a + b + o.abs(a - b)) / 2 + o.log1p(o.exp(-o.abs(a - b)))))  # fmt: skip
+     formula=lambda o: o.logaddexp)  # fmt: skip
 _num("clamp", 32, fixed(3), _clamp_ref, _clamp_vjp, _A,
      "(clamp x lo hi) = (min (max x lo) hi). Gradient 1 to the operand selected "
      "(x when lo <= x <= hi).",
@@ -423,7 +422,7 @@ _num("remainder", 39, fixed(2), np.fmod, _remainder_vjp, _P,
 _num("modulo", 40, fixed(2), np.mod, _modulo_vjp, _P,
      "a - b floor(a/b) (sign of b). d/da = 1, d/db = -floor(a/b). "
      "dmci: C fmod, the rule of remainder.",
-     formula=lambda o: lambda a, b: a - b * o.floor(a / b))  # fmt: skip
+     formula=lambda o: o.mod)  # fmt: skip
 
 
 # ---- dmci dialect -----------------------------------------------------------------------------

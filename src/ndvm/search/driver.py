@@ -87,7 +87,7 @@ def run_search(
     from ndvm import tasks
 
     the_task = (tasks.get(task) if isinstance(task, str) else task).for_search()
-    store = Store(db)
+    store = Store(db, exclusive=True)  # one search per database at a time (a lock file)
     config = {
         "batch_size": batch_size, "limits": limits.__dict__, "workers": workers,
         "inputs": list(the_task.inputs), "origin": the_task.data().meta.get("origin"),
@@ -155,20 +155,27 @@ def run_search(
 def _open_run(
     store: Store, task: Task, proposer: Proposer, seed: int, config: dict[str, Any], resume: bool
 ) -> tuple[int, int, float, list[Record]]:
-    """(run, seed, elapsed so far, records): the latest run when resuming, else a new one."""
-    info = store.latest_run() if resume else None
-    if info is None:
-        return store.new_run(task.name, proposer.name, seed, config, git_commit()), seed, 0.0, []
-    if info["task"] != task.name:
-        raise ValueError(f"{store.path}: latest run is task {info['task']!r}, not {task.name!r}")
-    recorded = info["config"].get("data")
-    if recorded is not None and recorded != config["data"]:
-        raise ConfigError(
-            f"{store.path}: its latest run searched other data (or another split of it: data "
-            f"digest {recorded[:12]}, these data {config['data'][:12]}); records scored on "
-            "other data cannot be resumed: use a new database"
-        )
-    return info["run"], info["seed"], float(info["elapsed"]), store.records(info["run"])
+    """(run, seed, elapsed so far, records): the latest run when resuming, else a new one.
+    On an error the store is closed (its lock released)."""
+    try:
+        info = store.latest_run() if resume else None
+        if info is None:
+            run = store.new_run(task.name, proposer.name, seed, config, git_commit())
+            return run, seed, 0.0, []
+        if info["task"] != task.name:
+            raise ValueError(f"{store.path}: latest run is task {info['task']!r}, "
+                             f"not {task.name!r}")  # fmt: skip
+        recorded = info["config"].get("data")
+        if recorded is not None and recorded != config["data"]:
+            raise ConfigError(
+                f"{store.path}: its latest run searched other data (or another split of it: "
+                f"data digest {recorded[:12]}, these data {config['data'][:12]}); records "
+                "scored on other data cannot be resumed: use a new database"
+            )
+        return info["run"], info["seed"], float(info["elapsed"]), store.records(info["run"])
+    except BaseException:
+        store.close()
+        raise
 
 
 def data_digest(task: Task) -> str:

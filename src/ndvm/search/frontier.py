@@ -211,7 +211,8 @@ def hall_of_fame(
 
 def equation(src: str, params: dict[str, float], inputs: tuple[str, ...]) -> dict[str, Any]:
     """``{"equation", "equation_symbolic", "latex"}`` of a closed-form program (full-precision
-    parameters; the symbolic form simplified by sympy), or ``{"export_error": reason}``."""
+    parameters; the symbolic form simplified by sympy within ``export.bounded.SECONDS``, as
+    exported past it), or ``{"export_error": reason}``."""
     from ndvm.errors import NdvmError
     from ndvm.extras import missing
 
@@ -221,6 +222,7 @@ def equation(src: str, params: dict[str, float], inputs: tuple[str, ...]) -> dic
 
     from ndvm.api import compile as compile_program
     from ndvm.export import to_sympy
+    from ndvm.export.bounded import simplified
 
     try:  # a candidate's free names are its parameters (docs/tasks.md): no warning
         prog = compile_program(src, inputs=inputs, backend="reference", free_params=True)
@@ -228,8 +230,7 @@ def equation(src: str, params: dict[str, float], inputs: tuple[str, ...]) -> dic
         exact = to_sympy(prog, {k: float(v) for k, v in params.items()})
     except NdvmError as exc:
         return {"export_error": f"{type(exc).__name__}: {exc}"}
-    if sympy.count_ops(symbolic) <= 40:  # simplify is unbounded on big trees: skip them
-        symbolic = sympy.simplify(symbolic)
+    symbolic = simplified(symbolic)  # time-bounded: unsimplified past it (export/bounded.py)
     return {
         "equation": str(exact),
         "equation_symbolic": str(symbolic),

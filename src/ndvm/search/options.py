@@ -41,9 +41,10 @@ def count(name: str, value: Any, *, minimum: int = 1, optional: bool = False) ->
 def fractions(name: str, value: Any) -> tuple[float, float, float]:
     """Train / validation / test fractions: three finite numbers >= 0 summing to 1 (a
     sequence, or text ``"0.6,0.2,0.2"`` as ``--split`` takes them)."""
-    parts = value.split(",") if isinstance(value, str) else value
+    from ndvm.textnum import parse_numbers
+
     try:
-        out = tuple(float(f) for f in parts)
+        out = tuple(parse_numbers(value) if isinstance(value, str) else map(float, value))
     except (TypeError, ValueError):
         out = ()
     if len(out) != 3 or not all(0 <= f < math.inf for f in out):

@@ -73,6 +73,24 @@ def _nan(x: Any) -> float:
     return float("nan") if x is None else float(x)
 
 
+def _invalid(train: Any, mse: Any, r2: Any, vmse: Any, vr2: Any) -> str | None:
+    """What is wrong with a stored row's scores (a hand-edited row): ndvm writes non-finite
+    values as NULL, MSEs are >= 0 and R² <= 1; None when nothing is. (The training loss may
+    be negative: ``gaussian_nll``.)"""
+    named = {"train_loss": train, "heldout_mse": mse, "heldout_r2": r2,
+             "validation_mse": vmse, "validation_r2": vr2}  # fmt: skip
+    for name, v in named.items():
+        if v is None:
+            continue
+        if not isinstance(v, int | float) or not math.isfinite(v):
+            return f"{name} {v!r} is not a finite number"
+        if name.endswith("mse") and v < 0:
+            return f"{name} {v!r} is negative"
+        if name.endswith("r2") and v > 1:
+            return f"{name} {v!r} is above 1"
+    return None
+
+
 class StoreError(NdvmError):
     """A search database that cannot be used: not SQLite, malformed, another schema, read-only."""
 
@@ -92,6 +110,26 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _exclusive(path: str) -> Any:
+    """An open ``<path>.lock`` holding an exclusive ``flock`` (released when it is closed or
+    the process dies, ``kill -9`` included); a ``StoreError`` when another process (or
+    another open ``Store`` here) holds it. Without ``fcntl`` (Windows) no lock is taken."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    lock = open(f"{path}.lock", "a+b")  # noqa: SIM115 - held open until Store.close
+    try:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise StoreError(
+            f"{path}: another ndvm search is using this database (its lock {path}.lock is "
+            "held); wait for it to finish or give another --db"
+        ) from None
+    return lock
+
+
 def _columns(schema: str, table: str) -> set[str]:
     body = schema.split(f"CREATE TABLE IF NOT EXISTS {table} (", 1)[1].split(");", 1)[0]
     lines = [line.split() for line in body.strip().splitlines()]
@@ -99,21 +137,40 @@ def _columns(schema: str, table: str) -> set[str]:
 
 
 class Store:
-    """One SQLite database file; may hold several runs (the latest is resumed)."""
+    """One SQLite database file; may hold several runs (the latest is resumed).
+
+    ``read_only`` (``ndvm report``): opened with SQLite's ``mode=ro`` URI, so nothing is ever
+    written (an empty or foreign file is a ``StoreError``, never given a schema).
+    ``exclusive`` (a search): an advisory lock on ``<path>.lock`` is held until ``close``, and
+    a second exclusive open (another ``ndvm search``, a second ``--resume``) is refused with a
+    ``StoreError`` rather than both running and one's results being discarded."""
 
     @_guarded
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, read_only: bool = False, exclusive: bool = False) -> None:
         self.path = str(path)
+        self.read_only = read_only
+        self._lock: Any = None
         if Path(self.path).is_dir():
             raise StoreError(f"{self.path}: is a directory, not a search database")
-        self.db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        if exclusive:
+            self._lock = _exclusive(self.path)
+        self.db: Any = None
         try:
+            if read_only:
+                uri = f"{Path(self.path).resolve().as_uri()}?mode=ro"
+                self.db = sqlite3.connect(uri, uri=True, timeout=30.0, isolation_level=None)
+            else:
+                self.db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
             self._open()
         except BaseException:
-            self.db.close()
+            self.close()
             raise
 
     def _open(self) -> None:
+        if self.read_only:
+            return self._check_columns(
+                {r[1] for r in self.db.execute("PRAGMA table_info(candidates)")}
+            )
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(_SCHEMA)
@@ -122,6 +179,9 @@ class Store:
             if name not in have:
                 self.db.execute(f"ALTER TABLE candidates ADD COLUMN {name} {kind}")
                 have.add(name)
+        self._check_columns(have)
+
+    def _check_columns(self, have: set[str]) -> None:
         runs = {row[1] for row in self.db.execute("PRAGMA table_info(runs)")}
         missing = (_columns(_SCHEMA, "candidates") - have) | (_columns(_SCHEMA, "runs") - runs)
         if missing:
@@ -132,7 +192,13 @@ class Store:
 
     @_guarded
     def close(self) -> None:
-        self.db.close()
+        try:
+            if self.db is not None:
+                self.db.close()
+        finally:
+            if self._lock is not None:
+                self._lock.close()  # closing the descriptor releases the lock
+                self._lock = None
 
     # -- runs ---------------------------------------------------------------------------
     @_guarded
@@ -259,6 +325,9 @@ class Store:
                              text=row[22] or "")
             ev = None
             if status != "pending":
+                bad = _invalid(train, mse, r2, vmse, vr2)
+                if bad:  # never ranked: a failure whose reason names the row
+                    status, reason = "failed", f"invalid stored row (run {run}, idx {idx}): {bad}"
                 ev = Evaluation(
                     status,
                     reason,

@@ -232,7 +232,8 @@ class Task:
         data when it has none (calibration on the rest; the test split and the success
         criterion unchanged). The same object for the same task and arguments."""
         key = (id(self), fraction, seed)
-        view = _VIEWS.get(key)
+        held = _VIEWS.get(key)  # (task, view): the entry holds its task, so its id stays its own
+        view = held[1] if held is not None and held[0] is self else None
         if view is None:
             data = self.data()
             if data.valid_inputs is not None or with_validation(data) is data:
@@ -240,11 +241,11 @@ class Task:
             else:
                 build = partial(_validated, self.build_data, fraction, seed)
                 view = replace(self, build_data=build)
-            _VIEWS[key] = view
+            _VIEWS[key] = (self, view)
         return view
 
 
-_VIEWS: dict[tuple[int, float, int], Task] = {}
+_VIEWS: dict[tuple[int, float, int], tuple[Task, Task]] = {}
 
 
 def _validated(build: Callable[[], TaskData], fraction: float, seed: int) -> TaskData:

@@ -22,6 +22,7 @@ import numpy as np
 from ndvm.errors import NdvmError
 from ndvm.prims import PRIMS
 from ndvm.prims.registry import Kind
+from ndvm.textnum import parse_number
 
 DEFAULT_BINARY = ("+", "-", "*", "/")
 DEFAULT_UNARY = ("exp", "log", "sqrt", "sin", "cos")
@@ -109,8 +110,9 @@ def split_rows(n: int, fractions: Sequence[float], seed: int) -> tuple[np.ndarra
 def read_csv(path: str | Path, columns: Sequence[str]) -> dict[str, np.ndarray]:
     """Named float columns of a CSV file with a header row (delimiter sniffed: , ; tab).
 
-    Errors name the file, the column and the 1-based line of a missing, non-numeric or
-    non-finite cell."""
+    Cells are read by ``ndvm.textnum.parse_number`` (what NumPy/pandas read as a number: no
+    ``1_0``, no non-ASCII digits). A header naming a column twice is refused. Errors name
+    the file, the column and the 1-based line of a missing, non-numeric or non-finite cell."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8-sig")
@@ -129,6 +131,10 @@ def read_csv(path: str | Path, columns: Sequence[str]) -> dict[str, np.ndarray]:
         dialect = csv.excel
     rows = list(csv.reader(lines, dialect))
     header = [h.strip() for h in rows[0]]
+    twice = sorted({h for h in header if header.count(h) > 1})
+    if twice:
+        raise NdvmError(f"{p}:1: error: the header names column(s) {', '.join(map(repr, twice))}"
+                        " more than once")  # fmt: skip
     body = [(i + 2, r) for i, r in enumerate(rows[1:]) if any(c.strip() for c in r)]
     if not body:
         raise NdvmError(f"{p}: error: no data rows after the header")
@@ -141,7 +147,7 @@ def read_csv(path: str | Path, columns: Sequence[str]) -> dict[str, np.ndarray]:
         for k, (line, r) in enumerate(body):
             cell = r[j].strip() if j < len(r) else ""
             try:
-                vals[k] = float(cell)
+                vals[k] = parse_number(cell)
             except ValueError:
                 what = "missing" if not cell else f"not a number ({cell[:20]!r})"
                 raise NdvmError(f"{p}:{line}: error: column {col!r}: {what}") from None
