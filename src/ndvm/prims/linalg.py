@@ -119,10 +119,39 @@ def _lanewise(
     return out
 
 
+def _inv2(a: Arr) -> Arr:
+    """The 2 x 2 inverse of the native core (cpp/src/lanes.hpp ``inverse2``), operation for
+    operation: LU with partial pivoting (the first maximal row), l10 = a10 / u00 (a division,
+    where LAPACK multiplies by a reciprocal), u11 = r11 - l10 u01, singular iff u00 or u11 is
+    exactly 0; then the forward and back substitution of the permuted identity. Every backend
+    thus gives the same bits, and the same status, for a matrix at the edge of singularity."""
+    a00, a01, a10, a11 = a[..., 0, 0], a[..., 0, 1], a[..., 1, 0], a[..., 1, 1]
+    swapped = np.abs(a10) > np.abs(a00)
+    u00 = np.where(swapped, a10, a00)
+    u01 = np.where(swapped, a11, a01)
+    r10 = np.where(swapped, a00, a10)
+    r11 = np.where(swapped, a01, a11)
+    zero = u00 == 0.0
+    l10 = np.where(zero, r10, r10 / np.where(zero, 1.0, u00))
+    u11 = r11 - l10 * u01
+    b00, b01 = np.where(swapped, 0.0, 1.0), np.where(swapped, 1.0, 0.0)
+    b10, b11 = np.where(swapped, 1.0, 0.0), np.where(swapped, 0.0, 1.0)
+    b10 = (b10 - l10 * b00) / u11
+    b11 = (b11 - l10 * b01) / u11
+    b00 = (b00 - u01 * b10) / u00
+    b01 = (b01 - u01 * b11) / u00
+    out = np.stack([np.stack([b00, b01], -1), np.stack([b10, b11], -1)], -2)
+    return np.where((zero | (u11 == 0.0))[..., None, None], np.nan, out)
+
+
 def _inv(a: Arr) -> Arr:
     """Per-lane inverse; a lane that is singular, has a non-finite entry or whose inverse
-    overflows is NaN everywhere (never LAPACK's partial NaN/inf propagation)."""
-    out = _lanewise(np.linalg.inv, a.shape[-2:], (2,), a)
+    overflows is NaN everywhere (never LAPACK's partial NaN/inf propagation). 2 x 2: the
+    native core's formulas (``_inv2``); larger: LAPACK."""
+    if a.shape[-2:] == (2, 2):
+        out = _inv2(np.asarray(a, dtype=np.float64))
+    else:
+        out = _lanewise(np.linalg.inv, a.shape[-2:], (2,), a)
     bad = ~(np.isfinite(a).all(axis=(-2, -1)) & np.isfinite(out).all(axis=(-2, -1)))
     return np.where(bad[..., None, None], np.nan, out) if bad.any() else out
 

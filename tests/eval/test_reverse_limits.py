@@ -1,0 +1,161 @@
+"""Reverse sweeps: linear-time VJPs of the variadic primitives, and the deadline honoured in
+the reverse sweep as in the forward pass (docs/language.md, "Limits"), on every backend.
+
+Expected gradients are computed independently (``math.prod`` of the other operands, the index
+of the first extremal operand); the deadline tests check the typed error and the status, with
+a generous wall-clock bound (the deadline plus 2 s) that only a hang can miss.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import types
+
+import numpy as np
+import pytest
+
+import ndvm
+from ndvm import errors
+from ndvm.backends import reference
+from ndvm.backends import registry
+from ndvm.eval.limits import Limits
+from ndvm.prims import PRIMS
+
+BACKENDS = registry.available()
+SLACK = 2.0  # seconds past the deadline that a test accepts (a hang takes far longer)
+
+
+def _variadic_numeric() -> list[str]:
+    return sorted(
+        p.name
+        for p in PRIMS
+        if p.arity.max_args is None and p.vjp is not None and p.ref is not None
+    )
+
+
+def test_the_variadic_numeric_primitives_are_known() -> None:
+    # a new variadic primitive must join the linear-time checks below
+    assert _variadic_numeric() == ["*", "+", "-", "/", "max", "min"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    "xs",
+    [
+        [2.0, 3.0, 0.5, 4.0, -1.5, 7.0],
+        [2.0, 0.0, 0.5, 4.0, -1.5, 7.0],  # one zero: only its own derivative is non-zero
+        [0.0, 3.0, 0.5, 0.0, -1.5, 7.0],  # two zeros: every derivative is zero
+        [1e200, 1e200, 1e-200, 3.0, 2.0],
+    ],
+)
+def test_product_gradient_is_the_product_of_the_others(backend: str, xs: list[float]) -> None:
+    names = [f"p{i}" for i in range(len(xs))]
+    prog = ndvm.compile(f"(* {' '.join(names)})", params=names, backend=backend)
+    value, grad = prog.value_and_grad(np.array(xs))
+    assert float(value) == pytest.approx(math.prod(xs), rel=1e-14)
+    expected = [math.prod(x for j, x in enumerate(xs) if j != i) for i in range(len(xs))]
+    np.testing.assert_allclose(grad, expected, rtol=1e-14, atol=0.0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_extremal_gradient_goes_to_the_first_extremal_operand(backend: str, op: str) -> None:
+    xs = [1.0, 5.0, -2.0, 5.0, -2.0, 3.0]
+    names = [f"p{i}" for i in range(len(xs))]
+    prog = ndvm.compile(f"({op} {' '.join(names)})", params=names, backend=backend)
+    value, grad = prog.value_and_grad(np.array(xs))
+    first = xs.index(max(xs) if op == "max" else min(xs))
+    assert float(value) == xs[first]
+    assert grad.tolist() == [1.0 if i == first else 0.0 for i in range(len(xs))]
+    # a NaN operand: the result is NaN and no operand equals it
+    _, grad = prog.value_and_grad(np.array(xs[:2] + [np.nan] + xs[3:]))
+    assert grad.tolist() == [0.0] * len(xs)
+
+
+def test_many_operand_gradients_agree_bitwise_across_backends() -> None:
+    xs = np.random.default_rng(7).uniform(-2.0, 2.0, (3, 9))
+    names = [f"p{i}" for i in range(9)]
+    for op in ("*", "max", "min"):
+        src = f"({op} {' '.join(names)} (* p0 p1) 1.5)"
+        grads = [
+            ndvm.compile(src, params=names, backend=b).value_and_grad(xs)[1] for b in BACKENDS
+        ]
+        for g in grads[1:]:
+            np.testing.assert_array_equal(g, grads[0])
+
+
+def _timed_value_and_grad(prog: ndvm.Program, theta: np.ndarray) -> tuple[float, object]:
+    t0 = time.monotonic()
+    try:
+        out: object = prog.value_and_grad(theta)
+    except errors.DeadlineExceeded as exc:
+        out = exc
+    return time.monotonic() - t0, out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op", ["*", "max"])
+def test_forty_thousand_operands_end_within_the_deadline(backend: str, op: str) -> None:
+    src = f"(apply {op} (map (lambda (i) (* a 1.0)) (iota 40000)))"
+    prog = ndvm.compile(src, params=["a"], backend=backend, limits=Limits(deadline=1.0))
+    elapsed, out = _timed_value_and_grad(prog, np.array([1.0]))
+    assert elapsed < 1.0 + SLACK
+    if backend != "reference":  # the native core is fast enough to finish: check the answer
+        assert isinstance(out, tuple), out
+        value, grad = out
+        assert float(value) == 1.0
+        assert grad.tolist() == [40000.0 if op == "*" else 1.0]
+    elif not isinstance(out, tuple):
+        assert isinstance(out, errors.DeadlineExceeded)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_no_reverse_sweep_once_every_lane_has_failed(backend: str) -> None:
+    # a long tape, then every lane runs away until the deadline
+    src = (
+        "(let ((s (apply * (map (lambda (i) (* a 1.0)) (iota 20000)))))"
+        " (let loop ((k 0.0)) (loop (+ k s))))"
+    )
+    prog = ndvm.compile(
+        src, params=["a"], backend=backend, limits=Limits(deadline=0.5), strict=False
+    )
+    t0 = time.monotonic()
+    result = prog.evaluate(np.array([[1.0], [2.0]]), grad=True)
+    assert time.monotonic() - t0 < 0.5 + SLACK
+    assert result.status.tolist() == [[2], [2]]
+    assert np.isnan(result.grad).all()
+    assert all(isinstance(e, errors.DeadlineExceeded) for _, e in result.errors)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lanes_standing_at_the_deadline_fail_in_the_reverse_sweep(backend: str) -> None:
+    # lane 0 ends at once, lane 1 runs away: the forward pass ends at the deadline, so the
+    # reverse sweep starts past it and lane 0 fails there (its value kept, its gradient NaN)
+    src = (
+        "(let ((s (apply * (map (lambda (i) (* a 1.0)) (iota 300)))))"
+        " (if (> a 0.0) s (let loop ((k 0.0)) (loop (+ k 1.0)))))"
+    )
+    prog = ndvm.compile(
+        src, params=["a"], backend=backend, limits=Limits(deadline=0.5), strict=False
+    )
+    t0 = time.monotonic()
+    result = prog.evaluate(np.array([[1.0], [-1.0]]), grad=True)
+    assert time.monotonic() - t0 < 0.5 + SLACK
+    assert result.status.tolist() == [[2], [2]]
+    assert float(result.value[0, 0]) == 1.0
+    assert np.isnan(result.grad).all()
+    messages = [str(e) for _, e in result.errors]
+    assert any("reverse sweep" in m for m in messages), messages
+    with pytest.raises(errors.DeadlineExceeded):
+        prog.with_options(strict=True).value_and_grad(np.array([[1.0], [-1.0]]))
+
+
+def test_reference_reverse_sweep_reads_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the forward pass ends well within the deadline; the sweep's clock reads past it
+    src = "(apply * (map (lambda (i) (* a 1.0)) (iota 600)))"
+    prog = ndvm.compile(src, params=["a"], backend="reference", limits=Limits(deadline=30.0))
+    assert prog.value_and_grad(np.array([1.0]))[1].tolist() == [600.0]
+    monkeypatch.setattr(reference, "time", types.SimpleNamespace(monotonic=lambda: 1e12))
+    with pytest.raises(errors.DeadlineExceeded, match="reverse sweep"):
+        prog.value_and_grad(np.array([1.0]))
