@@ -17,8 +17,7 @@ import pytest
 
 import ndvm
 from ndvm import errors
-from ndvm.backends import reference
-from ndvm.backends import registry
+from ndvm.backends import reference, registry
 from ndvm.eval.limits import Limits
 from ndvm.prims import PRIMS
 
@@ -78,9 +77,7 @@ def test_many_operand_gradients_agree_bitwise_across_backends() -> None:
     names = [f"p{i}" for i in range(9)]
     for op in ("*", "max", "min"):
         src = f"({op} {' '.join(names)} (* p0 p1) 1.5)"
-        grads = [
-            ndvm.compile(src, params=names, backend=b).value_and_grad(xs)[1] for b in BACKENDS
-        ]
+        grads = [ndvm.compile(src, params=names, backend=b).value_and_grad(xs)[1] for b in BACKENDS]
         for g in grads[1:]:
             np.testing.assert_array_equal(g, grads[0])
 
