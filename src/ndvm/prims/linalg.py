@@ -119,12 +119,12 @@ def _lanewise(
     return out
 
 
-def _inv2(a: Arr) -> Arr:
-    """The 2 x 2 inverse of the native core (cpp/src/lanes.hpp ``inverse2``), operation for
-    operation: LU with partial pivoting (the first maximal row), l10 = a10 / u00 (a division,
-    where LAPACK multiplies by a reciprocal), u11 = r11 - l10 u01, singular iff u00 or u11 is
-    exactly 0; then the forward and back substitution of the permuted identity. Every backend
-    thus gives the same bits, and the same status, for a matrix at the edge of singularity."""
+def _lu2(a: Arr) -> tuple[Arr, ...]:
+    """The 2 x 2 LU of the native core (cpp/src/lanes.hpp ``lu2``), operation for operation:
+    partial pivoting with the first maximal row, l10 = r10 / u00 (a division, where LAPACK
+    multiplies by a reciprocal), u11 = r11 - l10 u01; singular iff u00 or u11 is exactly 0.
+    Returns (swapped, u00, u01, l10, u11, singular), so every backend finds the same 2 x 2
+    matrices singular."""
     a00, a01, a10, a11 = a[..., 0, 0], a[..., 0, 1], a[..., 1, 0], a[..., 1, 1]
     swapped = np.abs(a10) > np.abs(a00)
     u00 = np.where(swapped, a10, a00)
@@ -134,6 +134,14 @@ def _inv2(a: Arr) -> Arr:
     zero = u00 == 0.0
     l10 = np.where(zero, r10, r10 / np.where(zero, 1.0, u00))
     u11 = r11 - l10 * u01
+    return swapped, u00, u01, l10, u11, zero | (u11 == 0.0)
+
+
+def _inv2(a: Arr) -> Arr:
+    """The 2 x 2 inverse of the native core (lanes.hpp ``inverse2``), operation for
+    operation: ``_lu2``, then the forward and back substitution of the permuted identity, so
+    every backend gives the same bits, and the same status, at the edge of singularity."""
+    swapped, u00, u01, l10, u11, singular = _lu2(a)
     b00, b01 = np.where(swapped, 0.0, 1.0), np.where(swapped, 1.0, 0.0)
     b10, b11 = np.where(swapped, 1.0, 0.0), np.where(swapped, 0.0, 1.0)
     b10 = (b10 - l10 * b00) / u11
@@ -141,7 +149,16 @@ def _inv2(a: Arr) -> Arr:
     b00 = (b00 - u01 * b10) / u00
     b01 = (b01 - u01 * b11) / u00
     out = np.stack([np.stack([b00, b01], -1), np.stack([b10, b11], -1)], -2)
-    return np.where((zero | (u11 == 0.0))[..., None, None], np.nan, out)
+    return np.where(singular[..., None, None], np.nan, out)
+
+
+def _slogdet2(a: Arr) -> tuple[Arr, Arr]:
+    """(sign, |det|) of a 2 x 2 matrix from ``_lu2`` (0 and 0 where it is singular), as the
+    native core's slogdet2_parts: the same singular lanes; |u00 u11| as a product (the native
+    core takes exp(log) of it, which differs by rounding only)."""
+    swapped, u00, _, _, u11, singular = _lu2(a)
+    sign = np.where(swapped, -1.0, 1.0) * np.sign(u00) * np.sign(u11)
+    return np.where(singular, 0.0, sign), np.where(singular, 0.0, np.abs(u00 * u11))
 
 
 def _inv(a: Arr) -> Arr:
@@ -218,6 +235,9 @@ def _nan_lanes(a: Arr, out: Arr, out_rank: int = 0) -> Arr:
 
 
 def _det(a: Arr) -> Arr:
+    if a.shape[-2:] == (2, 2):
+        sign, mag = _slogdet2(np.asarray(a, dtype=np.float64))
+        return _nan_lanes(a, sign * mag)
     return _nan_lanes(a, _lanewise(np.linalg.det, (), (2,), a))
 
 
@@ -238,6 +258,8 @@ def _det_vjp(g: Arr, ans: Arr, a: Arr) -> tuple[Arr]:
 
 
 def _logdet(a: Arr) -> Arr:
+    if a.shape[-2:] == (2, 2):
+        return _nan_lanes(a, np.log(_slogdet2(np.asarray(a, dtype=np.float64))[1]))
     return _nan_lanes(a, _lanewise(lambda m: np.linalg.slogdet(m)[1], (), (2,), a))
 
 
