@@ -115,7 +115,11 @@ def test_no_reverse_sweep_once_every_lane_has_failed(backend: str) -> None:
         " (let loop ((k 0.0)) (loop (+ k s))))"
     )
     prog = ndvm.compile(
-        src, params=["a"], backend=backend, limits=Limits(deadline=0.5), strict=False
+        src,
+        params=["a"],
+        backend=backend,
+        limits=Limits(deadline=0.5, max_steps=10**12),
+        strict=False,
     )
     t0 = time.monotonic()
     result = prog.evaluate(np.array([[1.0], [2.0]]), grad=True)
@@ -134,7 +138,11 @@ def test_lanes_standing_at_the_deadline_fail_in_the_reverse_sweep(backend: str) 
         " (if (> a 0.0) s (let loop ((k 0.0)) (loop (+ k 1.0)))))"
     )
     prog = ndvm.compile(
-        src, params=["a"], backend=backend, limits=Limits(deadline=0.5), strict=False
+        src,
+        params=["a"],
+        backend=backend,
+        limits=Limits(deadline=0.5, max_steps=10**12),
+        strict=False,
     )
     t0 = time.monotonic()
     result = prog.evaluate(np.array([[1.0], [-1.0]]), grad=True)
