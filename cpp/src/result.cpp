@@ -1,8 +1,11 @@
 // Run results: the value grid and per-lane status, reverse mode over the tape, and the export
 // of structural values (lists, symbols, ...) for the host.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
+#include <string>
 #include <type_traits>
 #include <unordered_map>
 
@@ -229,7 +232,9 @@ void Interp::timed_backward(const double* cotangent, RunOutput& out) {
   } catch (const LimitError& e) {
     sweep_timed_ = false;
     if (e.kind != LimitKind::DEADLINE) throw;
-    fail_standing(out, e.what());
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g", lim_.deadline);
+    fail_standing(out, (std::string("evaluation exceeded its deadline of ") + buf + " s").c_str());
     out.grad.assign(static_cast<size_t>(B_) * P, kNaN);
     return;
   }
@@ -253,8 +258,7 @@ void Interp::fail_standing(RunOutput& out, const char* message) {
   out.errors.push_back(std::move(e));
 }
 
-// A timed sweep looks at the clock when it starts, then every 256 general records or 4096
-// fast ones.
+// A timed sweep looks at the clock every 256 general records or 4096 fast ones.
 void Interp::sweep_tick() {
   if (!sweep_timed_) return;
   sweep_count_ = 0;
@@ -300,8 +304,12 @@ void Interp::reverse_sweep(const double* cotangent) {
   std::vector<Real>& adj = adj_;
   if (adj.size() < pay_.elems()) adj.resize(pay_.elems());
   // a timed sweep (timed_backward) stops at the run's deadline; others run to completion
-  scratch_.clock = WorkClock{sweep_timed_ ? lim_.deadline : 0.0, t0_, 0, false};
-  sweep_tick();  // a timed sweep starting past the deadline stops here
+  // (at the later of the deadline and the sweep's start, plus a grace of a quarter of the
+  // deadline, at most 0.25 s: the reference's reverse_grace, so a lane that finished before
+  // the deadline keeps a short sweep, and no sweep runs long past the deadline)
+  const double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  const double stop = std::max(lim_.deadline, now) + std::min(0.25, 0.25 * lim_.deadline);
+  scratch_.clock = WorkClock{sweep_timed_ ? stop : 0.0, t0_, 0, false};
   touched_.assign(pay_.count(), 0);
   find_inverses();
   const bool fast = fast_.size() == tape_.records.size();
