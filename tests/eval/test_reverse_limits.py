@@ -82,6 +82,28 @@ def test_many_operand_gradients_agree_bitwise_across_backends() -> None:
             np.testing.assert_array_equal(g, grads[0])
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_product_of_thirty_vectors_with_zeros(backend: str) -> None:
+    # 30 operands (blocks of 6 natively), vectors of 3 elements over 2 lanes, a zero in
+    # elements 1 and 2; d sum(prod) / d p_i = sum over elements of the product of the others
+    rng = np.random.default_rng(11)
+    theta = rng.uniform(0.5, 1.5, (2, 30))
+    names = [f"p{i}" for i in range(30)]
+    c = np.ones((30, 3))
+    c[7, 1] = c[20, 2] = 0.0  # element 1 of p7 and element 2 of p20 are 0 * p
+    terms = [f"(vec (* {n} {c[i, 0]}) (* {n} {c[i, 1]}) (* {n} {c[i, 2]}))"
+             for i, n in enumerate(names)]  # fmt: skip
+    prog = ndvm.compile(f"(vsum (* {' '.join(terms)}))", params=names, backend=backend)
+    _, grad = prog.value_and_grad(theta)
+    for b in range(2):
+        x = theta[b][:, None] * c
+        expected = [
+            sum(c[i, e] * math.prod(np.delete(x[:, e], i)) for e in range(3)) for i in range(30)
+        ]
+        assert all(v != 0.0 for v in expected)  # element 0 has no zero operand
+        np.testing.assert_allclose(grad[b], expected, rtol=1e-13, atol=0.0)
+
+
 def _timed_value_and_grad(prog: ndvm.Program, theta: np.ndarray) -> tuple[float, object]:
     t0 = time.monotonic()
     try:

@@ -152,7 +152,7 @@ struct LinalgScratch {
 // P_0 = 1 (the reference's _mul_vjp, product for product); g where `which` is that first
 // index, else 0 (g * 0.0). ct gets S x W values.
 struct VariadicVjp {
-  std::vector<Real> suffix;   // Q_j at j * S * W (j = 1 .. n-1)
+  std::vector<Real> suffix;   // Q at block ends, one block's Q_j, a scratch row (.cpp)
   std::vector<Real> prefix;   // P_next (S x W)
   std::vector<uint32_t> first;  // per element and lane: the first extremal operand, or n
   int n = 0;
