@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -147,7 +146,7 @@ def compile(  # noqa: A001 - mirrors ndvm.compile
     names = [s.name for s in direct.params] + list(direct.inputs)
     hosts = host_names(len(names))
     n_params = len(direct.params)
-    specs = tuple(replace(s, name=h) for s, h in zip(direct.params, hosts))
+    specs = tuple(dataclasses.replace(s, name=h) for s, h in zip(direct.params, hosts))
     text = source(src, names, levels)
     host_inputs = tuple(hosts[n_params:])
 
