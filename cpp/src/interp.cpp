@@ -606,7 +606,7 @@ void Interp::finish_run(const RunRequest& req, RunOutput& out) {
   last_numeric_ = out.numeric;
   ready_ = true;
   if (req.grad && out.numeric) {
-    backward(req.cotangent, out.grad);
+    timed_backward(req.cotangent, out);
     out.has_grad = true;
   }
   out.grad_needs_numeric = req.grad && !out.numeric;

@@ -1,8 +1,11 @@
 // Run results: the value grid and per-lane status, reverse mode over the tape, and the export
 // of structural values (lists, symbols, ...) for the host.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
+#include <string>
 #include <type_traits>
 #include <unordered_map>
 
@@ -65,6 +68,32 @@ template <class T>
 const double* double_view(const T* p) {
   if constexpr (std::is_same_v<T, double>) return p;
   return nullptr;
+}
+
+// The cotangent of operand `which` of a MERGE, STACK or GATHER record, into ct; returns its
+// element count (in_size: the operand's).
+size_t structural_ct(const TapeRecord& rec, uint32_t which, const Real* g, size_t S, uint32_t W,
+                     size_t in_size, const Tape& tape, const MaskTable& masks,
+                     std::vector<Real>& ct) {
+  if (rec.op == static_cast<uint16_t>(TapeOp::MERGE)) {
+    ct.assign(S * W, 0.0);
+    const uint8_t* bits = masks.bits(tape.extras[rec.extra + which]);
+    for (size_t e = 0; e < S; ++e) {
+      for (uint32_t l = 0; l < W; ++l) ct[e * W + l] = bits[l] ? g[e * W + l] : 0.0;
+    }
+    return S;
+  }
+  if (rec.op == static_cast<uint16_t>(TapeOp::STACK)) {
+    const size_t elems = rec.extra;
+    ct.assign(g + static_cast<size_t>(which) * elems * W,
+              g + static_cast<size_t>(which + 1) * elems * W);
+    return elems;
+  }
+  ct.assign(in_size * W, 0.0);  // GATHER
+  for (size_t k = 0; k < static_cast<size_t>(rec.aux) * W; ++k) {
+    ct[static_cast<size_t>(rec.extra) * W + k] = g[k];
+  }
+  return in_size;
 }
 
 }  // namespace
@@ -180,6 +209,65 @@ void Interp::backward(const double* cotangent, std::vector<double>& grad) {
   }
 }
 
+// value_and_grad's gradient: no reverse sweep once every parameter lane has a failed lane
+// (each gradient is NaN then), and the sweep under the run's deadline (Limits.deadline, from
+// the run's start): past it, every lane still standing fails with DeadlineExceeded (values
+// kept, gradients NaN), as the reference's _gradient does.
+void Interp::timed_backward(const double* cotangent, RunOutput& out) {
+  const size_t P = leaves_.size();
+  bool all_failed = true;
+  for (uint32_t b = 0; b < B_ && all_failed; ++b) {
+    bool failed = false;
+    for (uint32_t k = 0; k < Ng_; ++k) failed = failed || status_[b * Ng_ + k] == 2;
+    all_failed = failed;
+  }
+  if (all_failed) {
+    out.grad.assign(static_cast<size_t>(B_) * P, kNaN);
+    return;
+  }
+  sweep_timed_ = lim_.deadline > 0;
+  sweep_count_ = 0;
+  try {
+    backward(cotangent, out.grad);
+  } catch (const LimitError& e) {
+    sweep_timed_ = false;
+    if (e.kind != LimitKind::DEADLINE) throw;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g", lim_.deadline);
+    fail_standing(out, (std::string("evaluation exceeded its deadline of ") + buf + " s").c_str());
+    out.grad.assign(static_cast<size_t>(B_) * P, kNaN);
+    return;
+  }
+  sweep_timed_ = false;
+}
+
+// The lanes without an error fail with the deadline's error, raised in the reverse sweep.
+void Interp::fail_standing(RunOutput& out, const char* message) {
+  ErrorOut e;
+  e.mask.assign(W_, 0);
+  for (uint32_t l = 0; l < W_; ++l) {
+    if (out.status[l] == 2) continue;
+    e.mask[l] = 1;
+    out.status[l] = 2;
+    status_[l] = 2;
+    const int64_t b = static_cast<int64_t>(l / Ng_);
+    if (e.lanes.empty() || e.lanes.back() != b) e.lanes.push_back(b);
+  }
+  e.cls = ErrClass::DEADLINE;
+  e.message = std::string(message) + " (in the reverse sweep)";
+  out.errors.push_back(std::move(e));
+}
+
+// A timed sweep looks at the clock every 256 general records or 4096 fast ones.
+void Interp::sweep_tick() {
+  if (!sweep_timed_) return;
+  sweep_count_ = 0;
+  if (scratch_.clock.past()) {
+    scratch_.clock.expired = true;
+    scratch_.clock.raise_if_expired();
+  }
+}
+
 void Interp::lane_jacobian(const double* cotangent, std::vector<double>& jac) {
   if (!can_differentiate()) throw std::logic_error("jacobian: no numeric result to differentiate");
   reverse_sweep(cotangent);
@@ -215,7 +303,13 @@ void Interp::lane_adjoints(const double* cotangent, std::vector<const Real*>& co
 void Interp::reverse_sweep(const double* cotangent) {
   std::vector<Real>& adj = adj_;
   if (adj.size() < pay_.elems()) adj.resize(pay_.elems());
-  scratch_.clock.deadline = 0.0;  // limits bound the run; reverse mode runs to completion
+  // a timed sweep (timed_backward) stops at the run's deadline; others run to completion
+  // (at the later of the deadline and the sweep's start, plus a grace of a quarter of the
+  // deadline, at most 0.25 s: the reference's reverse_grace, so a lane that finished before
+  // the deadline keeps a short sweep, and no sweep runs long past the deadline)
+  const double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  const double stop = std::max(lim_.deadline, now) + std::min(0.25, 0.25 * lim_.deadline);
+  scratch_.clock = WorkClock{sweep_timed_ ? stop : 0.0, t0_, 0, false};
   touched_.assign(pay_.count(), 0);
   find_inverses();
   const bool fast = fast_.size() == tape_.records.size();
@@ -366,11 +460,15 @@ void Interp::vjp_fast(const FastRec* fast) {
   const uint32_t* slow = slow_vjp_.data() + (slow_vjp_.size() - 1);  // at kNoSlow
   for (size_t r = tape_.records.size(); r > 0;) {
     const size_t lo = slow == slow_vjp_.data() ? 0 : size_t{slow[-1]} + 1;
-    for (const FastRec* f = fast + r; f != fast + lo;) {  // the fast records after the
-      --f;                                                 // previous general one
-      if (touched[f->out_pid]) in_register(f->vjp)(*f, v, adj, touched);
+    while (r > lo) {  // the fast records after the previous general one, 4096 at a time
+      const size_t cut = r - lo > 4096 ? r - 4096 : lo;
+      for (const FastRec* f = fast + r; f != fast + cut;) {
+        --f;
+        if (touched[f->out_pid]) in_register(f->vjp)(*f, v, adj, touched);
+      }
+      r = cut;
+      sweep_tick();
     }
-    r = lo;
     if (r == 0) break;
     --slow;
     const TapeRecord& rec = tape_.records[--r];  // the general record *slow
@@ -389,6 +487,12 @@ void Interp::vjp_record(const TapeRecord& rec, std::vector<Real>& adj) {
   if (ops_.size() < n) ops_.resize(n);
   for (uint32_t i = 0; i < n; ++i) ops_[i] = pay_.operand(ids[i]);
   const bool all_lanes = rec.mask == 0 || masks_.full(rec.mask);
+  if (++sweep_count_ >= 256) sweep_tick();
+  const bool variadic = variadic_vjp_wanted(rec.op, static_cast<int>(n));
+  if (variadic) {
+    variadic_vjp_prepare(rec.op, ans, ops_.data(), static_cast<int>(n), W, S, variadic_,
+                         scratch_.clock);
+  }
   for (uint32_t which = 0; which < n; ++which) {
     const uint32_t pid = ids[which];
     const Payload& in = pay_[pid];
@@ -399,22 +503,10 @@ void Interp::vjp_record(const TapeRecord& rec, std::vector<Real>& adj) {
     // straight into the operand's adjoint (no buffer, no accumulate pass)
     const bool direct = !touched_[pid] && all_lanes && in.width == W;
     Real* const direct_ct = adj.data() + in.off;
-    if (rec.op == static_cast<uint16_t>(TapeOp::MERGE)) {
-      ct_.assign(S * W, 0.0);
-      const uint8_t* bits = masks_.bits(tape_.extras[rec.extra + which]);
-      for (size_t e = 0; e < S; ++e) {
-        for (uint32_t l = 0; l < W; ++l) ct_[e * W + l] = bits[l] ? g[e * W + l] : 0.0;
-      }
-    } else if (rec.op == static_cast<uint16_t>(TapeOp::STACK)) {
-      elems = rec.extra;
-      ct_.assign(g + static_cast<size_t>(which) * elems * W,
-                 g + static_cast<size_t>(which + 1) * elems * W);
-    } else if (rec.op == static_cast<uint16_t>(TapeOp::GATHER)) {
-      elems = in.size();
-      ct_.assign(elems * W, 0.0);
-      for (size_t k = 0; k < static_cast<size_t>(rec.aux) * W; ++k) {
-        ct_[static_cast<size_t>(rec.extra) * W + k] = g[k];
-      }
+    if (rec.op == static_cast<uint16_t>(TapeOp::MERGE) ||
+        rec.op == static_cast<uint16_t>(TapeOp::STACK) ||
+        rec.op == static_cast<uint16_t>(TapeOp::GATHER)) {
+      elems = structural_ct(rec, which, g, S, W, in.size(), tape_, masks_, ct_);
     } else if (prim_info(rec.op).shape == PrimShape::CUSTOM) {
       elems = in.size();
       const bool det = rec.op == static_cast<uint16_t>(Prim::DET);
@@ -445,8 +537,14 @@ void Interp::vjp_record(const TapeRecord& rec, std::vector<Real>& adj) {
       if (ct_.size() < S * W) ct_.resize(S * W);
       const bool dmci = (rec.flags & 1) && prim_info(rec.op).domain == PrimDomain::POSITIVE;
       const bool into = direct && in.size() == S;
-      const Grad r = elementwise_vjp(rec.op, dmci, g, ans, ops_.data(), static_cast<int>(n),
-                                     static_cast<int>(which), into ? direct_ct : ct_.data(), W, S);
+      Real* const ct = into ? direct_ct : ct_.data();
+      Grad r = Grad::WRITTEN;
+      if (variadic) {
+        variadic_vjp(rec.op, g, ops_.data(), static_cast<int>(which), ct, W, S, variadic_);
+      } else {
+        r = elementwise_vjp(rec.op, dmci, g, ans, ops_.data(), static_cast<int>(n),
+                            static_cast<int>(which), ct, W, S);
+      }
       if (r == Grad::NONE) continue;
       identity = r == Grad::IDENTITY;
       if (into && !identity) {

@@ -105,9 +105,13 @@ class Program:
             raise NdvmError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
         if dialect != self.compiled.dialect:
             c = self.compiled
-            compiled = compile_source(
-                c.source, c.params, c.inputs, changes.get("limits", self.limits), dialect
-            )
+            limits = changes.get("limits", self.limits)
+            # a program whose source is a host text (ndvm.meta) keeps how to recompile it
+            recompile = c.derived.get("recompile")
+            if recompile is not None:
+                compiled = recompile(limits, dialect)
+            else:
+                compiled = compile_source(c.source, c.params, c.inputs, limits, dialect)
             changes = {**changes, "compiled": compiled}
         return Program(**{**vars(self), **changes})
 

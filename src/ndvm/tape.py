@@ -17,6 +17,7 @@ import numpy as np
 from ndvm.payload import mask_for, unbroadcast
 
 Vjp = Callable[..., tuple[Any, ...]]
+TICK_EVERY = 256  # records between two deadline checks of the reverse sweep
 
 
 class Tape:
@@ -45,8 +46,11 @@ class Tape:
         self.records.append((vjp, out, ins, args, ans, mask, in_shapes))
         return out
 
-    def backward(self, seeds: dict[int, np.ndarray]) -> list[np.ndarray | None]:
-        """Adjoints of every node given output cotangents ``seeds``."""
+    def backward(
+        self, seeds: dict[int, np.ndarray], tick: Callable[[], None] | None = None
+    ) -> list[np.ndarray | None]:
+        """Adjoints of every node given output cotangents ``seeds``. ``tick`` (the
+        evaluation's deadline check, which raises) runs every ``TICK_EVERY`` records."""
         adj: list[Any] = [None] * self.n_nodes
         for node, g in seeds.items():
             adj[node] = (
@@ -54,7 +58,9 @@ class Tape:
                 if adj[node] is None
                 else (adj[node] + unbroadcast(g, self.shapes[node]))
             )
-        for vjp, out, ins, args, ans, mask, in_shapes in reversed(self.records):
+        for k, (vjp, out, ins, args, ans, mask, in_shapes) in enumerate(reversed(self.records)):
+            if tick is not None and k % TICK_EVERY == 0:
+                tick()
             g = adj[out]
             if g is None:
                 continue

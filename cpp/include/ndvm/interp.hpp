@@ -361,6 +361,9 @@ class Interp {
   Value custom(int code, const Value* args, uint32_t n);
   bool forward_one_lane(int code, const Value* args, uint32_t n, uint32_t out);
   void backward(const double* cotangent, std::vector<double>& grad);
+  void timed_backward(const double* cotangent, RunOutput& out);
+  void fail_standing(RunOutput& out, const char* message);
+  void sweep_tick();
   void reverse_sweep(const double* cotangent);
   void vjp_record(const TapeRecord& rec, std::vector<Real>& adj);
   void vjp_fast(const FastRec* fast);
@@ -463,6 +466,11 @@ class Interp {
   std::vector<std::pair<uint32_t, LaneError>> errors_;
   std::vector<Operand> ops_;
   LinalgScratch scratch_;
+  VariadicVjp variadic_;  // the linear-time VJPs of a variadic * / min / max record
+  // value_and_grad's reverse sweep looks at the run's deadline (timed_backward); others run
+  // to completion. sweep_count_: records since its last look at the clock
+  bool sweep_timed_ = false;
+  uint32_t sweep_count_ = 0;
   std::vector<uint32_t> ids_;
   std::vector<Real> ct_;
   std::vector<Real> adj_;

@@ -144,6 +144,27 @@ struct LinalgScratch {
   std::vector<int> piv;
 };
 
+// The VJPs of a variadic `*` (n >= 4 operands) or `min`/`max` (n >= 3), linear in n
+// (variadic_vjp.cpp): `variadic_vjp_prepare` runs once per record (the suffix products
+// Q_j = x_j Q_(j+1), Q_n = 1; or, per element and lane, the index of the first operand equal
+// to the result), then `variadic_vjp` gives operand `which`'s cotangent, the operands asked
+// in increasing order: g (P_which Q_(which+1)) with the running prefix P_(i+1) = P_i x_i,
+// P_0 = 1 (the reference's _mul_vjp, product for product); g where `which` is that first
+// index, else 0 (g * 0.0). ct gets S x W values.
+struct VariadicVjp {
+  std::vector<Real> suffix;   // Q at block ends, one block's Q_j, a scratch row (.cpp)
+  std::vector<Real> prefix;   // P_next (S x W)
+  std::vector<uint32_t> first;  // per element and lane: the first extremal operand, or n
+  int n = 0;
+  int next = 0;
+};
+bool variadic_vjp_wanted(int code, int n);
+// clock: ticked with the work done (a huge record stops at the deadline)
+void variadic_vjp_prepare(int code, const Real* ans, const Operand* args, int n, uint32_t W,
+                          size_t S, VariadicVjp& v, WorkClock& clock);
+void variadic_vjp(int code, const Real* g, const Operand* args, int which, Real* ct,
+                  uint32_t W, size_t S, VariadicVjp& v);
+
 // Lane-vectorized forms of CUSTOM primitives: the sums of products (dot, vsum, vmean,
 // outer, matvec, matmul, transpose, trace) and, over many lanes, inv/det/logdet (lane-parallel
 // LU with the per-lane pivoting of the scalar form). Return false for other opcodes.

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from ndvm.backends.base import STATUS_ERROR, STATUS_NONFINITE, RunResult
 from ndvm.backends.inputs import classify_inputs
-from ndvm.errors import NdvmError
+from ndvm.errors import DeadlineExceeded, NdvmError
 from ndvm.eval.export import Budget, object_grid
 from ndvm.eval.limits import Limits
 from ndvm.eval.runtime import Runtime
@@ -51,7 +52,9 @@ class ReferenceBackend:
             result.data_lanes = n_data is not None
             result.stats = {"steps": outcome.steps, "tape": len(rt.tape.records), "heap": rt.heap}
             if grad:
-                result.grad = _gradient(rt, leaves, outcome.groups, result, cotangent, B, Ng)
+                result.grad = _gradient(
+                    rt, leaves, outcome.groups, result, cotangent, limits, machine.t0
+                )
         return result
 
 
@@ -118,9 +121,10 @@ def _gradient(
     groups: list[tuple[np.ndarray, Any]],
     result: RunResult,
     cotangent: np.ndarray | None,
-    B: int,
-    Ng: int,
+    limits: Limits,
+    t0: float,
 ) -> np.ndarray:
+    B, Ng = result.status.shape
     P = len(leaves)
     grad = np.zeros((B, P))
     if not result.numeric:
@@ -133,11 +137,49 @@ def _gradient(
             m = mask_for(mask, ct.ndim)
             seed = np.where(m, ct, 0.0)
             seeds[v.node] = seeds[v.node] + seed if v.node in seeds else seed
-    if seeds:
-        adj = rt.tape.backward(seeds)
+    failed = (result.status == STATUS_ERROR).any(axis=1)
+    if seeds and not failed.all():  # no reverse sweep once every lane has failed
+        try:
+            adj = rt.tape.backward(seeds, _deadline_tick(limits, t0))
+        except DeadlineExceeded as exc:
+            _fail_lanes(result, exc)
+            return np.full((B, P), np.nan)
         for i, node in enumerate(leaves):
             if adj[node] is not None:
                 grad[:, i] = adj[node].reshape(B)
-    failed = (result.status == STATUS_ERROR).any(axis=1)
     grad[failed] = np.nan
     return grad
+
+
+def reverse_grace(deadline: float) -> float:
+    """Seconds a reverse sweep may run past the later of the deadline and its own start: a
+    quarter of the deadline, at most 0.25 s (the native core's ``reverse_sweep`` uses the
+    same), so a lane that finished before the deadline keeps a short sweep and no sweep runs
+    long after the deadline."""
+    return min(0.25, 0.25 * deadline)
+
+
+def _deadline_tick(limits: Limits, t0: float) -> Callable[[], None] | None:
+    """The reverse sweep's deadline check: past the later of the evaluation's deadline and
+    the sweep's start, plus the grace (seconds from the evaluation's start)."""
+    deadline = limits.deadline
+    if deadline is None:
+        return None
+    stop = max(deadline, time.monotonic() - t0) + reverse_grace(deadline)
+
+    def tick() -> None:
+        if time.monotonic() - t0 > stop:
+            raise DeadlineExceeded(
+                f"evaluation exceeded its deadline of {deadline:g} s (in the reverse sweep)"
+            )
+
+    return tick
+
+
+def _fail_lanes(result: RunResult, exc: DeadlineExceeded) -> None:
+    """Every lane not failed yet fails with ``exc`` (its value is kept, its gradient NaN)."""
+    B, Ng = result.status.shape
+    lanes = np.broadcast_to((result.status != STATUS_ERROR).all(axis=1)[:, None], (B, Ng))
+    lanes = lanes.copy()
+    result.status[lanes] = STATUS_ERROR
+    result.errors.append((lanes, exc))

@@ -17,15 +17,19 @@ ndvm source, which the evaluator interprets like user code).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ndvm.api import Program
+from ndvm.api import DIALECTS, Program
 from ndvm.api import compile as _compile
+from ndvm.errors import NdvmError
+from ndvm.eval.limits import Limits
 from ndvm.lang.datum import symbols_in
 from ndvm.lang.front import ParamsArg, compile_source, prelude_closure
+from ndvm.lang.ir import CompiledProgram
 from ndvm.lang.reader import read
 from ndvm.prims import CONSTANTS, PRIMS, Kind
 
@@ -75,13 +79,25 @@ def _prelude_symbols(name: str) -> frozenset[str]:
     return frozenset(symbols_in(read(PRIMS.by_name(name).prelude or "")))
 
 
-def wrap(program_text: str, names: Sequence[str]) -> str:
-    """One level: the evaluator running ``program_text`` with ``names`` bound by the host.
+def host_names(n: int) -> list[str]:
+    """The host's names for the object program's ``n`` parameters and inputs, in order:
+    ``%meta-0``, ``%meta-1``... The evaluator names none of them, so no object name (``car``,
+    ``lookup``, ``%meta-bindings``) can capture a name the evaluator runs on: object names
+    appear in the host program only quoted."""
+    return [f"%meta-{i}" for i in range(n)]
+
+
+def wrap(program_text: str, names: Sequence[str], hosts: Sequence[str] | None = None) -> str:
+    """One level: the evaluator running ``program_text`` with ``names`` bound by the host to
+    the host variables ``hosts`` (default: the same names).
 
     The bindings are made outside the evaluator's definitions, so an object variable may have
-    any name (``lookup``, ``meval``...) without being captured by the evaluator's own.
+    any name (``lookup``, ``meval``...) without being captured by the evaluator's own; with
+    ``hosts`` (``compile`` passes ``host_names``) the host variables are not the object's
+    names either, so a parameter named ``car`` leaves the evaluator's ``car`` alone.
     """
-    bindings = " ".join(f"(cons '{n} {n})" for n in names)
+    hosts = list(names) if hosts is None else list(hosts)
+    bindings = " ".join(f"(cons '{n} {h})" for n, h in zip(names, hosts, strict=True))
     evaluator = evaluator_source()
     support = support_source(program_text + "\n" + evaluator)
     return (
@@ -92,12 +108,14 @@ def wrap(program_text: str, names: Sequence[str]) -> str:
 
 
 def source(src: str, names: Sequence[str], levels: int = 1) -> str:
-    """The host program that runs ``src`` under ``levels`` evaluators (``levels >= 1``)."""
+    """The host program that runs ``src`` under ``levels`` evaluators (``levels >= 1``); its
+    free variables are ``host_names(len(names))``, bound to ``names`` at the first level."""
     if levels < 1:
         raise ValueError(f"levels must be >= 1, got {levels}")
-    text = src
-    for _ in range(levels):
-        text = wrap(text, names)
+    hosts = host_names(len(names))
+    text = wrap(src, names, hosts)
+    for _ in range(levels - 1):
+        text = wrap(text, hosts)
     return text
 
 
@@ -115,13 +133,43 @@ def compile(  # noqa: A001 - mirrors ndvm.compile
     reported at the object program's line and column, and the parameters (names, initial
     values, constraints) are the ones ``ndvm.compile(src, params, inputs)`` would choose.
     Runtime errors of the object program are ``ProgramError``s raised by the evaluator.
-    ``options`` are ``ndvm.compile``'s keyword options (backend, dtype, limits, strict...).
+    ``options`` are ``ndvm.compile``'s keyword options (backend, dtype, limits, strict,
+    dialect...): under ``dialect="dmci"`` the evaluator runs the object program with that
+    dialect's rules (its sequential ``let``; the numeric rules are the host's own).
     """
     if isinstance(inputs, str):
         inputs = (inputs,)
-    direct = compile_source(src, params, tuple(inputs))
+    dialect = options.get("dialect")
+    if dialect not in DIALECTS:
+        raise NdvmError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
+    direct = compile_source(src, params, tuple(inputs), dialect=dialect)
     names = [s.name for s in direct.params] + list(direct.inputs)
-    return _compile(source(src, names, levels), direct.params, direct.inputs, **options)
+    hosts = host_names(len(names))
+    n_params = len(direct.params)
+    specs = tuple(dataclasses.replace(s, name=h) for s, h in zip(direct.params, hosts))
+    text = source(src, names, levels)
+    host_inputs = tuple(hosts[n_params:])
+
+    def recompile(limits: Limits, dialect: str | None) -> CompiledProgram:
+        """The host program under ``dialect``, answering to the object's names (the
+        backends bind parameters and inputs by position)."""
+        host = compile_source(text, specs, host_inputs, limits, dialect)
+        out = host.replace(params=direct.params, inputs=direct.inputs)
+        out.derived["recompile"] = recompile  # Program.with_options(dialect=...)
+        return out
+
+    prog = _compile(text, specs, host_inputs, **options)
+    renamed = prog.compiled.replace(params=direct.params, inputs=direct.inputs)
+    renamed.derived["recompile"] = recompile
+    return dataclasses.replace(prog, compiled=renamed)
 
 
-__all__ = ["EVALUATOR_PATH", "compile", "evaluator_source", "source", "support_source", "wrap"]
+__all__ = [
+    "EVALUATOR_PATH",
+    "compile",
+    "evaluator_source",
+    "host_names",
+    "source",
+    "support_source",
+    "wrap",
+]

@@ -27,6 +27,9 @@
 ;;; program's own variables (and, in the tower, the evaluator's own references to car, eq?, ...
 ;;; cost nothing at the level below).
 ;;;
+;;; The dialect is the host's: under dmci (the host's plain `let` sequential) the object's plain
+;;; `let` is linked as let*; every numeric rule is the host primitive's own.
+;;;
 ;;; The symbols %closure and %rec are reserved. Special-form names are reserved too, except
 ;;; `loop`, which is an ordinary variable wherever it is bound (the usual named-let name): the
 ;;; linker, which knows the bindings, rewrites the loop/recur form into a named let.
@@ -293,6 +296,7 @@
                                 (link-body (cdddr x)
                                            (cons (cadr x) (append (map car (caddr x)) bound))
                                            globals)))))
+        ((and (eq? head 'let) meta-sequential-let) (link-let* (cadr x) (cddr x) bound globals '()))
         ((eq? head 'let)
          (cons 'let (cons (link-bindings (cadr x) bound globals)
                           (link-body (cddr x) (append (map car (cadr x)) bound) globals))))
@@ -349,6 +353,13 @@
 ;; ---------------------------------------------------------------------------------------------
 ;; Programs
 
+;; The dialect: the host compiled this file under the dialect the object program runs in, and
+;; a plain `let` is sequential under dmci (as let*), parallel otherwise. This probe is a plain
+;; let whose second init reads the name its first binds: the linker then writes the object's
+;; plain lets as let* under dmci.
+(define meta-let-probe #f)
+(define meta-sequential-let (let ((meta-let-probe #t) (seen meta-let-probe)) seen))
+
 (define primitive-values
   (cons (cons 'apply meta-apply) (cons (cons 'procedure? meta-procedure?) meta-primitives)))
 
@@ -366,5 +377,11 @@
   (let ((forms (if (and (pair? (car program)) (eq? (car (car program)) 'params))
                    (cdr program)
                    program)))
-    (eval-body (link-body forms (map car bindings) global-environment)
-               (append bindings global-environment))))
+    (meta-result (eval-body (link-body forms (map car bindings) global-environment)
+                            (append bindings global-environment)))))
+
+(define (meta-result v)
+  ;; An object closure leaves the evaluator as a host procedure that applies it (the program's
+  ;; value is then a procedure, as in direct evaluation); inside a list or vector it stays the
+  ;; list (%closure ...).
+  (if (closure? v) (lambda args (apply-procedure v args)) v))

@@ -119,10 +119,56 @@ def _lanewise(
     return out
 
 
+def _lu2(a: Arr) -> tuple[Arr, ...]:
+    """The 2 x 2 LU of the native core (cpp/src/lanes.hpp ``lu2``), operation for operation:
+    partial pivoting with the first maximal row, l10 = r10 / u00 (a division, where LAPACK
+    multiplies by a reciprocal), u11 = r11 - l10 u01; singular iff u00 or u11 is exactly 0.
+    Returns (swapped, u00, u01, l10, u11, singular), so every backend finds the same 2 x 2
+    matrices singular."""
+    a00, a01, a10, a11 = a[..., 0, 0], a[..., 0, 1], a[..., 1, 0], a[..., 1, 1]
+    swapped = np.abs(a10) > np.abs(a00)
+    u00 = np.where(swapped, a10, a00)
+    u01 = np.where(swapped, a11, a01)
+    r10 = np.where(swapped, a00, a10)
+    r11 = np.where(swapped, a01, a11)
+    zero = u00 == 0.0
+    l10 = np.where(zero, r10, r10 / np.where(zero, 1.0, u00))
+    u11 = r11 - l10 * u01
+    return swapped, u00, u01, l10, u11, zero | (u11 == 0.0)
+
+
+def _inv2(a: Arr) -> Arr:
+    """The 2 x 2 inverse of the native core (lanes.hpp ``inverse2``), operation for
+    operation: ``_lu2``, then the forward and back substitution of the permuted identity, so
+    every backend gives the same bits, and the same status, at the edge of singularity."""
+    swapped, u00, u01, l10, u11, singular = _lu2(a)
+    b00, b01 = np.where(swapped, 0.0, 1.0), np.where(swapped, 1.0, 0.0)
+    b10, b11 = np.where(swapped, 1.0, 0.0), np.where(swapped, 0.0, 1.0)
+    b10 = (b10 - l10 * b00) / u11
+    b11 = (b11 - l10 * b01) / u11
+    b00 = (b00 - u01 * b10) / u00
+    b01 = (b01 - u01 * b11) / u00
+    out = np.stack([np.stack([b00, b01], -1), np.stack([b10, b11], -1)], -2)
+    return np.where(singular[..., None, None], np.nan, out)
+
+
+def _slogdet2(a: Arr) -> tuple[Arr, Arr]:
+    """(sign, |det|) of a 2 x 2 matrix from ``_lu2`` (0 and 0 where it is singular), as the
+    native core's slogdet2_parts: the same singular lanes; |u00 u11| as a product (the native
+    core takes exp(log) of it, which differs by rounding only)."""
+    swapped, u00, _, _, u11, singular = _lu2(a)
+    sign = np.where(swapped, -1.0, 1.0) * np.sign(u00) * np.sign(u11)
+    return np.where(singular, 0.0, sign), np.where(singular, 0.0, np.abs(u00 * u11))
+
+
 def _inv(a: Arr) -> Arr:
     """Per-lane inverse; a lane that is singular, has a non-finite entry or whose inverse
-    overflows is NaN everywhere (never LAPACK's partial NaN/inf propagation)."""
-    out = _lanewise(np.linalg.inv, a.shape[-2:], (2,), a)
+    overflows is NaN everywhere (never LAPACK's partial NaN/inf propagation). 2 x 2: the
+    native core's formulas (``_inv2``); larger: LAPACK."""
+    if a.shape[-2:] == (2, 2):
+        out = _inv2(np.asarray(a, dtype=np.float64))
+    else:
+        out = _lanewise(np.linalg.inv, a.shape[-2:], (2,), a)
     bad = ~(np.isfinite(a).all(axis=(-2, -1)) & np.isfinite(out).all(axis=(-2, -1)))
     return np.where(bad[..., None, None], np.nan, out) if bad.any() else out
 
@@ -189,6 +235,9 @@ def _nan_lanes(a: Arr, out: Arr, out_rank: int = 0) -> Arr:
 
 
 def _det(a: Arr) -> Arr:
+    if a.shape[-2:] == (2, 2):
+        sign, mag = _slogdet2(np.asarray(a, dtype=np.float64))
+        return _nan_lanes(a, sign * mag)
     return _nan_lanes(a, _lanewise(np.linalg.det, (), (2,), a))
 
 
@@ -209,6 +258,8 @@ def _det_vjp(g: Arr, ans: Arr, a: Arr) -> tuple[Arr]:
 
 
 def _logdet(a: Arr) -> Arr:
+    if a.shape[-2:] == (2, 2):
+        return _nan_lanes(a, np.log(_slogdet2(np.asarray(a, dtype=np.float64))[1]))
     return _nan_lanes(a, _lanewise(lambda m: np.linalg.slogdet(m)[1], (), (2,), a))
 
 

@@ -113,14 +113,19 @@ def _mul(*xs: Payload) -> Payload:
 
 
 def _mul_vjp(g: Payload, ans: Payload, *xs: Payload) -> tuple[Any, ...]:
-    # Product of the other operands (not ans / x_i, which breaks when some x_i is 0).
+    """d/dx_i = g * (P_i * Q_(i+1)): P_0 = 1, P_(i+1) = P_i * x_i (prefix products, left to
+    right) and Q_n = 1, Q_i = x_i * Q_(i+1) (suffix products): linear in the argument count,
+    exact with zeros (no ans / x_i). The native core computes the same products in the same
+    order (cpp/src/kernels.cpp ``variadic_vjp``); for n <= 3 they are its fixed formulas."""
+    n = len(xs)
+    suffix: list[Payload] = [1.0] * (n + 1)
+    for i in range(n - 1, 0, -1):
+        suffix[i] = xs[i] * suffix[i + 1]
     outs = []
-    for i in range(len(xs)):
-        rest: Payload = 1.0
-        for j, x in enumerate(xs):
-            if j != i:
-                rest = rest * x
-        outs.append(g * rest)
+    prefix: Payload = 1.0
+    for i in range(n):
+        outs.append(g * (prefix * suffix[i + 1]))
+        prefix = prefix * xs[i]
     return tuple(outs)
 
 
@@ -142,14 +147,14 @@ def _div_vjp(g: Payload, ans: Payload, x: Payload, *ys: Payload) -> tuple[Any, .
 
 
 def _extremal_vjp(g: Payload, ans: Payload, *xs: Payload) -> tuple[Any, ...]:
-    """Send ``g`` to the FIRST operand equal to the result, per lane and element."""
-    taken: Payload = False
-    outs = []
-    for x in xs:
-        hit = np.logical_and(x == ans, np.logical_not(taken))
-        taken = np.logical_or(taken, hit)
-        outs.append(g * hit)
-    return tuple(outs)
+    """Send ``g`` to the FIRST operand equal to the result, per lane and element: one scan
+    for that operand's index (n where none is, e.g. a NaN result), then one comparison per
+    operand (linear in the argument count)."""
+    n = len(xs)
+    first: Any = n
+    for i in range(n - 1, -1, -1):  # the last write is the smallest index
+        first = np.where(xs[i] == ans, i, first)
+    return tuple(g * (first == i) for i in range(n))
 
 
 def _fold(op: Callable[[Any, Any], Any]) -> Callable[..., Any]:
@@ -475,7 +480,7 @@ DMCI_OVERRIDES: dict[int, Rule] = {
 }
 
 
-def dmci_rule(prim: Prim) -> Rule:
-    """The ``(ref, vjp)`` pair ``prim`` uses under the ``dmci`` dialect."""
-    assert prim.ref is not None and prim.vjp is not None
+def dmci_rule(prim: Prim) -> tuple[Any, Any]:
+    """The ``(ref, vjp)`` pair ``prim`` uses under the ``dmci`` dialect (a predicate has no
+    VJP, under any dialect: its ``vjp`` is None here as in the default one)."""
     return DMCI_OVERRIDES.get(prim.code, (prim.ref, prim.vjp))
