@@ -111,7 +111,8 @@ def equation(x, params):
 
 def test_llm_numpy_language_against_stub(stub_llm, tmp_path) -> None:
     stub_llm.replies = [REPLY, "```python\ndef equation(x, params):\n    return params[0]\n```"]
-    cfg = LLMConfig(base_url=stub_llm.url, model="stub", transport="urllib", language="numpy")
+    cfg = LLMConfig(base_url=stub_llm.url, model="stub", transport="urllib", language="numpy",
+                    ahead=0)  # replies in order: the second prompt sees the first batch
     prop = LLMProposer(get("sr-damped"), cfg)
     state = run_search("sr-damped", prop, tmp_path / "l.db", budget=Budget(batches=2),
                        batch_size=2)
