@@ -77,6 +77,18 @@ def test_an_exact_fit_is_still_one(engine: str) -> None:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+def test_an_exact_fit_that_ignores_a_parameter_is_not_identifiable(engine: str) -> None:
+    """Zero residual with a parameter the model does not depend on (unused, or multiplied by
+    an amplitude that fitted to 0) used to be 'exact fit' with success and se = nan."""
+    x = np.linspace(0.0, 1.0, 9)
+    cal = _fit("(params (a 1.0) (b 1.0)) (* a x)", {"x": x}, 0.5 * x, engine=engine)
+    assert not cal.success and cal.params["a"] == pytest.approx(0.5)
+    assert "not identifiable: the data cannot determine b (an exact fit" in cal.message
+    cal = _fit("(params (a 1.0) (b 0.5)) (* a (exp (* b x)))", {"x": x}, 0 * x, engine=engine)
+    assert not cal.success and "cannot determine b " in cal.message
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 def test_an_unbounded_value_loss_is_not_a_success(engine: str) -> None:
     cal = _fit("(params (a 0.0)) (- 0 a)", {}, None, loss="value", engine=engine)
     assert not cal.success

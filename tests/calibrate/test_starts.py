@@ -191,3 +191,23 @@ def test_a_damped_oscillation_of_twenty_periods_is_found_from_default_starts(
     assert ref.success and cal.success and cal.n_best >= 2
     assert cal.loss == pytest.approx(ref.loss, rel=1e-9)
     assert abs(cal.params["w"]) == pytest.approx(2 * np.pi / 50, rel=1e-3)
+
+
+def test_input_range_and_content_keys_small_and_large() -> None:
+    """input_range's two-reduction path and its masked path agree with a plain filter; the
+    periodogram key is the content for small arrays (bytes) and large ones (a digest)."""
+    from ndvm.calibrate.starts import DIGEST_BYTES, _digest, input_range
+
+    x = np.linspace(-2.0, 5.0, 50)
+    assert input_range(x) == (-2.0, 5.0)
+    x[[3, 7]] = [np.inf, np.nan]
+    assert input_range(x) == (-2.0, 5.0)
+    assert input_range(np.array([np.nan, -np.inf])) is None
+    assert input_range(np.arange(4)) == (0.0, 3.0)
+    for n in (8, DIGEST_BYTES // 8 + 1):  # under and over the byte-key size
+        a = np.random.default_rng(n).normal(size=n)
+        key = _digest(a, a[::-1])
+        assert _digest(a.copy(), a[::-1].copy()) == key
+        b = a.copy()
+        b[-1] += 1e-9
+        assert _digest(b, a[::-1]) != key and _digest(a.astype(np.float32), a[::-1]) != key

@@ -137,4 +137,4 @@ def test_cli_fit_text_and_errors(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "a = 2" in res.stdout and "b = 1" in res.stdout
     res = subprocess.run(run[:-8] + ["--y", "nope"], capture_output=True, text=True, timeout=120)
-    assert res.returncode == 1 and "no column 'nope'" in res.stderr
+    assert res.returncode == 2 and "no column 'nope'" in res.stderr

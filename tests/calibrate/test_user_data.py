@@ -168,14 +168,14 @@ def test_cli_fix(tmp_path: Path, puromycin: Path) -> None:
     text = _ndvm(*base, "--fix", "K=0.06")
     assert "K = 0.06  (fixed)" in text.stdout
     bad = _ndvm(*base, "--fix", "K=abc")
-    assert bad.returncode != 0 and "NAME=VALUE" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and "NAME=VALUE" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_cli_did_you_mean_for_an_unbound_name(tmp_path: Path, puromycin: Path) -> None:
     prog = tmp_path / "typo.scm"
     prog.write_text("(params (Vm 200.0) (K 0.1)) (/ (* Vm conc) (+ Km conc))\n")
     res = _ndvm("fit", str(prog), "--data", str(puromycin), "--x", "conc", "--y", "rate")
-    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert res.returncode == 2 and "Traceback" not in res.stderr
     assert "unbound name 'Km'" in res.stderr and "did you mean 'K'?" in res.stderr
 
 

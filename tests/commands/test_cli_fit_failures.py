@@ -88,3 +88,27 @@ def test_not_converged_advice(optimizer: str, advises_auto: bool) -> None:
                               warn=False)  # fmt: skip
     assert polished.optimizer == "adam+lbfgs-polish"
     assert "use optimizer='auto'" not in polished.message
+
+
+def test_exit_status_is_the_verdict(tmp_path: Path, capsys: Any) -> None:
+    """Converged: 0; a parameter the model does not use, or one row for two parameters: 1
+    with the verdict on stderr and the values printed; --allow-unconverged: 0; errors: 2."""
+    prog, data = _files(tmp_path, "(params (a 1.0) (b 1.0)) (* a x)")
+    Path(data).write_text("x,y\n1,0.5\n2,1.1\n3,1.5\n")  # not an exact fit
+    assert main(["fit", prog, "--data", data, "--x", "x", "--y", "y", "--steps", "50"]) == 1
+    out = capsys.readouterr()
+    assert "does not depend on b" in out.err and "a = 0.5" in out.out
+    ok_src = _files(tmp_path, "(params (a 1.0)) (* a x)")[0]
+    assert main(["fit", ok_src, "--data", data, "--x", "x", "--y", "y"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    few = tmp_path / "few.csv"
+    few.write_text("x,y\n1,0.5\n")
+    args = ["fit", _files(tmp_path, "(params (a 1.0) (b 0.0)) (+ b (* a x))")[0], "--data",
+            str(few), "--x", "x", "--y", "y"]  # fmt: skip
+    assert main(args) == 1 and "not identifiable" in capsys.readouterr().err
+    assert main([*args, "--allow-unconverged"]) == 0
+    assert "warning: not identifiable" in capsys.readouterr().err
+    for bad in (["--fix", "a=oops"], ["--y", "nope"]):
+        assert main(["fit", ok_src, "--data", data, "--x", "x", "--y", "y", *bad]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err

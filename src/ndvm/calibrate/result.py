@@ -243,15 +243,15 @@ def _best(losses: np.ndarray) -> int:
     return next(i for i, v in enumerate(vals) if v <= tie)
 
 
-def _n_best(losses: np.ndarray, loss: float, prep: Any) -> int:
+def _n_best(losses: np.ndarray, loss: float, target_scale: float) -> int:
     """How many starts reached ``loss`` within 1e-6 relative; for a least-squares fit the
     scale is at least 1e-12 of the target's mean square (an exact fit's starts end at round-off
-    losses like 1e-24, not all at 0)."""
+    losses like 1e-24, not all at 0); ``target_scale``: ``_target_scale`` of the fit."""
     if not math.isfinite(loss):
         return 0
     if losses.shape[0] == 1:
         return 1
-    scale = max(abs(loss), 1e-12 * _target_scale(prep))  # the mse's scale
+    scale = max(abs(loss), 1e-12 * target_scale)  # the mse's scale
     tie = loss + 1e-6 * scale
     return sum(1 for v in losses.tolist() if v <= tie)  # NaN compares False
 
@@ -333,12 +333,11 @@ def _target_scale(prep: Any) -> float:
     return float(flat @ flat) / flat.size
 
 
-def _round_off(loss: float, prep: Any) -> bool:
+def _round_off(loss: float, scale: float) -> bool:
     """A least-squares loss at round-off of the target's mean square (relative RMS residual at
     most 1e-10): an exact fit, where the residual's direction, and so its cosine with J, is
     noise. (A model of large intermediates, e.g. ``a exp(b (w - c)²)`` with w near 500, fits
     exact data only to a relative RMS of about 1e-12.)"""
-    scale = _target_scale(prep)
     return scale > 0.0 and loss <= ROUND_OFF * scale
 
 
@@ -389,7 +388,7 @@ def _unbounded_verdict(
 
 def _ls_verdict(
     why: int, jtj: np.ndarray, names: tuple[str, ...], theta: np.ndarray, cos: float,
-    n_best: int, starts: int, prepared: Any, fixed: Mapping[str, float],
+    n_best: int, starts: int, prepared: Any, fixed: Mapping[str, float], scale: float,
 ) -> tuple[bool, str]:  # fmt: skip
     """``verdicts.verdict`` of a least-squares fit on its free parameters' columns."""
     sub, free_names, th = jtj, names, theta
@@ -397,7 +396,7 @@ def _ls_verdict(
         free = [i for i, n in enumerate(names) if n not in fixed]
         sub, free_names, th = jtj[np.ix_(free, free)], tuple(names[i] for i in free), theta[free]
     n = _n_obs(prepared)
-    y_norm = math.sqrt(_target_scale(prepared) * n)
+    y_norm = math.sqrt(scale * n)
     return lm_verdict(why, sub, free_names, cos, n_best, starts, n, (th, y_norm))
 
 
@@ -440,13 +439,14 @@ def build(
         grad_norm=float("nan") if grad is None else max(map(abs, grad.tolist()), default=0.0),
         status=status,
     )
-    n_best = _n_best(losses, loss, prepared)
+    scale = _target_scale(prepared)  # once: n_best, the round-off test and the verdict
+    n_best = _n_best(losses, loss, scale)
     jtj = None if trace.jtj is None or not math.isfinite(loss) else trace.jtj[best]
     if diagnostics and trace.why is not None and jtj is not None:
-        cos = 0.0 if _round_off(loss, prepared) else _cosine(grad, jtj, loss, prepared)
+        cos = 0.0 if _round_off(loss, scale) else _cosine(grad, jtj, loss, prepared)
         success, message = _ls_verdict(
             int(trace.why[best]), jtj, names, theta, cos, n_best, len(status), prepared,
-            meta.get("fixed") or {},
+            meta.get("fixed") or {}, scale,
         )
     elif diagnostics:
         success, message = _verdict(fields, meta["nit"], len(status), meta.get("optimizer", ""))

@@ -33,6 +33,7 @@ useful values do not follow from ``x``'s range.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
@@ -235,6 +236,10 @@ def input_range(values: Any) -> tuple[float, float] | None:
     keep the caller's arrays alive, and one pass over the data is small beside a fit."""
     if not (isinstance(values, np.ndarray) and values.ndim >= 1 and values.dtype.kind in "fiu"):
         return None
+    if values.size:  # two reductions; the mask only when one of them is not finite
+        lo, hi = float(values.min()), float(values.max())
+        if math.isfinite(lo) and math.isfinite(hi):
+            return lo, hi
     v = values[np.isfinite(values)] if values.dtype.kind == "f" else values
     if not v.size:
         return None
@@ -311,9 +316,16 @@ def frequencies(x: Any, y: Any, k: int) -> np.ndarray | None:
 _MISSING = object()
 
 
+DIGEST_BYTES = 1 << 14  # arrays up to this many bytes in all are their own key
+
+
 def _digest(*arrays: np.ndarray) -> bytes:
-    """A digest of the arrays' contents (dtype, shape and bytes): a buffer refilled in place
-    is new data (``y[:] = data[i]`` in a loop), a copy of the same data is not."""
+    """A key of the arrays' contents (dtype, shape and bytes): a buffer refilled in place
+    is new data (``y[:] = data[i]`` in a loop), a copy of the same data is not. Small arrays
+    (``DIGEST_BYTES`` in all) are keyed by their bytes themselves (no hash to compute; a dict
+    lookup compares them), larger ones by a BLAKE2b digest."""
+    if sum(a.nbytes for a in arrays) <= DIGEST_BYTES:
+        return b"".join(f"{a.dtype.str}{a.shape}".encode() + a.tobytes() for a in arrays)
     h = hashlib.blake2b(digest_size=20)
     for a in arrays:
         h.update(f"{a.dtype.str}{a.shape}".encode())

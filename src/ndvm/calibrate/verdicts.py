@@ -150,6 +150,12 @@ def verdict(
         small = {n for n, d, t in zip(names, diag, theta.tolist())
                  if not math.sqrt(max(d, 0.0)) * (abs(t) + 1.0) > 1e-15 * y_norm}  # fmt: skip
         dead = [n for n in dead if n in small]
+    if dead and why == WHY_ZERO and len(dead) < len(diag):  # an exact fit that some ignore
+        return False, (
+            f"not identifiable: the data cannot determine {', '.join(dead)} (an exact fit "
+            f"where the model does not depend on {'it' if len(dead) == 1 else 'them'}); fix "
+            f"{'it' if len(dead) == 1 else 'them'} (fixed=) or simplify the model {tail}"
+        )
     if dead and why != WHY_ZERO:
         what = ("a stationary point where the model does not depend on any parameter (a "
                 "symmetric start?)" if len(dead) == len(diag) else

@@ -2,7 +2,11 @@
 
 ndvm fit PROGRAM --data FILE.csv --x COL [--x COL ...] --y COL [--starts 16] [--steps 200]
          [--optimizer auto] [--loss mse] [--fix NAME=VALUE] [--json] [--plot out.png]
-         [--backend NAME]
+         [--backend NAME] [--allow-unconverged]
+
+Exit status: 0 for a fit that converged; 1 when it did not (not converged, not identifiable,
+or every start failed: the verdict on stderr, the values still printed when a start left one);
+2 for an error in the program, the data or the options (one line, no traceback).
 """
 
 from __future__ import annotations
@@ -78,6 +82,11 @@ def register(sub: Any) -> None:
     p.add_argument("--lr", type=float, default=0.05, help="Adam learning rate")
     p.add_argument("--seed", type=int, default=0, help="seed for the start jitter")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--allow-unconverged",
+        action="store_true",
+        help="exit 0 when the fit did not converge or is not identifiable (still warns)",
+    )
     p.add_argument("--plot", default=None, metavar="OUT.png", help="save a plot (matplotlib)")
     p.add_argument("--backend", default=None, help="reference or native (default: auto)")
     p.add_argument(
@@ -224,33 +233,33 @@ def run(args: argparse.Namespace) -> int:
             source = fh.read()
     except OSError as exc:
         print(f"{args.program}: error: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+        return 2
     try:
         binds = _bindings(args)
         check_inputs(source, binds, complete=True)
     except NdvmError as exc:
         print(exc.located(args.program), file=sys.stderr)
-        return 1
+        return 2
     try:  # problems with the data are reported against the data file
         cols = read_columns(args.data, (*dict.fromkeys(binds.values()), args.y))
     except NdvmError as exc:
         print(str(exc), file=sys.stderr)  # names the file (and line, column)
-        return 1
+        return 2
     try:
         cal, elapsed = _fit(args, source, binds, cols)
     except NdvmError as exc:
         print(exc.located(args.program), file=sys.stderr)
-        return 1
+        return 2
     except ValueError as exc:
         print(f"{args.program}: error: {exc}", file=sys.stderr)
-        return 1
+        return 2
     except MemoryError:
         print(
             f"ndvm fit: error: out of memory for --steps {args.steps} x --starts "
             f"{args.starts} (the loss history has one entry per step and start)",
             file=sys.stderr,
         )
-        return 1
+        return 2
     out = cal.to_dict()
     out["failures"] = failure_groups(list(cal.status))
     out["elapsed_s"] = elapsed
@@ -267,4 +276,4 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         cal.plot(args.plot)
         print(f"plot: {args.plot}", file=sys.stderr)
-    return 0
+    return 0 if cal.success or args.allow_unconverged else 1
