@@ -15,6 +15,7 @@ import inspect
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ from ndvm.tasks.base import Task, check_input_names
 from ndvm.tasks.columns import DEFAULT_BINARY, DEFAULT_UNARY
 
 SELECTIONS = selection.MODES
+SELECT_SHARE = 0.15  # of time_budget kept for dust pruning and cross-validation after search
+HOLDOUT_SHARE = 0.05  # ... with a selection split (no refits: one evaluation per entry)
 
 
 class SymbolicRegressor:
@@ -90,6 +93,7 @@ class SymbolicRegressor:
         warm_start: bool = False,
         verbosity: int | None = None,
         early_stop_condition: Any = None,
+        holdout: float = 0.2,
     ) -> None:
         self.time_budget = time_budget
         self.max_candidates = max_candidates
@@ -110,6 +114,7 @@ class SymbolicRegressor:
         self.warm_start = warm_start
         self.verbosity = verbosity
         self.early_stop_condition = early_stop_condition
+        self.holdout = holdout
 
     # -- scikit-learn conventions ---------------------------------------------------------
     @classmethod
@@ -142,6 +147,7 @@ class SymbolicRegressor:
         if self.model_selection not in SELECTIONS:
             raise NdvmError(f"model_selection must be one of {sorted(SELECTIONS)}, "
                             f"got {self.model_selection!r}")  # fmt: skip
+        start = time.perf_counter()
         until = self._check_params()
         values, names = _columns(X, self.variable_names)
         check_input_names(names)
@@ -149,7 +155,7 @@ class SymbolicRegressor:
             values, _target(y, len(values)), names=names, split=tuple(self.split),
             seed=self.random_state, binary_operators=self.binary_operators,
             unary_operators=self.unary_operators, max_size=self.max_complexity,
-            name="SymbolicRegressor",
+            name="SymbolicRegressor", holdout=self.holdout,
         )  # fmt: skip
         db, scratch = self._database()
         try:
@@ -168,8 +174,9 @@ class SymbolicRegressor:
         self.database_ = kept
         self.task_ = task
         self.records_ = list(state.records)
-        self.front_ = _pruned_front(task, records)
-        self.cv_ = _assess(task, self.front_, self.random_state)
+        deadline = None if self.time_budget is None else start + self.time_budget
+        self.front_ = _pruned_front(task, records, deadline)
+        self.cv_ = _assess(task, self.front_, self.random_state, deadline)
         if self._verbose():
             lines = front_lines(self.front_, self.names, self.best_.idx)
             print("\n".join(lines), file=sys.stderr)
@@ -208,6 +215,10 @@ class SymbolicRegressor:
             options.count(name, getattr(self, name))
         options.count("random_state", self.random_state, minimum=0)
         options.fractions("split", self.split)
+        if isinstance(self.holdout, bool) or not (isinstance(self.holdout, int | float)
+                                                  and 0 <= self.holdout < self.split[0]):
+            raise ConfigError(f"holdout must be a fraction >= 0 below the train fraction "
+                              f"{self.split[0]}, got {self.holdout!r}")  # fmt: skip
         options.count("verbosity", self.verbosity, minimum=0, optional=True)
         if not isinstance(self.warm_start, bool):
             raise ConfigError(f"warm_start must be True or False, got {self.warm_start!r}")
@@ -244,6 +255,9 @@ class SymbolicRegressor:
     def _search(self, task: Task, db: str, until: Callable[[Record], bool] | None) -> Any:
         resume = bool(self.warm_start and Path(db).exists() and _elapsed(db) is not None)
         seconds = self.time_budget
+        if seconds is not None:  # the rest of the budget: dust pruning and selection
+            held = task.data().select_target is not None
+            seconds *= 1.0 - (HOLDOUT_SHARE if held else SELECT_SHARE)
         if resume and seconds is not None:
             seconds += _elapsed(db) or 0.0  # like ``ndvm search --resume --budget``: extra time
         show = ProgressLine(quiet=not self._verbose())
@@ -404,22 +418,39 @@ def _target(y: Any, n: int | None) -> np.ndarray:
     return yv
 
 
-def _pruned_front(task: Task, records: list[Record]) -> list[Record]:
-    """The Pareto front after dust pruning (``dust.prune``) of its entries."""
+def _pruned_front(task: Task, records: list[Record], deadline: float | None) -> list[Record]:
+    """The Pareto front after dust pruning (``dust.prune``) of its entries (those reached
+    before ``deadline``, a ``time.perf_counter()`` time)."""
     front = frontier.pareto_front(records)
-    pruned = {r.idx: prune(task, r) for r in front}
+    pruned = {}
+    for r in front:
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        pruned[r.idx] = prune(task, r)
     return frontier.pareto_front([pruned.get(r.idx, r) for r in records])
 
 
-def _assess(task: Task, front: list[Record], seed: int) -> selection.Assessment:
-    """Cross-validated losses of ``front`` on the training and validation rows (not test)."""
+def _assess(
+    task: Task, front: list[Record], seed: int, deadline: float | None
+) -> selection.Assessment:
+    """The losses that choose among ``front``: on the selection split at the fitted values
+    when the task has one (``holdout``); else cross-validated on the training and validation
+    rows (never test), or, when that does not finish by ``deadline``, the records' own
+    validation losses."""
     data = task.data()
+    if data.select_inputs is not None and data.select_target is not None:
+        return selection.holdout(front, data.select_inputs, data.select_target)
     cols = {k: np.asarray(v) for k, v in data.train_inputs.items()}
     target = np.asarray(data.train_target)
     if data.valid_inputs is not None and data.valid_target is not None:
         cols = {k: np.concatenate([v, np.asarray(data.valid_inputs[k])]) for k, v in cols.items()}
         target = np.concatenate([target, np.asarray(data.valid_target)])
-    return selection.assess(front, cols, target, seed=seed)
+    cv = selection.assess(front, cols, target, seed=seed, deadline=deadline)
+    if cv is not None:
+        return cv
+    valid = data.valid_target
+    rows = 0 if valid is None else len(valid)
+    return selection.validation(front, rows, float(np.var(valid)) if rows else 0.0)
 
 
 def _table(front: list[Record], chosen: Record, cv: list[float]) -> Any:

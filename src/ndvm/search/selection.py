@@ -24,6 +24,7 @@ rule, the largest score within 1.5x of the lowest loss).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -57,6 +58,7 @@ class Assessment:
     folds: np.ndarray  # [entries, k]; inf where a refit failed
     scale: float = 0.0  # the selection rows' target variance (exact fits tie below EXACT x it)
     rows: int = 0  # selection rows (the n of the information criterion)
+    method: str = "cv"  # "cv", "holdout" (one column: the selection split) or "validation"
 
     def choose(self, mode: str = "best") -> Record | None:
         """``choose`` on the mean CV losses, n the selection rows."""
@@ -81,18 +83,49 @@ def fold_ids(n: int, seed: int = 0) -> np.ndarray:
 
 def assess(
     front: Sequence[Record], inputs: Mapping[str, np.ndarray], target: np.ndarray, *,
-    seed: int = 0, steps: int = 100, starts: int = 2,
-) -> Assessment:  # fmt: skip
-    """k-fold CV losses of each entry of ``front`` on the rows ``inputs``/``target``."""
-    y = np.asarray(target, dtype=np.float64).reshape(-1)
-    cols = {k: np.asarray(v, dtype=np.float64).reshape(-1) for k, v in inputs.items()}
+    seed: int = 0, steps: int = 100, starts: int = 2, deadline: float | None = None,
+) -> Assessment | None:  # fmt: skip
+    """k-fold CV losses of each entry of ``front`` on the rows ``inputs``/``target``; None
+    when ``time.perf_counter()`` passes ``deadline`` before every refit is done (the caller
+    falls back to ``validation``)."""
+    y, cols = _rows(inputs, target)
     ids = fold_ids(len(y), seed)
     k = int(ids.max()) + 1 if len(y) else 0
     out = np.full((len(front), k), math.inf)
     for i, r in enumerate(front):
         for f in range(k):
+            if deadline is not None and time.perf_counter() > deadline:
+                return None
             out[i, f] = _fold_loss(r, cols, y, ids == f, steps, starts, seed + f)
     return Assessment(tuple(front), out, float(np.var(y)) if len(y) else 0.0, len(y))
+
+
+def holdout(
+    front: Sequence[Record], inputs: Mapping[str, np.ndarray], target: np.ndarray
+) -> Assessment:
+    """The losses of each entry of ``front`` at its fitted values (fitted on the train rows)
+    on selection rows ``inputs``/``target`` that the search never read: no refit."""
+    y, cols = _rows(inputs, target)
+    everything = np.ones(len(y), dtype=bool)
+    out = np.array([[_fold_loss(r, cols, y, everything, 0, 0, 0)] for r in front])
+    return Assessment(tuple(front), out.reshape(len(front), 1), float(np.var(y)), len(y),
+                      "holdout")  # fmt: skip
+
+
+def validation(front: Sequence[Record], rows: int, scale: float = 0.0) -> Assessment:
+    """The records' own validation losses as a one-column assessment (``rows`` validation
+    rows): the choice when cross-validation ran out of time, as ``frontier.select`` makes it."""
+    from ndvm.search.frontier import selection_loss
+
+    losses = np.array([[selection_loss(r)] for r in front], dtype=np.float64)
+    return Assessment(tuple(front), losses.reshape(len(front), 1), scale, rows, "validation")
+
+
+def _rows(
+    inputs: Mapping[str, np.ndarray], target: np.ndarray
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    y = np.asarray(target, dtype=np.float64).reshape(-1)
+    return y, {k: np.asarray(v, dtype=np.float64).reshape(-1) for k, v in inputs.items()}
 
 
 def _fold_loss(
@@ -108,8 +141,10 @@ def _fold_loss(
     test = {n: v[held] for n, v in cols.items()}
     try:
         prog = compile_program(r.candidate.src, list(ev.params), tuple(cols), free_params=True)
-        if not prog.params:  # nothing to refit (a task that scores fixed programs)
-            pred = np.asarray(prog.eval(np.zeros(0), **test), dtype=np.float64)
+        if not prog.params or steps == 0:  # nothing to refit, or scored at the fitted values
+            theta = prog.unconstrain([ev.params[n] for n in prog.params])
+            pred = np.asarray(prog.eval(np.asarray(theta, dtype=np.float64), **test),
+                              dtype=np.float64)  # fmt: skip
         else:
             values = np.array([ev.params[n] for n in prog.params], dtype=np.float64)
             init = np.repeat(values[None, :], max(1, starts), axis=0)
