@@ -151,3 +151,23 @@ def test_holdout_option_is_checked():
     for bad in (-0.1, 0.6, True, "0.2"):
         with pytest.raises(ConfigError, match="holdout"):
             SymbolicRegressor(holdout=bad, batches=1).fit(*_law(40))
+
+
+@pytest.mark.parametrize("n", [24, 200])
+def test_report_marks_the_estimators_choice(tmp_path, n, capsys):
+    from ndvm.commands import report
+
+    db = tmp_path / "sr.db"
+    model = SymbolicRegressor(time_budget=None, batches=3, batch_size=16, random_state=2,
+                              database=str(db)).fit(*_law(n))  # fmt: skip
+    rep = report.build(*report.load(str(db), None), export=False)
+    assert rep["selected_by"] == model.cv_.method == ("holdout" if n == 200 else "cv")
+    assert rep["selected"]["idx"] == model.best_.idx
+    assert rep["selected"].get("estimator_src", rep["selected"]["src"]) == model.program()[0]
+    marked = [row["idx"] for row in rep["hall_of_fame"] if row["selected"]]
+    assert marked in ([model.best_.idx], [])  # [] only when pruning changed the front
+    report.print_text(rep)
+    assert "selected by SymbolicRegressor" in capsys.readouterr().out
+    plain = report.build(report.load(str(db), None)[0] | {"config": {}},
+                         report.load(str(db), None)[1], export=False)  # fmt: skip
+    assert plain["selected_by"] == "validation"

@@ -177,6 +177,8 @@ class SymbolicRegressor:
         deadline = None if self.time_budget is None else start + self.time_budget
         self.front_ = _pruned_front(task, records, deadline)
         self.cv_ = _assess(task, self.front_, self.random_state, deadline)
+        if kept:  # ``ndvm report`` on this database marks the same choice
+            selection.save(kept, self.cv_, self.model_selection)
         if self._verbose():
             lines = front_lines(self.front_, self.names, self.best_.idx)
             print("\n".join(lines), file=sys.stderr)
@@ -418,7 +420,9 @@ def _target(y: Any, n: int | None) -> np.ndarray:
     return yv
 
 
-def _pruned_front(task: Task, records: list[Record], deadline: float | None) -> list[Record]:
+def _pruned_front(
+    task: Task, records: list[Record], deadline: float | None = None
+) -> list[Record]:
     """The Pareto front after dust pruning (``dust.prune``) of its entries (those reached
     before ``deadline``, a ``time.perf_counter()`` time)."""
     front = frontier.pareto_front(records)
@@ -431,7 +435,7 @@ def _pruned_front(task: Task, records: list[Record], deadline: float | None) -> 
 
 
 def _assess(
-    task: Task, front: list[Record], seed: int, deadline: float | None
+    task: Task, front: list[Record], seed: int, deadline: float | None = None
 ) -> selection.Assessment:
     """The losses that choose among ``front``: on the selection split at the fitted values
     when the task has one (``holdout``); else cross-validated on the training and validation

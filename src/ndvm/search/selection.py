@@ -161,6 +161,40 @@ def _fold_loss(
     return loss if math.isfinite(loss) else math.inf
 
 
+def save(db: str, assessment: Assessment, mode: str) -> None:
+    """Store in the latest run of ``db`` (its config's ``"selection"``) how ``assessment``
+    chose: the method, the rows, each entry's loss by record idx, the idx that each mode
+    picks and ``mode``, the one in use; ``ndvm report`` marks that choice (``stored``)."""
+    from ndvm.search.store import Store
+
+    picks = {m: assessment.choose(m) for m in MODES}
+    store = Store(db)
+    try:
+        info = store.latest_run()
+        if info is None:
+            return
+        info["config"]["selection"] = {
+            "method": assessment.method, "rows": assessment.rows, "mode": mode,
+            "losses": {str(r.idx): (v if math.isfinite(v) else None)
+                       for r, v in zip(assessment.front, assessment.losses)},
+            "chosen": {m: (None if r is None else r.idx) for m, r in picks.items()},
+            "src": {m: (None if r is None else r.candidate.src) for m, r in picks.items()},
+        }  # fmt: skip
+        store.set_config(info["run"], info["config"])
+    finally:
+        store.close()
+
+
+def stored(config: Mapping[str, object]) -> tuple[int | None, str, str] | None:
+    """``(record idx, program, method)`` of the choice ``save`` stored in a run's config
+    under the mode the estimator used, or None (a run of ``ndvm search``)."""
+    sel = config.get("selection")
+    if not isinstance(sel, dict) or sel.get("mode") not in MODES:
+        return None
+    mode = sel["mode"]
+    return sel["chosen"].get(mode), str(sel["src"].get(mode)), str(sel["method"])
+
+
 def choose(front: Sequence[Record], losses: Sequence[float], mode: str = "best", *,
            n: int | None = None, scale: float = 0.0) -> Record | None:  # fmt: skip
     """The entry of ``front`` that ``mode`` selects on ``losses``: "best" is the information
