@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ndvm.errors import NdvmError
-from ndvm.search import SymbolicRegressor, driver, estimator, frontier, selection
+from ndvm.search import SymbolicRegressor, driver, frontier, selection
 from ndvm.search.evolve import EvolveProposer
 from ndvm.search.state import Budget
 from ndvm.search.store import Store
@@ -86,7 +86,7 @@ def test_the_search_never_reads_the_selection_rows(tmp_path, monkeypatch):
     assert len(first) > 12 and spy.reads == 0
     front = frontier.pareto_front([r for r in Store(tmp_path / "a.db").records(1)
                                    if r.status == "ok"])  # fmt: skip
-    chosen = estimator._assess(spied, front, 0, None)
+    chosen = selection.for_task(spied, front, 0, None)
     assert chosen.method == "holdout" and chosen.rows == 40 and spy.reads > 0  # it can see
     junk = np.full_like(data.select_target, np.nan)
     poisoned = replace(data, select_target=junk,
@@ -128,10 +128,10 @@ def test_cross_validation_past_its_deadline_falls_back_to_the_validation_losses(
     past = time.perf_counter() - 1.0
     d = task.data()
     assert selection.assess(front, d.train_inputs, d.train_target, deadline=past) is None
-    fallback = estimator._assess(task, front, 0, past)
+    fallback = selection.for_task(task, front, 0, past)
     assert fallback.method == "validation" and fallback.rows == len(d.valid_target)
     assert fallback.choose("best").idx == frontier.select(recs).idx
-    assert estimator._assess(task, front, 0, None).method == "cv"
+    assert selection.for_task(task, front, 0, None).method == "cv"
 
 
 @pytest.mark.parametrize("n", [24, 200])  # cross-validation; the selection split
@@ -167,7 +167,34 @@ def test_report_marks_the_estimators_choice(tmp_path, n, capsys):
     marked = [row["idx"] for row in rep["hall_of_fame"] if row["selected"]]
     assert marked in ([model.best_.idx], [])  # [] only when pruning changed the front
     report.print_text(rep)
-    assert "selected by SymbolicRegressor" in capsys.readouterr().out
+    assert "selected by an information criterion on" in capsys.readouterr().out
     plain = report.build(report.load(str(db), None)[0] | {"config": {}},
                          report.load(str(db), None)[1], export=False)  # fmt: skip
     assert plain["selected_by"] == "validation"
+
+
+def _cli(args: list[str]) -> Any:
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "ndvm", *args], capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+
+
+def test_search_data_chooses_on_its_selection_rows_and_report_agrees(tmp_path):
+    import json
+
+    X, y = _law(200)
+    csv = tmp_path / "d.csv"
+    np.savetxt(csv, np.c_[X, y], delimiter=",", header="x0,x1,y", comments="")
+    db = tmp_path / "d.db"
+    out = _cli(["search", "--data", str(csv), "--x", "x0,x1", "--y", "y", "--budget", "30",
+                "--max-candidates", "48", "--db", str(db), "--quiet"])  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    rep = json.loads(_cli(["report", "--db", str(db), "--json", "--no-export"]).stdout)
+    assert rep["selected_by"] == "holdout"
+    star = [line for line in out.stdout.splitlines() if line.startswith("  *")]
+    assert len(star) == 1 and star[0].endswith(rep["selected"]["src"])
+    bad = _cli(["search", "--data", str(csv), "--x", "x0,x1", "--y", "y", "--holdout", "1.5",
+                "--db", str(tmp_path / "e.db")])  # fmt: skip
+    assert bad.returncode == 2 and "--holdout" in bad.stderr and "Traceback" not in bad.stderr

@@ -154,8 +154,8 @@ def print_text(rep: dict[str, Any]) -> None:
         elif r.get("export_error"):
             print(f"{'':59}(no equation: {r['export_error'][:100]})")
     why = {"validation": "an information criterion on the validation rows",
-           "holdout": "SymbolicRegressor on its selection split",
-           "cv": "SymbolicRegressor on cross-validated losses"}  # fmt: skip
+           "holdout": "an information criterion on the selection rows the search never read",
+           "cv": "an information criterion on cross-validated losses"}  # fmt: skip
     print(f"  * the reported model (selected by {why.get(rep['selected_by'], rep['selected_by'])})")
     chosen = rep["selected"]
     if chosen is not None and chosen.get("estimator_src"):

@@ -37,8 +37,6 @@ from ndvm.tasks.base import Task, check_input_names
 from ndvm.tasks.columns import DEFAULT_BINARY, DEFAULT_UNARY
 
 SELECTIONS = selection.MODES
-SELECT_SHARE = 0.15  # of time_budget kept for dust pruning and cross-validation after search
-HOLDOUT_SHARE = 0.05  # ... with a selection split (no refits: one evaluation per entry)
 
 
 class SymbolicRegressor:
@@ -176,7 +174,7 @@ class SymbolicRegressor:
         self.records_ = list(state.records)
         deadline = None if self.time_budget is None else start + self.time_budget
         self.front_ = _pruned_front(task, records, deadline)
-        self.cv_ = _assess(task, self.front_, self.random_state, deadline)
+        self.cv_ = selection.for_task(task, self.front_, self.random_state, deadline)
         if kept:  # ``ndvm report`` on this database marks the same choice
             selection.save(kept, self.cv_, self.model_selection)
         if self._verbose():
@@ -258,8 +256,7 @@ class SymbolicRegressor:
         resume = bool(self.warm_start and Path(db).exists() and _elapsed(db) is not None)
         seconds = self.time_budget
         if seconds is not None:  # the rest of the budget: dust pruning and selection
-            held = task.data().select_target is not None
-            seconds *= 1.0 - (HOLDOUT_SHARE if held else SELECT_SHARE)
+            seconds = selection.search_seconds(task, seconds)
         if resume and seconds is not None:
             seconds += _elapsed(db) or 0.0  # like ``ndvm search --resume --budget``: extra time
         show = ProgressLine(quiet=not self._verbose())
@@ -432,29 +429,6 @@ def _pruned_front(
             break
         pruned[r.idx] = prune(task, r)
     return frontier.pareto_front([pruned.get(r.idx, r) for r in records])
-
-
-def _assess(
-    task: Task, front: list[Record], seed: int, deadline: float | None = None
-) -> selection.Assessment:
-    """The losses that choose among ``front``: on the selection split at the fitted values
-    when the task has one (``holdout``); else cross-validated on the training and validation
-    rows (never test), or, when that does not finish by ``deadline``, the records' own
-    validation losses."""
-    data = task.data()
-    if data.select_inputs is not None and data.select_target is not None:
-        return selection.holdout(front, data.select_inputs, data.select_target)
-    cols = {k: np.asarray(v) for k, v in data.train_inputs.items()}
-    target = np.asarray(data.train_target)
-    if data.valid_inputs is not None and data.valid_target is not None:
-        cols = {k: np.concatenate([v, np.asarray(data.valid_inputs[k])]) for k, v in cols.items()}
-        target = np.concatenate([target, np.asarray(data.valid_target)])
-    cv = selection.assess(front, cols, target, seed=seed, deadline=deadline)
-    if cv is not None:
-        return cv
-    valid = data.valid_target
-    rows = 0 if valid is None else len(valid)
-    return selection.validation(front, rows, float(np.var(valid)) if rows else 0.0)
 
 
 def _table(front: list[Record], chosen: Record, cv: list[float]) -> Any:

@@ -27,6 +27,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -39,6 +40,8 @@ K_FOLDS = 5
 EXACT = 1e-20  # losses below this fraction of the target's variance tie (round-off)
 LOSS_FLOOR = 1e-300  # a zero loss counts as this (log of 0 is undefined)
 SCORE_TOLERANCE = 1.5  # PySR's "best": the top score among losses within 1.5x the lowest
+CV_SHARE = 0.15  # of a time budget kept for dust pruning and cross-validation after search
+HOLDOUT_SHARE = 0.05  # ... with a selection split (no refits: one evaluation per entry)
 PARAM_COST = 1  # what a fitted parameter costs for selection on top of its node
 
 
@@ -98,6 +101,37 @@ def assess(
                 return None
             out[i, f] = _fold_loss(r, cols, y, ids == f, steps, starts, seed + f)
     return Assessment(tuple(front), out, float(np.var(y)) if len(y) else 0.0, len(y))
+
+
+def for_task(
+    task: Any, front: Sequence[Record], seed: int, deadline: float | None = None
+) -> Assessment:
+    """The losses that choose among ``front``: on the selection split at the fitted values
+    when the task has one (``holdout``); else cross-validated on the training and validation
+    rows (never test), or, when that does not finish by ``deadline``, the records' own
+    validation losses."""
+    data = task.data()
+    if data.select_inputs is not None and data.select_target is not None:
+        return holdout(front, data.select_inputs, data.select_target)
+    cols = {k: np.asarray(v) for k, v in data.train_inputs.items()}
+    target = np.asarray(data.train_target)
+    if data.valid_inputs is not None and data.valid_target is not None:
+        cols = {k: np.concatenate([v, np.asarray(data.valid_inputs[k])]) for k, v in cols.items()}
+        target = np.concatenate([target, np.asarray(data.valid_target)])
+    cv = assess(front, cols, target, seed=seed, deadline=deadline)
+    if cv is not None:
+        return cv
+    valid = data.valid_target
+    rows = 0 if valid is None else len(valid)
+    return validation(front, rows, float(np.var(valid)) if rows else 0.0)
+
+
+def search_seconds(task: Any, seconds: float) -> float:
+    """The search's share of a budget of ``seconds`` that also covers dust pruning and the
+    choice (``for_task``): ``HOLDOUT_SHARE`` kept with a selection split (one evaluation per
+    entry), ``CV_SHARE`` for cross-validation (refits; it stops at the deadline)."""
+    held = task.data().select_target is not None
+    return seconds * (1.0 - (HOLDOUT_SHARE if held else CV_SHARE))
 
 
 def holdout(
