@@ -2,10 +2,14 @@
 
 The Pareto front is built on the validation split, which also steers the evolutionary
 tournament, so its losses favour what evolution kept, and on small data (a dozen rows) it
-holds two or three rows. ``assess`` therefore scores each front entry on the selection rows
-(training plus validation; never the test rows) by k-fold cross-validation: the entry is
-refitted on k - 1 folds (Levenberg–Marquardt from its fitted values) and scored on the fold
-it did not see. ``choose`` then applies the rule of ``model_selection``:
+holds two or three rows. ``for_task`` therefore scores each front entry on rows that did not
+steer it: on the task's selection split (``from_arrays(holdout=...)``, rows the search never
+reads) at its fitted values (``holdout``), or, on small data without one, by k-fold
+cross-validation on training plus validation rows, never the test rows (``assess``: the
+entry is refitted on k - 1 folds, Levenberg–Marquardt from its fitted values, and scored on
+the fold it did not see), stopping at a deadline (then the records' validation losses,
+``validation``). ``search_seconds`` keeps a share of a time budget for this. ``choose`` then
+applies the rule of ``model_selection``:
 
 - ``"best"`` (default): the information criterion ``n log(loss) + cost log(n)`` (BIC with
   the program's ``frontier.cost`` — nodes plus fitted constants — as its size, n the rows
@@ -15,7 +19,8 @@ it did not see. ``choose`` then applies the rule of ``model_selection``:
 - ``"accuracy"``: the lowest loss.
 - ``"score"``: the largest PySR score (``-Δ log loss / Δ cost``).
 
-The losses are the mean CV losses where the data is at hand (``SymbolicRegressor``), else the
+The losses are those of ``for_task`` where the data is at hand (``SymbolicRegressor``, ``ndvm
+search --data``; ``save`` stores the choice in the run and ``ndvm report`` shows it), else the
 validation losses of stored records (``frontier.select``: ``Summary.selected``, ``ndvm
 report``; n is then the validation rows, recorded as ``n_valid``; without it "best" is PySR's
 rule, the largest score within 1.5x of the lowest loss).
