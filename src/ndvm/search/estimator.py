@@ -50,13 +50,16 @@ class SymbolicRegressor:
     program in nodes; starts: calibration starts per candidate (default 16);
     candidate_seconds: time limit of one candidate;
     population / batch_size: the evolutionary proposer's; split: train / validation / test
-    fractions of the rows; model_selection: how the reported model is chosen among the front's
-    entries on their cross-validated losses (``ndvm.search.selection``; re-read at every use,
+    fractions of the rows; holdout: the fraction of all rows (taken from train) that the
+    search never reads and the choice below is made on (used from 30 rows; smaller data is
+    cross-validated on train + validation; ``selection.for_task``); model_selection: how the
+    reported model is chosen among the front's entries on those losses (re-read at every use,
     so ``set_params(model_selection=...)`` after ``fit`` takes effect at once): ``"best"``
     (the smallest information criterion n log(CV loss) + cost log(n)), ``"accuracy"`` (the
     lowest CV loss) or ``"score"`` (PySR's largest score); before selection, constants a fit
-    drove to 0 or 1 are pruned (``ndvm.search.dust``); random_state: the seed of the row
-    split and of the search; variable_names: input names (default: a DataFrame's columns, else
+    drove to 0 or 1 are pruned (``ndvm.search.dust``); pruning and the choice run inside
+    ``time_budget`` (``selection.search_seconds``); random_state: the seed of the row split
+    and of the search; variable_names: input names (default: a DataFrame's columns, else
     ``x0, x1, ...``); database: the SQLite file of the search (default: a temporary one,
     deleted when ``fit`` returns, unless ``warm_start``: then kept at ``database_`` for the
     next fit to continue); warm_start: continue the latest run in ``database`` (``time_budget``
