@@ -141,8 +141,9 @@ def test_a_fit_ends_within_its_time_budget(n):
     model = SymbolicRegressor(time_budget=budget, random_state=0).fit(*_law(n))
     wall = time.perf_counter() - t0
     assert wall < budget + 2.0, wall  # generous: a batch in flight may finish after its end
-    assert model.cv_.method == ("holdout" if n == 200 else "cv")
-    assert model.equations_ is not None
+    # small data: cross-validation, or on a loaded machine its fallback past the deadline
+    assert model.cv_.method in (("holdout",) if n == 200 else ("cv", "validation"))
+    assert model.best_ in model.front_
 
 
 def test_holdout_option_is_checked():
