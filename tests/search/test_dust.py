@@ -69,3 +69,8 @@ def test_the_estimators_front_holds_the_pruned_program():
                                                                  "c": 2.1e-19})  # fmt: skip
     front = _pruned_front(task, [rec])
     assert [r.candidate.src for r in front] == ["(* a (/ (* b q) (* eps r)))"]
+    # past the fit's deadline (time_budget spent) no entry is pruned: the front as found
+    import time
+
+    late = _pruned_front(task, [rec], deadline=time.perf_counter() - 1.0)
+    assert [r.candidate.src for r in late] == [rec.candidate.src]

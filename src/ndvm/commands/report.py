@@ -69,7 +69,7 @@ def build(info: dict[str, Any], recs: list[Any], export: bool = True) -> dict[st
     inputs = tuple(info["config"].get("inputs") or ("x",))
     hof = frontier.hall_of_fame(recs, inputs, export=export)
     best = min(hof, key=_selection, default=None)
-    chosen = next((row for row in hof if row["selected"]), None)
+    chosen, by = _choice(info, hof)
     return {
         "run": info["run"], "task": info["task"], "proposer": info["proposer"],
         "seed": info["seed"], "commit": info["commit"], "elapsed": s.elapsed,
@@ -79,9 +79,28 @@ def build(info: dict[str, Any], recs: list[Any], export: bool = True) -> dict[st
         "calibrations_per_s": s.calibrations_per_s, "start_lanes_per_s": s.lanes_per_s,
         "time_to_first_success": s.time_to_first_success,
         "failures": failure_reasons(recs),
-        "selected": chosen, "lowest_loss": best, "best": best,
+        "selected": chosen, "selected_by": by, "lowest_loss": best, "best": best,
         "hall_of_fame": hof, "trajectory": s.trajectory,
     }  # fmt: skip
+
+
+def _choice(info: dict[str, Any], hof: list[dict[str, Any]]) -> tuple[Any, str]:
+    """The selected row and what selected it: the choice ``SymbolicRegressor`` stored in the
+    run (``selection.save``: its selection split or CV losses; the rows re-marked), else
+    ``frontier.select``'s on the validation rows. A stored choice that dust pruning changed
+    names its pruned program as ``estimator_src``."""
+    from ndvm.search.selection import stored
+
+    got = stored(info["config"])
+    if got is None:
+        return next((row for row in hof if row["selected"]), None), "validation"
+    idx, src, method = got
+    for row in hof:
+        row["selected"] = row["idx"] == idx
+    row = next((row for row in hof if row["selected"]), None)
+    if row is None:  # the estimator's front (after dust pruning) differs from the stored one
+        return {"idx": idx, "src": src, "estimator_src": src}, method
+    return (row if src == row["src"] else {**row, "estimator_src": src}), method
 
 
 def failure_reasons(recs: list[Any], most: int = 20) -> dict[str, int]:
@@ -134,7 +153,13 @@ def print_text(rep: dict[str, Any]) -> None:
             print(f"{'':59}= {r['equation_symbolic']}")
         elif r.get("export_error"):
             print(f"{'':59}(no equation: {r['export_error'][:100]})")
-    print("  * the reported model (selected by an information criterion on the validation rows)")
+    why = {"validation": "an information criterion on the validation rows",
+           "holdout": "an information criterion on the selection rows the search never read",
+           "cv": "an information criterion on cross-validated losses"}  # fmt: skip
+    print(f"  * the reported model (selected by {why.get(rep['selected_by'], rep['selected_by'])})")
+    chosen = rep["selected"]
+    if chosen is not None and chosen.get("estimator_src"):
+        print(f"    after dust pruning: {chosen['estimator_src']}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -9,7 +9,10 @@ Results go to a SQLite database (kill-safe); at the end the command prints a sum
 of fame and the chosen law (``ndvm report --db FILE`` shows them again, with equations).
 With ``--resume``, ``--budget`` is the extra search time of this session; a resume whose data
 (the CSV's rows, or the split) differ from the recorded run's is refused (exit status 2).
-Every numeric option is checked first: a bad value is one line on stderr and exit status 2.
+A --data search chooses its reported model as ``SymbolicRegressor`` does (``--holdout`` rows
+the search never reads, else cross-validation within ``--budget``) and stores the choice in
+the run for ``ndvm report``. Every numeric option is checked first: a bad value is one line
+on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import time
 from typing import Any
 
 _FMT = argparse.ArgumentDefaultsHelpFormatter
@@ -48,6 +52,10 @@ def register(sub: Any) -> None:
     what.add_argument("--success-rmse", type=float, default=None, metavar="E",
                       help="(with --data) a success is a validation RMSE <= E (with "
                       "--success-r2: both)")  # fmt: skip
+    what.add_argument("--holdout", type=float, default=0.2, metavar="F",
+                      help="(with --data) fraction of the rows the search never reads, kept to "
+                      "choose the reported model (used from 30 rows; fewer: cross-validation; "
+                      "0: none; default 0.2)")  # fmt: skip
     how = p.add_argument_group("how")
     how.add_argument("--proposer", default="evolve", help="evolve, replay:FILE or llm")
     how.add_argument("--budget", type=float, default=60.0, help="wall-clock seconds (default 60)")
@@ -97,7 +105,7 @@ def _task(args: argparse.Namespace) -> Any:
             binary_operators=tuple(o for o in args.binary_operators.split(",") if o),
             unary_operators=tuple(o for o in args.unary_operators.split(",") if o),
             split=split, seed=args.split_seed, optimizer=args.optimizer, steps=args.steps,
-            **_thresholds(args),
+            holdout=args.holdout, **_thresholds(args),
         )  # fmt: skip
     if args.success_r2 is not None or args.success_rmse is not None:
         raise NdvmError(
@@ -155,7 +163,7 @@ def _elapsed(db: str) -> float:
 
 def run(args: argparse.Namespace) -> int:
     from ndvm.errors import ConfigError, NdvmError
-    from ndvm.search import Budget, make_proposer, run_search
+    from ndvm.search import Budget, make_proposer, run_search, selection
     from ndvm.search.evaluate import CalibLimits
     from ndvm.search.progress import ProgressLine
     from ndvm.search.store import StoreError
@@ -176,7 +184,9 @@ def run(args: argparse.Namespace) -> int:
         seconds=args.candidate_seconds, backend=args.backend, dialect=args.dialect,
         starts=args.starts,
     )  # fmt: skip
-    seconds = args.budget + (_elapsed(args.db) if args.resume else 0.0)  # --budget is extra
+    start, data_task = time.perf_counter(), task.data().meta.get("origin") is not None
+    extra = selection.search_seconds(task, args.budget) if data_task else args.budget
+    seconds = extra + (_elapsed(args.db) if args.resume else 0.0)  # --budget is extra time
     budget = Budget(seconds=seconds, candidates=args.max_candidates,
                     until_success=args.until_success)  # fmt: skip
     try:
@@ -211,9 +221,25 @@ def run(args: argparse.Namespace) -> int:
     _print_summary(task.name, state, args.db)
     from ndvm.search.progress import front_lines
 
-    print("\n".join(front_lines(list(state.records), task.inputs)))
+    chosen = _choose(task, state, args, start + args.budget) if data_task else None
+    print("\n".join(front_lines(list(state.records), task.inputs, chosen)))
     _warn_internal(state)
     return 0
+
+
+def _choose(task: Any, state: Any, args: argparse.Namespace, deadline: float) -> int | None:
+    """A data task's reported model, chosen as ``SymbolicRegressor`` chooses (its selection
+    split, else cross-validation until ``deadline``, else the validation losses) and stored
+    in the run for ``ndvm report``; its record idx."""
+    from ndvm.search import frontier, selection
+
+    front = frontier.pareto_front([r for r in state.records if r.status == "ok"])
+    if not front:
+        return None
+    assessment = selection.for_task(task, front, args.seed, deadline)
+    selection.save(args.db, assessment, "best")
+    picked = assessment.choose("best")
+    return None if picked is None else picked.idx
 
 
 def _print_usage(proposer: Any) -> None:
@@ -260,6 +286,7 @@ def _thresholds(args: argparse.Namespace) -> dict[str, float]:
 
 def check_numbers(args: argparse.Namespace) -> None:
     """Every numeric option in range (a one-line ``ConfigError``, exit status 2)."""
+    from ndvm.errors import ConfigError
     from ndvm.search import options
     from ndvm.tasks.columns import success_rule
 
@@ -273,4 +300,6 @@ def check_numbers(args: argparse.Namespace) -> None:
     options.count("--starts", args.starts, optional=True)
     options.count("--cycles", args.cycles, minimum=0)
     options.count("--steps", args.steps)
+    if not 0 <= args.holdout < 1:  # NaN fails too
+        raise ConfigError(f"--holdout must be a fraction in [0, 1), got {args.holdout!r}")
     success_rule(args.success_r2, args.success_rmse, ("--success-r2", "--success-rmse"))

@@ -192,6 +192,11 @@ def data_digest(task: Task) -> str:
         else:
             _hash_array(h, part)
         h.update(b"|")
+    if data.select_target is not None:  # only then: digests of runs without one are unchanged
+        for name in sorted(data.select_inputs or {}):
+            h.update(name.encode() + b"\0")
+            _hash_array(h, (data.select_inputs or {})[name])
+        _hash_array(h, data.select_target)
     return h.hexdigest()
 
 

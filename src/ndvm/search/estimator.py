@@ -15,6 +15,7 @@ import inspect
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -49,13 +50,16 @@ class SymbolicRegressor:
     program in nodes; starts: calibration starts per candidate (default 16);
     candidate_seconds: time limit of one candidate;
     population / batch_size: the evolutionary proposer's; split: train / validation / test
-    fractions of the rows; model_selection: how the reported model is chosen among the front's
-    entries on their cross-validated losses (``ndvm.search.selection``; re-read at every use,
+    fractions of the rows; holdout: the fraction of all rows (taken from train) that the
+    search never reads and the choice below is made on (used from 30 rows; smaller data is
+    cross-validated on train + validation; ``selection.for_task``); model_selection: how the
+    reported model is chosen among the front's entries on those losses (re-read at every use,
     so ``set_params(model_selection=...)`` after ``fit`` takes effect at once): ``"best"``
     (the smallest information criterion n log(CV loss) + cost log(n)), ``"accuracy"`` (the
     lowest CV loss) or ``"score"`` (PySR's largest score); before selection, constants a fit
-    drove to 0 or 1 are pruned (``ndvm.search.dust``); random_state: the seed of the row
-    split and of the search; variable_names: input names (default: a DataFrame's columns, else
+    drove to 0 or 1 are pruned (``ndvm.search.dust``); pruning and the choice run inside
+    ``time_budget`` (``selection.search_seconds``); random_state: the seed of the row split
+    and of the search; variable_names: input names (default: a DataFrame's columns, else
     ``x0, x1, ...``); database: the SQLite file of the search (default: a temporary one,
     deleted when ``fit`` returns, unless ``warm_start``: then kept at ``database_`` for the
     next fit to continue); warm_start: continue the latest run in ``database`` (``time_budget``
@@ -90,6 +94,7 @@ class SymbolicRegressor:
         warm_start: bool = False,
         verbosity: int | None = None,
         early_stop_condition: Any = None,
+        holdout: float = 0.2,
     ) -> None:
         self.time_budget = time_budget
         self.max_candidates = max_candidates
@@ -110,6 +115,7 @@ class SymbolicRegressor:
         self.warm_start = warm_start
         self.verbosity = verbosity
         self.early_stop_condition = early_stop_condition
+        self.holdout = holdout
 
     # -- scikit-learn conventions ---------------------------------------------------------
     @classmethod
@@ -142,6 +148,7 @@ class SymbolicRegressor:
         if self.model_selection not in SELECTIONS:
             raise NdvmError(f"model_selection must be one of {sorted(SELECTIONS)}, "
                             f"got {self.model_selection!r}")  # fmt: skip
+        start = time.perf_counter()
         until = self._check_params()
         values, names = _columns(X, self.variable_names)
         check_input_names(names)
@@ -149,7 +156,7 @@ class SymbolicRegressor:
             values, _target(y, len(values)), names=names, split=tuple(self.split),
             seed=self.random_state, binary_operators=self.binary_operators,
             unary_operators=self.unary_operators, max_size=self.max_complexity,
-            name="SymbolicRegressor",
+            name="SymbolicRegressor", holdout=self.holdout,
         )  # fmt: skip
         db, scratch = self._database()
         try:
@@ -168,8 +175,11 @@ class SymbolicRegressor:
         self.database_ = kept
         self.task_ = task
         self.records_ = list(state.records)
-        self.front_ = _pruned_front(task, records)
-        self.cv_ = _assess(task, self.front_, self.random_state)
+        deadline = None if self.time_budget is None else start + self.time_budget
+        self.front_ = _pruned_front(task, records, deadline)
+        self.cv_ = selection.for_task(task, self.front_, self.random_state, deadline)
+        if kept:  # ``ndvm report`` on this database marks the same choice
+            selection.save(kept, self.cv_, self.model_selection)
         if self._verbose():
             lines = front_lines(self.front_, self.names, self.best_.idx)
             print("\n".join(lines), file=sys.stderr)
@@ -208,6 +218,10 @@ class SymbolicRegressor:
             options.count(name, getattr(self, name))
         options.count("random_state", self.random_state, minimum=0)
         options.fractions("split", self.split)
+        if isinstance(self.holdout, bool) or not (isinstance(self.holdout, int | float)
+                                                  and 0 <= self.holdout < self.split[0]):
+            raise ConfigError(f"holdout must be a fraction >= 0 below the train fraction "
+                              f"{self.split[0]}, got {self.holdout!r}")  # fmt: skip
         options.count("verbosity", self.verbosity, minimum=0, optional=True)
         if not isinstance(self.warm_start, bool):
             raise ConfigError(f"warm_start must be True or False, got {self.warm_start!r}")
@@ -244,6 +258,8 @@ class SymbolicRegressor:
     def _search(self, task: Task, db: str, until: Callable[[Record], bool] | None) -> Any:
         resume = bool(self.warm_start and Path(db).exists() and _elapsed(db) is not None)
         seconds = self.time_budget
+        if seconds is not None:  # the rest of the budget: dust pruning and selection
+            seconds = selection.search_seconds(task, seconds)
         if resume and seconds is not None:
             seconds += _elapsed(db) or 0.0  # like ``ndvm search --resume --budget``: extra time
         show = ProgressLine(quiet=not self._verbose())
@@ -404,22 +420,18 @@ def _target(y: Any, n: int | None) -> np.ndarray:
     return yv
 
 
-def _pruned_front(task: Task, records: list[Record]) -> list[Record]:
-    """The Pareto front after dust pruning (``dust.prune``) of its entries."""
+def _pruned_front(
+    task: Task, records: list[Record], deadline: float | None = None
+) -> list[Record]:
+    """The Pareto front after dust pruning (``dust.prune``) of its entries (those reached
+    before ``deadline``, a ``time.perf_counter()`` time)."""
     front = frontier.pareto_front(records)
-    pruned = {r.idx: prune(task, r) for r in front}
+    pruned = {}
+    for r in front:
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        pruned[r.idx] = prune(task, r)
     return frontier.pareto_front([pruned.get(r.idx, r) for r in records])
-
-
-def _assess(task: Task, front: list[Record], seed: int) -> selection.Assessment:
-    """Cross-validated losses of ``front`` on the training and validation rows (not test)."""
-    data = task.data()
-    cols = {k: np.asarray(v) for k, v in data.train_inputs.items()}
-    target = np.asarray(data.train_target)
-    if data.valid_inputs is not None and data.valid_target is not None:
-        cols = {k: np.concatenate([v, np.asarray(data.valid_inputs[k])]) for k, v in cols.items()}
-        target = np.concatenate([target, np.asarray(data.valid_target)])
-    return selection.assess(front, cols, target, seed=seed)
 
 
 def _table(front: list[Record], chosen: Record, cv: list[float]) -> Any:

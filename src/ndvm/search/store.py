@@ -239,6 +239,11 @@ class Store:
         return out
 
     @_guarded
+    def set_config(self, run: int, config: dict[str, Any]) -> None:
+        """Replace the run's config (JSON) with ``config``."""
+        self.db.execute("UPDATE runs SET config = ? WHERE run = ?", (json.dumps(config), run))
+
+    @_guarded
     def set_elapsed(self, run: int, elapsed: float) -> None:
         self.db.execute("UPDATE runs SET elapsed = ? WHERE run = ?", (elapsed, run))
 

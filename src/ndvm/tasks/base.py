@@ -35,6 +35,7 @@ from ndvm.tasks.columns import (
     DEFAULT_BINARY,
     DEFAULT_UNARY,
     check_operators,
+    holdout_rows,
     read_csv,
     split_rows,
     success_rule,
@@ -53,7 +54,8 @@ class TaskData:
     tournament, Pareto front, hall of fame, "best") uses the validation split; the test split
     is scored once per reported program and never used to choose anything. The target is None
     for likelihood tasks; the validation split is optional (``with_validation`` carves one).
-    """
+    The selection split (``select_*``: ``from_arrays(holdout=...)``) is read by nothing
+    during a search, only by the final choice of the reported model."""
 
     train_inputs: Mapping[str, Any]
     train_target: np.ndarray | None
@@ -62,6 +64,8 @@ class TaskData:
     meta: Mapping[str, Any] = field(default_factory=dict)
     valid_inputs: Mapping[str, Any] | None = None
     valid_target: np.ndarray | None = None
+    select_inputs: Mapping[str, Any] | None = None
+    select_target: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -391,13 +395,15 @@ def from_arrays(
     optimizer: str = "auto",
     success_r2: float | None = None,
     success_rmse: float | None = None,
+    holdout: float = 0.0,
 ) -> Task:
     """A regression task on ``y ~ f(X)``: X ``[N]`` or ``[N, d]``, y ``[N]``. A pandas
     DataFrame X gives the input names (its columns) unless ``names`` is given; a pandas Series
     X its name; y may be a Series. Candidates are calibrated by ``optimizer`` ("auto":
     Levenberg–Marquardt on the mse, at most ``steps`` iterations; "adam": ``steps`` Adam steps
     at ``lr``), every start a lane. A success is a validation R² of at least ``success_r2``
-    and/or a validation RMSE of at most ``success_rmse`` (neither given: R² >= 0.99)."""
+    and/or a validation RMSE of at most ``success_rmse`` (neither given: R² >= 0.99);
+    ``holdout``: the fraction of all rows moved from train to the selection split."""
     X, columns = as_table(X, "X")
     if names is None:
         names = columns
@@ -421,14 +427,16 @@ def from_arrays(
         raise NdvmError(f"target: non-finite value in row {int(bad[0])}")
     binary_operators, unary_operators = check_operators(binary_operators, unary_operators)
     tr, va, te = split_rows(len(ya), split, seed)
+    tr, sel = holdout_rows(tr, holdout, len(ya), seed)
 
     def part(rows: np.ndarray) -> dict[str, np.ndarray]:
         return {c: Xa[rows, i].copy() for i, c in enumerate(cols)}
 
     data = TaskData(
         part(tr), ya[tr], part(te), ya[te],
-        {"n": int(len(ya)), "split": tuple(float(f) for f in split), "seed": seed},
-        part(va), ya[va],
+        {"n": int(len(ya)), "split": tuple(float(f) for f in split), "seed": seed,
+         "holdout": int(sel.size)},
+        part(va), ya[va], part(sel) if sel.size else None, ya[sel] if sel.size else None,
     )  # fmt: skip
     params = param_names(tuple(cols))
     grammar = Grammar(

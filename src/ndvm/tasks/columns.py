@@ -3,9 +3,10 @@
 
 The rows are split at random (seeded) into train / validation / test (60 / 20 / 20 by
 default): candidates are calibrated on train, every selection uses validation, and the test
-split is only scored. Operators follow PySR's convention (``binary_operators``,
-``unary_operators``; its ``"^"`` and ``"neg"`` are ``pow`` and ``-``) and must be numeric
-primitives of the language with that arity.
+split is only scored. ``holdout_rows`` can move a fraction of the training rows to a
+selection split that only the final choice of the reported model reads. Operators follow
+PySR's convention (``binary_operators``, ``unary_operators``; its ``"^"`` and ``"neg"`` are
+``pow`` and ``-``) and must be numeric primitives of the language with that arity.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ DEFAULT_UNARY = ("exp", "log", "sqrt", "sin", "cos")
 
 
 PYSR_SPELLINGS = {"^": "pow", "neg": "-"}  # PySR's operator names that are not primitives
+HOLDOUT_MIN_ROWS = 30  # a selection split of fewer rows is not carved (small data: CV)
 SUCCESS_R2 = 0.99  # a data task's success without a user threshold: validation R² >= this
 
 
@@ -105,6 +107,22 @@ def split_rows(n: int, fractions: Sequence[float], seed: int) -> tuple[np.ndarra
         raise NdvmError(f"split {tuple(fractions)} leaves {n_tr} training rows of {n}")
     parts = (perm[:n_tr], perm[n_tr : n_tr + n_va], perm[n_tr + n_va :])
     return tuple(np.sort(p) for p in parts)
+
+
+def holdout_rows(
+    train: np.ndarray, fraction: float, n: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(train, selection)``: a seeded ``fraction`` of all ``n`` rows moved out of the train
+    rows into a selection split that the search never reads (only the final choice of the
+    reported model does). None moved when that would be fewer than ``HOLDOUT_MIN_ROWS`` rows
+    (small data: cross-validation chooses instead) or leave under 2 training rows."""
+    if not (isinstance(fraction, int | float) and 0 <= fraction < 1):
+        raise NdvmError(f"holdout must be a fraction in [0, 1), got {fraction!r}")
+    k = int(round(fraction * n))
+    if k < HOLDOUT_MIN_ROWS or len(train) - k < 2:
+        return train, np.zeros(0, dtype=np.int64)
+    perm = np.random.default_rng([seed, 1]).permutation(len(train))
+    return np.sort(train[perm[k:]]), np.sort(train[perm[:k]])
 
 
 def read_csv(path: str | Path, columns: Sequence[str]) -> dict[str, np.ndarray]:
