@@ -31,6 +31,7 @@ from ndvm.search.selection import (  # noqa: F401 (cost and the constants are fr
     choose,
     cost,
     pysr_scores,
+    selection_loss,
 )
 
 
@@ -52,14 +53,6 @@ class Summary:
     trajectory: list[tuple[float, float]] = field(default_factory=list)  # (t, best val loss)
     pareto: list[Record] = field(default_factory=list)
     rejections: dict[str, int] = field(default_factory=dict)  # by funnel stage
-
-
-def selection_loss(r: Record) -> float:
-    ev = r.evaluation
-    if ev is None or r.status != "ok":
-        return math.inf
-    x = ev.selection_loss
-    return x if math.isfinite(x) else math.inf
 
 
 def rejections(records: list[Record]) -> dict[str, int]:

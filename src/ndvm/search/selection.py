@@ -50,6 +50,15 @@ HOLDOUT_SHARE = 0.05  # ... with a selection split (no refits: one evaluation pe
 PARAM_COST = 1  # what a fitted parameter costs for selection on top of its node
 
 
+def selection_loss(r: Record) -> float:
+    """A record's validation loss for selection (inf when it failed or is not finite)."""
+    ev = r.evaluation
+    if ev is None or r.status != "ok":
+        return math.inf
+    x = ev.selection_loss
+    return x if math.isfinite(x) else math.inf
+
+
 def cost(r: Record) -> int:
     """A program's size for selection: its nodes (``complexity``) plus ``PARAM_COST`` per
     fitted parameter, so that of two programs of as many nodes the one that fits fewer
@@ -154,7 +163,6 @@ def holdout(
 def validation(front: Sequence[Record], rows: int, scale: float = 0.0) -> Assessment:
     """The records' own validation losses as a one-column assessment (``rows`` validation
     rows): the choice when cross-validation ran out of time, as ``frontier.select`` makes it."""
-    from ndvm.search.frontier import selection_loss
 
     losses = np.array([[selection_loss(r)] for r in front], dtype=np.float64)
     return Assessment(tuple(front), losses.reshape(len(front), 1), scale, rows, "validation")

@@ -53,9 +53,8 @@ class TaskData:
     Calibration sees only the train split; every selection between candidates (co-search's
     tournament, Pareto front, hall of fame, "best") uses the validation split; the test split
     is scored once per reported program and never used to choose anything. The target is None
-    for likelihood tasks; the validation split is optional (``with_validation`` carves one).
-    The selection split (``select_*``: ``from_arrays(holdout=...)``) is read by nothing
-    during a search, only by the final choice of the reported model."""
+    for likelihood tasks; the validation split is optional (``with_validation`` carves one);
+    the selection split (``from_arrays(holdout=...)``) only chooses the reported model."""
 
     train_inputs: Mapping[str, Any]
     train_target: np.ndarray | None
