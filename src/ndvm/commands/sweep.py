@@ -221,8 +221,7 @@ def run(args: argparse.Namespace) -> int:
         require("ndvm sweep --tl-config", "torch", "transformer-lens")
         return _run_tl(args)
 
-    require("ndvm sweep", "torch")
-    try:
+    try:  # sizes first: a bad size is reported the same with or without torch
         check_sizes(
             layers=args.layers,
             heads=args.heads,
@@ -237,6 +236,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"ndvm: error: {exc}", file=sys.stderr)
         return 2
+    require("ndvm sweep", "torch")
     import torch
 
     from ndvm.graph import experiment as ex
