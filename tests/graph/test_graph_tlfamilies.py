@@ -157,3 +157,28 @@ def test_mismatched_prompts_and_unknown_hooks_are_typed_errors() -> None:
         tlpatch.act_patch(g, "hook_resid_mdi", tlpatch.from_activation_cache(g, cache), metric)
     with pytest.raises(tlpatch.GraphError, match="missing \\['patching_metric'\\]"):
         tlpatch.get_act_patch_resid_pre(m, tokens(1), cache)
+
+
+@pytest.mark.parametrize("hook", ["hook_k_input", "hook_v_input", "attn.hook_v"])
+def test_grouped_kv_heads_patch_as_tl_hooks_do(hook: str) -> None:
+    """Per kv head of a grouped-query model (TL's generic patch indexes query heads there):
+    against TL's forward with a hook that copies the clean kv head, all positions."""
+    m = model("split q/k/v + GQA")
+    corrupted = tokens(1)
+    _, cache = m.run_with_cache(tokens(0))
+    g = from_transformer_lens(m, corrupted)
+    res = sweep_hook(g, hook, 2, tlpatch.from_activation_cache(g, cache), metric, heads=2)
+    ref = torch.zeros(2, 2, dtype=torch.float64)
+    for layer in range(2):
+        name = f"blocks.{layer}.{hook}"
+        for h in range(2):
+
+            def patch(act, hook, h=h, name=name):  # noqa: ANN001, ARG001
+                act[:, :, h] = cache[name][:, :, h]
+                return act
+
+            with torch.no_grad():
+                ref[layer, h] = metric(m.run_with_hooks(corrupted, fwd_hooks=[(name, patch)]))
+    assert res.values.shape == (2, 2)
+    assert rel(res.values, ref) < 1e-10
+    assert res.values.std() > 1e-6
