@@ -127,9 +127,17 @@ def test_bench_rows_agree_with_tl(kind: str) -> None:
 
 
 def test_unsupported_model_is_a_typed_error() -> None:
-    m = _model(n_layers=1, n_heads=2, d_model=16, d_head=8, act_fn="gelu", gated_mlp=True)
-    with pytest.raises(UnsupportedModelError, match="gated_mlp"):
+    """The error names the feature and the nearest loading that builds."""
+    m = _model(n_layers=1, n_heads=2, d_model=16, d_head=8, act_fn="gelu",
+               attn_scores_soft_cap=30.0)  # fmt: skip
+    with pytest.raises(UnsupportedModelError, match="attn_scores_soft_cap=30.0"):
         from_transformer_lens(m, _tokens(0))
+    m = _model(n_layers=1, n_heads=2, d_model=16, d_head=8, act_fn="gelu", use_attn_in=True)
+    with pytest.raises(UnsupportedModelError, match=r"load it with use_attn_in=False"):
+        from_transformer_lens(m, _tokens(0))
+    m = _model(n_layers=1, n_heads=2, d_model=16, d_head=8, act_fn="gelu")
+    with pytest.raises(GraphError, match="positions; the model takes 1..16"):
+        from_transformer_lens(m, torch.zeros(1, 17, dtype=torch.long))
 
 
 def test_builder_is_exported_lazily() -> None:

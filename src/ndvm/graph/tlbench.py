@@ -134,7 +134,7 @@ def compare(
                  "max_abs_diff": float((got.values - ref).abs().max()), "max_rel_diff": rel,
                  "atp_s": atp.seconds_gradient + atp.seconds_exact, "atp_k": top_k,
                  "atp_spearman": agree["spearman"], "atp_overlap": agree["top_k_overlap"],
-                 "values": got.values}
+                 "values": got.values, "axes": got.axes}
             )  # fmt: skip
     finally:
         torch.set_default_dtype(old)
@@ -168,7 +168,8 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def plot_heatmaps(rows: list[dict[str, Any]], out: Any) -> list[Any]:
-    """One heat map per 2-D sweep result (heads: layer x head; resid_pre: layer x pos)."""
+    """One heat map per 2-D sweep result (heads: layer x head; resid_pre: layer x pos), on a
+    diverging map centred at 0 (symmetric limits)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -180,7 +181,9 @@ def plot_heatmaps(rows: list[dict[str, Any]], out: Any) -> list[Any]:
         if vals.ndim != 2:
             continue
         fig, ax = plt.subplots(figsize=(6, 3.5))
-        im = ax.imshow(vals.detach().cpu().numpy(), cmap="RdBu", aspect="auto")
+        grid = vals.detach().cpu().double().numpy()
+        lim = float(abs(grid).max()) or 1.0  # symmetric limits: white is 0
+        im = ax.imshow(grid, cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
         ax.set_ylabel("layer")
         ax.set_xlabel("head" if r["sweep"] == "heads" else "position")
         ax.set_title(f"patching: {r['sweep']}")

@@ -14,23 +14,30 @@ builder does not cover raise ``UnsupportedModelError``.
 
 from __future__ import annotations
 
-from functools import lru_cache, partial
+from functools import partial
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
+from ndvm.graph import tlops as op
 from ndvm.graph.dag import Graph
 from ndvm.graph.errors import GraphError
 from ndvm.graph.rows import HeadAxis, RowRule
 from ndvm.graph.sweep import site_name
 
-_ACTS = {
-    "gelu": F.gelu,
-    "gelu_new": partial(F.gelu, approximate="tanh"),
-    "gelu_pytorch_tanh": partial(F.gelu, approximate="tanh"),
-    "relu": F.relu,
-    "silu": F.silu,
+NORMS = ("LN", "LNPre", "RMS", "RMSPre", None)
+REFUSED = {  # config field -> (value that we build, the nearest supported loading)
+    "use_attn_in": (False, "load it with use_attn_in=False (model.set_use_attn_in(False))"),
+    "use_qk_norm": (False, "no TransformerLens loading removes q/k norms"),
+    "clip_qkv": (None, "no TransformerLens loading removes the q/k/v clip"),
+    "use_logn_attn": (False, "set cfg.use_logn_attn=False (same results up to train_seq_length)"),
+    "use_attention_sinks": (False, "no TransformerLens loading removes attention sinks"),
+    "use_normalization_before_and_after": (False, "no loading removes the extra norms"),
+    "post_embedding_ln": (False, "no TransformerLens loading removes the embedding norm"),
+    "use_dynamic_ntk_rope": (False, "set cfg.use_dynamic_ntk_rope=False within n_ctx"),
+    "num_experts": (None, "mixture-of-experts MLPs are not built; use a dense model"),
+    "load_in_4bit": (False, "load it without load_in_4bit"),
+    "attention_dir": ("causal", "only causal (decoder) models are built"),
 }
 
 
@@ -40,105 +47,44 @@ class UnsupportedModelError(GraphError):
 
 def _check(cfg: Any) -> None:
     bad = []
-    if cfg.positional_embedding_type not in ("standard", "rotary"):
-        bad.append(f"positional_embedding_type={cfg.positional_embedding_type!r}")
-    if cfg.normalization_type not in ("LN", None):
-        bad.append(f"normalization_type={cfg.normalization_type!r}")
-    if cfg.act_fn not in _ACTS and not cfg.attn_only:
-        bad.append(f"act_fn={cfg.act_fn!r}")
-    for flag in ("gated_mlp", "parallel_attn_mlp", "attn_only"):
-        if getattr(cfg, flag, False):
-            bad.append(f"{flag}=True")
-    if getattr(cfg, "n_key_value_heads", None) not in (None, cfg.n_heads):
-        bad.append("grouped-query attention")
-    if getattr(cfg, "use_dynamic_ntk_rope", False):
-        bad.append("use_dynamic_ntk_rope=True")
-    if cfg.attention_dir != "causal":
-        bad.append(f"attention_dir={cfg.attention_dir!r}")
+    if cfg.positional_embedding_type not in ("standard", "rotary", "shortformer"):
+        bad.append(f"positional_embedding_type={cfg.positional_embedding_type!r} (built: "
+                   "standard, rotary, shortformer)")  # fmt: skip
+    if cfg.normalization_type not in NORMS:
+        bad.append(f"normalization_type={cfg.normalization_type!r} (built: {NORMS})")
+    if not cfg.attn_only and cfg.act_fn not in op.ACTS:
+        bad.append(f"act_fn={cfg.act_fn!r} (built: {', '.join(op.ACTS)})")
+    if getattr(cfg, "gated_mlp", False) and cfg.act_fn == "solu_ln" and not cfg.attn_only:
+        bad.append("gated_mlp with act_fn='solu_ln' (gated MLPs are built with the other "
+                   "activations)")  # fmt: skip
+    for field, (ok, hint) in REFUSED.items():
+        if getattr(cfg, field, ok) not in (ok, 0):
+            bad.append(f"{field}={getattr(cfg, field)!r}: {hint}")
+    for field in ("attn_scores_soft_cap", "output_logits_soft_cap"):
+        if getattr(cfg, field, -1.0) > 0:
+            bad.append(f"{field}={getattr(cfg, field)}: no TransformerLens loading removes it")
+    if cfg.original_architecture in _post_norm():
+        bad.append(f"post-norm architecture {cfg.original_architecture}: not built")
     if bad:
-        raise UnsupportedModelError("from_transformer_lens does not build: " + ", ".join(bad))
+        raise UnsupportedModelError("from_transformer_lens does not build: " + "; ".join(bad))
 
 
-def normalize(x: torch.Tensor, eps: float) -> torch.Tensor:
-    x = x - x.mean(-1, keepdim=True)
-    return x / (x.pow(2).mean(-1, keepdim=True) + eps).sqrt()
-
-
-def scale_shift(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return x * w + b
-
-
-def affine(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return F.linear(x, w.mT, b)
-
-
-def embed(tokens: torch.Tensor, w_e: torch.Tensor) -> torch.Tensor:
-    return w_e[tokens]
-
-
-def pos_embed(tokens: torch.Tensor, w_pos: torch.Tensor) -> torch.Tensor:
-    return w_pos[: tokens.shape[-1]].expand(tokens.shape[0], -1, -1)
-
-
-def heads_of(x: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """[..., pos, head * d_head] -> [..., head, pos, d_head]."""
-    return x.reshape(*x.shape[:-1], n_heads, x.shape[-1] // n_heads).transpose(-3, -2)
-
-
-def rotary(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, dim: int, adjacent: bool,
-    n_heads: int, start: int = 0,
-) -> torch.Tensor:  # fmt: skip
-    """Rotate the first ``dim`` features of each head of x [..., pos, head * d_head] (RoPE).
-
-    The rows of ``x`` are positions ``start``, ``start + 1``, ...
-    """
-    xh = x.reshape(*x.shape[:-1], n_heads, x.shape[-1] // n_heads)
-    rot, rest = xh[..., :dim], xh[..., dim:]
-    if adjacent:  # pairs (0, 1), (2, 3), ...
-        flip = torch.stack([-rot[..., 1::2], rot[..., ::2]], dim=-1).flatten(-2)
-    else:  # pairs (i, i + dim/2)
-        flip = torch.cat([-rot[..., dim // 2 :], rot[..., : dim // 2]], dim=-1)
-    t = slice(start, start + x.shape[-2])
-    out = rot * cos[t].unsqueeze(-2) + flip * sin[t].unsqueeze(-2)
-    return torch.cat([out, rest], dim=-1).reshape(x.shape)
-
-
-@lru_cache(maxsize=256)
-def _causal(rows: int, cols: int, start: int, device: torch.device) -> torch.Tensor:
-    return torch.ones(rows, cols, dtype=torch.bool, device=device).triu(1 + start)
-
-
-def pattern(
-    q: torch.Tensor, k: torch.Tensor, scale: float, n_heads: int, start: int = 0
-) -> torch.Tensor:
-    """Causal attention [..., head, query, key] of queries at positions ``start``, ..."""
-    s = (heads_of(q, n_heads) @ heads_of(k, n_heads).transpose(-1, -2)) / scale
-    mask = _causal(s.shape[-2], s.shape[-1], start, s.device)
-    return torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1)
-
-
-def mix(pat: torch.Tensor, v: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """hook_z of all heads, [..., pos, head * d_head]."""
-    z = pat @ heads_of(v, n_heads)
-    return z.transpose(-3, -2).reshape(*z.shape[:-3], z.shape[-2], -1)
-
-
-def head_slice(z: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
-    return z[..., lo:hi]
-
-
-def out_proj(w: torch.Tensor, b: torch.Tensor, *zs: torch.Tensor) -> torch.Tensor:
-    """hook_attn_out from every head's z [..., pos, d_head] and W_O as [head * d_head, d]."""
-    return F.linear(torch.cat(torch.broadcast_tensors(*zs), dim=-1), w.mT, b)
+def _post_norm() -> tuple[str, ...]:
+    try:
+        from transformer_lens.utilities.architectures import POST_NORM_ARCHITECTURES
+    except ImportError:  # older TransformerLens: no post-norm architectures
+        return ()
+    return tuple(POST_NORM_ARCHITECTURES)
 
 
 def from_transformer_lens(model: Any, tokens: torch.Tensor) -> Graph:
     """The engine graph of a HookedTransformer on ``tokens`` [batch, pos]; output ``logits``."""
     cfg = model.cfg
     _check(cfg)
-    if tokens.ndim != 2:
-        raise GraphError(f"tokens must be [batch, pos], got shape {tuple(tokens.shape)}")
+    if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2:
+        raise GraphError(f"tokens must be [batch, pos], got {getattr(tokens, 'shape', tokens)!r}")
+    if not 0 < tokens.shape[1] <= cfg.n_ctx:
+        raise GraphError(f"tokens have {tokens.shape[1]} positions; the model takes 1..{cfg.n_ctx}")
     g = Graph()
     g.leaf("tokens", tokens)
     for name, p in model.named_parameters():
@@ -146,115 +92,229 @@ def from_transformer_lens(model: Any, tokens: torch.Tensor) -> Graph:
     for name, buf in model.named_buffers():  # the model's own RoPE tables
         if name.endswith(("rotary_sin", "rotary_cos")):
             g.leaf(name, buf.detach(), kind="param")
-    g.rule("hook_embed", embed, ["tokens", "embed.W_E"], kind="embed")
-    resid = "blocks.0.hook_resid_pre"
-    if cfg.positional_embedding_type == "rotary":
+    g.rule("hook_embed", op.embed, ["tokens", "embed.W_E"], kind="embed")
+    resid, kind = "blocks.0.hook_resid_pre", cfg.positional_embedding_type
+    if kind in ("rotary", "shortformer"):  # shortformer: positions enter q and k only
         g.alias(resid, "hook_embed")
-    else:
-        g.rule("hook_pos_embed", pos_embed, ["tokens", "pos_embed.W_pos"], kind="embed")
+    if kind in ("standard", "shortformer"):
+        g.rule("hook_pos_embed", op.pos_embed, ["tokens", "pos_embed.W_pos"], kind="embed")
+    if kind == "standard":
         g.rule(resid, torch.add, ["hook_embed", "hook_pos_embed"], kind="embed")
     for layer in range(cfg.n_layers):
         if layer > 0:
             g.alias(f"blocks.{layer}.hook_resid_pre", resid)
-        resid = _add_layer(g, cfg, layer, resid)
-    final = _norm(g, cfg, "ln_final", resid, {"kind": "final"})
-    g.rule("logits", affine, [final, "unembed.W_U", "unembed.b_U"], kind="final")
+        resid = _add_layer(g, model, layer, resid)
+    final = _norm(g, _final_norm(cfg), cfg.eps, "ln_final", resid, {"kind": "final"})
+    g.rule("logits", op.affine, [final, "unembed.W_U", "unembed.b_U"], kind="final")
     return g
 
 
-def _norm(g: Graph, cfg: Any, prefix: str, x: str, meta: dict[str, Any]) -> str:
-    if cfg.normalization_type is None:
+def _final_norm(cfg: Any) -> str | None:
+    if cfg.final_rms and cfg.normalization_type in ("LN", "LNPre"):
+        return "RMS" if cfg.normalization_type == "LN" else "RMSPre"
+    return cfg.normalization_type
+
+
+def _norm(
+    g: Graph, kind: str | None, eps: float, prefix: str, x: str, meta: dict[str, Any],
+    heads: int = 0, width: int = 0, params: str = "",
+) -> str:  # fmt: skip
+    """TL's LayerNorm / LayerNormPre / RMSNorm / RMSNormPre (or none) of ``x``; the output name.
+
+    ``heads``: x holds that many copies side by side (split q/k/v inputs), normed each.
+    """
+    if kind is None:
         return x
     name = f"{prefix}.hook_normalized"
-    g.rule(name, partial(normalize, eps=cfg.eps), [x], **meta)
-    g.rule(f"{prefix}.out", scale_shift, [name, f"{prefix}.w", f"{prefix}.b"], **meta)
+    fn = partial(op.rms_normalize if kind.startswith("RMS") else op.normalize, eps=eps)
+    if heads:
+        fn, meta = partial(op.per_head, fn, heads), {**meta, "heads": HeadAxis(heads, width)}
+    g.rule(name, fn, [x], **meta)
+    if kind in ("LNPre", "RMSPre"):
+        return name
+    params = params or prefix  # split q/k inputs: ln1.q, ln1.k with ln1's weights
+    ins, aff = [name, f"{params}.w"], op.scale
+    if kind == "LN":
+        ins, aff = [*ins, f"{params}.b"], op.scale_shift
+    g.rule(f"{prefix}.out", partial(op.per_head, aff, heads) if heads else aff, ins, **meta)
     return f"{prefix}.out"
 
 
-def _flat(g: Graph, p: str, name: str) -> str:
-    """Leaf ``{p}attn.{name}.flat``: a per-head weight with its heads merged into one axis."""
-    w = g.value(f"{p}attn.{name}")
+def _flat(g: Graph, p: str, name: str, repeat: int = 1) -> str:
+    """Leaf ``{p}attn.{name}.flat``: a per-head weight with its heads merged into one axis.
+
+    Grouped-query K, V weights are TL's ``_W_K``, ``_b_K`` ...; ``repeat`` > 1 expands them
+    to every query head (``ungroup_grouped_query_attention``).
+    """
+    key = f"{p}attn.{name}"
+    w = g.value(key if key in g else f"{p}attn._{name}")
+    if repeat > 1:
+        w = w.repeat_interleave(repeat, dim=0)
     if name == "W_O":  # [head, d_head, d_model] -> [head * d_head, d_model]
         flat = w.reshape(-1, w.shape[-1])
     elif name.startswith("W_"):  # [head, d_model, d_head] -> [d_model, head * d_head]
         flat = w.permute(1, 0, 2).reshape(w.shape[1], -1)
     else:  # b_Q, b_K, b_V: [head, d_head] -> [head * d_head]
         flat = w.reshape(-1)
-    g.leaf(f"{p}attn.{name}.flat", flat.contiguous(), kind="param")
-    return f"{p}attn.{name}.flat"
+    g.leaf(f"{key}.flat", flat.contiguous(), kind="param")
+    return f"{key}.flat"
 
 
-def _rotate(g: Graph, cfg: Any, layer: int, x: str) -> str:
-    """``blocks.{l}.attn.hook_rot_q`` (or ``_k``) from the unrotated ``x``."""
+def _kv_heads(cfg: Any) -> int:
+    n_kv = getattr(cfg, "n_key_value_heads", None)
+    if n_kv is None or getattr(cfg, "ungroup_grouped_query_attention", False):
+        return cfg.n_heads
+    return n_kv
+
+
+def _rotate(g: Graph, cfg: Any, layer: int, x: str, n: int) -> str:
+    """``blocks.{l}.attn.hook_rot_q`` (or ``_k``) from the unrotated ``x`` of ``n`` heads."""
     p = f"blocks.{layer}.attn."
     name = x.replace("hook_", "hook_rot_")
-    fn = partial(rotary, dim=cfg.rotary_dim, adjacent=bool(cfg.rotary_adjacent_pairs),
-                 n_heads=cfg.n_heads)  # fmt: skip
+    fn = partial(op.rotary, dim=cfg.rotary_dim, adjacent=bool(cfg.rotary_adjacent_pairs),
+                 n_heads=n)  # fmt: skip
     rows = RowRule(at=lambda start: partial(fn, start=start))
     g.rule(name, fn, [x, p + "rotary_cos", p + "rotary_sin"], layer=layer, rows=rows,
-           heads=HeadAxis(cfg.n_heads, cfg.d_head))  # fmt: skip
+           heads=HeadAxis(n, cfg.d_head))  # fmt: skip
     return name
 
 
-def _attention(g: Graph, cfg: Any, layer: int, ln1: str) -> str:
+def _qkv_inputs(g: Graph, model: Any, layer: int, resid: str) -> tuple[str, str, str]:
+    """The normalised inputs of q, k and v (``use_split_qkv_input``: one copy per head,
+    sites ``blocks.{l}.hook_{q,k,v}_input``; shortformer: positions added to q and k)."""
+    cfg, p, meta = model.cfg, f"blocks.{layer}.", {"layer": layer}
+    if not cfg.use_split_qkv_input:
+        ln1 = _norm(g, cfg.normalization_type, cfg.eps, p + "ln1", resid, meta)
+        ins = [ln1, ln1, ln1]
+    else:
+        ins = []
+        for w, n in zip("qkv", (cfg.n_heads, _kv_heads(cfg), _kv_heads(cfg))):
+            name = f"{p}hook_{w}_input"
+            g.rule(name, partial(op.repeat_heads, n=n), [resid],
+                   heads=HeadAxis(n, cfg.d_model), **meta)  # fmt: skip
+            ln = p + ("ln1" if w == "v" else f"ln1.{w}")  # TL's ln1 hooks: its last (v) call
+            ins.append(_norm(g, cfg.normalization_type, cfg.eps, ln, name, meta, n, cfg.d_model,
+                             p + "ln1"))  # fmt: skip
+    if cfg.positional_embedding_type == "shortformer":
+        for k, w in enumerate("qk"):
+            name = f"{p}attn.{w}_input_pos"
+            n = (cfg.n_heads, _kv_heads(cfg))[k] if cfg.use_split_qkv_input else 1
+            add = partial(op.per_head, torch.add, n) if n > 1 else torch.add
+            g.rule(name, add, [ins[k], "hook_pos_embed"], **meta)
+            ins[k] = name
+    return ins[0], ins[1], ins[2]
+
+
+def _attention(g: Graph, model: Any, layer: int, resid: str) -> str:
     """q, k, v, pattern and z of all heads as batched nodes; z per head as slices."""
-    p, meta, n = f"blocks.{layer}.", {"layer": layer}, cfg.n_heads
-    qkv, cols = [], HeadAxis(n, cfg.d_head)  # head h of q, k, v: columns h*d_head:...
-    for w in ("Q", "K", "V"):
-        ins = [ln1, _flat(g, p, f"W_{w}"), _flat(g, p, f"b_{w}")]
-        qkv.append(g.rule(f"{p}attn.hook_{w.lower()}", affine, ins, heads=cols, **meta))
-    q, k, v = (g.names[i] for i in qkv)
+    cfg, p, meta, n = model.cfg, f"blocks.{layer}.", {"layer": layer}, model.cfg.n_heads
+    kv, attn = _kv_heads(cfg), model.blocks[layer].attn
+    lin = op.split_affine if cfg.use_split_qkv_input else op.affine
+    qkv = []
+    for w, x in zip("QKV", _qkv_inputs(g, model, layer, resid)):
+        heads = n if w == "Q" else kv
+        rep = heads // (cfg.n_key_value_heads or heads) if w != "Q" else 1  # ungrouped GQA
+        if cfg.use_split_qkv_input:  # [head, d_model, d_head] weights, one per input copy
+            key = f"{p}attn.W_{w}" if f"{p}attn.W_{w}" in g else f"{p}attn._W_{w}"
+            bkey = key.replace("W_", "b_")
+            ins = [x, key, bkey]
+            if rep > 1:
+                ins = [x, *_expanded(g, key, bkey, rep)]
+        else:
+            ins = [x, _flat(g, p, f"W_{w}", rep), _flat(g, p, f"b_{w}", rep)]
+        g.rule(f"{p}attn.hook_{w.lower()}", lin, ins, heads=HeadAxis(heads, cfg.d_head), **meta)
+        qkv.append(f"{p}attn.hook_{w.lower()}")
+    q, k, v = qkv
     if cfg.positional_embedding_type == "rotary":
-        q, k = _rotate(g, cfg, layer, q), _rotate(g, cfg, layer, k)
-    scale = cfg.attn_scale if cfg.use_attn_scale else 1.0
-    fn = partial(pattern, scale=scale, n_heads=n)
+        q, k = _rotate(g, cfg, layer, q, n), _rotate(g, cfg, layer, k, kv)
+    window = cfg.window_size if getattr(attn, "attn_type", "global") == "local" else 0
+    fn = partial(op.pattern, scale=float(attn.attn_scale), n_heads=n, kv_heads=kv,
+                 window=window or 0)  # fmt: skip
     rows = RowRule(full=(1,), at=lambda start: partial(fn, start=start))
     g.rule(p + "attn.hook_pattern", fn, [q, k], rows=rows, heads=HeadAxis(n), **meta)
     z = p + "attn.hook_z"
-    mixed = partial(mix, n_heads=n)
-    g.rule(z, mixed, [p + "attn.hook_pattern", v], rows=RowRule(full=(1,)), **meta)
+    mixed = partial(op.mix, n_heads=n, kv_heads=kv)
+    g.rule(z, mixed, [p + "attn.hook_pattern", v], rows=RowRule(full=(1,)),
+           heads=HeadAxis(n, cfg.d_head), **meta)  # fmt: skip
     heads = []
     for h in range(n):
         name = site_name("attn.hook_z", layer, h)
         lo = h * cfg.d_head
-        g.rule(name, partial(head_slice, lo=lo, hi=lo + cfg.d_head), [z], kind="site", head=h,
+        g.rule(name, partial(op.head_slice, lo=lo, hi=lo + cfg.d_head), [z], kind="site", head=h,
                **meta)  # fmt: skip
         heads.append(name)
-    ins = [_flat(g, p, "W_O"), p + "attn.b_O", *heads]
-    g.rule(p + "hook_attn_out", out_proj, ins, **meta)
+    if cfg.use_attn_result:  # hook_result [..., pos, head * d_model], then the heads' sum
+        res = p + "attn.hook_result"
+        g.rule(res, op.head_results, [p + "attn.W_O", *heads], heads=HeadAxis(n, cfg.d_model),
+               **meta)  # fmt: skip
+        g.rule(p + "hook_attn_out", partial(op.sum_heads, n_heads=n), [res, p + "attn.b_O"],
+               **meta)  # fmt: skip
+    else:
+        ins = [_flat(g, p, "W_O"), p + "attn.b_O", *heads]
+        g.rule(p + "hook_attn_out", op.out_proj, ins, **meta)
     return p + "hook_attn_out"
 
 
-def _add_layer(g: Graph, cfg: Any, layer: int, resid: str) -> str:
-    p, meta = f"blocks.{layer}.", {"layer": layer}
-    ln1 = _norm(g, cfg, f"{p}ln1", resid, meta)
-    attn_out = _attention(g, cfg, layer, ln1)
-    g.rule(p + "hook_resid_mid", torch.add, [resid, attn_out], **meta)
-    ln2 = _norm(g, cfg, f"{p}ln2", p + "hook_resid_mid", meta)
-    g.rule(p + "mlp.hook_pre", affine, [ln2, p + "mlp.W_in", p + "mlp.b_in"], **meta)
-    g.rule(p + "mlp.hook_post", _ACTS[cfg.act_fn], [p + "mlp.hook_pre"], **meta)
-    g.rule(p + "hook_mlp_out", affine, [p + "mlp.hook_post", p + "mlp.W_out", p + "mlp.b_out"],
-           kind="site", **meta)  # fmt: skip
-    g.rule(p + "hook_resid_post", torch.add, [p + "hook_resid_mid", p + "hook_mlp_out"], **meta)
-    return p + "hook_resid_post"
+def _expanded(g: Graph, key: str, bkey: str, rep: int) -> list[str]:
+    """Leaves of grouped K/V weights repeated for every query head (ungrouped GQA)."""
+    for k in (key, bkey):
+        g.leaf(k + ".all", g.value(k).repeat_interleave(rep, dim=0), kind="param")
+    return [key + ".all", bkey + ".all"]
 
 
-BATCHED = ("attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_z", "attn.hook_rot_q",
-           "attn.hook_rot_k")  # fmt: skip
+def _mlp(g: Graph, cfg: Any, layer: int, x: str) -> str:
+    """hook_mlp_out of the (gated, SoLU) MLP on the normalised input ``x``."""
+    p, meta = f"blocks.{layer}.mlp.", {"layer": layer}
+    if cfg.gated_mlp:
+        g.rule(p + "hook_pre", op.linear, [x, p + "W_gate"], **meta)
+        g.rule(p + "hook_pre_linear", op.linear, [x, p + "W_in"], **meta)
+        g.rule(p + "hook_post", partial(op.gated, act=cfg.act_fn),
+               [p + "hook_pre", p + "hook_pre_linear", p + "b_in"], **meta)  # fmt: skip
+    else:
+        g.rule(p + "hook_pre", op.affine, [x, p + "W_in", p + "b_in"], **meta)
+        if cfg.act_fn == "solu_ln":  # SoLU, then the MLP's own LN (LNPre unless LN)
+            g.rule(p + "hook_mid", op.solu, [p + "hook_pre"], **meta)
+            kind = "LN" if cfg.normalization_type == "LN" else "LNPre"
+            g.alias(p + "hook_post", _norm(g, kind, cfg.eps, p + "ln", p + "hook_mid", meta))
+        else:
+            g.rule(p + "hook_post", op.ACTS[cfg.act_fn], [p + "hook_pre"], **meta)
+    out = f"blocks.{layer}.hook_mlp_out"
+    g.rule(out, op.affine, [p + "hook_post", p + "W_out", p + "b_out"], kind="site", **meta)
+    return out
 
 
-def tl_cache(g: Graph, n_layers: int, n_heads: int) -> dict[str, torch.Tensor]:
-    """Every hook's value in TransformerLens' shape, keyed by hook name (run_with_cache)."""
+def _add_layer(g: Graph, model: Any, layer: int, resid: str) -> str:
+    cfg, p, meta = model.cfg, f"blocks.{layer}.", {"layer": layer}
+    attn_out = _attention(g, model, layer, resid)
+    post = p + "hook_resid_post"
+    if cfg.attn_only:
+        g.rule(post, torch.add, [resid, attn_out], **meta)
+    elif cfg.parallel_attn_mlp:  # attention and MLP both read resid_pre (GPT-J, NeoX)
+        mlp = _mlp(g, cfg, layer, _norm(g, cfg.normalization_type, cfg.eps, p + "ln2", resid,
+                                        meta))  # fmt: skip
+        g.rule(post, op.add3, [resid, attn_out, mlp], **meta)
+    else:
+        g.rule(p + "hook_resid_mid", torch.add, [resid, attn_out], **meta)
+        ln2 = _norm(g, cfg.normalization_type, cfg.eps, p + "ln2", p + "hook_resid_mid", meta)
+        mlp = _mlp(g, cfg, layer, ln2)
+        g.rule(post, torch.add, [p + "hook_resid_mid", mlp], **meta)
+    return post
+
+
+def tl_cache(g: Graph, n_layers: int = 0, n_heads: int = 0) -> dict[str, torch.Tensor]:
+    """Every hook's value in TransformerLens' shape, keyed by hook name (run_with_cache).
+
+    Nodes batched over heads ([batch, pos, head * width]) come back as [batch, pos, head,
+    width]; ``n_layers`` and ``n_heads`` are read from the graph (kept for old callers).
+    """
     g.demand("logits")
     out: dict[str, torch.Tensor] = {}
     for name in list(g._ids):  # node names and aliases (hook_resid_pre)
         if "hook" in name or name == "logits":
             out[name] = g.get(name)
-    for layer in range(n_layers):
-        for hook in BATCHED:  # [batch, pos, head * d_head] -> [batch, pos, head, d_head]
-            name = site_name(hook, layer)
-            if name in out:
-                out[name] = out[name].reshape(*out[name].shape[:-1], n_heads, -1)
+            axis = g.meta[g.id(name)].get("heads")
+            if axis is not None and axis.width:
+                out[name] = out[name].reshape(*out[name].shape[:-1], axis.n, axis.width)
     return out
 
 
