@@ -41,7 +41,7 @@ class Hostile:
         self.plan: list[tuple[Any, ...]] = [("ok", "```scheme\n(* a x)\n```", 0.0)]
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.lock = threading.Lock()
-        self.active, self.since = 0, 0.0
+        self.active, self.since, self.peak = 0, 0.0, 0  # peak: most requests at once
         self.spans: list[tuple[float, float]] = []  # closed busy intervals (time.monotonic())
         self.served = 0
         stub = self
@@ -79,6 +79,7 @@ class Hostile:
     def _enter(self) -> None:
         with self.lock:
             self.active += 1
+            self.peak = max(self.peak, self.active)
             if self.active == 1:
                 self.since = time.monotonic()
 
