@@ -336,8 +336,10 @@ def summary(rows: list[dict[str, Any]], methods: list[str]) -> list[str]:
     for peer in ("operon", "gplearn"):
         if peer in methods:
             names, missing = peer_grammar(peer)
-            out.append(f"{peer} grammar: {', '.join(names)}"
-                       + (f" (cannot express {', '.join(missing)})" if missing else ""))
+            out.append(
+                f"{peer} grammar: {', '.join(names)}"
+                + (f" (cannot express {', '.join(missing)})" if missing else "")
+            )
     for method in methods:
         mine = [r for r in rows if r["method"] == method and "error" not in r]
         if not mine:
@@ -378,8 +380,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=None, help="one seed (same as --seeds N)")
     ap.add_argument("--binary", default=",".join(DEFAULT_BINARY))
     ap.add_argument("--unary", default=",".join(DEFAULT_UNARY))
-    ap.add_argument("--success-r2", type=float, default=FIRST_R2,
-                    help="test R² counted as a success, and for time-to-first, on every system")
+    ap.add_argument(
+        "--success-r2",
+        type=float,
+        default=FIRST_R2,
+        help="test R² counted as a success, and for time-to-first, on every system",
+    )
     ap.add_argument("--no-ladder", action="store_true", help="no Operon time-to-first ladder")
     ap.add_argument("--out", default="bench-out")
     ap.add_argument("--quick", action="store_true",
@@ -428,7 +434,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "discovery.json").write_text(json.dumps(result["rows"], indent=1))
     (out / "discovery_summary.json").write_text(
-        json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=1))
+        json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=1)
+    )
 
 
 if __name__ == "__main__":
