@@ -46,7 +46,7 @@ def test_quick_measures_every_wired_row(tmp_path: Path) -> None:
         installed = importlib.util.find_spec(module) is not None
         assert (f"{peer}: not run ({module} not installed)" in disc["figure"]) != installed
         assert (peer in disc["data"]["spread"]) == installed
-    assert disc["data"]["spread"]["ndvm"]["seeds"] == [0]
+    assert disc["data"]["spread"]["ndvm"]["recovered"]["seeds"] == [0]
     # the README table: a header, the four measured rows, then the rows kept as they were
     lines = proc.stdout.splitlines()
     start = lines.index("| what | figure | measured |")
