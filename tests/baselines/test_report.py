@@ -88,3 +88,38 @@ def test_unknown_row_is_a_one_line_error(tmp_path: Path) -> None:
     report = _report()
     with pytest.raises(SystemExit, match="no such row"):
         report.main(["--quick", "--rows", "nope", "--json", str(tmp_path / "j.json")])
+
+
+def _discovery():  # type: ignore[no-untyped-def]
+    sys.path.insert(0, str(ROOT / "benchmarks"))  # its discovery_laws
+    spec = importlib.util.spec_from_file_location("bench_discovery", ROOT / "benchmarks" /
+                                                  "bench_discovery.py")  # fmt: skip
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["bench_discovery"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_peers_get_ndvm_operators_and_name_what_they_lack() -> None:
+    disc = _discovery()
+    disc.set_grammar(("+", "-", "*", "/", "^"), ("exp", "log", "sqrt", "sin", "cos", "tanh"))
+    operon, lacks = disc.peer_grammar("operon")
+    assert operon == ["add", "sub", "mul", "div", "pow", "exp", "log", "sqrt", "sin", "cos",
+                      "tanh"] and lacks == []  # fmt: skip
+    gplearn, lacks = disc.peer_grammar("gplearn")
+    assert gplearn == ["add", "sub", "mul", "div", "exp", "log", "sqrt", "sin", "cos"]
+    assert lacks == ["^", "tanh"]
+    disc.set_grammar(("+",), ("no-such-op",))
+    assert disc.peer_grammar("operon") == (["add"], ["no-such-op"])
+
+
+def test_spread_counts_per_seed() -> None:
+    disc = _discovery()
+    rows = [{"method": m, "seed": s, "law": law, "recovered": ok}
+            for m, s, law, ok in [("a", 0, "x", True), ("a", 0, "y", True), ("a", 1, "x", False),
+                                  ("a", 1, "y", True), ("a", 2, "x", False),
+                                  ("a", 2, "y", False), ("b", 0, "x", True)]]  # fmt: skip
+    got = disc.spread(rows, "a", "recovered")
+    assert got == {"seeds": [0, 1, 2], "counts": [2, 1, 0], "of": 2, "median": 1.0,
+                   "min": 0, "max": 2}  # fmt: skip
