@@ -58,6 +58,8 @@ TWENTY = (
     "I.12.11,I.37.4,I.44.4,I.24.6,I.11.19,logistic,arrhenius,line-big,mm-big,decay-big"
 )
 
+TWENTY_TEXT = " (the last 20 of discovery_laws.py: 4 Feynman, 11 harder Feynman, 5 natural-scale)"
+
 
 def discovery_args(quick: bool) -> list[str]:
     if quick:
@@ -79,14 +81,16 @@ def run_discovery(quick: bool, work: Path, reuse: bool) -> dict[str, Any]:
         rec, ok = spread[m]["recovered"], spread[m]["success"]
         parts.append(
             f"{m} {rec['median']:g} / {rec['of']} (range {rec['min']}–{rec['max']}), "
-            f"R² ≥ {opts['success_r2']} {ok['median']:g} / {ok['of']}"
+            f"R² ≥ {opts['success_r2']} {ok['median']:g} / {ok['of']} ({ok['min']}–{ok['max']})"
         )
     parts += [f"{m}: not run ({PEERS[m]} not installed)" for m in absent]
     missing = [f"{p} cannot express {', '.join(grammar[p]['cannot_express'])}"
                for p in PEERS if grammar[p]["cannot_express"]]  # fmt: skip
     laws = len(opts["laws"].split(","))
     what = (
-        f"exact law recovery (the default model), {laws} laws, noise {opts['noise']}, "
+        f"exact law recovery (the default model), {laws} laws"
+        f"{TWENTY_TEXT if opts['laws'] == TWENTY else ''}"
+        f", noise {opts['noise']}, "
         f"{opts['seconds']:g} s each, one thread, the same operators for every system "
         f"({', '.join(grammar['binary'] + grammar['unary'])}), seeds {opts['seeds']}, "
         f"median over seeds (`bench_discovery.py`)"
