@@ -255,10 +255,16 @@ def render(results: list[dict[str, Any]], static: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def fail(message: str) -> None:
+    """A usage error: one line on stderr, exit status 2."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def update_readme(table: str, readme: Path) -> None:
     text = readme.read_text()
     if BEGIN not in text or END not in text:
-        raise SystemExit(f"error: {readme} has no {BEGIN} ... {END} block")
+        fail(f"{readme} has no {BEGIN} ... {END} block")
     head, rest = text.split(BEGIN, 1)
     readme.write_text(f"{head}{BEGIN}\n{table}\n{END}{rest.split(END, 1)[1]}")
 
@@ -282,7 +288,7 @@ def main(argv: list[str] | None = None) -> None:
     wanted = set(args.rows.split(",")) if args.rows else {r.id for r in ROWS if r.run}
     unknown = wanted - {r.id for r in ROWS if r.run}
     if unknown:
-        raise SystemExit(f"error: no such row(s): {', '.join(sorted(unknown))}")
+        fail(f"no such row(s): {', '.join(sorted(unknown))}")
     results = {r["id"]: r for r in old["rows"]}
     if not args.render_only:
         for row in ROWS:
