@@ -70,7 +70,6 @@ def discovery_args(quick: bool) -> list[str]:
 
 def run_discovery(quick: bool, work: Path, reuse: bool) -> dict[str, Any]:
     methods = ["ndvm"] + [m for m, mod in PEERS.items() if importlib.util.find_spec(mod)]
-    absent = [m for m in PEERS if m not in methods]
     if not reuse:
         bench("bench_discovery.py", [*discovery_args(quick), "--methods", ",".join(methods),
                                      "--out", str(work)], HERE)  # fmt: skip
@@ -83,7 +82,7 @@ def run_discovery(quick: bool, work: Path, reuse: bool) -> dict[str, Any]:
             f"{m} {rec['median']:g} / {rec['of']} (range {rec['min']}–{rec['max']}), "
             f"R² ≥ {opts['success_r2']} {ok['median']:g} / {ok['of']} ({ok['min']}–{ok['max']})"
         )
-    parts += [f"{m}: not run ({PEERS[m]} not installed)" for m in absent]
+    parts += [f"{m}: not run ({PEERS[m]} not installed)" for m in PEERS if m not in spread]
     missing = [f"{p} cannot express {', '.join(grammar[p]['cannot_express'])}"
                for p in PEERS if grammar[p]["cannot_express"]]  # fmt: skip
     laws = len(opts["laws"].split(","))
