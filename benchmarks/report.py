@@ -116,7 +116,7 @@ def _rounds(script: str, args: list[str], rounds: int, work: Path, reuse: bool) 
 
 
 def run_fit(quick: bool, work: Path, reuse: bool, rounds: int) -> dict[str, Any]:
-    runs = _rounds("bench_fit.py", ["--repeat", "1" if quick else "5"], rounds, work, reuse)
+    runs = _rounds("bench_fit.py", ["--repeat", "1" if quick else "20"], rounds, work, reuse)
     ratio = {k: [sum(r["ndvm_s"] for r in run[k]) / sum(r["scipy_s"] for r in run[k])
                  for run in runs] for k in ("starts1", "defaults", "starts64")}  # fmt: skip
     good = [sum(r["ndvm_loss"] <= r["scipy_loss"] * (1 + 1e-9) or r["scipy_loss"] != r["scipy_loss"]
@@ -131,7 +131,7 @@ def run_fit(quick: bool, work: Path, reuse: bool, rounds: int) -> dict[str, Any]
 
 
 def run_nist(quick: bool, work: Path, reuse: bool, rounds: int) -> dict[str, Any]:
-    runs = _rounds("bench_nist.py", ["--repeat", "1" if quick else "3"], rounds, work, reuse)
+    runs = _rounds("bench_nist.py", ["--repeat", "1" if quick else "5"], rounds, work, reuse)
     ratio = {k: [sum(r[k]["ms"] for r in run) / sum(r["scipy"]["ms"] for r in run)
                  for run in runs] for k in ("ndvm", "ndvm1")}  # fmt: skip
     # reached certified RSS: the benchmark's own rule, recomputed from its rows by its module
