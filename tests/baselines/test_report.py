@@ -1,0 +1,128 @@
+"""benchmarks/report.py: the --quick smoke run, the README rendering, rows that cannot run."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "report.py"
+
+
+def _report():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("bench_report", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["bench_report"] = mod  # dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.sympy
+@pytest.mark.data
+def test_quick_measures_every_wired_row(tmp_path: Path) -> None:
+    out = tmp_path / "quick.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--json", str(out), "--work", str(tmp_path)],
+        capture_output=True, text=True, timeout=180, env=dict(os.environ),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = {r["id"]: r for r in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {"discovery", "fit", "nist", "scale"}
+    for r in rows.values():
+        assert not r["figure"].startswith("not measured"), r["figure"]
+        assert r["measured"]["cpu_count"] >= 1 and len(r["measured"]["load_average"]) == 3
+    disc = rows["discovery"]
+    # the same operator set for every system; peers are optional, their absence stated
+    assert disc["data"]["grammar"]["binary"] == ["+", "-", "*", "/"]
+    for peer, module in (("operon", "pyoperon"), ("gplearn", "gplearn")):
+        installed = importlib.util.find_spec(module) is not None
+        assert (f"{peer}: not run ({module} not installed)" in disc["figure"]) != installed
+        assert (peer in disc["data"]["spread"]) == installed
+    assert disc["data"]["spread"]["ndvm"]["recovered"]["seeds"] == [0]
+    # the README table: a header, the four measured rows, then the rows kept as they were
+    lines = proc.stdout.splitlines()
+    start = lines.index("| what | figure | measured |")
+    body = [ln for ln in lines[start + 2 :] if ln.startswith("| ")]
+    assert sum("earlier single run, not regenerated" in ln for ln in body) == len(body) - 4
+
+
+def test_render_only_rewrites_the_block_and_nothing_else(tmp_path: Path) -> None:
+    report = _report()
+    results = tmp_path / "r.json"
+    row = {"id": "discovery", "what": "W", "kind": report.PY, "figure": "F",
+           "measured": {"timestamp": "2026-01-02T03:04:05", "cpu_count": 2, "cpu_model": "C",
+                        "load_average": [1.0, 2.0, 3.0], "git_commit": "0123456789ab"}}  # fmt: skip
+    results.write_text(json.dumps({"rows": [row]}))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{report.BEGIN}\nold table\n{report.END}\nafter\n")
+    report.main(["--render-only", "--json", str(results), "--readme", str(readme)])
+    text = readme.read_text()
+    assert text.startswith(f"intro\n{report.BEGIN}\n| what | figure | measured |")
+    assert text.endswith(f"{report.END}\nafter\n") and "old table" not in text
+    assert "| W | F | end to end, Python; 2026-01-02, 2 × C, load 1.0, 2.0, 3.0, commit " \
+           "01234567 |" in text  # fmt: skip
+    readme.write_text("no markers\n")
+    with pytest.raises(SystemExit) as exc:
+        report.main(["--render-only", "--json", str(results), "--readme", str(readme)])
+    assert exc.value.code == 2
+
+
+def test_a_row_whose_module_is_absent_says_so(tmp_path: Path) -> None:
+    report = _report()
+    row = report.Row("x", "what", report.PY, run=lambda *a: {"figure": "ran"},
+                     needs=("sympy", "no_such_module_ndvm_test"))  # fmt: skip
+    args = argparse.Namespace(quick=True, work=str(tmp_path), reuse=False, rounds=1)
+    out = report.measure(row, args)
+    assert out["figure"].startswith("not measured: needs no_such_module_ndvm_test")
+    assert out["figure"].count("sympy") == 0
+
+
+def test_unknown_row_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    report = _report()
+    with pytest.raises(SystemExit) as exc:
+        report.main(["--quick", "--rows", "nope", "--json", str(tmp_path / "j.json")])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == "error: no such row(s): nope\n"
+
+
+def _discovery():  # type: ignore[no-untyped-def]
+    sys.path.insert(0, str(ROOT / "benchmarks"))  # its discovery_laws
+    spec = importlib.util.spec_from_file_location("bench_discovery", ROOT / "benchmarks" /
+                                                  "bench_discovery.py")  # fmt: skip
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["bench_discovery"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_peers_get_ndvm_operators_and_name_what_they_lack() -> None:
+    disc = _discovery()
+    disc.set_grammar(("+", "-", "*", "/", "^"), ("exp", "log", "sqrt", "sin", "cos", "tanh"))
+    operon, lacks = disc.peer_grammar("operon")
+    assert operon == ["add", "sub", "mul", "div", "pow", "exp", "log", "sqrt", "sin", "cos",
+                      "tanh"] and lacks == []  # fmt: skip
+    gplearn, lacks = disc.peer_grammar("gplearn")
+    assert gplearn == ["add", "sub", "mul", "div", "exp", "log", "sqrt", "sin", "cos"]
+    assert lacks == ["^", "tanh"]
+    disc.set_grammar(("+",), ("no-such-op",))
+    assert disc.peer_grammar("operon") == (["add"], ["no-such-op"])
+
+
+def test_spread_counts_per_seed() -> None:
+    disc = _discovery()
+    rows = [{"method": m, "seed": s, "law": law, "recovered": ok}
+            for m, s, law, ok in [("a", 0, "x", True), ("a", 0, "y", True), ("a", 1, "x", False),
+                                  ("a", 1, "y", True), ("a", 2, "x", False),
+                                  ("a", 2, "y", False), ("b", 0, "x", True)]]  # fmt: skip
+    got = disc.spread(rows, "a", "recovered")
+    assert got == {"seeds": [0, 1, 2], "counts": [2, 1, 0], "of": 2, "median": 1.0,
+                   "min": 0, "max": 2}  # fmt: skip
