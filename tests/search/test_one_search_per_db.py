@@ -15,7 +15,6 @@ import pytest
 from ndvm.cli import main
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX advisory locks (fcntl)")
-SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def _search(db: Path, *extra: str) -> list[str]:
@@ -43,7 +42,9 @@ def test_a_second_search_on_a_database_in_use_is_refused(
 ) -> None:
     db = tmp_path / "s.db"
     assert main(_search(db, "--budget", "1", "--max-candidates", "8")) == 0
-    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    # the child imports the ndvm this process runs (installed, or PYTHONPATH's: the native core
+    # is beside the installed package, not in the source tree)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     argv = [sys.executable, "-m", "ndvm", *_search(db, "--resume", "--budget", "60")]
     first = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
