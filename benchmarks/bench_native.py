@@ -16,6 +16,11 @@ Run: ``python benchmarks/bench_native.py [--quick]``. Prints, measured in this o
 * native / reference at B = 1 and 256, and the time from a never-seen program to its first
   gradient.
 
+``--reference``: only native / reference; ``--lanes 1,256`` and ``--columns "f64 core"``: the
+Kalman table at those B and timing only those columns (hand C is always measured; the others
+read nan); ``--json PATH``: also write what was measured, seconds per lane (used by
+``benchmarks/report.py``).
+
 Every time is the best of several repetitions (the machine is shared; best-of is the least
 noisy estimate of the cost itself). Wall time on a shared machine is noisy: for stable figures
 count instructions instead: ``valgrind --tool=callgrind python benchmarks/bench_native.py
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import shutil
 import subprocess
 import tempfile
@@ -177,38 +183,60 @@ COLUMNS = ("f64 api", "f64 core", "walk core", "vm core", "f32 api", "f32 core",
            "hand C")  # fmt: skip
 
 
+def _timers(
+    progs: tuple[ndvm.Program, ndvm.Program], jaxes: tuple[Any, Any], theta: np.ndarray,
+    inputs: dict[str, Any],
+) -> dict[str, Callable[[], Callable[[], Any]]]:  # fmt: skip
+    """Per timed column of COLUMNS: a function building its no-argument call (jax: compiled
+    for this B first), built only when the column is timed."""
+    f64, f32 = progs
+
+    def jax_call(fn: Callable[[np.ndarray], Any]) -> Callable[[], Callable[[], Any]]:
+        def build() -> Callable[[], Any]:
+            fn(theta)  # compile for this B
+            return partial(fn, theta)
+
+        return build
+
+    t32 = theta.astype(np.float32)
+    return {
+        "f64 api": lambda: partial(f64.value_and_grad, theta, **inputs),
+        "f64 core": lambda: core_runner(f64, theta, inputs),
+        "walk core": lambda: core_runner(f64, theta, inputs, replay=False),
+        "vm core": lambda: core_runner(f64, theta, inputs, client="vm", replay=False),
+        "f32 api": lambda: partial(f32.value_and_grad, t32, **inputs),
+        "f32 core": lambda: core_runner(f32, theta, inputs, "float32"),
+        **{c: jax_call(fn) for c, fn in zip(("jax", "jax 2x2"), jaxes) if fn is not None},
+    }
+
+
 def kalman_rows(
-    reps_at_least: int, rng: np.random.Generator
-) -> tuple[dict[int, dict[str, float]], str]:
-    """Seconds per lane of every COLUMNS entry at each B, and a line describing the run."""
+    reps_at_least: int, rng: np.random.Generator, lanes: tuple[int, ...] = LANES,
+    columns: tuple[str, ...] = COLUMNS,
+) -> tuple[dict[int, dict[str, float]], str]:  # fmt: skip
+    """Seconds per lane of the ``columns`` of COLUMNS at each B of ``lanes`` (the others NaN;
+    hand C is always measured), and a line describing the run."""
     Y = rng.normal(size=(80, 2)).cumsum(axis=0)
     inputs = {"Y": ndvm.const(Y)}
     f64 = ndvm.compile(KALMAN, inputs=("Y",), backend="native")
     f32 = ndvm.compile(KALMAN, inputs=("Y",), backend="native", dtype="float32")
     ceil, check = ceiling(Y, rng.normal(scale=0.3, size=(256, 2)))
-    jx = jax_kalman(Y, closed_form=False)
-    jc = jax_kalman(Y, closed_form=True)
+    want_jax = bool({"jax", "jax 2x2"} & set(columns))
+    jx = jax_kalman(Y, closed_form=False) if want_jax else None
+    jc = jax_kalman(Y, closed_form=True) if want_jax else None
+    jax_state = "yes" if jx else "not installed" if want_jax else "not timed"
     about = (f"kalman80 forward+gradient, us per lane; hand C: {ceil and ceil * 1e6:.2f} us/lane "
-             f"(lane 0 of the C: {check}); jax: {'yes' if jx else 'not installed'}")  # fmt: skip
+             f"(lane 0 of the C: {check}); jax: {jax_state}")  # fmt: skip
     rows: dict[int, dict[str, float]] = {}
-    for B in LANES:
+    for B in lanes:
         theta = rng.normal(scale=0.3, size=(B, 2))
         t = rows[B] = dict.fromkeys(COLUMNS, float("nan"))
         # best of at least 1000 lanes' worth: a B = 1 evaluation (about 12 us) timed 30 times
         # moved its core/C between 4 and 8.6 from one run to the next on a shared machine
         reps = max(reps_at_least, 1000 // B)
-        t["f64 api"] = best_of(partial(f64.value_and_grad, theta, **inputs), reps) / B
-        t["f64 core"] = best_of(core_runner(f64, theta, inputs), reps) / B
-        walk = core_runner(f64, theta, inputs, replay=False)
-        t["walk core"] = best_of(walk, reps) / B
-        t["vm core"] = best_of(core_runner(f64, theta, inputs, client="vm", replay=False), reps) / B
-        t["f32 api"] = best_of(partial(f32.value_and_grad, theta.astype(np.float32), **inputs),
-                               reps) / B  # fmt: skip
-        t["f32 core"] = best_of(core_runner(f32, theta, inputs, "float32"), reps) / B
-        if jx is not None and jc is not None:
-            jx(theta), jc(theta)  # compile for this B
-            t["jax"] = best_of(partial(jx, theta), reps) / B
-            t["jax 2x2"] = best_of(partial(jc, theta), reps) / B
+        for col, build in _timers((f64, f32), (jx, jc), theta, inputs).items():
+            if col in columns:
+                t[col] = best_of(build(), reps) / B
         t["hand C"] = ceil or float("nan")
     return rows, about
 
@@ -230,9 +258,13 @@ TARGETS = ("core: the core as the API runs it (float64; the walker, replaying it
            "f64/f32 >= 1.6; no regression at B=1, 8")  # fmt: skip
 
 
-def kalman_table(reps: int, rng: np.random.Generator, markdown: bool = False) -> None:
-    """The Kalman-80 table: microseconds per lane and the ratios, as text or as Markdown."""
-    rows, about = kalman_rows(reps, rng)
+def kalman_table(
+    reps: int, rng: np.random.Generator, markdown: bool = False, lanes: tuple[int, ...] = LANES,
+    columns: tuple[str, ...] = COLUMNS,
+) -> dict[str, Any]:  # fmt: skip
+    """The Kalman-80 table: microseconds per lane and the ratios, as text or as Markdown;
+    returns the seconds per lane by B and column (NaN: not timed)."""
+    rows, about = kalman_rows(reps, rng, lanes, columns)
     names = [*COLUMNS, *(r[0] for r in RATIOS)]
     print(about)
     if markdown:
@@ -248,26 +280,32 @@ def kalman_table(reps: int, rng: np.random.Generator, markdown: bool = False) ->
         else:
             print(f"{B:5d} " + " ".join(f"{c:>9}" for c in cells))
     print(TARGETS)
+    return {"about": about, "seconds_per_lane": {str(B): t for B, t in rows.items()}}
 
 
-def sr_and_reference(reps: int, rng: np.random.Generator) -> None:
+def sr_and_reference(reps: int, rng: np.random.Generator) -> dict[str, Any]:
+    """Native vs reference backend, forward+gradient through the public API, at B = 1 and
+    256; returns the seconds per lane of each, by program and B."""
+    out: dict[str, Any] = {}
     x = np.linspace(0.0, 4.0, 44)
     Y = rng.normal(size=(80, 2)).cumsum(axis=0)
     loads = {"sr44": (SR, {"x": x}, 4), "kalman80": (KALMAN, {"Y": ndvm.const(Y)}, 2)}
     for name, (src, inputs, P) in loads.items():
-        nat = ndvm.compile(src, inputs=tuple(inputs), backend="native")
-        ref = ndvm.compile(src, inputs=tuple(inputs), backend="reference")
+        nat = ndvm.compile(src, inputs=tuple(inputs), backend="native", free_params=True)
+        ref = ndvm.compile(src, inputs=tuple(inputs), backend="reference", free_params=True)
         per: dict[int, float] = {}
         for B in (1, 256):
             theta = rng.normal(scale=0.3, size=(B, P))
             per[B] = best_of(partial(nat.value_and_grad, theta, **inputs), reps) / B
             refr = best_of(partial(ref.value_and_grad, theta, **inputs), 3, budget=5.0) / B
+            out.setdefault(name, {})[str(B)] = {"native": per[B], "reference": refr}
             print(f"{name}: B={B:4d} native {per[B] * 1e6:8.2f} us/lane, reference / native "
                   f"{refr / per[B]:6.1f}x")  # fmt: skip
         print(f"{name}: amortization B=1 -> 256: {per[1] / per[256]:.1f}x")
+    return out
 
 
-def first_gradient(quick: bool) -> None:
+def first_gradient(quick: bool) -> dict[str, float]:
     """Source text of a new 10-node program -> first gradient, split into its stages."""
     x = np.linspace(0.0, 4.0, 44)
     totals: dict[str, list[float]] = {"compile": [], "first_run": [], "total": []}
@@ -287,6 +325,7 @@ def first_gradient(quick: bool) -> None:
         f"expand, resolve, lower {fg['compile'] * 1e6:.0f} us + first value_and_grad "
         f"{fg['first_run'] * 1e6:.0f} us)"
     )
+    return fg
 
 
 def profile(B: int, reps: int, dtype: str, client: str, replay: bool) -> None:
@@ -309,18 +348,32 @@ def main() -> None:
     ap.add_argument("--client", default="native", choices=tuple(CLIENTS), help="with --profile")
     ap.add_argument("--no-replay", action="store_true", help="with --profile: walk every time")
     ap.add_argument("--table", action="store_true", help="only the Kalman table, as Markdown")
+    ap.add_argument("--reference", action="store_true", help="only native vs reference")
+    ap.add_argument("--lanes", default=",".join(map(str, LANES)), help="B of the Kalman table")
+    ap.add_argument("--columns", default=",".join(COLUMNS), help="the table's timed columns")
+    ap.add_argument("--json", default=None, help="also write the measured seconds (JSON)")
     args = ap.parse_args()
     if args.profile:
         return profile(args.profile, args.reps, args.dtype, args.client, not args.no_replay)
     reps = 5 if args.quick else 30
     rng = np.random.default_rng(0)
+    lanes = tuple(int(b) for b in args.lanes.split(","))
+    columns = tuple(c for c in args.columns.split(",") if c)
+    if unknown := set(columns) - set(COLUMNS):
+        ap.error(f"unknown column(s) {', '.join(sorted(unknown))}; choose from {COLUMNS}")
+    out: dict[str, Any] = {"options": vars(args)}
     if args.table:
-        return kalman_table(reps, rng, markdown=True)
-    print(f"backends: {registry.available()}")
-    kalman_table(reps, rng)
-    print()
-    sr_and_reference(reps, rng)
-    first_gradient(args.quick)
+        out["kalman"] = kalman_table(reps, rng, True, lanes, columns)
+    elif args.reference:
+        out["reference"] = sr_and_reference(reps, rng)
+    else:
+        print(f"backends: {registry.available()}")
+        out["kalman"] = kalman_table(reps, rng, False, lanes, columns)
+        print()
+        out["reference"] = sr_and_reference(reps, rng)
+        out["first_gradient"] = first_gradient(args.quick)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Co-search benchmarks: the search loop against the bare in-runtime optimizer, and discovery.
 
     python benchmarks/bench_search.py [--seconds 20] [--out bench-out] [--skip-enso]
-        [--skip-discovery] [--starts 1,16] [--repeats 3]
+        [--skip-discovery] [--starts 1,16] [--repeats 3] [--corpus N]
 
 1. Throughput, side by side in one run, for sr-damped and iterated-map, ``--starts 1`` and the
    default (16): candidates per second of a bare loop (``ndvm.compile`` + ``Task.calibrate``,
@@ -166,14 +166,15 @@ def search(
 
 def throughput(
     seconds: float, out: Path, starts_list: tuple[int, ...] = (1, 16), repeats: int = 1,
-    log=print,  # type: ignore[no-untyped-def]
+    log=print, corpus_size: int | None = None,  # type: ignore[no-untyped-def]
 ) -> list[dict]:  # fmt: skip
     """Bare loop, search with 1 and 2 workers, interleaved ``repeats`` times (medians): on a
     shared machine the three see the same load. ``cpu_*`` are CPU seconds per calibration
-    (the search's: driver and workers together), which the load does not change."""
+    (the search's: driver and workers together), which the load does not change.
+    ``corpus_size``: candidates per task (default 400 for sr-damped, 200 for iterated-map)."""
     rows = []
     for task_name, n in (("sr-damped", 400), ("iterated-map", 200)):
-        path = corpus(task_name, n, out)
+        path = corpus(task_name, corpus_size or n, out)
         for starts in starts_list:
             reps = []
             for _ in range(repeats):
@@ -282,12 +283,14 @@ def main() -> None:
     ap.add_argument("--skip-discovery", action="store_true")
     ap.add_argument("--starts", default="1,16", help="comma-separated starts per candidate")
     ap.add_argument("--repeats", type=int, default=1, help="interleaved repeats (medians)")
+    ap.add_argument("--corpus", type=int, default=None, help="candidates per task (400, 200)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "env.json").write_text(json.dumps(manifest(), indent=1))
     starts = tuple(int(k) for k in args.starts.split(","))
-    results: dict = {"throughput": throughput(args.seconds, out, starts, args.repeats)}
+    rows = throughput(args.seconds, out, starts, args.repeats, corpus_size=args.corpus)
+    results: dict = {"throughput": rows}
     if not args.skip_discovery:
         results["discovery"] = []
         for task_name in ("sr-damped", "iterated-map"):

@@ -10,7 +10,9 @@ Each row records where and when it was measured (commit, CPU model, cores, load 
 start, date; ``ndvm.bench.manifest``) next to its figure in ``--json`` (default
 ``benchmarks/results/readme.json``; with ``--quick``, ``bench-out/readme-quick.json``). A row
 is measured either end to end from Python (what a user of the package sees) or by the core
-alone; rows whose benchmark is not wired here yet keep their earlier figure and say so.
+alone, or is an exact count; a row without a benchmark to run (``Row.run`` None) would keep
+its earlier figure and say so. The rows' benchmarks and how their figures are read:
+``report_rows.py``.
 Timed comparisons run ``--rounds`` rounds (each round times both systems, back to back, case by
 case: the rounds alternate) and report the median and range of the ratio; discovery counts
 report the seeds and the spread across them. Operon and gplearn (``pip install
@@ -23,7 +25,6 @@ import argparse
 import importlib.util
 import json
 import statistics
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,24 +32,25 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # report_rows and the benchmarks' modules, however this is loaded
+from report_rows import (  # noqa: E402
+    bench,
+    rounds_of,
+    run_calib_hour,
+    run_calib_one,
+    run_graph_rho,
+    run_graph_tl,
+    run_jax_compile,
+    run_native_c,
+    run_native_ref,
+    run_search,
+    spread_text,
+)
+
 README = HERE.parent / "README.md"
 BEGIN, END = "<!-- measured:begin -->", "<!-- measured:end -->"
 PY, CORE, KEPT = "end to end, Python", "core alone", "earlier single run, not regenerated"
 PEERS = {"operon": "pyoperon", "gplearn": "gplearn"}
-
-
-def bench(script: str, args: list[str], cwd: Path) -> None:
-    """Run ``benchmarks/<script>`` with this interpreter; a failure raises with its last line."""
-    cmd = [sys.executable, str(HERE / script), *args]
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise RuntimeError(f"{script} exited {proc.returncode}: {tail[0]}")
-
-
-def spread_text(values: list[float], unit: str = "×") -> str:
-    med = statistics.median(values)
-    return f"{med:.2f}{unit} (range {min(values):.2f}–{max(values):.2f}, {len(values)} rounds)"
 
 
 # --- discovery ------------------------------------------------------------------------------
@@ -103,20 +105,8 @@ def run_discovery(quick: bool, work: Path, reuse: bool) -> dict[str, Any]:
 # --- fits against curve_fit -----------------------------------------------------------------
 
 
-def _rounds(script: str, args: list[str], rounds: int, work: Path, reuse: bool) -> list[Any]:
-    """``rounds`` runs of a benchmark writing ``--json``; their parsed results."""
-    out = []
-    for k in range(rounds):
-        path = work / f"round{k}.json"
-        if not reuse:
-            work.mkdir(parents=True, exist_ok=True)
-            bench(script, [*args, "--json", str(path)], HERE)
-        out.append(json.loads(path.read_text()))
-    return out
-
-
 def run_fit(quick: bool, work: Path, reuse: bool, rounds: int) -> dict[str, Any]:
-    runs = _rounds("bench_fit.py", ["--repeat", "1" if quick else "20"], rounds, work, reuse)
+    runs = rounds_of("bench_fit.py", ["--repeat", "1" if quick else "20"], rounds, work, reuse)
     ratio = {k: [sum(r["ndvm_s"] for r in run[k]) / sum(r["scipy_s"] for r in run[k])
                  for run in runs] for k in ("starts1", "defaults", "starts64")}  # fmt: skip
     good = [sum(r["ndvm_loss"] <= r["scipy_loss"] * (1 + 1e-9) or r["scipy_loss"] != r["scipy_loss"]
@@ -131,11 +121,10 @@ def run_fit(quick: bool, work: Path, reuse: bool, rounds: int) -> dict[str, Any]
 
 
 def run_nist(quick: bool, work: Path, reuse: bool, rounds: int) -> dict[str, Any]:
-    runs = _rounds("bench_nist.py", ["--repeat", "1" if quick else "5"], rounds, work, reuse)
+    runs = rounds_of("bench_nist.py", ["--repeat", "1" if quick else "5"], rounds, work, reuse)
     ratio = {k: [sum(r[k]["ms"] for r in run) / sum(r["scipy"]["ms"] for r in run)
                  for run in runs] for k in ("ndvm", "ndvm1")}  # fmt: skip
     # reached certified RSS: the benchmark's own rule, recomputed from its rows by its module
-    sys.path.insert(0, str(HERE))
     from bench_nist import problems, reached
 
     by = {p.name: p for p in problems()}
@@ -152,8 +141,7 @@ def run_nist(quick: bool, work: Path, reuse: bool, rounds: int) -> dict[str, Any
 
 
 def run_scale(quick: bool, work: Path, reuse: bool) -> dict[str, Any]:
-    (res,) = _rounds("bench_scale.py", ["--repeat", "1" if quick else "5"], 1, work, reuse)
-    sys.path.insert(0, str(HERE))
+    (res,) = rounds_of("bench_scale.py", ["--repeat", "1" if quick else "5"], 1, work, reuse)
     from bench_scale import _reached
 
     n = len(res)
@@ -187,26 +175,28 @@ ROWS = [
     Row("scale", "natural-scale fits from no initial values (a logistic onset at t = 45, "
         "Arrhenius, a 50-day oscillation over 1,000 days, two Gaussian peaks, ...; "
         "`bench_scale.py`)", PY, run_scale, needs=("scipy",)),
-    # not wired yet: their earlier figures, kept as they were
-    Row("native-ref", "Kalman-80 forward+gradient, native vs reference backend "
-        "(`bench_native.py`)", PY, figure="73× faster at B=1, 18× per lane at B=256"),
-    Row("native-c", "Kalman-80 forward+gradient per lane vs scalar hand-written C "
-        "(`bench_native.py --table`)", "public API and core alone, see docs/native.md",
-        figure="0.94× at B=256 (0.93× at 64 and 1024), 5.05× at B=1"),
-    Row("search", "co-search with 2 workers vs the bare one-thread in-runtime loop, default 16 "
-        "starts (`bench_search.py`)", PY, figure="1.35× (sr-damped), 1.59× (iterated maps); "
-        "with `--starts 1`: 0.86–0.94×, 0.72–1.01× (two runs)"),
-    Row("calib-hour", "Kalman-80 calibrations per CPU-hour (100 Adam steps), native 64 starts "
-        "vs tagged-tensor baseline (`bench_calibrate.py`)", PY, figure="~10,000×"),
-    Row("calib-one", "one sr-damped calibration (50 Adam steps, 44 points), native in-runtime "
-        "Adam", PY, figure="~0.9 ms"),
+    Row("native-ref", "Kalman-80 forward+gradient, native (replaying its recorded trace, the "
+        "API's default) vs reference backend (`bench_native.py --reference`)", PY,
+        run_native_ref, timed=True),
+    Row("native-c", "Kalman-80 forward+gradient per lane, the core (as the API runs it, replaying "
+        "its trace) vs scalar hand-written C (`bench_native.py --table`, see docs/native.md)",
+        CORE, run_native_c, timed=True),
+    Row("search", "co-search with 2 workers vs the bare one-thread in-runtime loop "
+        "(`ndvm.compile` + `Task.calibrate`) on the same candidates, default 16 starts, 4 s per "
+        "measurement (`bench_search.py`)", PY, run_search, timed=True),
+    Row("calib-hour", "Kalman-80 calibrations per CPU-hour (100 Adam steps), native vs the "
+        "tagged-tensor baseline (eager PyTorch, `ndvm bench throughput`)", PY, run_calib_hour,
+        timed=True, needs=("torch", "matplotlib")),
+    Row("calib-one", "one sr-damped calibration (50 Adam steps, 44 points, 1 start), native "
+        "in-runtime Adam", PY, run_calib_one, timed=True),
     Row("jax-compile", "staged JAX compile per new Kalman-80 structure vs a native gradient "
-        "step", PY, figure="20–50 s vs 0.3–0.7 ms"),
-    Row("graph-rho", "reactive sweep, every head+MLP site, nodes recomputed vs full recompute "
-        "per site", "exact counts", figure="ρ = 2.05–2.44"),
-    Row("graph-tl", "TransformerLens patching sweeps vs TL's own (L4 H8 d_model 256, 32 "
-        "positions; `bench_graph.py --tl`)", PY, figure="heads 2.1–3.0×, heads × positions "
-        "4.8–6.9×, `resid_pre` 3.4–5.2× faster, equal to 1e-14"),
+        "step", PY, run_jax_compile, timed=True, needs=("jax", "matplotlib")),
+    Row("graph-rho", "reactive sweep on the toy transformer: nodes of a full recompute per site "
+        "over nodes recomputed (ρ, `bench_graph.py`)", "exact counts", run_graph_rho,
+        needs=("torch", "matplotlib")),
+    Row("graph-tl", "TransformerLens patching sweeps vs TL's own (L4 H8 d_model 256, learned "
+        "positions, 32 positions, batch 4, float64, one thread; `bench_graph.py --tl`)", PY,
+        run_graph_tl, timed=True, needs=("torch", "transformer_lens")),
 ]  # fmt: skip
 
 

@@ -50,3 +50,22 @@ def test_import_ndvm_does_not_import_torch_or_jax() -> None:
         "bad = [m for m in ('torch', 'jax') if m in sys.modules]; assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env=ENV, timeout=120)
+
+
+@pytest.mark.torch
+@pytest.mark.plot
+def test_throughput_tiers_choose_what_is_measured_beside_tagged(tmp_path: Path) -> None:
+    from ndvm.backends.registry import available
+
+    cmd = [sys.executable, "-m", "ndvm", "bench", "throughput", "--quick", "--out", str(tmp_path)]
+    proc = subprocess.run([*cmd, "--tiers", "native"], capture_output=True, text=True,
+                          timeout=120, env=ENV)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = json.loads((tmp_path / "throughput" / "results.json").read_text())["rows"]
+    built = "native" in available()
+    assert [(r["tier"], r["B"]) for r in rows] == [("tagged", 1)] + built * [("native", 1),
+                                                                             ("native", 4)]
+    assert rows[0]["vs_tagged"] == 1.0
+    bad = subprocess.run([*cmd, "--tiers", "native,nope"], capture_output=True, text=True,
+                         timeout=120, env=ENV)  # fmt: skip
+    assert bad.returncode == 2 and "unknown tier(s) nope" in bad.stderr

@@ -27,18 +27,31 @@ def _report():  # type: ignore[no-untyped-def]
 
 @pytest.mark.sympy
 @pytest.mark.data
-def test_quick_measures_every_wired_row(tmp_path: Path) -> None:
+def test_quick_measures_every_row(tmp_path: Path) -> None:
+    report = _report()
     out = tmp_path / "quick.json"
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick", "--json", str(out), "--work", str(tmp_path)],
-        capture_output=True, text=True, timeout=180, env=dict(os.environ),
+        capture_output=True, text=True, timeout=300, env=dict(os.environ),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = {r["id"]: r for r in json.loads(out.read_text())["rows"]}
-    assert set(rows) == {"discovery", "fit", "nist", "scale"}
-    for r in rows.values():
-        assert not r["figure"].startswith("not measured"), r["figure"]
+    assert list(rows) == [r.id for r in report.ROWS]  # every row is regenerated, in order
+    for row in report.ROWS:
+        r = rows[row.id]
+        absent = [m for m in row.needs if importlib.util.find_spec(m) is None]
+        # a row whose peer or extra is absent says which, instead of failing
+        assert r["figure"].startswith(f"not measured: needs {absent[0]}" if absent else ""), r
+        assert absent or not r["figure"].startswith("not measured"), r["figure"]
         assert r["measured"]["cpu_count"] >= 1 and len(r["measured"]["load_average"]) == 3
+        assert r["kind"] == row.kind
+        if row.timed and not absent:
+            assert "(1 round)" in r["figure"], r["figure"]  # --quick: --rounds 1
+    assert rows["native-c"]["kind"] == report.CORE and rows["graph-rho"]["kind"] == "exact counts"
+    if "data" in rows["graph-rho"]:  # the counts the figure reports are the benchmark's own
+        graph = rows["graph-rho"]["data"]["rows"]
+        assert all(g["recomputed"] == g["predicted"] for g in graph)
+        assert "nodes recomputed = the predicted cones" in rows["graph-rho"]["figure"]
     disc = rows["discovery"]
     # the same operator set for every system; peers are optional, their absence stated
     assert disc["data"]["grammar"]["binary"] == ["+", "-", "*", "/"]
@@ -47,11 +60,12 @@ def test_quick_measures_every_wired_row(tmp_path: Path) -> None:
         assert (f"{peer}: not run ({module} not installed)" in disc["figure"]) != installed
         assert (peer in disc["data"]["spread"]) == installed
     assert disc["data"]["spread"]["ndvm"]["recovered"]["seeds"] == [0]
-    # the README table: a header, the four measured rows, then the rows kept as they were
+    # the README table: a header and one measured line per row, none kept from earlier runs
     lines = proc.stdout.splitlines()
     start = lines.index("| what | figure | measured |")
     body = [ln for ln in lines[start + 2 :] if ln.startswith("| ")]
-    assert sum("earlier single run, not regenerated" in ln for ln in body) == len(body) - 4
+    assert len(body) == len(report.ROWS)
+    assert not any(report.KEPT in ln for ln in body)
 
 
 def test_render_only_rewrites_the_block_and_nothing_else(tmp_path: Path) -> None:

@@ -224,7 +224,15 @@ def _calibrate_interp(tier: str, prog: BenchProgram, B: int, steps: int) -> tupl
     )  # fmt: skip
 
 
-def throughput(out: Path, quick: bool, log: Log, program: str | None = None) -> Path:
+THROUGHPUT_TIERS = ("reference", "native", "staged-jax")
+
+
+def throughput(
+    out: Path, quick: bool, log: Log, program: str | None = None,
+    tiers: tuple[str, ...] = THROUGHPUT_TIERS,
+) -> Path:  # fmt: skip
+    """Calibrations per CPU-hour of the tagged baseline and of each of ``tiers`` (those of
+    THROUGHPUT_TIERS to measure; the tagged one is the baseline, always measured)."""
     prog = by_name(program or ("logistic16" if quick else "kalman80"))
     steps, wide = (3, 4) if quick else (100, 64)
     rows: list[dict[str, Any]] = []
@@ -250,12 +258,12 @@ def throughput(out: Path, quick: bool, log: Log, program: str | None = None) -> 
     tagged_vg(prog.theta(1))  # warm-up, as for every driver below
     cpu, wall = _cpu(lambda: local_adam(tagged_vg, prog.theta(1), tagged_steps))
     add("tagged", 1, "local-adam", cpu, wall, tagged_steps)
-    for tier in [t for t in ("reference", "native") if t in available_tiers()]:
+    for tier in [t for t in ("reference", "native") if t in available_tiers() and t in tiers]:
         for B in (1, wide):
             _calibrate_interp(tier, prog, B, 1)[1]()
             how, fn = _calibrate_interp(tier, prog, B, steps)
             add(tier, B, how, *_cpu(fn), steps)
-    for B in (1, wide):
+    for B in (1, wide) if "staged-jax" in tiers else ():
 
         def jax_calibration(B: int = B) -> None:
             st = staged(prog, B)  # each candidate pays its own compile

@@ -3,7 +3,7 @@
 ndvm bench decompose  [--out DIR] [--quick] [--programs scalar,kalman80]
 ndvm bench amortize   [--out DIR] [--quick] [--program kalman80]
 ndvm bench crossover  [--out DIR] [--quick] [--programs ...]
-ndvm bench throughput [--out DIR] [--quick] [--program kalman80]
+ndvm bench throughput [--out DIR] [--quick] [--program kalman80] [--tiers native,...]
 ndvm bench meta       [--out DIR] [--quick] [--programs scalar,logistic16]
 """
 
@@ -37,7 +37,21 @@ def register(sub: Any) -> None:
             q.add_argument("--programs", default=None, help="comma-separated program names")
         else:
             q.add_argument("--program", default=None, help="benchmark program name")
+        if name == "throughput":
+            q.add_argument("--tiers", type=_tiers, default="reference,native,staged-jax",
+                           help="tiers measured besides the tagged baseline")  # fmt: skip
         q.set_defaults(func=run)
+
+
+def _tiers(text: str) -> tuple[str, ...]:
+    """``--tiers``: comma-separated names of ``ndvm.bench.suites.THROUGHPUT_TIERS``."""
+    from ndvm.bench.suites import THROUGHPUT_TIERS
+
+    tiers = tuple(t for t in text.split(",") if t)
+    if unknown := set(tiers) - set(THROUGHPUT_TIERS):
+        raise argparse.ArgumentTypeError(f"unknown tier(s) {', '.join(sorted(unknown))}; "
+                                         f"choose from {', '.join(THROUGHPUT_TIERS)}")  # fmt: skip
+    return tiers
 
 
 # The optional extras each benchmark needs (its baselines and its plot).
@@ -65,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
     if name in _WITH_PROGRAMS:
         names = tuple(n for n in (args.programs or "").split(",") if n) or None
         folder = fn(out, args.quick, print, names)
+    elif name == "throughput":
+        folder = fn(out, args.quick, print, args.program, args.tiers)
     else:
         folder = fn(out, args.quick, print, args.program)
     print(f"wrote {folder} in {time.perf_counter() - t0:.1f} s")
