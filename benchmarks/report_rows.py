@@ -31,12 +31,16 @@ def bench(script: str, args: list[str], cwd: Path = HERE) -> None:
 
 
 def spread_text(values: list[float], unit: str = "×", digits: int = 2) -> str:
-    """The median of one figure per round, with its range."""
+    """The median of one figure per round, with its range (from 100 on: whole numbers)."""
     med = statistics.median(values)
     lo, hi, n = min(values), max(values), len(values)
+
+    def num(x: float) -> str:
+        return f"{x:,.0f}" if abs(med) >= 100 else f"{x:.{digits}f}"
+
     if n == 1:
-        return f"{med:.{digits}f}{unit} (1 round)"
-    return f"{med:.{digits}f}{unit} (range {lo:.{digits}f}–{hi:.{digits}f}, {n} rounds)"
+        return f"{num(med)}{unit} (1 round)"
+    return f"{num(med)}{unit} (range {num(lo)}–{num(hi)}, {n} rounds)"
 
 
 def rounds_of(
@@ -81,7 +85,7 @@ def run_native_c(quick: bool, work: Path, reuse: bool, rounds: int) -> dict[str,
     per = [r["kalman"]["seconds_per_lane"] for r in runs]
     ratio = {B: [p[B]["f64 core"] / p[B]["hand C"] for p in per] for B in lanes}
     c_us = [p[lanes[0]]["hand C"] * 1e6 for p in per]
-    parts = [f"B={B} {spread_text(ratio[B])}" for B in sorted(lanes, key=lambda b: -(b == "256"))]
+    parts = [f"B={B} {spread_text(ratio[B])}" for B in ("256", "64", "1024", "1") if B in lanes]
     figure = (
         f"ndvm's time / C's time per lane (float64): {'; '.join(parts)}; the C: "
         f"{statistics.median(c_us):.2f} µs per lane (forward-mode duals, `-O3`)"
