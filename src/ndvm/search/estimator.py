@@ -54,7 +54,8 @@ class SymbolicRegressor:
     search never reads and the choice below is made on (used from 30 rows; smaller data is
     cross-validated on train + validation; ``selection.for_task``); model_selection: how the
     reported model is chosen among the front's entries on those losses (re-read at every use,
-    so ``set_params(model_selection=...)`` after ``fit`` takes effect at once): ``"best"``
+    so ``set_params(model_selection=...)`` after ``fit`` takes effect at once, and in a kept
+    ``database_``, whose latest run then stores the new choice for ``ndvm report``): ``"best"``
     (the smallest information criterion n log(CV loss) + cost log(n)), ``"accuracy"`` (the
     lowest CV loss) or ``"score"`` (PySR's largest score); before selection, constants a fit
     drove to 0 or 1 are pruned (``ndvm.search.dust``); pruning and the choice run inside
@@ -135,7 +136,18 @@ class SymbolicRegressor:
                 raise ValueError(f"invalid parameter {name!r} for SymbolicRegressor "
                                  f"(valid: {', '.join(valid)})")  # fmt: skip
             setattr(self, name, value)
+        if "model_selection" in params:
+            self._store_choice()
         return self
+
+    def _store_choice(self) -> None:
+        """After ``fit`` with a kept database, store the choice of the current
+        ``model_selection`` in its run, so ``ndvm report`` marks what ``best_`` is (an unknown
+        mode stores nothing: ``best_`` raises it)."""
+        kept = vars(self).get("database_")
+        fitted = "cv_" in vars(self) and self.model_selection in SELECTIONS
+        if fitted and kept and Path(kept).exists():
+            selection.save(kept, self.cv_, self.model_selection)
 
     def __repr__(self) -> str:
         sig = inspect.signature(type(self).__init__).parameters
