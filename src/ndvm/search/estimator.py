@@ -67,10 +67,11 @@ class SymbolicRegressor:
     more seconds; refused when X, y or the split differ from that run's);
     verbosity: 0 silent, 1 a live progress line with the best program so far on stderr and
     the hall of fame with the chosen law at the end (default ``None``: 1 when stderr is a
-    terminal or in a notebook, else 0); early_stop_condition: stop after
-    the batch in which a program reaches it: a number (the ``loss`` column, validation MSE, at
-    most it: PySR's meaning), ``"r2>=R"`` (validation R²), ``"loss<=L"``, or a callable
-    ``(loss, complexity) -> bool`` (``search.options.parse_early_stop``).
+    terminal or in a notebook, else 0); early_stop_condition: stop at
+    the first program (index order) that reaches it (``Budget.reached``): a number (the
+    ``loss`` column, validation MSE, at most it: PySR's meaning), ``"r2>=R"`` (validation
+    R²), ``"loss<=L"``, or a callable ``(loss, complexity) -> bool``
+    (``search.options.parse_early_stop``).
     """
 
     def __init__(
