@@ -1,6 +1,8 @@
 """ndvm: evaluate, fit and search model programs with one differentiable native evaluator.
 
-Each subcommand lives in ``ndvm.commands.<name>`` and registers its own parser. A feature that
+Each subcommand lives in ``ndvm.commands.<name>`` and registers its own parser. Exit status 2
+is an input or usage error, 1 a command that ran and did not succeed (``ndvm eval``: a run-time
+error; ``ndvm fit``: an unconverged fit), 0 success. A feature that
 needs a missing optional extra prints one line naming it and exits with status 2, as does a
 numeric option given something that is not a number (``Parser``); Ctrl-C exits
 with status 130; a closed output pipe (``ndvm report | head``) ends the command quietly.
