@@ -6,8 +6,9 @@
 ``SymbolicRegressor(time_budget=seconds, workers=1)`` with library defaults on each law of
 ``discovery_laws`` (``rows`` samples, relative Gaussian noise); one JSON line per law (law on
 the front, default choice is the law, wall seconds, which losses chose: ``cv_.method``) and
-the totals. "The law" is ``bench_discovery.recovered`` (its structure, constants to 2 digits
-with noise, 3 without). Run it on two checkouts to compare choices; docs/search.md has figures.
+the totals. "The law" is ``bench_discovery.recovered`` (its structure, each constant within
+2x the noise level relative with noise, to 3 significant digits without). Run it on two
+checkouts to compare choices; docs/search.md has figures.
 """
 
 from __future__ import annotations
@@ -49,9 +50,8 @@ def main() -> None:
         m = SymbolicRegressor(time_budget=args.seconds, workers=1, random_state=args.seed,
                               variable_names=list(law.variables)).fit(X, y)  # fmt: skip
         wall = time.perf_counter() - t0
-        digits = 2 if args.noise else 3
-        on = any(recovered(m.sympy(i), law, digits) for i in range(len(m.front_)))
-        ch = recovered(m.sympy(), law, digits)
+        on = any(recovered(m.sympy(i), law, args.noise) for i in range(len(m.front_)))
+        ch = recovered(m.sympy(), law, args.noise)
         front, chosen = front + on, chosen + ch
         print(json.dumps({"law": law.name, "on_front": on, "chosen": ch, "wall_s": round(wall, 2),
                           "method": getattr(m.cv_, "method", "cv"),

@@ -105,19 +105,23 @@ def run_discovery(quick: bool, work: Path, reuse: bool) -> dict[str, Any]:
 # --- fits against curve_fit -----------------------------------------------------------------
 
 
+def _result(head: str, parts: list[str], data: dict[str, Any]) -> dict[str, Any]:
+    """A row's result: its figure (``head: part; part; ...``) and the data behind it."""
+    return {"figure": f"{head}: " + "; ".join(parts), "data": data}
+
+
 def run_fit(quick: bool, work: Path, reuse: bool, rounds: int) -> dict[str, Any]:
     runs = rounds_of("bench_fit.py", ["--repeat", "1" if quick else "20"], rounds, work, reuse)
     ratio = {k: [sum(r["ndvm_s"] for r in run[k]) / sum(r["scipy_s"] for r in run[k])
                  for run in runs] for k in ("starts1", "defaults", "starts64")}  # fmt: skip
     good = [sum(r["ndvm_loss"] <= r["scipy_loss"] * (1 + 1e-9) or r["scipy_loss"] != r["scipy_loss"]
                 for r in run["defaults"]) for run in runs]  # fmt: skip
-    figure = (
-        f"time vs curve_fit from its one start: 1 start {spread_text(ratio['starts1'])}; "
-        f"defaults (16 starts) {spread_text(ratio['defaults'])}; 64 starts "
-        f"{spread_text(ratio['starts64'])}; optimum at least as good (defaults) on "
-        f"{min(good)} / {len(runs[0]['defaults'])} in every round"
-    )
-    return {"figure": figure, "data": {"ratios": ratio, "at_least_as_good": good}}
+    labels = {"starts1": "1 start", "defaults": "defaults (16 starts)", "starts64": "64 starts"}
+    parts = [f"{label} {spread_text(ratio[k])}" for k, label in labels.items()]
+    parts.append(f"optimum at least as good (defaults) on {min(good)} / "
+                 f"{len(runs[0]['defaults'])} in every round")  # fmt: skip
+    return _result("time vs curve_fit from its one start", parts,
+                   {"ratios": ratio, "at_least_as_good": good})  # fmt: skip
 
 
 def run_nist(quick: bool, work: Path, reuse: bool, rounds: int) -> dict[str, Any]:
@@ -131,13 +135,11 @@ def run_nist(quick: bool, work: Path, reuse: bool, rounds: int) -> dict[str, Any
     hits = {k: [sum(bool(reached(r[k]["rss"], by[r["problem"]])) for r in run) for run in runs]
             for k in ("ndvm", "ndvm1", "scipy")}  # fmt: skip
     n = len(runs[0])
-    figure = (
-        f"certified RSS reached: ndvm defaults {statistics.median(hits['ndvm']):g} / {n} "
-        f"in {spread_text(ratio['ndvm'])} curve_fit's time; one start "
-        f"{statistics.median(hits['ndvm1']):g} / {n} in {spread_text(ratio['ndvm1'])}; "
-        f"curve_fit {statistics.median(hits['scipy']):g} / {n}"
-    )
-    return {"figure": figure, "data": {"ratios": ratio, "reached": hits}}
+    got = {k: f"{statistics.median(hits[k]):g} / {n}" for k in hits}
+    parts = [f"ndvm defaults {got['ndvm']} in {spread_text(ratio['ndvm'])} curve_fit's time",
+             f"one start {got['ndvm1']} in {spread_text(ratio['ndvm1'])}",
+             f"curve_fit {got['scipy']}"]  # fmt: skip
+    return _result("certified RSS reached", parts, {"ratios": ratio, "reached": hits})
 
 
 def run_scale(quick: bool, work: Path, reuse: bool) -> dict[str, Any]:

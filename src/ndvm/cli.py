@@ -1,7 +1,10 @@
 """ndvm: evaluate, fit and search model programs with one differentiable native evaluator.
 
-Each subcommand lives in ``ndvm.commands.<name>`` and registers its own parser. A feature that
-needs a missing optional extra prints one line naming it and exits with status 2; Ctrl-C exits
+Each subcommand lives in ``ndvm.commands.<name>`` and registers its own parser. Exit status 2
+is an input or usage error, 1 a command that ran and did not succeed (``ndvm eval``: a run-time
+error; ``ndvm fit``: an unconverged fit), 0 success. A feature that
+needs a missing optional extra prints one line naming it and exits with status 2, as does a
+numeric option given something that is not a number (``Parser``); Ctrl-C exits
 with status 130; a closed output pipe (``ndvm report | head``) ends the command quietly.
 """
 
@@ -38,10 +41,46 @@ examples:
 Run 'ndvm COMMAND --help' for a command's options."""
 
 
+class _BadNumber(argparse.ArgumentTypeError):
+    """A numeric option's value that is not a number."""
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise _BadNumber(f"must be a number, got {text!r}") from None
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise _BadNumber(f"must be an integer, got {text!r}") from None
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors for numeric values: ``type=float`` / ``type=int``
+    options (of this parser, its groups and subcommands) reject a value that is not a number
+    as ``ndvm search: --budget must be a number, got 'abc'``, exit status 2, like the range
+    checks' ``ConfigError`` lines; other usage errors keep argparse's usage line."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("type", float, _number)
+        self.register("type", int, _integer)
+
+    def error(self, message: str) -> Any:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, argparse.ArgumentError) and isinstance(exc.__context__, _BadNumber):
+            self.exit(2, f"{self.prog}: {exc.argument_name} {exc.message}\n")
+        return super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ndvm import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="ndvm",
         description=DESCRIPTION,
         epilog=EPILOG,

@@ -29,19 +29,28 @@ class Symbol:
     def __repr__(self) -> str:
         return self.name
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Symbol, (self.name,))  # unpickled interned: ``eq?`` still holds
+
 
 class _Singleton:
-    __slots__ = ("text",)
+    """A value of which there is one: unpickled as that one (its global ``name``)."""
 
-    def __init__(self, text: str) -> None:
+    __slots__ = ("text", "name")
+
+    def __init__(self, text: str, name: str) -> None:
         self.text = text
+        self.name = name
 
     def __repr__(self) -> str:
         return self.text
 
+    def __reduce__(self) -> str:
+        return self.name
 
-NIL = _Singleton("()")
-VOID = _Singleton("#<void>")
+
+NIL = _Singleton("()", "NIL")
+VOID = _Singleton("#<void>", "VOID")
 
 
 class String:
@@ -73,6 +82,15 @@ class Pair:
 
     def __repr__(self) -> str:
         return show(self, PRINT_LIMIT)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its elements and tail (a long list is not one pickle level per cell)."""
+        items = []
+        x: Any = self
+        while type(x) is Pair:
+            items.append(x.car)
+            x = x.cdr
+        return (from_iterable, (items, x))
 
 
 def iter_list(value: Any, *, strict: bool = True):  # type: ignore[no-untyped-def]

@@ -140,3 +140,72 @@ def test_spread_counts_per_seed() -> None:
     got = disc.spread(rows, "a", "recovered")
     assert got == {"seeds": [0, 1, 2], "counts": [2, 1, 0], "of": 2, "median": 1.0,
                    "min": 0, "max": 2}  # fmt: skip
+
+
+# (law, model, recovered with 1 % noise, by the old rule of 2 significant digits (or 3))
+NOISY = [
+    ("decay", "3*exp(-0.7*t)", True, True),
+    ("decay", "3*exp(-0.7056*t)", True, False),  # 0.8 % off: 0.71 against 0.70
+    ("decay", "3.048*exp(-0.7*t)", True, True),  # 1.6 % off: 3.0 both
+    ("decay", "2.949*exp(-0.7*t)", True, False),  # -1.7 % off: 2.9 against 3.0
+    ("michaelis-menten", "2.5*S/(0.8056 + S)", True, False),  # 0.7 % off in K
+    ("michaelis-menten", "-2.0*S/(-0.8*S - 0.64)", True, True),  # normalized: 2.5 S/(S + 0.8)
+    ("logistic", "0.8*x*(1 - 1.016*x/7)", True, False),  # 1/7: 0.1451 is 0.15, not 0.14
+    ("logistic", "0.8*x*(1 - 0.955*x/7)", False, True),  # 1/7: 4.5 % off is 0.14 again
+    ("line-big", "147.5 + 0.8356*x", True, False),  # the slope 0.7 % off
+    ("line-big", "154 + 0.83*x", False, True),  # the intercept 4.4 % off: 150 both
+    ("decay", "3*exp(-0.75*t)", False, False),  # 7 % off
+    ("decay", "3*exp(-0.7*t) + 0.01*t", False, False),  # another structure
+    ("I.6.2a", "0.4*exp(-0.5*angle**2.01)", True, True),  # 1/sqrt(2 pi), the exponent 2
+    ("I.12.1", "1.013*mu*Nn", True, True),  # the coefficient 1 is a constant too
+    ("I.12.1", "0.994*mu*Nn", True, False),  # 0.6 % below 1: 0.99 to 2 digits
+    ("I.12.1", "1.04*mu*Nn", False, True),  # 4 % above 1: 1.0 to 2 digits
+]  # fmt: skip
+
+
+@pytest.mark.sympy
+@pytest.mark.parametrize(("name", "model", "noisy", "old"), NOISY)
+def test_recovered_with_noise_is_one_relative_tolerance(
+    name: str, model: str, noisy: bool, old: bool
+) -> None:
+    """With noise each constant is within ``NOISE_TOLERANCE`` x the noise of the law's, on
+    either side, for every law alike; 2 significant digits were 0.5 % to 5 % wide and
+    lopsided by where the constant sits between two roundings."""
+    import sympy
+
+    disc = _discovery()
+    law = {law.name: law for law in disc.LAWS}[name]
+    expr = sympy.sympify(model, locals={v: sympy.Symbol(v) for v in law.variables})
+    assert disc.recovered(expr, law, 0.01) is noisy
+    assert (disc.exact(expr, law, 2) or disc.exact(expr, law, 3)) is old  # the old rule
+
+
+@pytest.mark.sympy
+def test_recovered_without_noise_stays_three_digits() -> None:
+    import sympy
+
+    disc = _discovery()
+    law = {law.name: law for law in disc.LAWS}["decay"]
+    t = sympy.Symbol("t")
+    assert disc.recovered(3.0004 * sympy.exp(-0.70002 * t), law)
+    assert not disc.recovered(3.006 * sympy.exp(-0.7 * t), law)  # 3.01 against 3.00
+    assert not disc.recovered(3 * sympy.exp(-0.7056 * t), law)
+
+
+def test_fit_and_nist_figures_from_their_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows' figures, as the README shows them, from two synthetic rounds each."""
+    rep = _report()
+    fit_rounds = [{k: [{"ndvm_s": a, "scipy_s": 1.0, "ndvm_loss": 1.0, "scipy_loss": 1.0}]
+                   for k, a in (("starts1", r), ("defaults", 2 * r), ("starts64", 3 * r))}
+                  for r in (0.4, 0.5)]  # fmt: skip
+    monkeypatch.setattr(rep, "_rounds", lambda *a, **k: fit_rounds)
+    assert rep.run_fit(True, Path("."), True, 2)["figure"] == (
+        "time vs curve_fit from its one start: 1 start 0.45× (range 0.40–0.50, 2 rounds); "
+        "defaults (16 starts) 0.90× (range 0.80–1.00, 2 rounds); 64 starts 1.35× (range "
+        "1.20–1.50, 2 rounds); optimum at least as good (defaults) on 1 / 1 in every round")
+    row = {"problem": "Misra1a", "ndvm": {"ms": 2.0, "rss": 0.1245513889}, "ndvm1":
+           {"ms": 1.0, "rss": 1e9}, "scipy": {"ms": 4.0, "rss": 0.1245513889}}  # fmt: skip
+    monkeypatch.setattr(rep, "_rounds", lambda *a, **k: [[row], [row]])
+    assert rep.run_nist(True, Path("."), True, 2)["figure"] == (
+        "certified RSS reached: ndvm defaults 1 / 1 in 0.50× (range 0.50–0.50, 2 rounds) "
+        "curve_fit's time; one start 0 / 1 in 0.25× (range 0.25–0.25, 2 rounds); curve_fit 1 / 1")

@@ -82,23 +82,24 @@ def test_structural_and_nonfinite_values(
 
 
 @pytest.mark.parametrize(
-    ("text", "where", "kind"),
+    ("text", "where", "kind", "status"),
     [
-        ("(+ 1\n  (car 5))", "2:3", "ProgramError"),
-        ("(+ 1 (", "1:6", "ReadError"),
-        ("(+ 1 (sin))", "1:6", "CompileError"),
-        ("(set! a 1)", "1:1", "UnsupportedForm"),
-        ("(dot [1] [1 2])", "1:1", "ShapeError"),
-        ("(define (f n) (+ 1 (f n)))\n(f 1)", None, "DepthLimitExceeded"),
+        ("(+ 1\n  (car 5))", "2:3", "ProgramError", 1),  # ran and failed: 1
+        ("(+ 1 (", "1:6", "ReadError", 2),  # not a program: an input error, 2
+        ("(+ 1 (sin))", "1:6", "CompileError", 2),
+        ("(set! a 1)", "1:1", "UnsupportedForm", 2),
+        ("(dot [1] [1 2])", "1:1", "ShapeError", 1),
+        ("(define (f n) (+ 1 (f n)))\n(f 1)", None, "DepthLimitExceeded", 1),
     ],
 )
 def test_errors_on_stderr(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, where: str | None, kind: str
-) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, where: str | None, kind: str,
+    status: int,
+) -> None:  # fmt: skip
     path = tmp_path / "bad.scm"
     path.write_text(text)
     code, out, err = run_main(["eval", str(path)], capsys)
-    assert code != 0 and out == ""
+    assert code == status and out == ""
     line = err.strip()
     prefix = f"{path}:{where}: {kind}: " if where else f"{path}: {kind}: "
     assert line.startswith(prefix), line
@@ -106,13 +107,13 @@ def test_errors_on_stderr(
 
 def test_usage_errors(model: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_main(["eval", str(model), "--param", "zz=1", "--input", "x=1"], capsys)
-    assert code == 1 and "unknown parameter" in err
+    assert code == 2 and "unknown parameter" in err
     code, _, err = run_main(["eval", str(model), "--param", "a"], capsys)
-    assert code == 1 and "NAME=VALUE" in err
+    assert code == 2 and "NAME=VALUE" in err
     code, _, err = run_main(["eval", str(model)], capsys)
-    assert code == 1 and "2:8: CompileError: unbound variable 'x'" in err
+    assert code == 2 and "2:8: CompileError: unbound variable 'x'" in err
     code, _, err = run_main(["eval", str(model.parent / "nope.scm")], capsys)
-    assert code == 1 and "nope.scm" in err
+    assert code == 2 and "nope.scm" in err
 
 
 def _python_m(args: list[str], stdin: str = "") -> subprocess.CompletedProcess[str]:
@@ -136,7 +137,7 @@ def test_subprocess_python_m(model: Path) -> None:
 
 def test_subprocess_stdin_error() -> None:
     proc = _python_m(["eval", "-"], stdin="(+ 1\n  (car 5))")
-    assert proc.returncode != 0 and proc.stdout == ""
+    assert proc.returncode == 1 and proc.stdout == ""  # it ran and failed: status 1
     assert proc.stderr.strip() == "<stdin>:2:3: ProgramError: car: expected a pair, got a number"
     proc = _python_m(["eval", "-", "--json"], stdin="(* 2 3)")
     assert proc.returncode == 0 and json.loads(proc.stdout) == {"value": 6.0}
@@ -154,5 +155,5 @@ def test_misspelt_parameter_and_input_names_get_suggestions(tmp_path: Path) -> N
             text=True,
             timeout=60,
         )
-        assert res.returncode == 1, res.stderr
+        assert res.returncode == 2, res.stderr
         assert f"did you mean '{close}'?" in res.stderr, res.stderr

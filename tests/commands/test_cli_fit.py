@@ -112,7 +112,7 @@ def test_errors_name_the_file_and_the_option(files: dict[str, Path], tmp_path: P
     assert res.stderr.startswith(f"{tmp_path / 'nope.csv'}: error: cannot read data file")
     assert "Traceback" not in res.stderr
     res = _ndvm("eval", str(files["prog"]), "--param", "K=abc", "--input", "t=1")
-    assert res.returncode == 1 and "--param K=abc: 'abc' is not a number" in res.stderr
+    assert res.returncode == 2 and "--param K=abc: 'abc' is not a number" in res.stderr
 
 
 def test_unused_input_and_input_without_column(files: dict[str, Path]) -> None:
@@ -162,7 +162,7 @@ def test_eval_max_steps_and_deadline(tmp_path: Path) -> None:
     assert res.returncode == 1 and "StepLimitExceeded" in res.stderr
     assert _ndvm("eval", str(prog)).stdout == "value: 0\n"
     res = _ndvm("eval", str(prog), "--deadline", "0")
-    assert res.returncode == 1 and "--deadline" in res.stderr and "Traceback" not in res.stderr
+    assert res.returncode == 2 and "--deadline" in res.stderr and "Traceback" not in res.stderr
 
 
 def test_eval_prints_values_as_the_language_writes_them(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ def test_report_on_a_foreign_file_is_one_line_and_writes_nothing(
 ) -> None:
     path = tmp_path / "x.db"
     path.write_bytes(content)
-    assert main(["report", "--db", str(path), "--no-export"]) != 0
+    assert main(["report", "--db", str(path), "--no-export"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("ndvm report:") and "\n" not in err and "Traceback" not in err
     assert path.read_bytes() == content

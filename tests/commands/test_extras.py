@@ -124,3 +124,20 @@ def test_version() -> None:
     import ndvm
 
     assert proc.stdout.strip() == f"ndvm {ndvm.__version__}"
+
+
+@pytest.mark.parametrize(("module", "extra"), [("sympy", "sympy"), ("torch", "torch"),
+                                               ("jax", "jax")])  # fmt: skip
+def test_export_names_the_extra_pyproject_declares(
+    monkeypatch: pytest.MonkeyPatch, module: str, extra: str
+) -> None:
+    """``ndvm.export``'s missing-module error names the extra of ``ndvm.extras`` (sympy comes
+    with ``ndvm[sympy]``), one that pyproject.toml declares."""
+    from ndvm.errors import MissingExtra, NdvmError
+    from ndvm.export import namespaces
+
+    monkeypatch.setitem(sys.modules, module, None)  # its import fails: "not found"
+    with pytest.raises(MissingExtra) as info:
+        namespaces.require(module)
+    assert isinstance(info.value, NdvmError) and extra in EXTRAS
+    assert str(info.value) == f"ndvm.export needs the '{extra}' extra: pip install 'ndvm[{extra}]'"

@@ -6,9 +6,9 @@ A case runs under ``LIMITS`` (a small deadline) unless it names its own limits. 
 ``lane_errors`` the classes of the lane errors, in order) or the name of the ``NdvmError``
 subclass it must raise (``strict=None``: it raises when every lane failed); ``"A|B"`` allows
 either. ``positioned`` requires a line and column on the raised error or the lane errors.
-``cli`` cases run ``ndvm`` in process and must exit 1 with a one-line message (or 0 when
-``expect`` is ``"value"``). The supervisor (``supervisor.py``) runs every case in a worker
-process and reports crashes and hangs.
+``cli`` cases run ``ndvm`` in process and must exit non-zero (2 for bad input, 1 for a run
+that failed) with a one-line message (or 0 when ``expect`` is ``"value"``). The supervisor
+(``supervisor.py``) runs every case in a worker process and reports crashes and hangs.
 """
 
 from __future__ import annotations

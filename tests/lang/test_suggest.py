@@ -96,7 +96,7 @@ def test_cli_reports_unknown_procedure() -> None:
         env=dict(os.environ),
         timeout=120,
     )
-    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.returncode == 2 and proc.stdout == ""  # does not compile: an input error
     assert proc.stderr.strip() == (
         "<stdin>:1:5: CompileError: unknown procedure 'sqr' (did you mean 'square'?)"
     )

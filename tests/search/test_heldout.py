@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tests.helpers.records import calibrated
 
 from ndvm.errors import NdvmError
 from ndvm.search import SymbolicRegressor, driver, frontier, selection
@@ -98,14 +99,7 @@ def test_the_search_never_reads_the_selection_rows(tmp_path, monkeypatch):
 def test_holdout_losses_are_the_fitted_programs_on_the_selection_rows():
     task = Task.from_arrays(*_law(200), holdout=0.2)
     d = task.data()
-    from ndvm.search.candidate import Candidate, Record
-    from ndvm.search.evaluate import CalibLimits, Job, run_job
-
-    recs = []
-    for i, src in enumerate(["(* a x0)", "(* a x0 x1 x1)"]):
-        res = run_job(task, Job(i, Candidate(src), i), CalibLimits(starts=4), set())
-        recs.append(Record(i, 0, Candidate(src), res.skeleton, res.n_params, res.complexity, i,
-                           res.evaluation))  # fmt: skip
+    recs = calibrated(task, ["(* a x0)", "(* a x0 x1 x1)"])
     a = selection.holdout(recs, d.select_inputs, d.select_target)
     x0, x1 = d.select_inputs["x0"], d.select_inputs["x1"]
     for r, pred, loss in zip(recs, [x0, x0 * x1**2], a.losses):
@@ -116,14 +110,7 @@ def test_holdout_losses_are_the_fitted_programs_on_the_selection_rows():
 
 def test_cross_validation_past_its_deadline_falls_back_to_the_validation_losses():
     task = Task.from_arrays(*_law(24), seed=1)  # small data: cross-validation
-    from ndvm.search.candidate import Candidate, Record
-    from ndvm.search.evaluate import CalibLimits, Job, run_job
-
-    recs = []
-    for i, src in enumerate(["(* a x0)", "(* a x0 x1 x1)", "(* a x0 x1 x1 (+ 1 (* b x0)))"]):
-        res = run_job(task, Job(i, Candidate(src), i), CalibLimits(starts=4), set())
-        recs.append(Record(i, 0, Candidate(src), res.skeleton, res.n_params, res.complexity, i,
-                           res.evaluation))  # fmt: skip
+    recs = calibrated(task, ["(* a x0)", "(* a x0 x1 x1)", "(* a x0 x1 x1 (+ 1 (* b x0)))"])
     front = frontier.pareto_front(recs)
     past = time.perf_counter() - 1.0
     d = task.data()

@@ -62,3 +62,25 @@ def test_unfitted_estimator_has_no_best() -> None:
     assert not hasattr(sr, "best_") and not hasattr(sr, "equations_")
     with pytest.raises(NdvmError, match="not fitted"):
         sr.predict(np.zeros((2, 1)))
+
+
+def test_reselection_updates_the_reported_choice(tmp_path) -> None:
+    """With a kept database, ``set_params(model_selection=...)`` after ``fit`` rewrites the
+    run's stored choice: ``ndvm report`` marks the record ``best_`` is under each mode."""
+    from ndvm.commands import report
+
+    rng = np.random.default_rng(2)
+    S = rng.uniform(0.05, 2.0, 24)
+    y = 2.1 * S / (0.4 + S) + 0.02 * rng.standard_normal(24)
+    db = str(tmp_path / "sr.db")
+    sr = SymbolicRegressor(time_budget=None, batches=3, batch_size=16, random_state=1,
+                           database=db).fit(S[:, None], y)  # fmt: skip
+    picks = {}
+    for mode in ("accuracy", "score", "best"):
+        sr.set_params(model_selection=mode)
+        rep = report.build(*report.load(db, None), export=False)
+        assert rep["selected"]["idx"] == sr.best_.idx, mode
+        picks[mode] = sr.best_.idx
+    assert len(set(picks.values())) > 1  # the modes disagree here, so the check can fail
+    sr.set_params(model_selection="fastest")  # stores nothing: the last valid choice stays
+    assert report.build(*report.load(db, None), export=False)["selected"]["idx"] == picks["best"]

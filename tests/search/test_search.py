@@ -203,6 +203,28 @@ def test_replay_cycles_recalibrate_with_fresh_seeds(tmp_path):
     assert len(endless.records) == 9
 
 
+def test_until_ends_at_the_first_record_that_reaches_it_for_any_workers(tmp_path):
+    """``Budget.until`` ends the search at the first decided record (index order) that
+    reaches it: nothing after it is decided, with one worker or a pool (whose calibrations
+    still in flight are dropped), so both runs hold the same records."""
+    corpus = tmp_path / "c.jsonl"
+    lines = ['{"src": "(+ a x)"}', '{"src": "(* a (sin x))"}', '{"src": "(* a (cos x))"}',
+             '{"src": "(* a (exp (* b x)))"}', '{"src": "(- a x)"}'] * 4  # fmt: skip
+    corpus.write_text("\n".join(lines) + "\n")
+
+    def good(r):  # the third distinct program
+        return r.status == "ok" and "cos" in r.candidate.src
+
+    runs = []
+    for w in (1, 2):
+        st = run_search("sr-damped", ReplayProposer(corpus), tmp_path / f"u{w}.db",
+                        budget=Budget(until=good), workers=w, batch_size=5)  # fmt: skip
+        decided = [r for r in st.records if r.status != "pending"]
+        assert [r.idx for r in decided] == [0, 1, 2] and good(decided[-1])
+        runs.append(_key(decided))
+    assert runs[0] == runs[1]
+
+
 def test_sr_damped_evolve_finds_success(tmp_path):
     st = run_search(
         "sr-damped",

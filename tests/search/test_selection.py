@@ -8,22 +8,18 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from tests.helpers.records import calibrated
 
 from ndvm.search import frontier, selection
 from ndvm.search.candidate import Candidate, Record
-from ndvm.search.evaluate import CalibLimits, Job, run_job
 from ndvm.tasks.base import Task
 
 
 def _records(task: Task, srcs: list[str], overfit_gain: float) -> list[Record]:
     """Calibrated records of ``srcs`` (``srcs[1]`` the law, the last the overfit, whose
     validation loss is set to ``overfit_gain`` times the law's)."""
-    out = []
-    for i, src in enumerate(srcs):
-        res = run_job(task, Job(i, Candidate(src), i), CalibLimits(starts=16), set())
-        assert res.evaluation.status == "ok", res.evaluation.reason
-        out.append(Record(i, 0, Candidate(src), res.skeleton, res.n_params, res.complexity, i,
-                          res.evaluation))  # fmt: skip
+    out = calibrated(task, srcs, starts=16)
+    assert all(r.status == "ok" for r in out), [r.evaluation.reason for r in out]
     law = out[1].evaluation.validation_mse
     out[-1] = replace(out[-1], evaluation=replace(out[-1].evaluation,
                                                   validation_mse=overfit_gain * law))  # fmt: skip
@@ -112,11 +108,7 @@ def test_programs_without_parameters_are_scored_on_each_fold_without_a_refit():
     rng = np.random.default_rng(0)
     k, x = rng.uniform(1, 5, 200), rng.uniform(1, 5, 200)
     task = Task.from_arrays(np.c_[k, x], k * x**2 / 2, names=["k", "x"], seed=0)
-    recs = []
-    for i, src in enumerate(["a", "(* k x 2)", "(* k x x 0.5)"]):
-        res = run_job(task, Job(i, Candidate(src), i), CalibLimits(starts=2), set())
-        recs.append(Record(i, 0, Candidate(src), res.skeleton, res.n_params, res.complexity, i,
-                           res.evaluation))  # fmt: skip
+    recs = calibrated(task, ["a", "(* k x 2)", "(* k x x 0.5)"], starts=2)
     front = frontier.pareto_front(recs)
     cv = selection.assess(front, *_selection_rows(task))
     assert np.all(np.isfinite(cv.folds)) and cv.losses[-1] < 1e-20

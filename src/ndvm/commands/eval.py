@@ -88,46 +88,68 @@ def _parse_value(name: str, text: str) -> Any:
     return number("--input", name, text)
 
 
-def run(args: argparse.Namespace) -> int:
+def _prepare(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
+    """``(program, theta, inputs)`` from the file and the options (raises on bad input)."""
     import ndvm
     from ndvm.api import free_name_message, free_names_guessed
 
+    if args.file == "-":
+        source = sys.stdin.read()
+    else:
+        with open(args.file, encoding="utf-8") as fh:
+            source = fh.read()
+    inputs = {k: _parse_value(k, v) for k, v in _pairs(args.input, "input").items()}
+    params = {k: number("--param", k, v) for k, v in _pairs(args.param, "param").items()}
+    check_inputs(source, inputs, complete=False)
+    program = ndvm.compile(
+        source,
+        inputs=tuple(inputs),
+        backend=args.backend,
+        dtype=args.dtype,
+        dialect=args.dialect,
+        limits=limits_from(args),
+        strict=True,
+        free_params=True,  # warned below, for the names --param does not give
+    )
+    guessed = [p for p in program.params if p not in params]
+    if free_names_guessed(program.compiled, None) and guessed:
+        print(f"ndvm: warning: {free_name_message(program.compiled, guessed)}", file=sys.stderr)
+    unknown = [p for p in params if p not in program.params]
+    if unknown:
+        hints = [h for p in unknown if (h := did_you_mean(p, program.params))]
+        raise NdvmError(
+            f"unknown parameter(s) {', '.join(unknown)}"
+            f"{' (' + '; '.join(hints) + ')' if hints else ''}; the program's "
+            f"parameters are: {', '.join(program.params) or 'none'}"
+        )
+    values = np.array([s.init for s in program.param_specs], dtype=np.float64)
+    for i, pname in enumerate(program.params):
+        if pname in params:
+            values[i] = params[pname]
+    theta = program.unconstrain(values)
+    return program, theta, inputs
+
+
+def _fail(exc: Exception, name: str, status: int) -> int:
+    """Print ``exc`` as one line located in the program ``name``; return ``status``."""
+    if isinstance(exc, NdvmError):
+        exc.source_name = exc.source_name or name
+        print(exc.located(name), file=sys.stderr)
+    else:
+        print(f"{name}: error: {exc}", file=sys.stderr)
+    return status
+
+
+def run(args: argparse.Namespace) -> int:
+    """Exit status 2 when the input is wrong (the file, an option, a name, a value, the
+    program does not compile), 1 when the program ran and failed (a runtime error, a limit,
+    a result too large to print), else 0."""
     name = "<stdin>" if args.file == "-" else args.file
     try:
-        if args.file == "-":
-            source = sys.stdin.read()
-        else:
-            with open(args.file, encoding="utf-8") as fh:
-                source = fh.read()
-        inputs = {k: _parse_value(k, v) for k, v in _pairs(args.input, "input").items()}
-        params = {k: number("--param", k, v) for k, v in _pairs(args.param, "param").items()}
-        check_inputs(source, inputs, complete=False)
-        program = ndvm.compile(
-            source,
-            inputs=tuple(inputs),
-            backend=args.backend,
-            dtype=args.dtype,
-            dialect=args.dialect,
-            limits=limits_from(args),
-            strict=True,
-            free_params=True,  # warned below, for the names --param does not give
-        )
-        guessed = [p for p in program.params if p not in params]
-        if free_names_guessed(program.compiled, None) and guessed:
-            print(f"ndvm: warning: {free_name_message(program.compiled, guessed)}", file=sys.stderr)
-        unknown = [p for p in params if p not in program.params]
-        if unknown:
-            hints = [h for p in unknown if (h := did_you_mean(p, program.params))]
-            raise NdvmError(
-                f"unknown parameter(s) {', '.join(unknown)}"
-                f"{' (' + '; '.join(hints) + ')' if hints else ''}; the program's "
-                f"parameters are: {', '.join(program.params) or 'none'}"
-            )
-        values = np.array([s.init for s in program.param_specs], dtype=np.float64)
-        for i, pname in enumerate(program.params):
-            if pname in params:
-                values[i] = params[pname]
-        theta = program.unconstrain(values)
+        program, theta, inputs = _prepare(args)
+    except (NdvmError, OSError, ValueError) as exc:
+        return _fail(exc, name, 2)
+    try:
         out: dict[str, Any] = {}
         if args.grad:
             value, grad = program.value_and_grad(theta, None, inputs)
@@ -138,13 +160,8 @@ def run(args: argparse.Namespace) -> int:
             value = program.eval(theta, inputs)
         cells = print_cells(value)
         text = encode(np.asarray(value).tolist(), args.json, cells)
-    except NdvmError as exc:
-        exc.source_name = exc.source_name or name
-        print(exc.located(name), file=sys.stderr)
-        return 1
-    except (OSError, ValueError) as exc:
-        print(f"{name}: error: {exc}", file=sys.stderr)
-        return 1
+    except (NdvmError, OSError, ValueError) as exc:
+        return _fail(exc, name, 1)
     if args.json:
         rest = json.dumps(json_safe(out), allow_nan=False)[1:]
         print('{"value": ' + text + (", " + rest if out else "}"))

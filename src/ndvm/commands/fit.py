@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 import warnings
@@ -97,6 +98,19 @@ def register(sub: Any) -> None:
     )
     add_limit_options(p)
     p.set_defaults(func=run)
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """Every numeric option in range (a one-line ``ConfigError``, exit status 2)."""
+    from ndvm.errors import ConfigError
+    from ndvm.search import options
+
+    options.count("--starts", args.starts, optional=True)
+    options.count("--steps", args.steps, minimum=0)
+    options.count("--polish", args.polish, minimum=0, optional=True)
+    options.count("--seed", args.seed, minimum=0)
+    if not 0 < args.lr < math.inf:  # NaN fails too
+        raise ConfigError(f"--lr must be a finite number > 0, got {args.lr!r}")
 
 
 def read_columns(path: str, names: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -228,6 +242,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.plot:
         require("ndvm fit --plot", "plot")  # before fitting: a missing extra costs nothing
+    try:
+        check_numbers(args)
+    except NdvmError as exc:
+        print(f"ndvm fit: {exc}", file=sys.stderr)
+        return 2
     try:
         with open(args.program, encoding="utf-8") as fh:
             source = fh.read()

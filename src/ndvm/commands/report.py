@@ -174,9 +174,9 @@ def run(args: argparse.Namespace) -> int:
             print_text(rep)
         if args.out:
             write_out(Path(args.out), info, recs, rep)
-    except NdvmError as exc:
+    except NdvmError as exc:  # a missing or unreadable database, an unknown run: input
         print(f"ndvm report: {exc}", file=sys.stderr)
-        return 1
+        return 2
     return 0
 
 

@@ -63,7 +63,7 @@ def register(sub: Any) -> None:
     how.add_argument("--workers", type=int, default=1, help="calibration processes (default 1)")
     how.add_argument("--executor", default="auto", choices=("auto", "serial", "process", "ray"))
     how.add_argument("--db", default="search.db", help="SQLite database (default search.db)")
-    how.add_argument("--until-success", action="store_true", help="stop after a success")
+    how.add_argument("--until-success", action="store_true", help="stop at the first success")
     how.add_argument("--resume", action="store_true", help="continue the latest run in --db")
     how.add_argument("--seed", type=int, default=0)
     how.add_argument("--batch-size", type=int, default=None,

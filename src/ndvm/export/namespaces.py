@@ -16,20 +16,21 @@ from typing import Any
 
 import numpy as np
 
-from ndvm.errors import NdvmError
-
-EXTRAS = {"torch": "torch", "jax": "jax", "sympy": "search"}
+from ndvm.errors import MissingExtra, NdvmError
 
 
 def require(module: str) -> Any:
-    """Import an optional dependency or raise an ``NdvmError`` naming the extra to install."""
+    """Import an optional dependency or raise ``MissingExtra`` (an ``NdvmError``) naming the
+    extra that provides it, as ``ndvm.extras`` declares it (``pip install 'ndvm[sympy]'``)."""
     import importlib
+
+    from ndvm import extras
 
     try:
         return importlib.import_module(module)
     except ImportError:
-        extra = EXTRAS.get(module, module)
-        raise NdvmError(f"ndvm.export needs {module}: pip install 'ndvm[{extra}]'") from None
+        extra = next((e for e, mods in extras.EXTRAS.items() if module in mods), module)
+        raise MissingExtra(extras.message("ndvm.export", [extra])) from None
 
 
 @cache

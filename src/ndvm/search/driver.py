@@ -94,14 +94,14 @@ def run_search(
         "data": data_digest(the_task),
     }  # fmt: skip
     run, seed, base, records = _open_run(store, the_task, proposer, seed, config, resume)
-    book = _Book(run, store, records, _scope_fn(proposer))
+    book = _Book(run, store, records, _scope_fn(proposer), budget.reached)
     t0 = time.perf_counter()
 
     def elapsed() -> float:
         return base + time.perf_counter() - t0
 
     def stop() -> bool:
-        return budget.seconds is not None and elapsed() >= budget.seconds
+        return book.halted() or (budget.seconds is not None and elapsed() >= budget.seconds)
 
     def on_results(results: list[Result], flush: bool = False) -> None:
         if not book.take(results, elapsed(), flush):
@@ -141,7 +141,7 @@ def run_search(
     try:
         pending = [r for r in records if r.status == "pending"]
         book.expect(pending)
-        sched.run([book.job(r) for r in pending], on_results, stop, more)
+        sched.run([book.job(r) for r in pending], on_results, stop, more, book.halted)
         on_results([], flush=True)
     finally:
         if tenure:
@@ -238,9 +238,13 @@ class _Book:
     """The driver's records: final duplicate decisions in index order, committed in groups."""
 
     def __init__(
-        self, run: int, store: Store, records: list[Record], scope: Callable[[int], int]
-    ) -> None:
-        self.run, self.store, self.scope = run, store, scope
+        self, run: int, store: Store, records: list[Record], scope: Callable[[int], int],
+        reached: Callable[[Record], bool] = lambda r: False,
+    ) -> None:  # fmt: skip
+        self.run, self.store, self.scope, self.reached = run, store, scope, reached
+        # the first decided record that ends the search (``Budget.reached``); once set,
+        # nothing after it is decided: the records are those of the index-order prefix
+        self.hit = next((r.idx for r in records if reached(r)), None)
         self.recs: list[Record] = sorted(records, key=lambda r: r.idx)  # index order
         self.pos: dict[int, int] = {r.idx: i for i, r in enumerate(self.recs)}  # idx -> position
         self.seen = {
@@ -362,11 +366,13 @@ class _Book:
         an internal error, or ``flush``. True if any was committed."""
         for res in results:
             self.ready[res.idx] = res
-        while self.order and self.order[0] in self.ready:
+        while self.hit is None and self.order and self.order[0] in self.ready:
             res = self._decide(self.ready.pop(self.order.pop(0)))
             self.decided.append(res)
             ev = res.evaluation  # an internal error is counted (and may stop the search) now
             flush = flush or (ev.status == "failed" and ev.reason.startswith(INTERNAL))
+            if self.reached(self._record(res, now)):
+                self.hit, flush = res.idx, True
         if not self.decided:
             return False
         t = time.perf_counter()
@@ -388,13 +394,19 @@ class _Book:
             per[b] = per.get(b, 0) + 1
         return any(k >= self.waiting.get(b, 0) for b, k in per.items())
 
+    def halted(self) -> bool:
+        """Whether a record reached the budget's condition: the search ends at once."""
+        return self.hit is not None
+
+    def _record(self, res: Result, now: float) -> Record:
+        """The record of ``res`` as ``_commit`` stores it."""
+        r = self.recs[self.pos[res.idx]]
+        return Record(r.idx, r.batch, r.candidate, res.skeleton, res.n_params, res.complexity,
+                      r.seed, res.evaluation, now)  # fmt: skip
+
     def _commit(self, res: Result, now: float) -> None:
         i = self.pos[res.idx]
-        r = self.recs[i]
-        self.recs[i] = Record(
-            r.idx, r.batch, r.candidate, res.skeleton, res.n_params, res.complexity,
-            r.seed, res.evaluation, now,
-        )  # fmt: skip
+        r = self.recs[i] = self._record(res, now)
         self.done += 1
         left = self.waiting[r.batch] - 1
         if left:

@@ -54,7 +54,8 @@ class SymbolicRegressor:
     search never reads and the choice below is made on (used from 30 rows; smaller data is
     cross-validated on train + validation; ``selection.for_task``); model_selection: how the
     reported model is chosen among the front's entries on those losses (re-read at every use,
-    so ``set_params(model_selection=...)`` after ``fit`` takes effect at once): ``"best"``
+    so ``set_params(model_selection=...)`` after ``fit`` takes effect at once, and in a kept
+    ``database_``, whose latest run then stores the new choice for ``ndvm report``): ``"best"``
     (the smallest information criterion n log(CV loss) + cost log(n)), ``"accuracy"`` (the
     lowest CV loss) or ``"score"`` (PySR's largest score); before selection, constants a fit
     drove to 0 or 1 are pruned (``ndvm.search.dust``); pruning and the choice run inside
@@ -66,10 +67,11 @@ class SymbolicRegressor:
     more seconds; refused when X, y or the split differ from that run's);
     verbosity: 0 silent, 1 a live progress line with the best program so far on stderr and
     the hall of fame with the chosen law at the end (default ``None``: 1 when stderr is a
-    terminal or in a notebook, else 0); early_stop_condition: stop after
-    the batch in which a program reaches it: a number (the ``loss`` column, validation MSE, at
-    most it: PySR's meaning), ``"r2>=R"`` (validation R²), ``"loss<=L"``, or a callable
-    ``(loss, complexity) -> bool`` (``search.options.parse_early_stop``).
+    terminal or in a notebook, else 0); early_stop_condition: stop at
+    the first program (index order) that reaches it (``Budget.reached``): a number (the
+    ``loss`` column, validation MSE, at most it: PySR's meaning), ``"r2>=R"`` (validation
+    R²), ``"loss<=L"``, or a callable ``(loss, complexity) -> bool``
+    (``search.options.parse_early_stop``).
     """
 
     def __init__(
@@ -135,7 +137,18 @@ class SymbolicRegressor:
                 raise ValueError(f"invalid parameter {name!r} for SymbolicRegressor "
                                  f"(valid: {', '.join(valid)})")  # fmt: skip
             setattr(self, name, value)
+        if "model_selection" in params:
+            self._store_choice()
         return self
+
+    def _store_choice(self) -> None:
+        """After ``fit`` with a kept database, store the choice of the current
+        ``model_selection`` in its run, so ``ndvm report`` marks what ``best_`` is (an unknown
+        mode stores nothing: ``best_`` raises it)."""
+        kept = vars(self).get("database_")
+        fitted = "cv_" in vars(self) and self.model_selection in SELECTIONS
+        if fitted and kept and Path(kept).exists():
+            selection.save(kept, self.cv_, self.model_selection)
 
     def __repr__(self) -> str:
         sig = inspect.signature(type(self).__init__).parameters

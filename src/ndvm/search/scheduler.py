@@ -105,13 +105,16 @@ class SerialExecutor:
 
     def run(
         self, jobs: Sequence[Job], on_results: OnResults, stop: Callable[[], bool],
-        more: More | None = None,
+        more: More | None = None, halt: Callable[[], bool] | None = None,
     ) -> None:  # fmt: skip
+        """Run ``jobs`` one at a time, then those ``more()`` gives, until both are exhausted
+        or ``stop()`` (asked before each job; ``halt`` is ``stop``'s stronger form for the
+        pools and needs nothing more here)."""
         while True:
-            for chunk in chunks(jobs, 1, most=8):
+            for job in jobs:
                 if stop():
                     return
-                on_results(self.worker.run(chunk))
+                on_results(self.worker.run([job]))
             jobs = more() if more is not None else []
             if not jobs:
                 return
@@ -138,10 +141,12 @@ class Pool:
 
     def run(
         self, jobs: Sequence[Job], on_results: OnResults, stop: Callable[[], bool],
-        more: More | None = None,
+        more: More | None = None, halt: Callable[[], bool] | None = None,
     ) -> None:  # fmt: skip
         """Run ``jobs``, then those ``more()`` gives whenever the queue is empty (the next
-        batch, proposed while this one finishes), until both are exhausted or ``stop()``."""
+        batch, proposed while this one finishes), until both are exhausted or ``stop()``
+        (the chunks in flight are awaited) or ``halt()`` (they are dropped: ``close`` ends
+        the workers that still run them)."""
         queue = chunks(jobs, self.workers)
         solo = 0  # the first ``solo`` queued chunks run one at a time (after a death)
         inflight: dict[Any, tuple[list[Job], float]] = {}
@@ -170,6 +175,8 @@ class Pool:
                     on_results(self.result(handle))
                 except WorkerDied:
                     retry += self._died(chunk, alone, died, on_results)
+            if halt is not None and halt():
+                return
             now = time.monotonic()
             late = [h for h, (c, t) in inflight.items() if now - t > self._budget(c)]
             for handle in late:

@@ -14,21 +14,20 @@ from ndvm.search.candidate import Candidate, Record, skeleton_hash
 
 @dataclass(frozen=True)
 class Budget:
-    """When to stop: wall-clock seconds of search, proposals in total, batches in total,
-    (``until_success``) after the batch holding the first success, or (``until``) after the
-    batch holding a decided record for which ``until(record)`` is true."""
+    """When to stop: wall-clock seconds of search, proposals in total, batches in total, or
+    at the first decided record (in index order) that ``reached`` accepts: a success
+    (``until_success``) or one for which ``until(record)`` is true. The driver asks
+    ``reached`` once per decided record and stops there: nothing more is scheduled, the
+    calibrations still running are dropped and the records after it stay pending."""
 
     seconds: float | None = None
     candidates: int | None = None
     batches: int | None = None
     until_success: bool = False
     until: Callable[[Record], bool] | None = None
-    _checked: list[int] = field(default_factory=lambda: [0], compare=False, repr=False)
 
     def exhausted(self, state: SearchState, elapsed: float) -> bool:
         if self.until_success and state.has_success:
-            return True
-        if self.until is not None and self._reached(state.records):
             return True
         if self.seconds is not None and elapsed >= self.seconds:
             return True
@@ -36,20 +35,14 @@ class Budget:
             return True
         return self.batches is not None and state.next_batch >= self.batches
 
-    def _reached(self, records: Sequence[Record]) -> bool:
-        """Whether ``until`` holds for a decided record. Each record is tested once: the
-        records before the first pending one are final, so the next call starts there."""
-        assert self.until is not None
-        i = self._checked[0] if self._checked[0] <= len(records) else 0
-        while i < len(records):
-            r = records[i]
-            if r.evaluation is None:
-                break  # pending: decided in a later view
-            if self.until(r):
-                return True
-            i += 1
-        self._checked[0] = i
-        return False
+    def reached(self, record: Record) -> bool:
+        """Whether the decided ``record`` ends the search (``until_success``, ``until``)."""
+        ev = record.evaluation
+        if ev is None:
+            return False
+        if self.until_success and ev.success:
+            return True
+        return self.until is not None and bool(self.until(record))
 
 
 @dataclass(frozen=True)
