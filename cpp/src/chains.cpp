@@ -354,25 +354,36 @@ size_t Interp::forward_chains(size_t r, size_t end) {
 }
 
 // The reverse sweep with chains (after a replay that ran them): each chain's VJP as one step,
-// the other records as vjp_fast runs them.
+// the other records as vjp_fast runs them, under the same deadline: a timed sweep looks at the
+// clock every 4096 fast records' worth of work (a chain counts twice its records: its forward
+// is recomputed) and after the last record, as vjp_fast does (general records also count
+// themselves, in vjp_record).
 void Interp::vjp_chains() {
+  constexpr size_t kTickEvery = 4096;
   const Real* v = pay_.base();
   Real* adj = adj_.data();
   uint8_t* touched = touched_.data();
+  size_t work = 0;
   for (size_t r = tape_.records.size(); r-- > 0;) {
     const uint32_t ch = chain_end_[r];
     if (ch != kNoChain) {
       chain_vjp(chains_[ch]);
+      work += 2 * (chains_[ch].hi - chains_[ch].lo);
       r = chains_[ch].lo;
-      continue;
+    } else {
+      const FastRec& f = fast_[r];
+      if (f.vjp && fused_form<true>(f)) {
+        if (touched[f.out_pid]) in_register(f.vjp)(f, v, adj, touched);
+      } else if (touched_[tape_.records[r].out]) {
+        vjp_record(tape_.records[r], adj_);
+        adj = adj_.data();
+        touched = touched_.data();
+      }
+      ++work;
     }
-    const FastRec& f = fast_[r];
-    if (f.vjp && fused_form<true>(f)) {
-      if (touched[f.out_pid]) in_register(f.vjp)(f, v, adj, touched);
-    } else if (touched_[tape_.records[r].out]) {
-      vjp_record(tape_.records[r], adj_);
-      adj = adj_.data();
-      touched = touched_.data();
+    if (work >= kTickEvery || r == 0) {
+      work = 0;
+      sweep_tick();
     }
   }
 }

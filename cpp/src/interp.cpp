@@ -111,7 +111,7 @@ uint32_t Interp::tape_op(TapeOp op, const uint32_t* ins, uint32_t n, uint32_t ou
   r.args = static_cast<uint32_t>(tape_.operands.size());
   r.extra = extra;
   r.aux = aux;
-  tape_.operands.insert(tape_.operands.end(), ins, ins + n);
+  tape_.operands.append(ins, ins + n);
   tape_.records.push_back(r);
   note_fast(false, n, out);
   return static_cast<uint32_t>(tape_.records.size() - 1);

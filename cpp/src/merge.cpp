@@ -94,7 +94,7 @@ class Merger {
     in_.merge_into(out, ids, masks, n);
     if (taped) {
       const uint32_t extra = static_cast<uint32_t>(in_.tape_.extras.size());
-      in_.tape_.extras.insert(in_.tape_.extras.end(), masks, masks + n);
+      in_.tape_.extras.append(masks, masks + n);
       in_.tape_op(TapeOp::MERGE, ids, n, out, extra, 0);
     }
     return make_value(Tag::NUM, out, shape.rank);

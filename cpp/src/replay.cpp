@@ -60,7 +60,7 @@ void Interp::guard_read(uint32_t pid) {
   g.out = pid;
   g.snap = static_cast<uint32_t>(trace_.snapshots.size());
   const Real* p = pay_.ptr(pid);
-  trace_.snapshots.insert(trace_.snapshots.end(), p, p + pay_[pid].count());
+  trace_.snapshots.append(p, p + pay_[pid].count());
   trace_.guards.push_back(g);
 }
 
@@ -145,8 +145,8 @@ size_t Interp::forward_general(size_t r, size_t end) {
 }
 
 bool Interp::replay_forward() {
-  const std::vector<TapeRecord>& recs = tape_.records;
-  const std::vector<Guard>& guards = trace_.guards;
+  const GrowVec<TapeRecord>& recs = tape_.records;
+  const GrowVec<Guard>& guards = trace_.guards;
   const FastRec* fast = fast_.size() == recs.size() ? fast_.data() : nullptr;
   if (fast) list_slow();
   chain_fwd_ = fast && chains_apply();  // the sweep after this pass must run them too

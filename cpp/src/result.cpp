@@ -411,7 +411,7 @@ void Interp::plan_adjoints(bool share) {
   std::vector<uint8_t> ok(N, 1);
   std::vector<uint32_t> last(N, kNone);
   std::vector<uint32_t> store(N, kNone);  // kNone: its own offset
-  const std::vector<TapeRecord>& recs = tape_.records;
+  const GrowVec<TapeRecord>& recs = tape_.records;
   for (size_t r = 0; r < recs.size(); ++r) {
     const bool fast = fast_[r].vjp != nullptr;
     const uint32_t* ids = tape_.operands.data() + recs[r].args;

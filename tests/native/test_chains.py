@@ -153,3 +153,31 @@ def test_lanes_of_a_chained_batch_equal_single_lanes(client: str) -> None:
         one = prog.evaluate(theta[b : b + 1], inputs, grad=True)
         assert np.asarray(batch.value)[b].tobytes() == np.asarray(one.value)[0].tobytes()
         assert np.asarray(batch.grad)[b].tobytes() == np.asarray(one.grad)[0].tobytes()
+
+
+def test_a_chained_sweep_meets_the_deadline_as_an_unchained_one(client: str) -> None:
+    # The sweep after a chained replay looks at the clock as vjp_fast does: a deadline of 1 us
+    # (which the walk and the replay, of too few steps and records to look at the clock, do not
+    # see) has passed, with its grace, when the sweep ends: every lane fails in the sweep, on
+    # the chained path as on the unchained one (deterministic: no timing decides it)
+    theta = np.random.default_rng(4).normal(size=(10, 2)) + np.array([1.5, 0.5])
+    inputs = {"y": np.array([0.3, -1.2])}
+    keys = []
+    for lanes in (3, NEVER):
+        mp = pytest.MonkeyPatch()
+        mp.setattr(native, "_run_options", _options(lanes))
+        try:
+            prog = ndvm.compile(CHAINED[1], inputs=("y",), params=["a", "b"], backend=client,
+                                strict=False, limits=ndvm.Limits(deadline=1e-6))  # fmt: skip
+            assert prog.evaluate(theta, inputs).status.tolist() == [[0, 0]] * 10  # the trace
+            r = prog.evaluate(theta, inputs, grad=True)
+        finally:
+            mp.undo()
+        assert r.stats["replayed"] and (r.stats["chains"] > 0) == (lanes == 3)
+        assert r.status.tolist() == [[2, 2]] * 10
+        assert [str(e) for _, e in r.errors] == [
+            "evaluation exceeded its deadline of 1e-06 s (in the reverse sweep)"
+        ]
+        assert np.isnan(r.grad).all()
+        keys.append(_key(r))
+    assert keys[0] == keys[1]

@@ -3,8 +3,7 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
-
+#include "ndvm/grow.hpp"
 #include "ndvm/value.hpp"
 
 namespace ndvm {
@@ -26,10 +25,10 @@ struct EnvFrame {
 };
 
 struct Heap {
-  std::vector<PairCell> pairs;
-  std::vector<ClosureCell> closures;
-  std::vector<EnvFrame> envs;
-  std::vector<Value> slots;
+  GrowVec<PairCell> pairs;  // (grow.hpp: no copy of the heap when it grows)
+  GrowVec<ClosureCell> closures;
+  GrowVec<EnvFrame> envs;
+  GrowVec<Value> slots;
 
   void reset() {
     pairs.clear();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ndvm/fast.hpp"
+#include "ndvm/grow.hpp"
 #include "ndvm/heap.hpp"
 #include "ndvm/payload.hpp"
 #include "ndvm/prims.hpp"
@@ -483,7 +484,7 @@ class Interp {
   std::vector<uint32_t> inv_pairs_;
   bool inv_pairs_fused_ = false;
   bool inverses_ready_ = false;
-  std::vector<FastRec> fast_;  // per tape record, its fast or lane form (fast.hpp)
+  GrowVec<FastRec> fast_;  // per tape record, its fast or lane form (fast.hpp)
   // The records of fast_'s tape that take the general path (no form, or a fused lane form in
   // a run that is not fused), ascending, then kNoSlow: of the forward pass (slow_fwd_) and of
   // the reverse sweep (slow_vjp_), listed for fused_ == slow_fused_ (-1: not listed) over

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ndvm/grow.hpp"
 #include "ndvm/kernels.hpp"
 
 namespace ndvm {
@@ -26,37 +27,26 @@ struct LimitError : std::runtime_error {
 // the host.
 constexpr size_t kMaxPayloadElems = size_t{1} << 28;
 
-// Growable array of payload elements that never zero-fills and keeps its capacity on reset.
+// Growable array of payload elements that never zero-fills, keeps its capacity on reset and
+// grows without a copy (grow.hpp).
 class RealArena {
  public:
-  size_t size() const { return size_; }
-  Real* data() { return buf_.get(); }
-  const Real* data() const { return buf_.get(); }
-  void reset() { size_ = 0; }
+  size_t size() const { return buf_.size(); }
+  Real* data() { return buf_.data(); }
+  const Real* data() const { return buf_.data(); }
+  void reset() { buf_.clear(); }
   // Appends n uninitialised elements; returns the offset of the first one.
   size_t grow(size_t n) {
-    if (size_ + n > kMaxPayloadElems) {
+    if (buf_.size() + n > kMaxPayloadElems) {
       throw LimitError(LimitKind::HEAP, "payload memory limit of " +
                                             std::to_string(kMaxPayloadElems * sizeof(Real) >> 20) +
                                             " MiB exceeded");
     }
-    if (size_ + n > cap_) {
-      size_t cap = cap_ ? cap_ : 4096;
-      while (cap < size_ + n) cap *= 2;
-      std::unique_ptr<Real[]> next(new Real[cap]);
-      if (size_) std::memcpy(next.get(), buf_.get(), size_ * sizeof(Real));
-      buf_ = std::move(next);
-      cap_ = cap;
-    }
-    const size_t off = size_;
-    size_ += n;
-    return off;
+    return buf_.extend(n);
   }
 
  private:
-  std::unique_ptr<Real[]> buf_;
-  size_t size_ = 0;
-  size_t cap_ = 0;
+  GrowVec<Real> buf_;
 };
 
 struct Payload {
@@ -106,7 +96,7 @@ class PayloadTable {
 
  private:
   RealArena data_;
-  std::vector<Payload> items_;
+  GrowVec<Payload> items_;
 };
 
 // Lane masks over the W = B * Ng grid (lane = b * Ng + n). Mask 0 is every lane.
@@ -114,15 +104,18 @@ class MaskTable {
  public:
   void reset(uint32_t W) {
     W_ = W;
-    bits_.assign(W, 1);
-    counts_.assign(1, W);
+    bits_.clear();
+    bits_.resize(W);
+    if (W != 0) std::memset(bits_.data(), 1, W);
+    counts_.clear();
+    counts_.push_back(W);
   }
   uint32_t W() const { return W_; }
   const uint8_t* bits(uint32_t id) const { return bits_.data() + static_cast<size_t>(id) * W_; }
   uint32_t count(uint32_t id) const { return counts_[id]; }
   // Appends a new mask (all zero) and returns its id; fill through mutable_bits, then seal.
   uint32_t add() {
-    bits_.resize(bits_.size() + W_, 0);
+    bits_.resize(bits_.size() + W_);
     counts_.push_back(0);
     return static_cast<uint32_t>(counts_.size() - 1);
   }
@@ -140,8 +133,8 @@ class MaskTable {
 
  private:
   uint32_t W_ = 1;
-  std::vector<uint8_t> bits_;
-  std::vector<uint32_t> counts_;
+  GrowVec<uint8_t> bits_;
+  GrowVec<uint32_t> counts_;
 };
 
 }  // namespace ndvm

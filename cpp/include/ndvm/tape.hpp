@@ -2,7 +2,8 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
+
+#include "ndvm/grow.hpp"
 
 namespace ndvm {
 
@@ -25,9 +26,9 @@ struct TapeRecord {
 };
 
 struct Tape {
-  std::vector<TapeRecord> records;
-  std::vector<uint32_t> operands;
-  std::vector<uint32_t> extras;
+  GrowVec<TapeRecord> records;  // (grow.hpp: no copy of the tape when it grows)
+  GrowVec<uint32_t> operands;
+  GrowVec<uint32_t> extras;
 
   void reset() {
     records.clear();

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "ndvm/grow.hpp"
 #include "ndvm/kernels.hpp"
 
 namespace ndvm {
@@ -60,9 +61,9 @@ constexpr size_t kMaxTraceGuards = size_t{1} << 22;
 struct Trace {
   bool valid = false;
   TraceKey key;
-  std::vector<Guard> guards;
-  std::vector<uint32_t> operands;
-  std::vector<Real> snapshots;
+  GrowVec<Guard> guards;  // (grow.hpp: no copy when they grow)
+  GrowVec<uint32_t> operands;
+  GrowVec<Real> snapshots;
   uint32_t failures = 0;  // consecutive failed replays (replay is retried less often)
   uint64_t skipped = 0;   // evaluations walked without trying since the last failure
   uint64_t replays = 0;   // successful replays of this trace (for tests and benchmarks)
