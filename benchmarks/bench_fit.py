@@ -7,9 +7,9 @@ ten programs — eight 3-parameter structures on sr-damped's 44 training points,
 with constants in the hundreds, a 5-parameter trend with an annual harmonic — plus, with
 statsmodels installed, monthly Mauna Loa CO₂ (quadratic trend + annual harmonic) and yearly
 sunspot numbers (an 11-year cycle). ndvm's time is a fresh ``ndvm.compile`` plus
-``ndvm.calibrate`` with its defaults (16 starts as lanes, Levenberg–Marquardt in the runtime,
-diagnostics on); curve_fit's is one call (trust-region LM, finite-difference Jacobian, one
-start). Each time is the best of ``--repeat``. Printed: both times, both losses (mse), ndvm's
+``ndvm.calibrate`` with its defaults (16 starts as lanes in waves — the first 4 alone when they
+agree, docs/calibration.md —, Levenberg–Marquardt in the runtime, diagnostics on); curve_fit's
+is one call (trust-region LM, finite-difference Jacobian, one start). Each time is the best of ``--repeat``. Printed: both times, both losses (mse), ndvm's
 verdict, and the totals' ratio; then ndvm with 64 starts, and with one start (the same
 start as curve_fit's), against curve_fit's one.
 """
@@ -165,7 +165,7 @@ def main() -> None:
     args = ap.parse_args()
     all_cases = cases()
     rows = [run_case(c, args.repeat, None) for c in all_cases]
-    table(rows, "ndvm defaults (16 starts) vs curve_fit (1 start), same data and init")
+    table(rows, "ndvm defaults (16 starts, adaptive) vs curve_fit (1 start), same data and init")
     rows64 = [run_case(c, max(3, args.repeat // 4), 64) for c in all_cases]
     table(rows64, "ndvm with 64 starts vs curve_fit (1 start)")
     rows1 = [run_case(c, args.repeat, 1) for c in all_cases]
