@@ -9,9 +9,10 @@ statsmodels installed, monthly Mauna Loa CO₂ (quadratic trend + annual harmoni
 sunspot numbers (an 11-year cycle). ndvm's time is a fresh ``ndvm.compile`` plus
 ``ndvm.calibrate`` with its defaults (16 starts as lanes in waves — the first 4 alone when they
 agree, docs/calibration.md —, Levenberg–Marquardt in the runtime, diagnostics on); curve_fit's
-is one call (trust-region LM, finite-difference Jacobian, one start). Each time is the best of ``--repeat``. Printed: both times, both losses (mse), ndvm's
-verdict, and the totals' ratio; then ndvm with 64 starts, and with one start (the same
-start as curve_fit's), against curve_fit's one.
+is one call (trust-region LM, finite-difference Jacobian, one start). Each time is the best of
+``--repeat``. Printed: both times, both losses (mse), ndvm's verdict, and the totals' ratio;
+then ndvm with 64 starts, and with one start (the same start as curve_fit's), against
+curve_fit's one.
 """
 
 from __future__ import annotations
