@@ -15,6 +15,7 @@ restarts, a progress callback or a ``time_limit``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -65,12 +66,13 @@ def minimize(
 
 
 def _enough(trace: Any) -> bool:
-    loss = np.asarray(trace.best_loss, dtype=np.float64)
-    finite = np.isfinite(loss)
-    if not finite.any() or trace.why is None:
+    """The first wave is enough: its best start stopped on a convergence test and at least
+    ``AGREE`` starts reached its loss within 1e-6 relative (Python floats: a wave is small)."""
+    if trace.why is None:
         return False
-    best = int(np.flatnonzero(finite)[np.argmin(loss[finite])])
-    if int(trace.why[best]) not in CONVERGED_WHY:
+    loss = [v if v == v else math.inf for v in np.asarray(trace.best_loss).tolist()]  # NaN
+    low = min(loss)
+    if not math.isfinite(low) or int(trace.why[loss.index(low)]) not in CONVERGED_WHY:
         return False
-    tie = loss[best] + 1e-6 * abs(loss[best])
-    return int((loss[finite] <= tie).sum()) >= AGREE
+    tie = low + 1e-6 * abs(low)
+    return sum(v <= tie for v in loss) >= AGREE
