@@ -57,6 +57,7 @@ def prep_lm_ok(prepared: Prepared) -> bool:
 
 
 CHUNK = 25  # steps per runtime call when a callback wants progress
+_NO_EXTRA = np.zeros((1, 0))  # no loss-owned parameters (what the runtime's loss has)
 _KEYS = ("lr", "betas", "eps", "ftol", "xtol", "gtol", "lambda0", "memory", "c1", "c2", "max_ls")
 _OPTIONS: dict[Any, dict[str, Any]] = {}  # optimizer (frozen, hashable) -> the fields read
 
@@ -77,7 +78,6 @@ def _options(inner: Any) -> dict[str, Any]:
         except TypeError:
             pass
     return found
-_NO_EXTRA = np.zeros((1, 0))  # no loss-owned parameters (what the runtime's loss has)
 
 
 class _Run:
