@@ -7,11 +7,12 @@ ten programs — eight 3-parameter structures on sr-damped's 44 training points,
 with constants in the hundreds, a 5-parameter trend with an annual harmonic — plus, with
 statsmodels installed, monthly Mauna Loa CO₂ (quadratic trend + annual harmonic) and yearly
 sunspot numbers (an 11-year cycle). ndvm's time is a fresh ``ndvm.compile`` plus
-``ndvm.calibrate`` with its defaults (16 starts as lanes, Levenberg–Marquardt in the runtime,
-diagnostics on); curve_fit's is one call (trust-region LM, finite-difference Jacobian, one
-start). Each time is the best of ``--repeat``. Printed: both times, both losses (mse), ndvm's
-verdict, and the totals' ratio; then ndvm with 64 starts, and with one start (the same
-start as curve_fit's), against curve_fit's one.
+``ndvm.calibrate`` with its defaults (16 starts as lanes in waves — the first 4 alone when they
+agree, docs/calibration.md —, Levenberg–Marquardt in the runtime, diagnostics on); curve_fit's
+is one call (trust-region LM, finite-difference Jacobian, one start). Each time is the best of
+``--repeat``. Printed: both times, both losses (mse), ndvm's verdict, its iterations and the
+starts it ran (4 where the first wave agreed), and the totals' ratio; then ndvm with 64
+starts, and with one start (the same start as curve_fit's), against curve_fit's one.
 """
 
 from __future__ import annotations
@@ -137,18 +138,18 @@ def run_case(case: dict[str, Any], repeat: int, starts: int | None) -> dict[str,
     loss_scipy = float("nan") if popt is None else float(np.mean((case["fn"](x, *popt) - y) ** 2))
     return dict(name=case["name"], ndvm_s=t_ndvm, scipy_s=t_scipy, ndvm_loss=cal.loss,
                 scipy_loss=loss_scipy, success=bool(cal.success), nit=cal.nit,
-                n_best=cal.n_best)  # fmt: skip
+                n_best=cal.n_best, ran=len(cal.status))  # fmt: skip
 
 
 def table(rows: list[dict[str, Any]], title: str) -> None:
     print(f"\n{title}")
     print(f"{'program':32} {'ndvm ms':>8} {'scipy ms':>9} {'ndvm mse':>12} {'scipy mse':>12} "
-          f"{'ok':>4} {'nit':>4}")  # fmt: skip
+          f"{'ok':>4} {'nit':>4} {'ran':>4}")  # fmt: skip
     for r in rows:
         ok = r["ndvm_loss"] <= r["scipy_loss"] * (1 + 1e-9) or not np.isfinite(r["scipy_loss"])
         print(f"{r['name'][:32]:32} {1e3 * r['ndvm_s']:8.3f} {1e3 * r['scipy_s']:9.3f} "
               f"{r['ndvm_loss']:12.6g} {r['scipy_loss']:12.6g} {'yes' if r['success'] else 'NO':>4}"
-              f" {r['nit']:4d}{'' if ok else '  (worse than curve_fit)'}")  # fmt: skip
+              f" {r['nit']:4d} {r['ran']:4d}{'' if ok else ' (worse than curve_fit)'}")  # fmt: skip
     tn = sum(r["ndvm_s"] for r in rows)
     ts = sum(r["scipy_s"] for r in rows)
     good = sum(r["ndvm_loss"] <= r["scipy_loss"] * (1 + 1e-9) or not np.isfinite(r["scipy_loss"])
@@ -165,7 +166,7 @@ def main() -> None:
     args = ap.parse_args()
     all_cases = cases()
     rows = [run_case(c, args.repeat, None) for c in all_cases]
-    table(rows, "ndvm defaults (16 starts) vs curve_fit (1 start), same data and init")
+    table(rows, "ndvm defaults (16 starts, adaptive) vs curve_fit (1 start), same data and init")
     rows64 = [run_case(c, max(3, args.repeat // 4), 64) for c in all_cases]
     table(rows64, "ndvm with 64 starts vs curve_fit (1 start)")
     rows1 = [run_case(c, args.repeat, 1) for c in all_cases]

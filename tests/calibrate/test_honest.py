@@ -245,13 +245,35 @@ def test_large_data_stops_after_an_agreeing_first_wave(
 
     waves = sys.modules["ndvm.calibrate.waves"]
     t, y = _large_decay()
-    cal = _fit(LARGE, {"t": t}, y, engine=engine)
-    monkeypatch.setattr(waves, "ADAPTIVE_N", 10**9)  # every start, as below 1,000 rows
-    full = _fit(LARGE, {"t": t}, y, engine=engine)
+    cal = _fit(LARGE, {"t": t}, y, engine=engine, starts=16)  # explicit: waves from 1,000 rows
+    monkeypatch.setattr(waves, "ADAPTIVE_N", 10**9)  # explicit starts: every one, as below
+    full = _fit(LARGE, {"t": t}, y, engine=engine, starts=16)
     assert cal.success and full.success, cal.message
     assert len(cal.status) == waves.WAVE and len(full.status) == 16
     assert cal.loss == pytest.approx(full.loss, rel=1e-10)
     assert cal.params["k"] == pytest.approx(full.params["k"], rel=1e-7)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_small_data_default_starts_run_in_waves(engine: str) -> None:
+    """44 rows: the default starts stop after an agreeing first wave of 4 (the optimum of all
+    16, which an explicit ``starts=16`` runs); fewer rows than 1,000 with explicit starts run
+    every one."""
+    import sys
+
+    waves = sys.modules["ndvm.calibrate.waves"]
+    x = np.linspace(0.1, 6.0, 44)
+    y = 1.2 * np.exp(-0.4 * x) * np.cos(2.1 * x) + 0.02 * np.random.default_rng(0).normal(size=44)
+    src = "(* a (exp (- 0 (* k x))) (cos (* w x)))"
+    init = {"a": 1.0, "k": 0.3, "w": 2.0}
+    prog = ndvm.compile(src, params=init, inputs=["x"])
+    cal = _fit(prog, {"x": x}, y, engine=engine)
+    full = _fit(prog, {"x": x}, y, engine=engine, starts=16)
+    assert len(cal.status) == waves.WAVE and cal.n_best >= waves.AGREE, cal.message
+    assert len(full.status) == 16 and cal.success and full.success
+    assert cal.loss == pytest.approx(full.loss, rel=1e-9)
+    assert cal.params["w"] == pytest.approx(full.params["w"], rel=1e-6)
+    assert cal.params["w"] == pytest.approx(2.1, abs=0.02)  # the data's frequency
 
 
 @pytest.mark.native
@@ -266,7 +288,7 @@ def test_a_first_wave_that_does_not_agree_runs_the_rest(
     monkeypatch.setattr(waves, "AGREE", waves.WAVE + 1)  # the first wave can never agree
     cal = _fit(LARGE, {"t": t}, y, engine=engine)
     monkeypatch.setattr(waves, "ADAPTIVE_N", 10**9)
-    full = _fit(LARGE, {"t": t}, y, engine=engine)
+    full = _fit(LARGE, {"t": t}, y, engine=engine, starts=16)
     assert len(cal.status) == 16 and cal.history.shape[1] == 16 and cal.all_losses.shape == (16,)
     assert cal.success, cal.message
     assert cal.loss == pytest.approx(full.loss, rel=1e-10)

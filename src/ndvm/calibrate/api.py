@@ -196,7 +196,9 @@ def calibrate(
             "value" (the program's output is the loss), or a callable
             ``fn(value: torch.Tensor [B, ...], target: torch.Tensor) -> [B]`` (torch path).
         starts: independent starts, run as parameter lanes of one evaluation per step (None:
-            ``DEFAULT_STARTS``; the first at ``init``, the others jittered around it).
+            ``DEFAULT_STARTS``; the first at ``init``, the others jittered around it; a
+            least-squares fit runs the first 4 and stops there when they agree,
+            ``ndvm.calibrate.waves``).
         steps: optimizer steps (L-BFGS and LM: iterations). history has steps + 1 rows.
         optimizer: "auto" (Levenberg–Marquardt for a sum of squares against a target — mse —
             else Adam for ``steps``, then an L-BFGS polish of the best starts), "lm",
@@ -247,6 +249,7 @@ def calibrate(
         raise NdvmError(f"engine must be 'auto', 'numpy' or 'native', got {engine!r}")
     if on_failure not in ("drop", "restart"):
         raise NdvmError(f"on_failure must be 'drop' or 'restart', got {on_failure!r}")
+    default_starts = starts is None  # adaptive starts (waves) at any data size
     starts = DEFAULT_STARTS if starts is None else starts
     if starts < 1 or steps < 0:
         raise NdvmError("calibrate needs starts >= 1 and steps >= 0")
@@ -267,15 +270,9 @@ def calibrate(
 
     if isinstance(early_stop, (int, float)):
         early_stop = optim.EarlyStop(rtol=float(early_stop))
-    control = optim.Control(
-        on_failure=on_failure,
-        sampler=sampler,
-        project=_projector(program, constraints),
-        early_stop=early_stop,
-        rng=rng,
-        callback=callback,
-        time_limit=time_limit,
-    )
+    control = optim.Control(on_failure=on_failure, sampler=sampler, early_stop=early_stop,
+                            project=_projector(program, constraints), rng=rng,
+                            callback=callback, time_limit=time_limit)  # fmt: skip
     tgt = getattr(prepared, "target", None)
     if tgt is not None and tgt.ndim == 2 and tgt.shape[0] != starts:
         raise NdvmError(f"a per-start target has one row per start: {starts}, got {tgt.shape[0]}")
@@ -283,7 +280,9 @@ def calibrate(
     native = _native(prepared, opt, control) if engine in ("auto", "native") else None
     if engine == "native" and native is None:
         raise NdvmError(f"backend {program.backend!r} has no in-runtime optimizer for this fit")
-    trace = waves.minimize(native or opt, prepared, objective, theta0, steps, control, diagnostics)
+    trace = waves.minimize(
+        native or opt, prepared, objective, theta0, steps, control, diagnostics, default_starts
+    )
     nit = trace.history.shape[0] - 1
     n_polish = (POLISH_STARTS if auto else 0) if polish is None else int(polish)
     if n_polish > 0:

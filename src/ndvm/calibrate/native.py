@@ -58,6 +58,26 @@ def prep_lm_ok(prepared: Prepared) -> bool:
 
 CHUNK = 25  # steps per runtime call when a callback wants progress
 _NO_EXTRA = np.zeros((1, 0))  # no loss-owned parameters (what the runtime's loss has)
+_KEYS = ("lr", "betas", "eps", "ftol", "xtol", "gtol", "lambda0", "memory", "c1", "c2", "max_ls")
+_OPTIONS: dict[Any, dict[str, Any]] = {}  # optimizer (frozen, hashable) -> the fields read
+
+
+def _options(inner: Any) -> dict[str, Any]:
+    """The optimizer fields the runtime reads (no ``dataclasses.asdict`` deep copy); kept per
+    optimizer value (frozen dataclasses: equal settings, one entry)."""
+    try:
+        found = _OPTIONS.get(inner)
+    except TypeError:  # not hashable
+        found = None
+    if found is None:
+        found = {k: getattr(inner, k) for k in _KEYS if hasattr(inner, k)}
+        try:
+            if len(_OPTIONS) >= 64:
+                _OPTIONS.clear()
+            _OPTIONS[inner] = found
+        except TypeError:
+            pass
+    return found
 
 
 class _Run:
@@ -240,10 +260,8 @@ class NativeOptimizer:
             lower = control.project(np.full((1, P), -np.inf))[0]
             upper = control.project(np.full((1, P), np.inf))[0]
         es = control.early_stop
-        inner = self.inner  # the fields the runtime reads (no dataclasses.asdict deep copy)
-        keys = ("lr", "betas", "eps", "ftol", "xtol", "gtol", "lambda0", "memory", "c1",
-                "c2", "max_ls")  # fmt: skip
-        options = {k: getattr(inner, k) for k in keys if hasattr(inner, k)}
+        inner = self.inner
+        options = dict(_options(inner))
         if isinstance(inner, LM):
             options["residual_weight"] = prep.residual_weight
         return self.backend.optimize(

@@ -259,9 +259,13 @@ def place_roles(
     phases); none without a target of one number per point of a 1-D input."""
     if K < 2 or not found:
         return theta
-    rows = np.arange(theta.shape[0])
-    rows = rows[rows % K % 2 == 1]
-    n = rows.size
+    if theta.shape[0] == K:  # one series: the odd rows as a slice (no index arrays)
+        rows: Any = slice(1, K, 2)
+        n = K // 2
+    else:
+        rows = np.arange(theta.shape[0])
+        rows = rows[rows % K % 2 == 1]
+        n = rows.size
     n_freq = 0
     for i, x, kind, *factor in found:
         c = factor[0] if factor else 1.0

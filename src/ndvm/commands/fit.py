@@ -61,7 +61,8 @@ def register(sub: Any) -> None:
         help="input name for the matching --x (default: the column's name)",
     )
     p.add_argument("--starts", type=int, default=None,
-                   help="independent starts (lanes; default 16, as ndvm.calibrate)")  # fmt: skip
+                   help="independent starts (lanes; default 16, run in waves: the first 4 "
+                        "alone when they agree, as ndvm.calibrate)")  # fmt: skip
     p.add_argument("--steps", type=int, default=200,
                    help="iterations (LM, L-BFGS) or Adam steps")  # fmt: skip
     p.add_argument("--loss", default="mse", choices=("mse", "gaussian_nll"), help="loss")
