@@ -66,7 +66,7 @@ TWENTY_TEXT = " (the last 20 of discovery_laws.py: 4 Feynman, 11 harder Feynman,
 def discovery_args(quick: bool) -> list[str]:
     if quick:
         return ["--quick"]
-    return ["--seconds", "3", "--noise", "0", "--laws", TWENTY, "--seeds", "0,1,2",
+    return ["--seconds", "30", "--noise", "0", "--laws", TWENTY, "--seeds", "0,1,2",
             "--no-ladder"]  # fmt: skip
 
 
