@@ -198,14 +198,14 @@ def test_fit_and_nist_figures_from_their_rounds(monkeypatch: pytest.MonkeyPatch)
     fit_rounds = [{k: [{"ndvm_s": a, "scipy_s": 1.0, "ndvm_loss": 1.0, "scipy_loss": 1.0}]
                    for k, a in (("starts1", r), ("defaults", 2 * r), ("starts64", 3 * r))}
                   for r in (0.4, 0.5)]  # fmt: skip
-    monkeypatch.setattr(rep, "_rounds", lambda *a, **k: fit_rounds)
+    monkeypatch.setattr(rep, "rounds_of", lambda *a, **k: fit_rounds)
     assert rep.run_fit(True, Path("."), True, 2)["figure"] == (
         "time vs curve_fit from its one start: 1 start 0.45× (range 0.40–0.50, 2 rounds); "
         "defaults (16 starts) 0.90× (range 0.80–1.00, 2 rounds); 64 starts 1.35× (range "
         "1.20–1.50, 2 rounds); optimum at least as good (defaults) on 1 / 1 in every round")
     row = {"problem": "Misra1a", "ndvm": {"ms": 2.0, "rss": 0.1245513889}, "ndvm1":
            {"ms": 1.0, "rss": 1e9}, "scipy": {"ms": 4.0, "rss": 0.1245513889}}  # fmt: skip
-    monkeypatch.setattr(rep, "_rounds", lambda *a, **k: [[row], [row]])
+    monkeypatch.setattr(rep, "rounds_of", lambda *a, **k: [[row], [row]])
     assert rep.run_nist(True, Path("."), True, 2)["figure"] == (
         "certified RSS reached: ndvm defaults 1 / 1 in 0.50× (range 0.50–0.50, 2 rounds) "
         "curve_fit's time; one start 0 / 1 in 0.25× (range 0.25–0.25, 2 rounds); curve_fit 1 / 1")
