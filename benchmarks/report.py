@@ -264,14 +264,14 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="CI smoke: seconds; README untouched")
     ap.add_argument("--rows", default=None, help="comma-separated row ids (default: all)")
-    ap.add_argument("--rounds", type=int, default=None, help="timed rows (default 5; quick 1)")
+    ap.add_argument("--rounds", type=int, default=None, help="timed rows (default 10; quick 1)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--work", default="bench-out/report", help="the benchmarks' own outputs")
     ap.add_argument("--reuse", action="store_true", help="read the outputs in --work, no runs")
     ap.add_argument("--render-only", action="store_true")
     ap.add_argument("--readme", default=None, help=f"the file to update (default {README})")
     args = ap.parse_args(argv)
-    args.rounds = args.rounds or (1 if args.quick else 5)
+    args.rounds = args.rounds or (1 if args.quick else 10)
     default = "bench-out/readme-quick.json" if args.quick else HERE / "results" / "readme.json"
     path = Path(args.json or default)
     old = json.loads(path.read_text()) if path.exists() else {"rows": []}
