@@ -244,7 +244,7 @@ class NativeOptimizer:
                     return waves.in_waves(self.inner, objective, theta0, steps, control)
                 return self.inner.minimize(objective, theta0, steps, control)
             ran = len(out["state"])
-            if ran < run.theta.shape[0]:  # the runtime's first wave was enough
+            if wave is not None and ran < run.theta.shape[0]:  # the first wave was enough
                 run.theta, run.reasons, lanes = run.theta[:ran], run.reasons[:ran], lanes[:ran]
             took = run.add(lanes, self._shift(out))
             if left is not None and left > 0 and run.done > took:  # the whole fit's limit
