@@ -5,9 +5,10 @@
 The ten never-seen programs of ``bench_fit.py`` (eight 3-parameter structures, a line, a
 5-parameter trend with a harmonic), each compiled fresh and fitted with the defaults ``--fits``
 times. Timers wrap the parts of ``calibrate`` (the functions it calls, patched here; the runtime
-call through a proxy of the backend's context); a part's time is the 10th percentile of its
-per-fit time over the fits, the total's likewise, "other" what the total leaves. Printed in µs
-per fit, the mean over the ten programs, and each program's total; ``--calls`` adds cProfile's
+call through a proxy of the backend's context); a part's time is the median of its per-fit
+time over the fits, "other" (the rest of ``calibrate``: seed, bounds, dispatch, and the timers'
+own cost) the median of what each fit's total leaves. Printed in µs per fit, each program's
+and the mean over the ten programs; ``--calls`` adds cProfile's
 count of Python calls per fit.
 """
 
@@ -106,12 +107,11 @@ def profile(case: dict[str, Any], fits: int) -> dict[str, float]:
         for outer, inner in NESTED.items():
             parts[outer] = parts.get(outer, 0.0) - parts.get(inner, 0.0)
         parts["compile"] = t1 - t0
+        parts["other"] = (t2 - t0) - sum(parts.values())  # calibrate's own lines, the timers
         parts["total"] = t2 - t0
         for k, v in parts.items():
             rows[k].append(v)
-    out = {k: float(np.percentile(v, 10)) * 1e6 for k, v in rows.items()}
-    out["other"] = out["total"] - sum(v for k, v in out.items() if k != "total")
-    return out
+    return {k: float(np.median(v)) * 1e6 for k, v in rows.items()}
 
 
 def calls(todo: list[dict[str, Any]], fits: int, top: int) -> None:
