@@ -59,6 +59,9 @@ struct AdamArgs {
   double c1 = 1e-4, c2 = 0.9, lbfgs_gtol = 1e-10, lbfgs_ftol = 1e-13;
   double ftol = 1.49012e-8, xtol = 1.49012e-8, gtol = 1e-8, lambda0 = 1e-3;
   nb::object residual_weight = nb::none();  // [N] or None
+  // LM with adaptive starts (optimize_lm_waves): the first ``wave`` starts for at most
+  // ``wave_steps`` iterations, the rest only when fewer than ``agree`` reached the best; 0: none
+  uint32_t wave = 0, wave_steps = 0, agree = 0;
 };
 
 }  // namespace ndvm
@@ -385,13 +388,14 @@ nb::dict optimize(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta0,
   ndvm::OptimizeOutput out;
   try {
     nb::gil_scoped_release release;
-    out = adam.lm      ? ndvm::optimize_lm(interp, req)
+    out = adam.lm      ? ndvm::optimize_lm_waves(interp, req, adam.wave, adam.wave_steps, adam.agree)
           : adam.lbfgs ? ndvm::optimize_lbfgs(interp, req)
                        : ndvm::optimize_adam(interp, req);
   } catch (const ndvm::Interrupted&) {
     throw nb::python_error();  // the KeyboardInterrupt that PyErr_CheckSignals raised
   }
-  const size_t B = req.run.B, P = prog.n_params;
+  // the lanes that ran: B, or a first wave that was enough (optimize_lm_waves)
+  const size_t B = out.state.size() ? out.state.size() : req.run.B, P = prog.n_params;
   nb::dict d;
   d["non_numeric"] = out.non_numeric;
   d["target_mismatch"] = out.target_mismatch;
@@ -503,6 +507,9 @@ void bind_options(nb::module_& m) {
       .def_rw("xtol", &AdamArgs::xtol)
       .def_rw("gtol", &AdamArgs::gtol)
       .def_rw("lambda0", &AdamArgs::lambda0)
+      .def_rw("wave", &AdamArgs::wave)
+      .def_rw("wave_steps", &AdamArgs::wave_steps)
+      .def_rw("agree", &AdamArgs::agree)
       .def_rw("residual_weight", &AdamArgs::residual_weight, nb::arg("value").none());
 }
 

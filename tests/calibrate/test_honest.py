@@ -293,3 +293,30 @@ def test_a_first_wave_that_does_not_agree_runs_the_rest(
     assert cal.success, cal.message
     assert cal.loss == pytest.approx(full.loss, rel=1e-10)
     assert np.isfinite(cal.history[-1]).all()
+
+
+@pytest.mark.native
+@pytest.mark.parametrize("agree", [2, 5])  # 5 > 4 starts: the first wave never agrees
+def test_the_runtime_waves_are_the_two_call_waves(
+    agree: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The native backend runs the adaptive starts in one runtime call (optimize_waves.cpp):
+    the same fit, bit for bit, as the first wave and (when it does not agree) every start
+    afresh by two calls from ``ndvm.calibrate.waves``, evaluations included."""
+    import sys
+
+    from ndvm.backends.native import NativeBackend
+
+    waves = sys.modules["ndvm.calibrate.waves"]
+    monkeypatch.setattr(waves, "AGREE", agree)
+    x = np.linspace(0.1, 6.0, 44)
+    y = 1.2 * np.exp(0.3 * x) + 0.5 + 0.02 * np.random.default_rng(3).normal(size=44)
+    prog = ndvm.compile("(+ (* a (exp (* b x))) c)", params=["a", "b", "c"], inputs=["x"])
+    one = _fit(prog, {"x": x}, y)
+    monkeypatch.setattr(NativeBackend, "optimize_waves", False)
+    two = _fit(prog, {"x": x}, y)
+    assert len(one.status) == len(two.status) == (waves.WAVE if agree == 2 else 16)
+    assert one.loss == two.loss and one.params == two.params and one.nfev == two.nfev
+    assert one.success == two.success and one.message == two.message
+    np.testing.assert_array_equal(one.history, two.history)
+    np.testing.assert_array_equal(one.all_theta, two.all_theta)

@@ -111,4 +111,11 @@ OptimizeOutput optimize_lbfgs(Interp& interp, const OptimizeRequest& req);
 // lanes in one walk per iteration; req.steps bounds the iterations. Needs a target.
 OptimizeOutput optimize_lm(Interp& interp, const OptimizeRequest& req);
 
+// optimize_lm with adaptive starts (optimize_waves.cpp): the first ``wave`` lanes for at most
+// ``wave_steps`` iterations, and every lane afresh only when fewer than ``agree`` of them
+// reached the best loss or the best did not converge; the output has ``wave`` lanes when the
+// first wave was enough (``wave`` 0: optimize_lm).
+OptimizeOutput optimize_lm_waves(Interp& interp, const OptimizeRequest& req, uint32_t wave,
+                                 uint32_t wave_steps, uint32_t agree);
+
 }  // namespace ndvm

@@ -295,6 +295,8 @@ class NativeBackend:
 
     # in-runtime optimizer methods (ndvm.calibrate.native.supports consults this)
     optimize_methods = ("adam", "lm", "lbfgs")
+    # its LM runs adaptive starts (ndvm.calibrate.waves) in the same call: options["wave"]
+    optimize_waves = True
 
     def __init__(self, client: str = "native") -> None:
         if _core is None:

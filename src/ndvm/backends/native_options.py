@@ -26,8 +26,9 @@ def lm_options(
     target: np.ndarray,
     time_limit: float | None,
 ) -> Any:
-    """The core's options for Levenberg–Marquardt (``ndvm.calibrate.lm.LM``'s fields and the
-    per-entry residual weights ``options["residual_weight"]``)."""
+    """The core's options for Levenberg–Marquardt (``ndvm.calibrate.lm.LM``'s fields, the
+    per-entry residual weights ``options["residual_weight"]`` and the adaptive starts
+    ``options["wave"]``: (first wave's starts, its iterations, starts that must agree))."""
     opt = adam_options(weight, steps, {}, box, None, None, target, time_limit)
     opt.lm = True
     for key in ("ftol", "xtol", "gtol", "lambda0"):
@@ -35,6 +36,9 @@ def lm_options(
             setattr(opt, key, float(options[key]))
     if options.get("residual_weight") is not None:
         opt.residual_weight = _f64(options["residual_weight"])
+    wave = options.get("wave")
+    if wave is not None:  # adaptive starts in the runtime: (starts, iterations, agreeing)
+        opt.wave, opt.wave_steps, opt.agree = (int(v) for v in wave)
     return opt
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ndvm.calibrate import optim
+from ndvm.calibrate import optim, waves
 from ndvm.calibrate.lm import LM
 from ndvm.calibrate.losses import Prepared
 from ndvm.calibrate.objective import Objective
@@ -210,8 +210,13 @@ class NativeOptimizer:
     name: str = "native"
 
     def minimize(
-        self, objective: Objective, theta0: np.ndarray, steps: int, control: optim.Control
-    ) -> optim.Trace:
+        self, objective: Objective, theta0: np.ndarray, steps: int, control: optim.Control,
+        wave: tuple[int, int, int] | None = None,
+    ) -> optim.Trace:  # fmt: skip
+        """``inner``'s run in the runtime; ``wave`` (LM on a backend with ``optimize_waves``):
+        adaptive starts in the same call (``ndvm.calibrate.waves``: the first wave's starts,
+        its iterations, the starts that must agree), the trace then of the first wave's
+        starts when it was enough."""
         prep = self.prepared
         schedule = self.inner.schedule(steps) if isinstance(self.inner, optim.Adam) else None
         run = _Run(np.array(theta0, dtype=np.float64), steps)
@@ -231,11 +236,16 @@ class NativeOptimizer:
             sched = None if schedule is None else schedule[run.done : run.done + n]
             theta = run.theta if run.done == 0 else run.theta[lanes]  # the runtime copies it
             try:
-                out = self._call(theta, n, sched, tgt, left, control)
+                out = self._call(theta, n, sched, tgt, left, control, wave)
             except BackendUnsupported:
                 if run.done:
                     raise
+                if wave is not None:  # the NumPy engine's waves (two calls)
+                    return waves.in_waves(self.inner, objective, theta0, steps, control)
                 return self.inner.minimize(objective, theta0, steps, control)
+            ran = len(out["state"])
+            if wave is not None and ran < run.theta.shape[0]:  # the first wave was enough
+                run.theta, run.reasons, lanes = run.theta[:ran], run.reasons[:ran], lanes[:ran]
             took = run.add(lanes, self._shift(out))
             if left is not None and left > 0 and run.done > took:  # the whole fit's limit
                 why = f"time limit of {control.time_limit:g} s reached after {run.done} steps"
@@ -251,7 +261,7 @@ class NativeOptimizer:
                 break
         return run.trace(self._same_loss())
 
-    def _call(self, theta, n, schedule, target, time_limit, control):  # type: ignore[no-untyped-def]
+    def _call(self, theta, n, schedule, target, time_limit, control, wave=None):  # type: ignore[no-untyped-def]
         prep = self.prepared
         program = prep.model
         P = len(program.param_specs)
@@ -264,6 +274,8 @@ class NativeOptimizer:
         options = dict(_options(inner))
         if isinstance(inner, LM):
             options["residual_weight"] = prep.residual_weight
+            if wave is not None:
+                options["wave"] = wave
         return self.backend.optimize(
             program.compiled,
             theta,

@@ -269,17 +269,18 @@ def place_roles(
     n_freq = 0
     for i, x, kind, *factor in found:
         c = factor[0] if factor else 1.0
-        span = input_range(inputs.get(x))
-        if span is None:
-            continue
-        lo, hi = span
-        if kind in ("freq", "period"):
-            peaks = frequencies(inputs[x], target, n_freq + 1)
+        if kind in ("freq", "period"):  # frequencies checks the input (no range needed)
+            peaks = frequencies(inputs.get(x), target, n_freq + 1)
             if peaks is not None:  # the m-th frequency parameter: the m-th strongest peak
                 w = peaks[min(n_freq, peaks.size - 1)]
                 theta[rows, i] = w / c if kind == "freq" else c / w
                 n_freq += 1
-        elif kind.startswith("loc"):
+            continue
+        span = input_range(inputs.get(x))
+        if span is None:
+            continue
+        lo, hi = span
+        if kind.startswith("loc"):
             value = lo + (hi - lo) * rng.random(n)
             if kind == "loc+":  # a shift (x + p = 0 at p = -x) or an offset (K + S)
                 value *= np.where(rng.random(n) < 0.5, -1.0, 1.0)
@@ -293,7 +294,7 @@ def place_roles(
     return theta
 
 
-_PERIODOGRAMS: dict[bytes, Any] = {}  # content digest of (x, y) -> peaks (or None)
+_PERIODOGRAMS: dict[Any, Any] = {}  # content key of (x, y) (_digest) -> peaks (or None)
 
 
 def frequencies(x: Any, y: Any, k: int) -> np.ndarray | None:
@@ -323,13 +324,13 @@ _MISSING = object()
 DIGEST_BYTES = 1 << 14  # arrays up to this many bytes in all are their own key
 
 
-def _digest(*arrays: np.ndarray) -> bytes:
+def _digest(*arrays: np.ndarray) -> Any:
     """A key of the arrays' contents (dtype, shape and bytes): a buffer refilled in place
     is new data (``y[:] = data[i]`` in a loop), a copy of the same data is not. Small arrays
-    (``DIGEST_BYTES`` in all) are keyed by their bytes themselves (no hash to compute; a dict
-    lookup compares them), larger ones by a BLAKE2b digest."""
+    (``DIGEST_BYTES`` in all) are keyed by their dtypes, shapes and bytes themselves (a tuple:
+    no hash to compute; a dict lookup compares them), larger ones by a BLAKE2b digest."""
     if sum(a.nbytes for a in arrays) <= DIGEST_BYTES:
-        return b"".join(f"{a.dtype.str}{a.shape}".encode() + a.tobytes() for a in arrays)
+        return tuple(v for a in arrays for v in (a.dtype.str, a.shape, a.tobytes()))
     h = hashlib.blake2b(digest_size=20)
     for a in arrays:
         h.update(f"{a.dtype.str}{a.shape}".encode())

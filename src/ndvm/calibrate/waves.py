@@ -9,7 +9,9 @@ stopped on a convergence test and at least ``AGREE`` of them reached its loss (w
 relative), the remaining starts are not run; otherwise every start runs afresh, and the
 result is the one the fit gives without waves (only slower by the first wave). An explicit
 ``starts=k`` on fewer rows runs every start. ``Calibration.status`` has one entry per start
-that ran. Not with ``diagnostics=False`` (co-search keeps its starts), per-start targets,
+that ran. A backend whose in-runtime LM runs the waves itself (``optimize_waves``: the native
+one, ``optimize_waves.cpp``) does it all in one call, with the same rule; else the waves are
+two calls from here. Not with ``diagnostics=False`` (co-search keeps its starts), per-start targets,
 restarts, a progress callback or a ``time_limit``.
 """
 
@@ -58,6 +60,15 @@ def minimize(
     (the fit without waves, its evaluations counting the first wave's too)."""
     if not (adaptive and applies(runner, prepared, control, theta0.shape[0], default)):
         return runner.minimize(objective, theta0, steps, control)
+    if getattr(getattr(runner, "backend", None), "optimize_waves", False):  # one runtime call
+        return runner.minimize(objective, theta0, steps, control, (WAVE, WAVE_STEPS, AGREE))
+    return in_waves(runner, objective, theta0, steps, control)
+
+
+def in_waves(
+    runner: Any, objective: Any, theta0: np.ndarray, steps: int, control: optim.Control
+) -> Any:
+    """The first wave by ``runner.minimize``, and unless it is enough every start afresh."""
     first = runner.minimize(objective, theta0[:WAVE], min(steps, WAVE_STEPS), control)
     if _enough(first):
         return first
