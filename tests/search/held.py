@@ -7,7 +7,8 @@ Module level (picklable): Ray workers import it by name. Files in ``box``:
   the program and a digest of every start's initial loss, which the job's seed fixes (two jobs
   of one program differ in it);
 - ``hold``: a node id; a calibration on that node writes ``caught`` and then waits (its node
-  is about to be removed) instead of finishing.
+  is about to be removed) instead of finishing, and one on any other node takes ``SLOW``
+  seconds more (the other workers still have work in flight when the node goes).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ndvm.tasks import sr_damped
 from ndvm.tasks.base import Task
 
 HOLD_SECONDS = 120.0  # how long a held calibration waits for its node to go
+SLOW = 0.1  # seconds added to a calibration elsewhere while a node is held
 
 
 def node_id() -> str:
@@ -36,12 +38,17 @@ def node_id() -> str:
 
 def held_score(cal: Any, data: Any, box: str) -> dict[str, float]:
     node = node_id()
-    hold = Path(box, "hold")
-    if node and hold.exists() and hold.read_text() == node:
+    try:
+        held = Path(box, "hold").read_text() if node else ""
+    except OSError:  # none, or just removed
+        held = ""
+    if held and held == node:
         Path(box, "caught").write_text(node)
         end = time.monotonic() + HOLD_SECONDS
         while time.monotonic() < end:
             time.sleep(0.05)
+    elif held:
+        time.sleep(SLOW)
     out = sr_damped.score(cal, data)
     first = np.ascontiguousarray(np.asarray(cal.history[0], dtype=np.float64))
     key = cal.program.source.strip() + " " + hashlib.sha256(first.tobytes()).hexdigest()[:16]

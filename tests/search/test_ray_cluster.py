@@ -17,7 +17,7 @@ import pytest
 from tests.helpers.records import record_key
 from tests.search import held
 
-from ndvm.search import Budget, run_search
+from ndvm.search import Budget, driver, run_search
 from ndvm.search.evaluate import CalibLimits, Job, run_job
 from ndvm.search.evolve import EvolveProposer
 
@@ -73,6 +73,8 @@ class _Remover:
         self.thread.start()
 
     def progress(self, p) -> None:
+        if self.removed:  # the search has taken the node's death: the others go full speed
+            (self.box / "hold").unlink(missing_ok=True)
         if self.node or p.evaluated + p.rejected < self.after:
             return
         ours = {w.node_id for w in self.workers}
@@ -86,6 +88,11 @@ class _Remover:
             time.sleep(0.02)
         if not caught.exists():
             return
+        # let the other workers finish a few jobs of the chunks they run (a chunk returns its
+        # results together: those are lost if the survivors are stopped too)
+        base, end = len(held.calibrations(self.box)), time.monotonic() + 5
+        while len(held.calibrations(self.box)) < base + 2 and time.monotonic() < end:
+            time.sleep(0.02)
         self.logged_before = len(held.calibrations(self.box))
         try:
             node = next(w for w in self.workers if w.node_id == caught.read_text())
@@ -99,11 +106,14 @@ class _Remover:
         self.thread.join(timeout=120)
 
 
-def test_search_survives_a_node_removed_mid_search(cluster, tmp_path):
+def test_search_survives_a_node_removed_mid_search(cluster, tmp_path, monkeypatch):
     c, workers = cluster
     (tmp_path / "one").mkdir()
     (tmp_path / "ray").mkdir()
     one = _search(held.task(tmp_path / "one"), tmp_path / "one.db", "serial", 1)
+    made = []  # the search's executor, to read what it did
+    real = driver.make_executor
+    monkeypatch.setattr(driver, "make_executor", lambda *a: made.append(real(*a)) or made[0])
     remover = _Remover(c, workers, tmp_path / "ray")
     try:
         st = _search(held.task(tmp_path / "ray"), tmp_path / "ray.db", "ray", 2,
@@ -112,6 +122,9 @@ def test_search_survives_a_node_removed_mid_search(cluster, tmp_path):
         remover.join()
     assert remover.removed, remover.error or "no job of the chosen node was held: not removed"
     gone = remover.node
+    used = made[0]  # two actors, one ended with its node, a replacement asked for
+    assert (used.made, used.lost) == (3, 1)
+    assert gone not in [node for n, (_, node) in used.placed.items() if n == 2]
 
     # nothing lost, nothing recorded twice: the records of the one-process run
     assert len(st.records) == CANDIDATES
