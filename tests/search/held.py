@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +70,13 @@ def calibrations(box: Path) -> list[tuple[str, str]]:
 def task(box: Path) -> Task:
     return scored("held", "sr-damped whose scoring logs its calibrations, held on one node",
                   functools.partial(held_score, box=str(box)))  # fmt: skip
+
+
+def no_data() -> Any:
+    raise RuntimeError("these data live nowhere")
+
+
+def unloadable() -> Task:
+    """A task whose data cannot be built (a worker cannot load it)."""
+    return replace(scored("unloadable", "sr-damped without its data", sr_damped.score),
+                   build_data=no_data)  # fmt: skip

@@ -3,7 +3,8 @@ starts a head and two worker raylets on this machine (one CPU each), and a worke
 runs a job is removed while the job runs. The search finishes with the records of a
 one-process run of the same seed and candidate budget; no calibration is repeated except the
 work lost with the removed node (done again once, elsewhere); and a replacement that cannot
-be placed (more workers than the cluster has CPUs) does not stop the work.
+be placed (more workers than the cluster has CPUs) does not stop the work. A task no worker
+can load is an error naming the cause, not a wait.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ FAST_DEATH = {  # the head notices a node gone within about a second (Ray's own 
 }
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def cluster():
     import ray
     from ray.cluster_utils import Cluster
@@ -160,3 +161,16 @@ def test_search_survives_a_node_removed_mid_search(cluster, tmp_path, monkeypatc
     for j in jobs:
         ref = run_job(task, j, LIMITS, set())
         assert out[j.idx].evaluation.params == ref.evaluation.params, j.candidate.src
+
+
+def test_a_task_no_worker_can_load_is_an_error(cluster):
+    from ndvm.errors import WorkersUnavailable
+    from ndvm.search.candidate import Candidate
+    from ndvm.search.ray_executor import RayExecutor
+
+    ex = RayExecutor(held.unloadable(), 1, LIMITS)
+    try:
+        with pytest.raises(WorkersUnavailable, match="cannot load the task: .* live nowhere"):
+            ex.run([Job(0, Candidate("(* a x)"), 0)], lambda rs: None, lambda: False)
+    finally:
+        ex.close()

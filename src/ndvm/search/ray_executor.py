@@ -102,8 +102,9 @@ class RayExecutor(Pool):
             try:
                 self.placed[n] = self.ray.get(ref)
             except RayActorError as exc:
-                if getattr(exc, "actor_init_failed", False):  # its __init__ raised
-                    raise WorkersUnavailable(f"a Ray worker cannot load the task: {exc}") from None
+                if getattr(exc, "actor_init_failed", False):  # its __init__ raised: the
+                    why = (str(exc).strip().splitlines() or [""])[-1]  # traceback's last line
+                    raise WorkersUnavailable(f"a Ray worker cannot load the task: {why}") from None
                 continue
             except RayError:
                 continue
