@@ -105,8 +105,10 @@ class RayExecutor(Pool):
                 if getattr(exc, "actor_init_failed", False):  # its __init__ raised: the
                     why = (str(exc).strip().splitlines() or [""])[-1]  # traceback's last line
                     raise WorkersUnavailable(f"a Ray worker cannot load the task: {why}") from None
+                self.ray.kill(actor, no_restart=True)  # gone, or unreachable: not to come back
                 continue
             except RayError:
+                self.ray.kill(actor, no_restart=True)
                 continue
             self.actors[n] = actor
             self.owed[n] = set()
