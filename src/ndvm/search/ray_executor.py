@@ -114,8 +114,9 @@ class RayExecutor(Pool):
             self.owed[n] = set()
 
     def _started(self) -> None:
-        """At least one started actor: on the first call, wait for as many as the cluster
-        has CPUs for (up to ``START_WAIT`` seconds), so that the first chunks spread."""
+        """At least one started actor. When none is (the first call, or every actor died),
+        wait for as many as the cluster has CPUs for, up to ``START_WAIT`` seconds, so that
+        the first chunks spread over them."""
         self._fill()
         if self.actors:
             self._take_started(0, len(self.starting))
