@@ -126,6 +126,11 @@ class ProposerFailed(NdvmError):
     and the message carries the last reason."""
 
 
+class WorkersUnavailable(NdvmError):
+    """No search worker can run: none of the Ray executor's actors started (each needs a free
+    CPU in the cluster) or they fail to load the task; the message says which."""
+
+
 class FreeNameWarning(UserWarning):
     """Free names of a program were taken as parameters (no ``params`` header or
     ``params=``); ``ndvm.compile(..., free_params=True)`` accepts them silently."""

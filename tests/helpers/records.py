@@ -8,6 +8,28 @@ from ndvm.search.evaluate import CalibLimits, Job, run_job
 from ndvm.tasks.base import Task
 
 
+def record_key(records: list[Record]) -> list[tuple]:
+    """What must agree between two runs of one search: per record its index, program, seed,
+    status, skeleton, reason, test R², fitted values and every start's final loss."""
+    out = []
+    for r in records:
+        ev = r.evaluation
+        out.append(
+            (
+                r.idx,
+                r.candidate.src,
+                r.seed,
+                r.status,
+                r.skeleton,
+                None if ev is None else ev.reason,
+                None if ev is None else repr(ev.heldout_r2),
+                None if ev is None else ev.params,
+                None if ev is None else repr(ev.extra.get("lane_losses")),
+            )
+        )
+    return out
+
+
 def calibrated(task: Task, srcs: list[str], starts: int = 4) -> list[Record]:
     """One record per source of ``srcs`` (batch 0, seed = index), calibrated with ``starts``."""
     out = []

@@ -27,15 +27,14 @@ def crash_score(cal: Any, data: Any, marker: str) -> dict[str, float]:
     return sr_damped.score(cal, data)
 
 
-def task(marker: Path) -> Task:
+def scored(name: str, description: str, score: Any) -> Task:
+    """sr-damped under another name, scored by ``score`` (the executor tests' tasks)."""
     base = sr_damped.TASK
-    return Task(
-        name="crashy",
-        description="sr-damped whose scoring kills its worker on chosen candidates",
-        inputs=base.inputs,
-        build_data=base.build_data,
-        calib=base.calib,
-        score=functools.partial(crash_score, marker=str(marker)),
-        success=base.success,
-        search=base.search,
-    )
+    return Task(name=name, description=description, inputs=base.inputs,
+                build_data=base.build_data, calib=base.calib, score=score, success=base.success,
+                search=base.search)  # fmt: skip
+
+
+def task(marker: Path) -> Task:
+    return scored("crashy", "sr-damped whose scoring kills its worker on chosen candidates",
+                  functools.partial(crash_score, marker=str(marker)))  # fmt: skip

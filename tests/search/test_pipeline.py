@@ -121,3 +121,21 @@ def test_a_script_without_a_main_guard_runs_with_two_workers(tmp_path: Path) -> 
                          env=env, timeout=300, cwd=tmp_path)  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     assert "R2 1.0" in out.stdout
+
+
+def test_a_worker_shortcuts_only_duplicates_of_earlier_jobs():
+    """A retried job may reach a worker that ran later jobs: that worker's duplicate shortcut
+    counts only jobs of lower index, as the driver's decision does (same skeleton below)."""
+    from ndvm.search.candidate import Candidate
+    from ndvm.search.evaluate import CalibLimits, Job
+    from ndvm.search.scheduler import Worker
+
+    w = Worker(tasks.get("sr-damped"), CalibLimits(starts=2))
+    later, retried, next_ = (
+        Job(i, Candidate(f"(* {p} x)"), i) for i, p in ((5, "a"), (2, "b"), (7, "c"))
+    )
+    first = w.run([later, retried])
+    assert [r.evaluation.status for r in first] == ["ok", "ok"]  # 5 is later than 2
+    assert first[0].skeleton == first[1].skeleton
+    (dup,) = w.run([next_])
+    assert dup.evaluation.status == "rejected" and "duplicate" in dup.evaluation.reason

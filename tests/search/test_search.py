@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.helpers.records import record_key as _key
 
 import ndvm
 from ndvm import tasks
@@ -23,26 +24,6 @@ from ndvm.search.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 TRUE_SR = "(* a (exp (* b x)) (cos (+ (* c x) d)))"
-
-
-def _key(records):
-    out = []
-    for r in records:
-        ev = r.evaluation
-        out.append(
-            (
-                r.idx,
-                r.candidate.src,
-                r.seed,
-                r.status,
-                r.skeleton,
-                None if ev is None else ev.reason,
-                None if ev is None else repr(ev.heldout_r2),
-                None if ev is None else ev.params,
-                None if ev is None else repr(ev.extra.get("lane_losses")),
-            )
-        )
-    return out
 
 
 def _evolve(task="sr-damped"):

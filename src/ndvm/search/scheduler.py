@@ -2,15 +2,18 @@
 
 Jobs go out in chunks (one message per chunk, not per candidate) and every worker runs its
 chunks in the order they were sent, i.e. in increasing job index; a worker remembers the
-skeletons it calibrated (``evaluate.run_job``'s ``seen``), which can only ever be skeletons of
-earlier jobs, so its duplicate shortcut agrees with the driver's final decision for any number
-of workers. A job's result depends only on the job and the task: records are identical for
-any executor and worker count.
+skeletons it calibrated (``evaluate.run_job``'s ``seen``) with the index of the first job
+that had each, and a job sees only those of earlier jobs, so its duplicate shortcut agrees with
+the driver's final decision for any number of workers and in whatever order a worker gets its
+jobs (a retried job may reach a worker that already ran later ones). A job's result depends
+only on the job and the task: records are identical for any executor and worker count.
 
 Per-candidate limits hold inside the worker (steps per walk, a wall budget for the whole
 candidate); the executor also kills and replaces a worker whose chunk outlives the sum of its
-jobs' budgets plus a grace period, or that died (a crash in native code): the chunk's jobs are
-then retried one by one, and a job that kills its worker twice is recorded as failed.
+jobs' budgets plus a grace period, or that died (a crash in native code, or its machine gone):
+the chunk's jobs are then retried one by one, and a job that kills its worker twice is
+recorded as failed. The process pool restarts all its workers then; the Ray executor ends only
+the dead or late actor, the other actors' chunks run on.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import multiprocessing as mp
 import pickle
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, MutableSet, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,16 +62,40 @@ class Worker:
 
     task: Task
     limits: CalibLimits
-    seen: set[Any] = field(default_factory=set)
+    seen: dict[Any, int] = field(default_factory=dict)  # (scope, hash) -> first job index
 
     def run(self, jobs: Sequence[Job]) -> list[Result]:
         out = []
         for job in jobs:
             try:
-                out.append(run_job(self.task, job, self.limits, self.seen))
+                out.append(run_job(self.task, job, self.limits, _Before(self.seen, job.idx)))
             except Exception as exc:  # noqa: BLE001 - a candidate must never crash the search
                 out.append(_failed(job, f"internal error: {type(exc).__name__}: {exc}"))
         return out
+
+
+class _Before(MutableSet[Any]):
+    """The keys a worker calibrated for jobs before job ``idx``: what ``run_job`` may treat as
+    duplicates (``add`` records ``idx`` as a key's first job unless an earlier one had it)."""
+
+    def __init__(self, first: dict[Any, int], idx: int) -> None:
+        self.first, self.idx = first, idx
+
+    def __contains__(self, key: object) -> bool:
+        return self.first.get(key, self.idx) < self.idx
+
+    def __iter__(self) -> Iterator[Any]:
+        return (k for k, i in list(self.first.items()) if i < self.idx)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def add(self, key: Any) -> None:
+        self.first[key] = min(self.first.get(key, self.idx), self.idx)
+
+    def discard(self, key: Any) -> None:
+        if key in self:
+            del self.first[key]
 
 
 _PROCESS_WORKER: list[Worker] = []
@@ -169,11 +196,13 @@ class Pool:
             deadline = min(t + self._budget(c) for c, t in inflight.values())
             done = self.wait(list(inflight), max(0.05, deadline - time.monotonic()))
             retry: list[Job] = []
+            dead: list[Any] = []
             for handle in done:
                 chunk, _ = inflight.pop(handle)
                 try:
                     on_results(self.result(handle))
                 except WorkerDied:
+                    dead.append(handle)
                     retry += self._died(chunk, alone, died, on_results)
             if halt is not None and halt():
                 return
@@ -186,15 +215,21 @@ class Pool:
                     on_results([Result(chunk[0].idx, "", 0, 0, Evaluation("timeout", reason))])
                 else:
                     retry += chunk  # find the slow one: one job per chunk
-            if late or retry:
-                # a pool cannot kill one worker: restart it and run the innocent jobs again,
-                # one job at a time and in index order (fresh workers remember nothing)
-                again = sorted(retry + [j for c, _ in inflight.values() for j in c],
-                               key=lambda j: j.idx)  # fmt: skip
-                inflight.clear()
-                self.kill()
+            if late or dead:
+                # end the workers that died or run late; the innocent jobs lost with them run
+                # again, one job at a time and in index order
+                lost = [j for h in self.drop(dead + late, list(inflight))
+                        for j in inflight.pop(h)[0]]  # fmt: skip
+                again = sorted(retry + lost, key=lambda j: j.idx)
                 queue = [[j] for j in again] + queue
-                solo = len(again)
+                solo += len(again)
+
+    def drop(self, handles: list[Any], inflight: list[Any]) -> list[Any]:
+        """End the workers that ran ``handles`` (dead, or running late) and return those of
+        the ``inflight`` handles whose chunks are lost with them. A process pool cannot end
+        one worker: it restarts them all, and every chunk in flight is lost."""
+        self.kill()
+        return inflight
 
     def _budget(self, chunk: list[Job]) -> float:
         return len(chunk) * self.limits.seconds + self.grace
