@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <numeric>
 
 #include "ndvm/interp.hpp"
 
@@ -91,13 +92,18 @@ void Interp::note_lane_bytes(const RunRequest& req) {
     lane_Ng_ = req.Ng;
     no_block_ = false;
   }
-  lane_bytes_ = 2.0 * static_cast<double>(pay_.elems() * sizeof(Real)) / W_;
+  // the payloads' own elements, without the padding that puts rows on lines (payload.hpp):
+  // at a few lanes it would count several times what it costs at a block's width
+  size_t elems = 0;
+  for (size_t pid = 0; pid < pay_.count(); ++pid) elems += pay_[static_cast<uint32_t>(pid)].count();
+  lane_bytes_ = 2.0 * static_cast<double>(elems * sizeof(Real)) / W_;
 }
 
 // Rows per block for `req`, or 0 to run it whole: RunRequest::block_rows, else NDVM_BLOCK_ROWS,
 // else, once a whole walk of the program has measured its bytes per lane, as many rows as fit
-// the budget but at least kMinBlockLanes lanes, spread evenly over the blocks. Only a run with
-// its gradient and the cotangent ones is blocked.
+// the budget but at least kMinBlockLanes lanes, rounded down to whole 64-byte lines of lanes
+// (the last block takes the rest). Only a run with its gradient and the cotangent ones is
+// blocked.
 uint32_t Interp::choose_block_rows(const RunRequest& req) {
   if (!req.grad || req.cotangent != nullptr) return 0;
   uint32_t rows = req.block_rows != 0 ? req.block_rows : forced_rows();
@@ -110,8 +116,11 @@ uint32_t Interp::choose_block_rows(const RunRequest& req) {
   const double least = std::ceil(static_cast<double>(kMinBlockLanes) / req.Ng);
   const double r = std::max(fit, least);
   if (r >= static_cast<double>(req.B)) return 0;
-  const uint32_t n = (req.B + static_cast<uint32_t>(r) - 1) / static_cast<uint32_t>(r);
-  return (req.B + n - 1) / n;
+  // whole lines of lanes per block (W = rows * Ng a multiple of kLineElems, so every row of
+  // its payloads is whole vectors), the last block taking what is left
+  const uint32_t unit = static_cast<uint32_t>(kLineElems / std::gcd<size_t>(req.Ng, kLineElems));
+  rows = std::max(unit, static_cast<uint32_t>(r) / unit * unit);
+  return rows >= req.B ? 0 : rows;
 }
 
 bool Interp::run_blocked(const RunRequest& req, uint32_t rows, RunOutput& out) {
