@@ -254,8 +254,8 @@ RATIOS = (
 )
 TARGETS = ("core: the core as the API runs it (float64; the walker, replaying its trace), walk: "
            "the tree walker without replay, vm: the bytecode VM without replay; "
-           "f64/f32: core float64 / core float32. Targets at B=256: core/C <= 1.5, api/jax < 1, "
-           "f64/f32 >= 1.6; no regression at B=1, 8")  # fmt: skip
+           "f64/f32: core float64 / core float32. Targets at B=256: core/C <= 0.5, api/jax < 1, "
+           "f64/f32 >= 1.8; at B=1: core/C <= 3")  # fmt: skip
 
 
 def kalman_table(

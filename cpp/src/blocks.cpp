@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <numeric>
 
 #include "ndvm/interp.hpp"
 
@@ -27,14 +28,19 @@ namespace ndvm {
 
 namespace {
 
-// A block's working set: measured on an EPYC (1 MB L2, a 32 MB L3 shared with other cores),
-// Kalman-80's forward and reverse cost per lane is flat for blocks up to about 6 MB (128 lanes
-// of float64 at 48 KB each, 256 of float32) and 40% higher at 8 MB, in both dtypes: the bound
-// is the share of the L3 a block can keep between its sweeps, not the L2.
-constexpr size_t kL3Share = 5;                     // budget: a fifth of the L3
-constexpr size_t kDefaultBudget = size_t{6} << 20;  // when neither sysconf nor sysfs says
-constexpr uint32_t kMinBlockLanes = 64;            // below this, per-record costs dominate
+// A block's working set: the payloads of its tape and their adjoints, written by the forward
+// pass and read back in reverse by the sweep, should stay in the core's own L2 between the
+// two. Kalman-80, forward and gradient replaying, B = 256, microseconds per lane against the
+// rows per block, on a Xeon with AVX-512 (2 MB L2 per core, 480 MB of L3 shared in a VM):
+// float64 (48 KB per lane) 2.72 at 32 rows (1.5 MB), 3.64 at 64, 3.90 at 128, 4.14 whole;
+// float32 (24 KB) 1.34 at 32, 1.46 at 64 (1.5 MB), 1.88 at 128; 16 rows cost 2-25 % more
+// than 32 (each block pays every record's fixed cost). An EPYC with a 1 MB L2 and a 32 MB L3
+// measured flat for blocks from 64 lanes up to 6 MB; its 16-lane blocks under this rule
+// (768 KB of float64) were not measured there.
+constexpr size_t kDefaultBudget = size_t{3} << 19;  // 1.5 MB when neither sysfs nor sysconf says
+constexpr uint32_t kMinBlockLanes = 16;             // below this, per-record costs dominate
 
+// The size of cpu0's cache `index` (sysfs: index2 is the L2 on Linux), 0 when unknown.
 size_t sysfs_cache(int index) {
   char path[64];
   std::snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", index);
@@ -48,20 +54,20 @@ size_t sysfs_cache(int index) {
   return unit == 'K' ? n << 10 : unit == 'M' ? n << 20 : n;
 }
 
-// The bytes a block's working set may take: NDVM_BLOCK_BYTES, else a share of the L3
-// (sysfs's cpu0 index3, else sysconf), else kDefaultBudget.
+// The bytes a block's working set may take: NDVM_BLOCK_BYTES, else three quarters of the L2
+// (sysfs's cpu0 index2, else sysconf), else kDefaultBudget.
 size_t block_budget() {
   static const size_t bytes = [] {
     if (const char* s = std::getenv("NDVM_BLOCK_BYTES")) {
       const unsigned long long v = std::strtoull(s, nullptr, 10);
       if (v > 0) return static_cast<size_t>(v);
     }
-    size_t n = sysfs_cache(3);  // sysfs first: glibc's cpuid reading can be far off in a VM
-#ifdef _SC_LEVEL3_CACHE_SIZE
-    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (n == 0 && l3 > 0) n = static_cast<size_t>(l3);
+    size_t n = sysfs_cache(2);  // sysfs first: glibc's cpuid reading can be far off in a VM
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (n == 0 && l2 > 0) n = static_cast<size_t>(l2);
 #endif
-    return n > 0 ? std::max(n / kL3Share, size_t{1} << 20) : kDefaultBudget;
+    return n > 0 ? std::max(n / 4 * 3, size_t{256} << 10) : kDefaultBudget;
   }();
   return bytes;
 }
@@ -86,13 +92,18 @@ void Interp::note_lane_bytes(const RunRequest& req) {
     lane_Ng_ = req.Ng;
     no_block_ = false;
   }
-  lane_bytes_ = 2.0 * static_cast<double>(pay_.elems() * sizeof(Real)) / W_;
+  // the payloads' own elements, without the padding that puts rows on lines (payload.hpp):
+  // at a few lanes it would count several times what it costs at a block's width
+  size_t elems = 0;
+  for (size_t pid = 0; pid < pay_.count(); ++pid) elems += pay_[static_cast<uint32_t>(pid)].count();
+  lane_bytes_ = 2.0 * static_cast<double>(elems * sizeof(Real)) / W_;
 }
 
 // Rows per block for `req`, or 0 to run it whole: RunRequest::block_rows, else NDVM_BLOCK_ROWS,
 // else, once a whole walk of the program has measured its bytes per lane, as many rows as fit
-// the budget but at least kMinBlockLanes lanes, spread evenly over the blocks. Only a run with
-// its gradient and the cotangent ones is blocked.
+// the budget but at least kMinBlockLanes lanes, rounded down to whole 64-byte lines of lanes
+// (the last block takes the rest). Only a run with its gradient and the cotangent ones is
+// blocked.
 uint32_t Interp::choose_block_rows(const RunRequest& req) {
   if (!req.grad || req.cotangent != nullptr) return 0;
   uint32_t rows = req.block_rows != 0 ? req.block_rows : forced_rows();
@@ -105,8 +116,11 @@ uint32_t Interp::choose_block_rows(const RunRequest& req) {
   const double least = std::ceil(static_cast<double>(kMinBlockLanes) / req.Ng);
   const double r = std::max(fit, least);
   if (r >= static_cast<double>(req.B)) return 0;
-  const uint32_t n = (req.B + static_cast<uint32_t>(r) - 1) / static_cast<uint32_t>(r);
-  return (req.B + n - 1) / n;
+  // whole lines of lanes per block (W = rows * Ng a multiple of kLineElems, so every row of
+  // its payloads is whole vectors), the last block taking what is left
+  const uint32_t unit = static_cast<uint32_t>(kLineElems / std::gcd<size_t>(req.Ng, kLineElems));
+  rows = std::max(unit, static_cast<uint32_t>(r) / unit * unit);
+  return rows >= req.B ? 0 : rows;
 }
 
 bool Interp::run_blocked(const RunRequest& req, uint32_t rows, RunOutput& out) {

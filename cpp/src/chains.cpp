@@ -18,7 +18,7 @@
 // the NDVM_CHAIN_LANES environment variable sets the lanes per block; a run uses them when it
 // is fused and spans at least two blocks. Measured on Kalman-80 (docs/native.md, "Fused
 // chains"), the scratch copies, the recomputation and the per-block record calls cost more
-// than the arena traffic they save while a lane block of the tape fits the L3, so the default
+// than the arena traffic they save while a lane block of the tape fits the cache, so the default
 // (0) runs none.
 #include <algorithm>
 #include <cstdlib>

@@ -179,7 +179,7 @@ void Interp::assemble(RunOutput& out) {
 }
 
 void Interp::accumulate(uint32_t pid, const Real* ct, size_t ct_elems, uint32_t mask,
-                        std::vector<Real>& adj) {
+                        LineVec& adj) {
   const Payload& p = pay_[pid];
   const uint8_t* bits = (mask == 0 || masks_.full(mask)) ? nullptr : masks_.bits(mask);
   // the first cotangent is stored, later ones added: adjoints are never zeroed
@@ -190,7 +190,7 @@ void Interp::accumulate(uint32_t pid, const Real* ct, size_t ct_elems, uint32_t 
 void Interp::backward(const double* cotangent, std::vector<double>& grad) {
   reverse_sweep(cotangent);
   const std::vector<uint32_t>& leaves = leaves_;
-  const std::vector<Real>& adj = adj_;
+  const LineVec& adj = adj_;
   const uint32_t P = static_cast<uint32_t>(leaves.size());
   grad.assign(static_cast<size_t>(B_) * P, 0.0);
   for (uint32_t i = 0; i < P; ++i) {
@@ -301,7 +301,7 @@ void Interp::lane_adjoints(const double* cotangent, std::vector<const Real*>& co
 // zeroing of adjoints: a payload's first cotangent is stored, later ones are added; untouched
 // ones are never read (records with an untouched output are skipped; untouched leaves give 0).
 void Interp::reverse_sweep(const double* cotangent) {
-  std::vector<Real>& adj = adj_;
+  LineVec& adj = adj_;
   if (adj.size() < pay_.elems()) adj.resize(pay_.elems());
   // a timed sweep (timed_backward) stops at the run's deadline; others run to completion
   // (at the later of the deadline and the sweep's start, plus a grace of a quarter of the
@@ -476,7 +476,7 @@ void Interp::vjp_fast(const FastRec* fast) {
   }
 }
 
-void Interp::vjp_record(const TapeRecord& rec, std::vector<Real>& adj) {
+void Interp::vjp_record(const TapeRecord& rec, LineVec& adj) {
   const Payload outp = pay_[rec.out];
   const Real* g = adj.data() + outp.off;
   const Real* ans = pay_.ptr(rec.out);

@@ -366,7 +366,7 @@ class Interp {
   void fail_standing(RunOutput& out, const char* message);
   void sweep_tick();
   void reverse_sweep(const double* cotangent);
-  void vjp_record(const TapeRecord& rec, std::vector<Real>& adj);
+  void vjp_record(const TapeRecord& rec, LineVec& adj);
   void vjp_fast(const FastRec* fast);
   // whether replay and the reverse sweep run f's form: the fused lane forms (fast.hpp's
   // LANE_PRODUCTS and after) only when the run is fused (kFused: fused_), else their records
@@ -374,7 +374,7 @@ class Interp {
   template <bool kFused>
   static bool fused_form(const FastRec& f) { return kFused || f.op < FastOp::LANE_PRODUCTS; }
   void accumulate(uint32_t pid, const Real* ct, size_t ct_elems, uint32_t mask,
-                  std::vector<Real>& adj);
+                  LineVec& adj);
   void assemble(RunOutput& out);
   void finish_run(const RunRequest& req, RunOutput& out);
   void walk();
@@ -474,7 +474,7 @@ class Interp {
   uint32_t sweep_count_ = 0;
   std::vector<uint32_t> ids_;
   std::vector<Real> ct_;
-  std::vector<Real> adj_;
+  LineVec adj_;  // the adjoints, at the payloads' offsets (rows on lines, as theirs)
   std::vector<uint8_t> touched_;
   // per payload: the output of a taped `inv` of it over all W > 1 lanes (kNoInverse: none),
   // which the det/logdet VJPs read instead of recomputing the inverse (when fused_); at one

@@ -15,12 +15,13 @@
 
 // SIMD over lanes: the lane loops are written to auto-vectorize (contiguous lanes, no calls
 // through pointers inside the loop). The wheel is built for baseline x86-64; on x86-64 ELF
-// targets the hot kernels are also cloned for AVX2 and picked at load time (ifunc), so a
-// portable build still runs 4 float64 lanes per instruction where the CPU has them. The
-// clones perform the same IEEE operations in the same order (no FMA: -ffp-contract=off), so
-// every clone gives bitwise the same results.
+// targets the hot kernels are also cloned for AVX2 and for x86-64-v4 (AVX-512: 8 float64 or
+// 16 float32 lanes per instruction) and the loader picks the best clone the CPU runs (ifunc),
+// so a portable build still runs its lanes at the CPU's vector width. The clones perform the
+// same IEEE operations in the same order (no FMA: -ffp-contract=off), so every clone gives
+// bitwise the same results.
 #if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(NDVM_NO_CLONES)
-#define NDVM_SIMD __attribute__((target_clones("default", "avx2")))
+#define NDVM_SIMD __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
 #else
 #define NDVM_SIMD
 #endif
