@@ -66,14 +66,19 @@ def check_source(data: tuple[Datum, ...] | list[Datum], grammar: Any) -> Verdict
     return Verdict(True, complexity=size)
 
 
-def check_params(prog: Program, data: Iterable[Datum], task: Any, size: int) -> Verdict:
+def check_params(
+    prog: Program, data: Iterable[Datum], task: Any, size: int,
+    used: Collection[str] | None = None,
+) -> Verdict:  # fmt: skip
     """The ``params`` stage (no evaluation): at least one parameter unless the task scores
-    parameter-free candidates, and every declared parameter used."""
+    parameter-free candidates, and every declared parameter used (``used``: the symbols of
+    ``data`` when the reader gave them, ``reader.read_with_symbols``)."""
     skel, n_params = prog.skeleton, len(prog.params)
     base = {"skeleton": skel, "n_params": n_params, "complexity": size}
     if n_params == 0 and not (task.search is not None and task.search.fixed):
         return Verdict(False, "params", "no parameters", **base)
-    used = symbols_in(data)
+    if used is None:
+        used = symbols_in(data)
     unused = [p for p in prog.params if p not in used]
     if unused:
         return Verdict(False, "params", f"declared but unused: {', '.join(unused)}", **base)
