@@ -116,10 +116,11 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
         )  # fmt: skip
     except NdvmError as exc:
         return _rejected(job, Verdict(False, "resolve", f"{type(exc).__name__}: {exc}"), t0)
-    K = setup.starts if prog.params else 1  # nothing to start from: one walk
+    P = len(prog.param_specs)
+    K = setup.starts if P else 1  # nothing to start from: one walk
     rng = np.random.default_rng(job.seed)
-    init = spread_starts(setup.scale * rng.standard_normal((K * setup.series, len(prog.params))),
-                         K, setup.decades)  # fmt: skip
+    init = spread_starts(setup.scale * rng.standard_normal((K * setup.series, P)), K,
+                         setup.decades)  # fmt: skip
     if K > 1:  # (one start: no roles to place)
         split = setup.data
         place_roles(init, K, program_roles(prog), split.train_inputs, rng, split.train_target)
@@ -168,7 +169,7 @@ _SETUPS = ByIdentity(8)  # task -> (limits, its setup)
 
 def _setup(task: Task, limits: CalibLimits) -> _Setup:
     hit = _SETUPS.get(task)
-    if hit is not None and hit[0] == limits and hit[1].data is task.data():
+    if hit is not None and (hit[0] is limits or hit[0] == limits) and hit[1].data is task.data():
         return hit[1]  # type: ignore[no-any-return]
     data = task.data()
     calib = task.calib
@@ -274,7 +275,7 @@ _LIMIT_WORDS = ("time limit", "StepLimitExceeded", "DeadlineExceeded", "DepthLim
 def evaluation(task: Task, cal: Any, metrics: dict[str, float], t0: float) -> Evaluation:
     steps = int(cal.history.shape[0] - 1)
     losses = np.asarray(cal.all_losses, dtype=np.float64).tolist()
-    series = task.series
+    series = _setup_of(task).series
     best = [cal.best] if series == 1 else series_best(cal, series).tolist()
     wall = time.perf_counter() - t0
     status = cal.status
@@ -296,7 +297,7 @@ def evaluation(task: Task, cal: Any, metrics: dict[str, float], t0: float) -> Ev
         values = np.asarray(cal.all_params, dtype=np.float64)[best[0]].tolist()
         params = dict(zip(cal.names, values))
     extra: dict[str, Any] = {"lane_losses": losses}
-    n_valid = _setup_data_rows(task)
+    n_valid = _setup_of(task).n_valid
     if n_valid is not None:  # rows behind validation_mse (selection)
         extra["n_valid"] = n_valid
     if series > 1:
@@ -317,13 +318,20 @@ def evaluation(task: Task, cal: Any, metrics: dict[str, float], t0: float) -> Ev
     )
 
 
-def _setup_data_rows(task: Task) -> int | None:
-    """Rows of the task's 1-D validation target (None without one); kept in its setup."""
+def _setup_of(task: Task) -> Any:
+    """The task's series and validation rows: from its setup when ``run_job`` made one for
+    its data, else computed (``evaluation`` called on its own)."""
     hit = _SETUPS.get(task)
     data = task.data()
     if hit is not None and hit[1].data is data:
-        return hit[1].n_valid  # type: ignore[no-any-return]
-    return _valid_rows(data)
+        return hit[1]
+    return _Shape(task.series, _valid_rows(data))
+
+
+@dataclass(frozen=True)
+class _Shape:
+    series: int
+    n_valid: int | None
 
 
 def _valid_rows(data: Any) -> int | None:

@@ -123,7 +123,8 @@ class SerialExecutor:
         pass
 
 
-STREAM_CHUNK = 8  # the smallest chunk of a batch that has another proposed behind it
+STREAM_CHUNK = 16  # the smallest chunk of a batch that has another proposed behind it (fewer
+# messages: the driver shares the cores with the workers and pays per message)
 INFLIGHT = 4  # chunks in flight per worker: a queue that hides the driver's latency
 
 
