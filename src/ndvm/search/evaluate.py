@@ -4,7 +4,8 @@ The candidate is read, resolved and lowered once (``ndvm.compile``); the funnel'
 calibration (``Task.calibrate`` -> ``ndvm.calibrate`` and the runtime's in-runtime optimizer,
 no Python per step) and the held-out scores all use that one compiled program. K starts are K
 parameter lanes of one walk; the candidate's result is its best lane by training loss (never by
-held-out data), and the record keeps every lane's final training loss.
+held-out data), and the record keeps every lane's final training loss. What every job of a
+task shares (grammar, limits, start scale, data shape) is set up once per worker process.
 
 Nothing here raises for a bad candidate: a funnel stop is a ``rejected`` evaluation with its
 stage, an error or a non-finite loss a ``failed`` one, a limit a ``timeout``, each with its
@@ -275,7 +276,8 @@ _LIMIT_WORDS = ("time limit", "StepLimitExceeded", "DeadlineExceeded", "DepthLim
 def evaluation(task: Task, cal: Any, metrics: dict[str, float], t0: float) -> Evaluation:
     steps = int(cal.history.shape[0] - 1)
     losses = np.asarray(cal.all_losses, dtype=np.float64).tolist()
-    series = _setup_of(task).series
+    shape = _setup_of(task)
+    series = shape.series
     best = [cal.best] if series == 1 else series_best(cal, series).tolist()
     wall = time.perf_counter() - t0
     status = cal.status
@@ -297,7 +299,7 @@ def evaluation(task: Task, cal: Any, metrics: dict[str, float], t0: float) -> Ev
         values = np.asarray(cal.all_params, dtype=np.float64)[best[0]].tolist()
         params = dict(zip(cal.names, values))
     extra: dict[str, Any] = {"lane_losses": losses}
-    n_valid = _setup_of(task).n_valid
+    n_valid = shape.n_valid
     if n_valid is not None:  # rows behind validation_mse (selection)
         extra["n_valid"] = n_valid
     if series > 1:
