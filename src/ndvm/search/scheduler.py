@@ -15,6 +15,7 @@ then retried one by one, and a job that kills its worker twice is recorded as fa
 
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import pickle
 import sys
@@ -78,6 +79,9 @@ def _init_process(ref: TaskRef, limits: CalibLimits) -> None:
     task = resolve(ref)
     task.data()  # build (and cache) the data once per process
     _PROCESS_WORKER[:] = [Worker(task, limits)]
+    # what the worker has now (modules, the task and its data) lives as long as it does: the
+    # collector stops rescanning it at every full collection (a worker process of its own)
+    gc.freeze()
 
 
 def _run_in_process(jobs: Sequence[Job]) -> list[Result]:
