@@ -94,7 +94,8 @@ def run_search(
         "data": data_digest(the_task),
     }  # fmt: skip
     run, seed, base, records = _open_run(store, the_task, proposer, seed, config, resume)
-    book = _Book(run, store, records, _scope_fn(proposer), budget.reached)
+    ends = budget.until_success or budget.until is not None  # a record may end the search
+    book = _Book(run, store, records, _scope_fn(proposer), budget.reached if ends else None)
     t0 = time.perf_counter()
 
     def elapsed() -> float:
@@ -126,10 +127,9 @@ def run_search(
                 finished = True
                 return []
             new = book.propose(cands, n, seed, elapsed())
-            store.add(run, new)
+            store.add(run, new, elapsed())
             todo = [r for r in new if r.status == "pending"]
             book.expect(todo)
-            store.set_elapsed(run, elapsed())
             if todo:
                 return [book.job(r) for r in todo]
         return []
@@ -239,12 +239,13 @@ class _Book:
 
     def __init__(
         self, run: int, store: Store, records: list[Record], scope: Callable[[int], int],
-        reached: Callable[[Record], bool] = lambda r: False,
+        reached: Callable[[Record], bool] | None = None,
     ) -> None:  # fmt: skip
         self.run, self.store, self.scope, self.reached = run, store, scope, reached
-        # the first decided record that ends the search (``Budget.reached``); once set,
-        # nothing after it is decided: the records are those of the index-order prefix
-        self.hit = next((r.idx for r in records if reached(r)), None)
+        # the first decided record that ends the search (``Budget.reached``; None: no record
+        # does); once set, nothing after it is decided: the records are those of the
+        # index-order prefix
+        self.hit = next((r.idx for r in records if reached(r)), None) if reached else None
         self.recs: list[Record] = sorted(records, key=lambda r: r.idx)  # index order
         self.pos: dict[int, int] = {r.idx: i for i, r in enumerate(self.recs)}  # idx -> position
         self.seen = {
@@ -263,6 +264,7 @@ class _Book:
         self.order: list[int] = []  # pending indices in the order they are decided
         self.ready: dict[int, Result] = {}
         self.decided: list[Result] = []  # decided in index order, not yet committed
+        self.decided_in: dict[int, int] = {}  # batch -> how many of ``decided`` are of it
         self.committed_at = time.perf_counter()
         self.done = 0  # results committed by this process
         self.done_calibrated = 0
@@ -366,33 +368,30 @@ class _Book:
         an internal error, or ``flush``. True if any was committed."""
         for res in results:
             self.ready[res.idx] = res
-        while self.hit is None and self.order and self.order[0] in self.ready:
-            res = self._decide(self.ready.pop(self.order.pop(0)))
-            self.decided.append(res)
+        order, ready, decided, per = self.order, self.ready, self.decided, self.decided_in
+        complete = False  # the decided results hold the last pending record of a batch
+        while self.hit is None and order and order[0] in ready:
+            res = self._decide(ready.pop(order.pop(0)))
+            decided.append(res)
+            b = self.recs[self.pos[res.idx]].batch
+            k = per[b] = per.get(b, 0) + 1
+            complete = complete or k >= self.waiting.get(b, 0)
             ev = res.evaluation  # an internal error is counted (and may stop the search) now
             flush = flush or (ev.status == "failed" and ev.reason.startswith(INTERNAL))
-            if self.reached(self._record(res, now)):
+            if self.reached is not None and self.reached(self._record(res, now)):
                 self.hit, flush = res.idx, True
-        if not self.decided:
+        if not decided:
             return False
         t = time.perf_counter()
-        due = t - self.committed_at >= COMMIT_SECONDS or len(self.decided) >= COMMIT_EVERY
-        if not (flush or due or self._completes_batch()):
+        due = t - self.committed_at >= COMMIT_SECONDS or len(decided) >= COMMIT_EVERY
+        if not (flush or due or complete):
             return False
-        final, self.decided, self.committed_at = self.decided, [], t
-        rows = [(res, now) for res in final]
-        for res, ok in zip(final, self.store.finish_many(self.run, rows, now)):
+        self.decided, self.decided_in, self.committed_at = [], {}, t
+        rows = [(res, now) for res in decided]
+        for res, ok in zip(decided, self.store.finish_many(self.run, rows, now)):
             if ok:
                 self._commit(res, now)
         return True
-
-    def _completes_batch(self) -> bool:
-        """Whether the decided results include the last pending record of a batch."""
-        per: dict[int, int] = {}
-        for res in self.decided:
-            b = self.recs[self.pos[res.idx]].batch
-            per[b] = per.get(b, 0) + 1
-        return any(k >= self.waiting.get(b, 0) for b, k in per.items())
 
     def halted(self) -> bool:
         """Whether a record reached the budget's condition: the search ends at once."""

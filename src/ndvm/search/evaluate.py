@@ -4,7 +4,8 @@ The candidate is read, resolved and lowered once (``ndvm.compile``); the funnel'
 calibration (``Task.calibrate`` -> ``ndvm.calibrate`` and the runtime's in-runtime optimizer,
 no Python per step) and the held-out scores all use that one compiled program. K starts are K
 parameter lanes of one walk; the candidate's result is its best lane by training loss (never by
-held-out data), and the record keeps every lane's final training loss.
+held-out data), and the record keeps every lane's final training loss. What every job of a
+task shares (grammar, limits, start scale, data shape) is set up once per worker process.
 
 Nothing here raises for a bad candidate: a funnel stop is a ``rejected`` evaluation with its
 stage, an error or a non-finite loss a ``failed`` one, a limit a ``timeout``, each with its
@@ -26,7 +27,7 @@ from ndvm.calibrate.starts import place_roles, program_roles
 from ndvm.errors import LimitExceeded, NdvmError, ReadError
 from ndvm.eval.limits import Limits
 from ndvm.identity import MISSING, ByIdentity
-from ndvm.lang.reader import read
+from ndvm.lang.reader import read_with_symbols
 from ndvm.search.candidate import Candidate, Evaluation, skeleton_hash
 from ndvm.search.funnel import Verdict, check_finite, check_params, check_source, scalar_valued
 from ndvm.tasks.base import Task, series_best
@@ -101,30 +102,30 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     the fit is kept if the stage passes, so the result is the one the stages in order give."""
     t0 = time.perf_counter()
     cand = job.candidate
-    grammar = task.search.grammar if task.search is not None else None
+    setup = _setup(task, limits)
     try:
-        data = read(cand.src)
+        data, symbols = read_with_symbols(cand.src)
     except ReadError as exc:
         return _rejected(job, Verdict(False, "parse", str(exc)), t0)
-    v = check_source(data, grammar)
+    v = check_source(data, setup.grammar)
     if not v.ok:
         return _rejected(job, v, t0)
-    lim = Limits(max_steps=limits.max_steps, deadline=limits.seconds)
     try:
         prog = compile_program(
             cand.src, cand.params, task.inputs, backend=limits.backend,
-            dialect=limits.dialect, strict=False, limits=lim, free_params=True,
+            dialect=limits.dialect, strict=False, limits=setup.limits, free_params=True,
         )  # fmt: skip
     except NdvmError as exc:
         return _rejected(job, Verdict(False, "resolve", f"{type(exc).__name__}: {exc}"), t0)
-    K = starts_for(task, limits) if prog.params else 1  # nothing to start from: one walk
+    P = len(prog.param_specs)
+    K = setup.starts if P else 1  # nothing to start from: one walk
     rng = np.random.default_rng(job.seed)
-    scale = task.calib.init_scale if task.calib.init_scale is not None else 1.0
-    init = spread_starts(scale * rng.standard_normal((K * task.series, len(prog.params))), K,
-                         task.calib.start_decades)  # fmt: skip
-    split = task.data()
-    place_roles(init, K, program_roles(prog), split.train_inputs, rng, split.train_target)
-    v = check_params(prog, data, task, v.complexity)
+    init = spread_starts(setup.scale * rng.standard_normal((K * setup.series, P)), K,
+                         setup.decades)  # fmt: skip
+    if K > 1:  # (one start: no roles to place)
+        split = setup.data
+        place_roles(init, K, program_roles(prog), split.train_inputs, rng, split.train_target)
+    v = check_params(prog, data, task, v.complexity, symbols)
     if not v.ok:
         return _rejected(job, v, t0)
     trusted = cand.key and cand.skeleton == v.skeleton
@@ -148,6 +149,41 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     if fit is None:
         fit = _fit(task, prog, K, init, rng, limits, t0)
     return _result(job, task, v, fit, t0, h)
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What every job of one task and one set of limits shares (built once per worker)."""
+
+    grammar: Any
+    limits: Limits  # one object: the runtime's options are cached per limits
+    starts: int
+    series: int
+    scale: float
+    decades: int
+    data: Any
+    n_valid: int | None  # rows behind validation_mse, for a 1-D validation target
+
+
+_SETUPS = ByIdentity(8)  # task -> (limits, its setup)
+
+
+def _setup(task: Task, limits: CalibLimits) -> _Setup:
+    hit = _SETUPS.get(task)
+    if hit is not None and (hit[0] is limits or hit[0] == limits) and hit[1].data is task.data():
+        return hit[1]  # type: ignore[no-any-return]
+    data = task.data()
+    calib = task.calib
+    setup = _Setup(
+        grammar=task.search.grammar if task.search is not None else None,
+        limits=Limits(max_steps=limits.max_steps, deadline=limits.seconds),
+        starts=starts_for(task, limits), series=task.series,
+        scale=calib.init_scale if calib.init_scale is not None else 1.0,
+        decades=calib.start_decades, data=data,
+        n_valid=_valid_rows(data),
+    )  # fmt: skip
+    _SETUPS.put(task, (limits, setup))
+    return setup
 
 
 def spread_starts(init: np.ndarray, K: int, decades: int) -> np.ndarray:
@@ -240,36 +276,66 @@ _LIMIT_WORDS = ("time limit", "StepLimitExceeded", "DeadlineExceeded", "DepthLim
 def evaluation(task: Task, cal: Any, metrics: dict[str, float], t0: float) -> Evaluation:
     steps = int(cal.history.shape[0] - 1)
     losses = np.asarray(cal.all_losses, dtype=np.float64).tolist()
-    best = series_best(cal, task.series)
+    shape = _setup_of(task)
+    series = shape.series
+    best = [cal.best] if series == 1 else series_best(cal, series).tolist()
     wall = time.perf_counter() - t0
+    status = cal.status
     for b in best:
-        if any(w in cal.status[int(b)] for w in _LIMIT_WORDS):
-            return Evaluation("timeout", reason=cal.status[int(b)][:500], wall=wall, steps=steps)
-    train = float(metrics.get("train_mse", cal.loss))
-    mse = float(metrics.get("test_mse", math.nan))
+        st = status[b]
+        if st != "ok" and any(w in st for w in _LIMIT_WORDS):
+            return Evaluation("timeout", reason=st[:500], wall=wall, steps=steps)
+    get = metrics.get
+    train = float(get("train_mse", cal.loss))
+    mse = float(get("test_mse", math.nan))
     # the status depends on what calibration and selection see, never on the test split
-    valid = float(metrics.get("validation_mse", train))
+    valid = float(get("validation_mse", train))
     if not (math.isfinite(train) and math.isfinite(valid)):
-        reason = next((s for s in cal.status if s != "ok"), "non-finite loss or prediction")
+        reason = next((s for s in status if s != "ok"), "non-finite loss or prediction")
         return Evaluation("failed", reason=reason[:500], wall=wall, steps=steps)
-    best_values = np.asarray(cal.all_params, dtype=np.float64)[int(best[0])].tolist()
+    if series == 1:  # the calibration's own best: its params
+        params = dict(cal.params)
+    else:
+        values = np.asarray(cal.all_params, dtype=np.float64)[best[0]].tolist()
+        params = dict(zip(cal.names, values))
     extra: dict[str, Any] = {"lane_losses": losses}
-    valid = task.data().valid_target
-    if valid is not None and np.ndim(valid) == 1:  # rows behind validation_mse (selection)
-        extra["n_valid"] = int(np.shape(valid)[0])
-    if task.series > 1:
+    n_valid = shape.n_valid
+    if n_valid is not None:  # rows behind validation_mse (selection)
+        extra["n_valid"] = n_valid
+    if series > 1:
         P = len(cal.program.params)
         extra["theta"] = np.asarray(cal.all_theta)[best, :P].tolist()
     return Evaluation(
         "ok",
         train_loss=train,
         heldout_mse=mse,
-        heldout_r2=float(metrics.get("test_r2", math.nan)),
+        heldout_r2=float(get("test_r2", math.nan)),
         success=bool(task.success(metrics)),
-        validation_mse=float(metrics.get("validation_mse", math.nan)),
-        validation_r2=float(metrics.get("validation_r2", math.nan)),
-        params=dict(zip(cal.names, best_values)),
+        validation_mse=float(get("validation_mse", math.nan)),
+        validation_r2=float(get("validation_r2", math.nan)),
+        params=params,
         wall=wall,
         steps=steps,
         extra=extra,
     )
+
+
+def _setup_of(task: Task) -> Any:
+    """The task's series and validation rows: from its setup when ``run_job`` made one for
+    its data, else computed (``evaluation`` called on its own)."""
+    hit = _SETUPS.get(task)
+    data = task.data()
+    if hit is not None and hit[1].data is data:
+        return hit[1]
+    return _Shape(task.series, _valid_rows(data))
+
+
+@dataclass(frozen=True)
+class _Shape:
+    series: int
+    n_valid: int | None
+
+
+def _valid_rows(data: Any) -> int | None:
+    valid = data.valid_target
+    return int(np.shape(valid)[0]) if valid is not None and np.ndim(valid) == 1 else None

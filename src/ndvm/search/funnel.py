@@ -47,11 +47,12 @@ def complexity(data: Iterable[Datum]) -> int:
     """Number of nodes (atoms and lists) in the program's datum tree."""
     n = 0
     stack = list(data)
+    pop, extend = stack.pop, stack.extend
     while stack:
-        d = stack.pop()
+        d = pop()
         n += 1
-        if isinstance(d, SList):
-            stack.extend(d.items)
+        if type(d) is SList:  # (the datum classes have no subclasses)
+            extend(d.items)
             if d.tail is not None:
                 stack.append(d.tail)
     return n
@@ -66,14 +67,19 @@ def check_source(data: tuple[Datum, ...] | list[Datum], grammar: Any) -> Verdict
     return Verdict(True, complexity=size)
 
 
-def check_params(prog: Program, data: Iterable[Datum], task: Any, size: int) -> Verdict:
+def check_params(
+    prog: Program, data: Iterable[Datum], task: Any, size: int,
+    used: Collection[str] | None = None,
+) -> Verdict:  # fmt: skip
     """The ``params`` stage (no evaluation): at least one parameter unless the task scores
-    parameter-free candidates, and every declared parameter used."""
+    parameter-free candidates, and every declared parameter used (``used``: the symbols of
+    ``data`` when the reader gave them, ``reader.read_with_symbols``)."""
     skel, n_params = prog.skeleton, len(prog.params)
     base = {"skeleton": skel, "n_params": n_params, "complexity": size}
     if n_params == 0 and not (task.search is not None and task.search.fixed):
         return Verdict(False, "params", "no parameters", **base)
-    used = symbols_in(data)
+    if used is None:
+        used = symbols_in(data)
     unused = [p for p in prog.params if p not in used]
     if unused:
         return Verdict(False, "params", f"declared but unused: {', '.join(unused)}", **base)
@@ -93,18 +99,17 @@ def check_finite(prog: Program, task: Any, theta: np.ndarray, v: Verdict) -> Ver
     base = v.info
     train = task.data().train_inputs
     try:
-        value = prog.eval(theta, dict(train))
+        arr, errors = _values(prog, theta, dict(train))
     except NdvmError as exc:
         return Verdict(False, "finite", f"{type(exc).__name__}: {exc}", **base)
     failed = np.zeros(theta.shape[0], dtype=bool)
-    for mask, err in value.errors:
+    for mask, err in errors:
         if isinstance(err, LimitExceeded):  # a timeout: the candidate is too slow
             return Verdict(False, "limit", f"{type(err).__name__}: {err}", **base)
         failed |= np.asarray(mask, dtype=bool).reshape(theta.shape[0], -1).any(axis=1)
     if failed.all():
-        err = value.errors[0][1]
+        err = errors[0][1]
         return Verdict(False, "finite", f"{type(err).__name__}: {err}", **base)
-    arr = np.asarray(value)
     n = _n_points(train)
     if arr.dtype == object or arr.shape != (theta.shape[0], n):
         names = ", ".join(task.inputs)
@@ -112,6 +117,17 @@ def check_finite(prog: Program, task: Any, theta: np.ndarray, v: Verdict) -> Ver
     if not (~failed & np.isfinite(arr).all(axis=1)).any():
         return Verdict(False, "finite", "non-finite output at the initial parameters", **base)
     return Verdict(True, **base)
+
+
+def _values(prog: Program, theta: np.ndarray, inputs: dict[str, Any]) -> tuple[np.ndarray, Any]:
+    """``np.asarray(prog.eval(theta, inputs))`` for ``theta [B, P]`` and its lane errors; a
+    float64 program's from the raw result (``Program.evaluate``: the lane grid without its
+    data-lane axis when there are no data lanes, as ``eval`` gives it)."""
+    if prog.dtype != "float64":
+        value = prog.eval(theta, inputs)
+        return np.asarray(value), value.errors
+    res = prog.evaluate(theta, inputs)
+    return (res.value if res.data_lanes else res.value[:, 0]), res.errors
 
 
 _NUM, _BOOL = "number", "truth"  # what ``_kind`` infers: one number / truth value per point
@@ -132,23 +148,41 @@ def scalar_valued(data: Sequence[Datum], names: Collection[str]) -> bool:
 
 
 def _kind(d: Datum, names: Collection[str]) -> str | None:
-    if isinstance(d, Num):
+    t = type(d)  # (the datum classes have no subclasses)
+    if t is Num:
         return _NUM
-    if isinstance(d, Sym):
+    if t is Sym:
         return _NUM if d.name in names else None
-    if not isinstance(d, SList) or d.tail is not None or not d.items:
+    if t is not SList or d.tail is not None or not d.items:
         return None
-    head, args = d.items[0], d.items[1:]
-    if not isinstance(head, Sym) or head.name in names:
+    items = d.items
+    head = items[0]
+    if type(head) is not Sym or head.name in names:
         return None
     if head.name == "if":
-        if len(args) != 3 or _kind(args[0], names) not in (_NUM, _BOOL):
+        if len(items) != 4 or _kind(items[1], names) not in (_NUM, _BOOL):
             return None
-        return _NUM if _kind(args[1], names) == _kind(args[2], names) == _NUM else None
-    prim = PRIMS.get(head.name)
-    if prim is None or prim.kind not in _TYPED or prim.shape == Shape.CUSTOM:
+        return _NUM if _kind(items[2], names) == _kind(items[3], names) == _NUM else None
+    out = _HEADS.get(head.name, _UNSEEN)
+    if out is _UNSEEN:
+        out = _HEADS[head.name] = _head_kind(head.name)
+    if out is None:
         return None
-    if not all(_kind(x, names) == _NUM for x in args):
+    for x in items[1:]:
+        if _kind(x, names) != _NUM:
+            return None
+    return out
+
+
+_HEADS: dict[str, str | None] = {}  # primitive name -> what it gives (``_head_kind``)
+_UNSEEN = object()
+
+
+def _head_kind(name: str) -> str | None:
+    """What a call of the primitive ``name`` on numbers gives: one number (numeric), one truth
+    value (predicate), or None (no such primitive, or one of another kind or shape)."""
+    prim = PRIMS.get(name)
+    if prim is None or prim.kind not in _TYPED or prim.shape == Shape.CUSTOM:
         return None
     return _NUM if prim.kind == Kind.NUMERIC else _BOOL
 

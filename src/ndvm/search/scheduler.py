@@ -18,6 +18,7 @@ the dead or late actor, the other actors' chunks run on.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import pickle
 import sys
@@ -105,6 +106,9 @@ def _init_process(ref: TaskRef, limits: CalibLimits) -> None:
     task = resolve(ref)
     task.data()  # build (and cache) the data once per process
     _PROCESS_WORKER[:] = [Worker(task, limits)]
+    # what the worker has now (modules, the task and its data) lives as long as it does: the
+    # collector stops rescanning it at every full collection (a worker process of its own)
+    gc.freeze()
 
 
 def _run_in_process(jobs: Sequence[Job]) -> list[Result]:
@@ -150,7 +154,8 @@ class SerialExecutor:
         pass
 
 
-STREAM_CHUNK = 8  # the smallest chunk of a batch that has another proposed behind it
+STREAM_CHUNK = 16  # the smallest chunk of a batch that has another proposed behind it (fewer
+# messages: the driver shares the cores with the workers and pays per message)
 INFLIGHT = 4  # chunks in flight per worker: a queue that hides the driver's latency
 
 

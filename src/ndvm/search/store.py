@@ -65,8 +65,7 @@ CREATE TABLE IF NOT EXISTS candidates (
 _ADDED = (("validation_mse", "REAL"), ("validation_r2", "REAL"), ("text", "TEXT"))
 
 
-def _num(x: float) -> float | None:
-    return None if x is None or not math.isfinite(x) else float(x)
+_JSON = json.JSONEncoder()  # ``json.dumps`` with its defaults, without the call's checks
 
 
 def _nan(x: Any) -> float:
@@ -249,8 +248,9 @@ class Store:
 
     # -- candidates ---------------------------------------------------------------------
     @_guarded
-    def add(self, run: int, records: list[Record]) -> None:
-        """Insert a batch of proposals atomically (pending or already rejected)."""
+    def add(self, run: int, records: list[Record], elapsed: float | None = None) -> None:
+        """Insert a batch of proposals atomically (pending or already rejected); with
+        ``elapsed``, the run's elapsed seconds in the same transaction."""
         rows = []
         for r in records:
             ev = r.evaluation
@@ -280,20 +280,24 @@ class Store:
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
+            if elapsed is not None:
+                self.db.execute("UPDATE runs SET elapsed = ? WHERE run = ?", (elapsed, run))
 
     @_guarded
     def finish_many(self, run: int, results: list[tuple[Any, float]], elapsed: float) -> list[bool]:
         """Record the results ``(evaluate.Result, t_done)`` of pending candidates in one
         transaction; per result, False if its row was not pending (never written twice)."""
         rows = []
+        dumps, fin = _JSON.encode, math.isfinite
         for res, t_done in results:
             ev = res.evaluation
+            scores = (ev.train_loss, ev.heldout_mse, ev.heldout_r2, ev.validation_mse,
+                      ev.validation_r2)  # fmt: skip
+            nums = [None if x is None or not fin(x) else float(x) for x in scores]
             rows.append((
-                ev.status, ev.reason, _num(ev.train_loss), _num(ev.heldout_mse),
-                _num(ev.heldout_r2), int(ev.success), json.dumps(ev.params),
-                json.dumps(ev.extra), ev.wall, ev.steps, t_done, res.skeleton,
-                res.n_params, res.complexity, _num(ev.validation_mse),
-                _num(ev.validation_r2), run, res.idx,
+                ev.status, ev.reason, nums[0], nums[1], nums[2], int(ev.success),
+                dumps(ev.params), dumps(ev.extra), ev.wall, ev.steps, t_done, res.skeleton,
+                res.n_params, res.complexity, nums[3], nums[4], run, res.idx,
             ))  # fmt: skip
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")

@@ -29,7 +29,6 @@ from ndvm.api import compile as compile_program
 from ndvm.backends.inputs import as_array, as_table
 from ndvm.calibrate import Calibration, calibrate
 from ndvm.errors import NdvmError
-from ndvm.identity import ByIdentity
 from ndvm.lang.front import check_name
 from ndvm.tasks.columns import (
     DEFAULT_BINARY,
@@ -41,6 +40,7 @@ from ndvm.tasks.columns import (
     success_rule,
 )
 from ndvm.tasks.grammar import Grammar, param_names
+from ndvm.tasks.scoring import regression_score as regression_score
 from ndvm.tasks.series import pooled_refit, r2_of, trailing_block
 from ndvm.tasks.series import predict_lanes as predict_lanes
 from ndvm.tasks.series import series_best as series_best
@@ -269,62 +269,6 @@ def regression_data(target: Callable[[np.ndarray], np.ndarray]) -> TaskData:
     perm = rng.permutation(64)
     tr, te = np.sort(perm[:44]), np.sort(perm[44:])
     return TaskData({"x": x[tr]}, y[tr], {"x": x[te]}, y[te], {"x_all": x, "y_all": y})
-
-
-def regression_score(cal: Any, data: TaskData) -> dict[str, float]:
-    """Train MSE; test (held-out) MSE and R^2; validation MSE and R^2 when there is a split."""
-    assert data.test_inputs is not None and data.test_target is not None
-    out = {"train_mse": float(cal.loss)}
-    plan = _score_plan(data)
-    preds = _predict_splits(cal, plan)
-    with np.errstate(all="ignore"):
-        for (name, target, ss_tot), pred in zip(plan.splits, preds):
-            d = pred - target
-            sq = d @ d if d.shape == target.shape and d.ndim == 1 else (d**2).sum()
-            out[f"{name}_mse"] = float(sq) / max(d.size, 1)
-            out[f"{name}_r2"] = r2_of(float(sq), ss_tot, bool(np.isfinite(pred).all()))
-    return out
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """Scoring a task's data, once per data object: splits (name, target, total sum of
-    squares), their inputs, and those joined for one evaluation when all are 1-D."""
-
-    data: TaskData
-    splits: list[tuple[str, np.ndarray, float]]
-    inputs: list[Mapping[str, Any]]
-    joint: dict[str, np.ndarray] | None
-    cuts: list[int]  # where each split's points end in the joined inputs
-
-
-_PLANS = ByIdentity(64)  # task data -> its scoring plan
-
-
-def _score_plan(data: TaskData) -> _Plan:
-    plan = _PLANS.get(data)
-    if plan is not None:
-        return plan  # type: ignore[no-any-return]
-    named = [("test", data.test_inputs, data.test_target)]
-    if data.valid_inputs is not None and data.valid_target is not None:
-        named.append(("validation", data.valid_inputs, data.valid_target))
-    splits = [(n, np.asarray(y, dtype=np.float64)) for n, _, y in named]
-    splits = [(n, y, float(((y - y.mean()) ** 2).sum())) for n, y in splits]
-    inputs = [dict(x or {}) for _, x, _ in named]
-    joint, cuts = None, np.cumsum([len(y) for _, y, _ in splits]).tolist()
-    one_d = all(np.ndim(v) == 1 for s in inputs for v in s.values())
-    if len(inputs) > 1 and len({tuple(sorted(s)) for s in inputs}) == 1 and one_d:
-        joint = {k: np.concatenate([np.asarray(s[k]) for s in inputs]) for k in inputs[0]}
-    return _PLANS.put(data, _Plan(data, splits, inputs, joint, cuts))  # type: ignore[no-any-return]
-
-
-def _predict_splits(cal: Any, plan: _Plan) -> list[np.ndarray]:
-    """The best start's predictions on each split (one evaluation of the joined inputs)."""
-    if plan.joint is not None:
-        pred = np.asarray(cal.predict(plan.joint), dtype=np.float64).reshape(-1)
-        if pred.shape[0] == plan.cuts[-1]:  # one value per point
-            return list(np.split(pred, plan.cuts[:-1]))
-    return [np.asarray(cal.predict(s), dtype=np.float64) for s in plan.inputs]
 
 
 def with_validation(data: TaskData, fraction: float = 0.25, seed: int = 0) -> TaskData:

@@ -1,0 +1,75 @@
+"""Regression scores from one evaluation of the joined splits equal the scores computed split
+by split from ``Calibration.predict`` (``ndvm.tasks.scoring``), finite or not."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ndvm import tasks
+from ndvm.tasks.base import Task, regression_score
+
+
+def _by_split(cal, data) -> dict[str, float]:
+    """The scores computed independently: each split predicted on its own, NumPy sums."""
+    out = {"train_mse": float(cal.loss)}
+    for name, x, y in (("test", data.test_inputs, data.test_target),
+                       ("validation", data.valid_inputs, data.valid_target)):  # fmt: skip
+        if x is None:
+            continue
+        y = np.asarray(y, dtype=np.float64)
+        pred = np.asarray(cal.predict(dict(x)), dtype=np.float64).reshape(-1)
+        with np.errstate(all="ignore"):
+            ss_res = float(np.sum((pred - y) ** 2))
+        out[f"{name}_mse"] = ss_res / y.size
+        ss_tot = float(np.sum((y - y.mean()) ** 2))
+        out[f"{name}_r2"] = 1.0 - ss_res / ss_tot if np.isfinite(pred).all() else -math.inf
+    return out
+
+
+def _same(a: dict[str, float], b: dict[str, float]) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        if math.isnan(b[k]):
+            assert math.isnan(a[k]), k
+        else:
+            assert a[k] == pytest.approx(b[k], rel=1e-12, abs=1e-300), k
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "(* a (exp (* b x)) (cos (+ (* c x) d)))",
+        "(+ a (* b x))",
+        "(log (- x a))",  # NaN on the points below a
+        "(exp (* 400 (+ a x)))",  # inf everywhere: MSE inf, R² -inf
+        "(/ a (- x 3))",  # large near x = 3
+    ],
+)
+def test_joined_scores_equal_split_by_split(src):
+    task = tasks.get("sr-damped").for_search()
+    data = task.data()
+    assert data.valid_inputs is not None  # both splits are scored
+    cal = task.calibrate(src, starts=2, seed=1, diagnostics=False)
+    got = regression_score(cal, data)
+    _same(got, _by_split(cal, data))
+
+
+def test_scores_of_a_task_without_a_validation_split():
+    task = tasks.get("sr-damped")  # no validation split: the test split alone
+    cal = task.calibrate("(+ a (* b x))", starts=1, seed=0, diagnostics=False)
+    got = regression_score(cal, task.data())
+    assert set(got) == {"train_mse", "test_mse", "test_r2"}
+    _same(got, _by_split(cal, task.data()))
+
+
+def test_scores_of_a_data_task_with_two_inputs():
+    rng = np.random.default_rng(2)
+    X = rng.uniform(0.5, 2.0, (80, 2))
+    task = Task.from_arrays(X, X[:, 0] / (1.0 + X[:, 1]), names=["u", "v"], steps=20)
+    cal = task.calibrate("(/ (* a u) (+ b v))", starts=2, seed=0, diagnostics=False)
+    got = task.score(cal, task.data())
+    _same(got, _by_split(cal, task.data()))
+    assert got["validation_r2"] > 0.9
