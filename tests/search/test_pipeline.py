@@ -139,3 +139,22 @@ def test_a_worker_shortcuts_only_duplicates_of_earlier_jobs():
     assert first[0].skeleton == first[1].skeleton
     (dup,) = w.run([next_])
     assert dup.evaluation.status == "rejected" and "duplicate" in dup.evaluation.reason
+
+
+def test_chunks_of_a_small_streamed_batch_reach_every_worker() -> None:
+    """A batch with another behind it is cut into chunks of at least ``least`` jobs, but never
+    into fewer chunks than workers: a 16-job batch with ``least=16`` once went to one worker
+    while the other sat idle."""
+    from ndvm.search.candidate import Candidate
+    from ndvm.search.evaluate import Job
+    from ndvm.search.scheduler import chunks
+
+    def jobs(n: int) -> list[Job]:
+        return [Job(i, Candidate("(* a x)"), i) for i in range(n)]
+
+    small = chunks(jobs(16), 2, least=16)
+    assert [len(c) for c in small] == [8, 8]
+    assert [j.idx for c in small for j in c] == list(range(16))
+    assert [len(c) for c in chunks(jobs(64), 2, least=16)] == [16, 16, 16, 16]
+    assert [len(c) for c in chunks(jobs(5), 4, least=16)] == [2, 2, 1]
+    assert [len(c) for c in chunks(jobs(3), 1)] == [1, 1, 1]

@@ -118,9 +118,12 @@ def _run_in_process(jobs: Sequence[Job]) -> list[Result]:
 def chunks(jobs: Sequence[Job], workers: int, most: int = 32, least: int = 1) -> list[list[Job]]:
     """Split jobs (in index order) into chunks that shrink as the batch drains (guided
     scheduling: a third of the remaining jobs per worker, at most ``most``, at least
-    ``least``), so few messages go out and the workers finish the batch together."""
+    ``least``, but never more than an even share of the batch per worker, so a small batch
+    still reaches every worker), so few messages go out and the workers finish the batch
+    together."""
     out: list[list[Job]] = []
     i, n = 0, len(jobs)
+    least = max(1, min(least, -(-n // max(workers, 1))))
     while i < n:
         size = max(least, min(most, (n - i) // max(3 * workers, 1)))
         out.append(list(jobs[i : i + size]))
