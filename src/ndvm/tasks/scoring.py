@@ -35,8 +35,9 @@ def regression_score(cal: Any, data: Any) -> dict[str, float]:
 @dataclass(frozen=True)
 class _Plan:
     """Scoring a task's data, once per data object: splits (name, target, total sum of
-    squares), their inputs, and those joined for one evaluation when all are 1-D; per split
-    its metric names and whether its target is finite."""
+    squares), their inputs, and those joined for one evaluation when all are 1-D (one split
+    alone: a copy of its inputs, evaluated the same way); per split its metric names and
+    whether its target is finite."""
 
     data: Any
     splits: list[tuple[str, np.ndarray, float]]
@@ -61,7 +62,7 @@ def _score_plan(data: Any) -> _Plan:
     inputs = [dict(x or {}) for _, x, _ in named]
     joint, cuts = None, np.cumsum([len(y) for _, y, _ in splits]).tolist()
     one_d = all(np.ndim(v) == 1 for s in inputs for v in s.values())
-    if len(inputs) > 1 and len({tuple(sorted(s)) for s in inputs}) == 1 and one_d:
+    if len({tuple(sorted(s)) for s in inputs}) == 1 and one_d:  # (one split: its own inputs)
         joint = {k: np.concatenate([np.asarray(s[k]) for s in inputs]) for k in inputs[0]}
     keys = [(f"{n}_mse", f"{n}_r2", bool(np.isfinite(y).all())) for n, y, _ in splits]
     return _PLANS.put(data, _Plan(data, splits, inputs, joint, cuts, keys))  # type: ignore[no-any-return]
