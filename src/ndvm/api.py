@@ -478,12 +478,12 @@ def _choose_backend(name: str | None, compiled: CompiledProgram) -> str:
         impl = registry.get(candidate)
         prepare = getattr(impl, "prepare", None)
         if prepare is None:
-            return impl.name  # type: ignore[no-any-return]
+            return impl.name
         try:
             prepare(compiled)
         except BackendUnsupported:
             if i == len(names) - 1:
                 raise
             continue
-        return impl.name  # type: ignore[no-any-return]
+        return impl.name
     raise NdvmError("no backend available")
