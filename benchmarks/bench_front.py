@@ -13,13 +13,15 @@ export tracer and the baselines need), then ``ndvm.compile`` whole, the first an
 ``value_and_grad`` (the same theta and data, so the second replays the first's trace), and
 ``first gradient``: compile and the first together, source text to the first gradient, timed
 per source. The targets, printed as ratios in the same run: ``ndvm.compile`` of a 10-30 node
-program in 30 us, the first gradient in 50 us, and the first gradient within 2x a second
-``value_and_grad`` (the ratio of the best times; machine-independent).
+program in 30 us, the first gradient in 50 us, and the first gradient within 1.5x a second
+``value_and_grad`` (the ratio of the best times, machine-independent; the target is met by the
+median over the programs, printed last).
 
 Instruction counts: ``--marks N`` runs the same loop (20 sources, then N), calling
 ``os.getpgrp`` at each stage's end, so that callgrind with ``--dump-before=getpgrp`` writes one
 dump per stage (``ndvm.compile``, ``init_theta``, the first and the second ``value_and_grad``);
-``--counts DIR`` prints each stage's median over the N sources and the ratio.
+``--counts DIR`` prints each stage's median over the N sources, the ratio, and the ratios'
+median over the programs.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from ndvm.eval.limits import Limits
 
 TARGET_COMPILE = 30e-6
 TARGET_FIRST_GRADIENT = 50e-6
-TARGET_FIRST_OVER_SECOND = 2.0
+TARGET_FIRST_OVER_SECOND = 1.5  # issue 49: the median over PROGRAMS
 
 # name -> (source with one {k} literal, inputs)
 PROGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -140,14 +142,24 @@ def counts(folder: str) -> None:
         parts.append((int(path.suffix[1:]), int(total.split()[1])))
     totals = [t for _, t in sorted(parts)]
     per = len(totals) // len(PROGRAMS)  # per program: its warm-up, then 4 N stages
+    ratios = []
     for p, name in enumerate(PROGRAMS):
         block = totals[p * per + 1 : (p + 1) * per]
         med = [float(np.median(block[k :: len(STAGES)])) for k in range(len(STAGES))]
         first = sum(med[:3])
+        ratios.append(first / med[3])
         row = "  ".join(f"{s} {m / 1e3:.1f}k" for s, m in zip(STAGES, med, strict=True))
         print(
             f"{name:26s} {row}  | first gradient {first / 1e3:.1f}k, / second {first / med[3]:.3f}"
         )
+    print(_median_line(ratios))
+
+
+def _median_line(ratios: list[float]) -> str:
+    return (
+        f"median over the programs: first gradient / second value_and_grad "
+        f"{float(np.median(ratios)):.3f}x (target {TARGET_FIRST_OVER_SECOND}x)"
+    )
 
 
 def main() -> None:
@@ -165,18 +177,21 @@ def main() -> None:
         marks(args.marks)
         return
     ndvm.compile("(+ a x)", inputs=("x",), backend="native")  # imports, caches
+    ratios = []
     for name, (template, inputs) in PROGRAMS.items():
         s = stages(template, inputs, args.reps)
         row = "  ".join(f"{k} {v:6.1f}" for k, v in s.items())
         ratio = s["ndvm.compile"] * 1e-6 / TARGET_COMPILE
         first = s["first gradient"] * 1e-6 / TARGET_FIRST_GRADIENT
         over = s["first gradient"] / s["second value_and_grad"]
+        ratios.append(over)
         print(
             f"{name:26s} us: {row}  | compile / 30 us target {ratio:.2f}x"
             f"  first gradient / 50 us target {first:.2f}x"
             f"  first gradient / second value_and_grad {over:.2f}x"
-            f" (target {TARGET_FIRST_OVER_SECOND:.0f}x)"
+            f" (target {TARGET_FIRST_OVER_SECOND}x)"
         )
+    print(_median_line(ratios))
     if args.profile:
         template, inputs = PROGRAMS["sr-damped (10 nodes)"]
         srcs = [template.format(k=repr(5.0 + i * 1e-6)) for i in range(args.reps)]

@@ -146,6 +146,7 @@ std::string float_repr(double v) {
 
 std::vector<ParamSpecOut> parse_header(const Arena& a, DRef form) {
   std::vector<ParamSpecOut> specs;
+  specs.reserve(static_cast<size_t>(a[form].count));  // one spec per entry at most
   auto declared = [&](const std::string& name) {
     for (const ParamSpecOut& s : specs) {
       if (s.name == name) return true;

@@ -92,6 +92,37 @@ bool number_syntax(std::string_view t) {
   return i == n;
 }
 
+// A plain decimal ([-]digits[.digits], no exponent) whose digits make an integer m <= 2^53
+// with at most 22 after the point: m and 10^k are exact doubles, so one IEEE division gives the
+// correctly rounded m / 10^k, as from_chars would (the common literal, at a fraction of its
+// cost). False: the token is another form, or too long; from_chars reads it.
+bool plain_decimal(const char* b, const char* e, double* out) {
+  static constexpr double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                      1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                      1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+  const bool neg = b < e && *b == '-';
+  if (neg) ++b;
+  uint64_t m = 0;
+  int digits = 0, after = 0;
+  bool point = false;
+  for (; b < e; ++b) {
+    const char c = *b;
+    if (c >= '0' && c <= '9') {
+      if (++digits > 19) return false;  // m * 10 + 9 may not fit in 64 bits
+      m = m * 10 + static_cast<uint64_t>(c - '0');
+      after += point ? 1 : 0;
+    } else if (c == '.' && !point) {
+      point = true;
+    } else {
+      return false;
+    }
+  }
+  if (digits == 0 || m > (uint64_t{1} << 53) || after > 22) return false;
+  const double v = static_cast<double>(m) / kPow10[after];
+  *out = neg ? -v : v;
+  return true;
+}
+
 // Python's float() of a token number_syntax accepts (correctly rounded, as from_chars is;
 // out of range: strtod in the C locale gives the infinity or the zero/subnormal).
 double number_value(std::string_view t) {
@@ -99,6 +130,7 @@ double number_value(std::string_view t) {
   const char* e = b + t.size();
   if (*b == '+') ++b;
   double v = 0.0;
+  if (plain_decimal(b, e, &v)) return v;
   const auto r = std::from_chars(b, e, v);
   if (r.ec == std::errc() && r.ptr == e) return v;
   static const locale_t c_locale = newlocale(LC_ALL_MASK, "C", static_cast<locale_t>(nullptr));

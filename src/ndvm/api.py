@@ -456,14 +456,25 @@ def _choose_backend(name: str | None, compiled: CompiledProgram) -> str:
     A backend may define ``prepare(compiled)``; it raises ``BackendUnsupported`` for a program
     it cannot run. An explicitly named backend raises that error; auto-selection moves on.
     """
-    if name is not None:  # one backend: its error is the caller's
-        impl = registry.INSTANCES.get(name) or registry.get(name)  # (a built one: no call)
-        prepare = getattr(impl, "prepare", None)
-        if prepare is not None:
-            prepare(compiled)
+    names = None
+    if name is None:  # auto-selection: the default backend first (the path of most compiles)
+        names = registry.available()
+        name = names[0]
+    impl = registry.INSTANCES.get(name) or registry.get(name)  # (a built one: no call)
+    prepare = getattr(impl, "prepare", None)
+    if prepare is None:
         return impl.name  # type: ignore[no-any-return]
-    names = registry.available()
-    for i, candidate in enumerate(names):
+    if names is None:  # one backend: its error is the caller's
+        prepare(compiled)
+        return impl.name  # type: ignore[no-any-return]
+    try:
+        prepare(compiled)
+    except BackendUnsupported:
+        if len(names) == 1:
+            raise
+    else:
+        return impl.name  # type: ignore[no-any-return]
+    for i, candidate in enumerate(names[1:], 1):  # the others, in order
         impl = registry.get(candidate)
         prepare = getattr(impl, "prepare", None)
         if prepare is None:

@@ -63,7 +63,7 @@ def compile_source(
         prelude,
         input_positions,
         dialect,
-        front=front,
+        front,
     )
 
 

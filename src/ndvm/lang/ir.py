@@ -202,9 +202,9 @@ class CompiledProgram:
         prelude: tuple[str, ...] = (),
         input_positions: tuple[tuple[int, int], ...] = (),
         dialect: str | None = None,  # "dmci": compiled with that dialect's (sequential) let
-        *,
         front: Any = None,  # the native front end's FrontProgram (its tables)
     ) -> None:
+        # (front is positional too: the front end passes it so, a keyword call costs more)
         if body is None and front is None:
             raise ValueError("CompiledProgram needs a body or the front end's tables")
         self._body = body
