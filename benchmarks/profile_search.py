@@ -8,10 +8,11 @@ funnel), each part of a worker's ``evaluate.run_job`` is timed on its own, in th
 worker runs them (the median over the corpus, three passes, µs per candidate): reading the
 source, the grammar check, ``ndvm.compile``, the start draw, role placement (more than one
 start), the parameter check, the skeleton hash, the fold check, ``Task.calibrate``, scoring
-on the held-out splits, the record. The bare loop of ``bench_search.py`` is compile and
-calibrate alone (and its start draw); "search only" is the rest of the worker's parts. The driver's own CPU per
+on the held-out splits, the record. The bare loop of ``bench_search.py`` is compile, the start
+draw and calibrate; "search only" is the rest of the worker's parts. The driver's own CPU per
 candidate comes from a 2-worker ``ndvm search`` replaying the corpus for ``--seconds``
-(``time.process_time`` of the driver process: proposals, decisions, the database).
+(``time.process_time`` of the driver process between progress reports, start-up excluded:
+proposals, decisions, the database).
 
 The last line says what the 2-worker target of issue 49 needs: with two workers on two free
 cores, the search's rate over the bare loop's is 2 x (bare CPU) / (worker + driver CPU per
@@ -24,6 +25,7 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from bench_search import corpus
@@ -102,16 +104,21 @@ class _Clock:
 
 
 def driver_cpu(task_name: str, path: Path, starts: int, seconds: float, out: Path) -> float:
-    """The driver process's CPU µs per candidate of a 2-worker replay search."""
+    """The driver process's CPU µs per candidate of a 2-worker replay search, from the first
+    progress report after the workers started to the last (start-up excluded)."""
     db = out / f"profile-{task_name}.db"
     for p in out.glob(f"{db.name}*"):
         p.unlink()
-    c0 = time.process_time()
-    st = run_search(task_name, make_proposer(f"replay:{path}", task_name, cycles=0), db,
-                    budget=Budget(seconds=seconds), workers=2,
-                    limits=ev.CalibLimits(starts=starts))  # fmt: skip
-    n = len(list(st.records))
-    return (time.process_time() - c0) / max(n, 1) * 1e6
+    marks: list[tuple[int, float]] = []
+
+    def sample(p: Any) -> None:
+        marks.append((p.evaluated, time.process_time()))
+
+    run_search(task_name, make_proposer(f"replay:{path}", task_name, cycles=0), db,
+               budget=Budget(seconds=seconds), workers=2, limits=ev.CalibLimits(starts=starts),
+               progress=sample)  # fmt: skip
+    (n0, c0), (n1, c1) = marks[len(marks) // 10], marks[-1]
+    return (c1 - c0) / max(n1 - n0, 1) * 1e6
 
 
 def main() -> None:
