@@ -334,6 +334,7 @@ void Interp::reverse_sweep(const double* cotangent) {
     if (chain_fwd_) {
       vjp_chains();  // the chains' inner payloads hold no values: their VJPs recompute them
     } else {
+      set_pairs(true);  // a pair's VJP needs no value of the product's output
       vjp_fast(fast_.data());
     }
   } else {

@@ -1,0 +1,214 @@
+// Fused pairs (docs/native.md, "Fused pairs"): a lane-form product (dot of K-vectors, matvec
+// of a K x K matrix, matmul of K x K matrices, K = 2, 3, 4; fast_products.cpp) whose output U
+// is read only by the next record, a lane-form + or - of two full-width operands (X and U, in
+// either order). The pair runs as one superinstruction at the consumer's place in the tape:
+// its forward computes each lane's product in registers and writes only the sum or
+// difference (U is never stored: nothing reads it), and its VJP gives X its cotangent, then
+// the product's operands theirs from +g or -g (U's cotangent, which the unfused sweep stores
+// and reads back), in one call. The producer's own record runs a kernel that does nothing;
+// its VJP never runs (U is never marked touched: Interp::plan_pairs).
+//
+// Every element is the unfused kernels' expression, in the same order: the product's
+// 0 + x_0 y_0 + x_1 y_1 + ..., then (0 + x0) + x1 or x0 - x1; the cotangents g or -g, then
+// g b^T-style sums from 0 with the same factors in the same order, stored when the target's
+// first, else added, X's before the product's operand 0's before operand 1's (the same
+// touched-flag order as the unfused sweep). Values and gradients are therefore bitwise the
+// unfused path's (tests/native/test_pairs.py).
+//
+// Adjoint storage: X's adjoint may be the consumer's output adjoint g itself (plan_adjoints'
+// sharing along + and -), and X may be an operand of the product. Each lane's loop therefore
+// reads every element it needs before it writes any, and the product operand whose adjoint
+// is g's storage is given its cotangent last (its cotangent no longer needs g); a pair whose
+// X is both product operands is not formed.
+#include "ndvm/fast.hpp"
+#include "ndvm/prims.hpp"
+
+#include "fast_ew.hpp"
+
+namespace ndvm {
+namespace {
+
+using fast_ew::ew_value;
+using fast_ew::kZero;
+
+// The product's shape: E output elements of T terms each; term t of element e multiplies row
+// xi(e, t) of operand 0 by row yi(e, t) of operand 1 (fast_products.cpp's factor order).
+template <int K>
+struct Dot {
+  static constexpr int E = 1, T = K, NA = K, NB = K;
+  static constexpr int xi(int, int t) { return t; }
+  static constexpr int yi(int, int t) { return t; }
+};
+
+template <int K>
+struct Matvec {
+  static constexpr int E = K, T = K, NA = K * K, NB = K;
+  static constexpr int xi(int e, int t) { return e * K + t; }
+  static constexpr int yi(int, int t) { return t; }
+};
+
+template <int K>
+struct Matmul {
+  static constexpr int E = K * K, T = K, NA = K * K, NB = K * K;
+  static constexpr int xi(int e, int t) { return e / K * K + t; }
+  static constexpr int yi(int e, int t) { return t * K + e % K; }
+};
+
+// Row k of an element-major W-lane operand at p.
+NDVM_INLINE Real at(const Real* p, int k, uint32_t W, uint32_t l) { return p[size_t(k) * W + l]; }
+
+// The consumer (+ or -, U at operand slot U, X at the other) fused with product P before it.
+template <class P, FastOp OP, int U>
+NDVM_SIMD void pair_forward(const FastRec& f, Real* v, LinalgScratch&) {
+  const FastRec& p = (&f)[-1];
+  const uint32_t W = p.m;
+  const Real* a = v + p.off[0];
+  const Real* b = v + p.off[1];
+  const Real* x = v + f.off[1 - U];
+  Real* o = v + f.out;
+#pragma GCC ivdep
+  for (uint32_t l = 0; l < W; ++l) {
+    for (int e = 0; e < P::E; ++e) {
+      Real acc = kZero;
+      for (int t = 0; t < P::T; ++t) acc += at(a, P::xi(e, t), W, l) * at(b, P::yi(e, t), W, l);
+      const Real xe = at(x, e, W, l);
+      o[size_t(e) * W + l] = ew_value(OP, 2, [&](int i) { return i == U ? acc : xe; });
+    }
+  }
+}
+
+// Each lane's N cotangent elements ct(c, l) (all computed before any is written), stored into
+// `o` (kFirst) or added.
+template <int N, bool kFirst, class C>
+NDVM_INLINE void put_lanes(Real* o, uint32_t W, C ct) {
+#pragma GCC ivdep
+  for (uint32_t l = 0; l < W; ++l) {
+    Real c[N];
+    for (int k = 0; k < N; ++k) c[k] = ct(k, l);
+    for (int k = 0; k < N; ++k) {
+      Real* ok = o + size_t(k) * W;
+      ok[l] = kFirst ? c[k] : ok[l] + c[k];
+    }
+  }
+}
+
+template <int N, class C>
+NDVM_INLINE void put(Real* o, uint32_t W, bool first, C ct) {
+  if (first) {
+    put_lanes<N, true>(o, W, ct);
+  } else {
+    put_lanes<N, false>(o, W, ct);
+  }
+}
+
+// The cotangent of the product's operand `which` from U's cotangent gu(k, l) (fast_products'
+// dot_vjp, matvec_vjp, matmul_vjp: the same factors in the same order).
+template <class P, int kWhich, class G>
+NDVM_INLINE void product_put(const FastRec& p, const Real* v, Real* t, bool first, G gu) {
+  const uint32_t W = p.m;
+  const Real* a = v + p.off[0];
+  const Real* b = v + p.off[1];
+  constexpr int K = P::T;
+  if constexpr (P::E == 1) {  // dot: g other
+    const Real* other = kWhich == 0 ? b : a;
+    put<K>(t, W, first, [&](int k, uint32_t l) { return gu(0, l) * at(other, k, W, l); });
+  } else if constexpr (P::NB == K && kWhich == 0) {  // matvec, the matrix: g_i x_j
+    put<K * K>(t, W, first, [&](int k, uint32_t l) { return gu(k / K, l) * at(b, k % K, W, l); });
+  } else if constexpr (P::NB == K) {  // matvec, the vector: sum_i a(i, j) g_i
+    put<K>(t, W, first, [&](int j, uint32_t l) {
+      Real acc = kZero;
+      for (int i = 0; i < K; ++i) acc += at(a, i * K + j, W, l) * gu(i, l);
+      return acc;
+    });
+  } else if constexpr (kWhich == 0) {  // matmul: sum_j g(i, j) b(k, j)
+    put<K * K>(t, W, first, [&](int e, uint32_t l) {
+      Real acc = kZero;
+      for (int j = 0; j < K; ++j) acc += gu(e / K * K + j, l) * at(b, e % K * K + j, W, l);
+      return acc;
+    });
+  } else {  // matmul: sum_i a(i, k) g(i, j)
+    put<K * K>(t, W, first, [&](int e, uint32_t l) {
+      Real acc = kZero;
+      for (int i = 0; i < K; ++i) acc += at(a, i * K + e / K, W, l) * gu(i * K + e % K, l);
+      return acc;
+    });
+  }
+}
+
+template <class P, FastOp OP, int U>
+NDVM_SIMD void pair_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
+  constexpr int X = 1 - U;
+  constexpr bool kNeg = OP == FastOp::SUB && U == 1;  // U's cotangent is -g
+  const FastRec& p = (&f)[-1];
+  const uint32_t W = p.m;
+  const Real* g = adj + f.aout;
+  if (((f.taped >> X) & 1) && !fast_aliased(f, X, touched)) {  // X: g, or -g for x0 - X
+    bool first = false;
+    Real* t = fast_target(f, X, adj, touched, first);
+    constexpr bool kNegX = OP == FastOp::SUB && X == 1;
+    put<P::E>(t, W, first, [&](int k, uint32_t l) {
+      const Real gk = at(g, k, W, l);
+      return kNegX ? -gk : gk;
+    });
+  }
+  auto gu = [&](int k, uint32_t l) {
+    const Real gk = at(g, k, W, l);
+    return kNeg ? -gk : gk;
+  };
+  bool fa = false, fb = false;
+  Real* ta = fast_target(p, 0, adj, touched, fa);  // a pair's product has both operands taped
+  Real* tb = fast_target(p, 1, adj, touched, fb);
+  if (ta == g) {  // operand 0 is X, its adjoint g's storage: operand 1 first (other storage)
+    product_put<P, 1>(p, v, tb, fb, gu);
+    product_put<P, 0>(p, v, ta, fa, gu);
+  } else {
+    product_put<P, 0>(p, v, ta, fa, gu);
+    product_put<P, 1>(p, v, tb, fb, gu);
+  }
+}
+
+template <class P, FastOp OP>
+FastKernels pair_of(int u) {
+  if (u == 0) return {&pair_forward<P, OP, 0>, &pair_vjp<P, OP, 0>};
+  return {&pair_forward<P, OP, 1>, &pair_vjp<P, OP, 1>};
+}
+
+template <class P>
+FastKernels pair_op(FastOp op, int u) {
+  return op == FastOp::ADD ? pair_of<P, FastOp::ADD>(u) : pair_of<P, FastOp::SUB>(u);
+}
+
+template <template <int> class P>
+FastKernels pair_sized(uint32_t k, FastOp op, int u) {
+  switch (k) {
+    case 2: return pair_op<P<2>>(op, u);
+    case 3: return pair_op<P<3>>(op, u);
+    case 4: return pair_op<P<4>>(op, u);
+    default: return {nullptr, nullptr};
+  }
+}
+
+}  // namespace
+
+void fast_skip_forward(const FastRec&, Real*, LinalgScratch&) {}
+
+FastKernels pair_lane_kernels(int code, const FastRec& prod, const FastRec& cons, int u) {
+  if (prod.op != FastOp::LANE_PRODUCTS || (cons.op != FastOp::ADD && cons.op != FastOp::SUB) ||
+      cons.n != 2 || cons.scalar != 0 || prod.taped != 3 || (u != 0 && u != 1) || prod.m < 2) {
+    return {nullptr, nullptr};
+  }
+  const uint32_t k = prod.r;
+  const Prim p = static_cast<Prim>(code);
+  const uint64_t W = prod.m;
+  const bool dot = p == Prim::DOT && prod.S == W;
+  const bool square = prod.c == k;
+  const bool matvec = p == Prim::MATVEC && square && prod.S == uint64_t{k} * W;
+  const bool matmul = p == Prim::MATMUL && square && prod.S == uint64_t{k} * k * W;
+  if (cons.S != prod.S) return {nullptr, nullptr};
+  if (dot) return pair_sized<Dot>(k, cons.op, u);
+  if (matvec) return pair_sized<Matvec>(k, cons.op, u);
+  if (matmul) return pair_sized<Matmul>(k, cons.op, u);
+  return {nullptr, nullptr};
+}
+
+}  // namespace ndvm
