@@ -167,6 +167,69 @@ NDVM_SIMD void pair_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* tou
   }
 }
 
+// A matvec of a K x K matrix A by y (U = A y) into a dot of X and U (U at operand slot U):
+// its forward keeps U in registers; its VJP recomputes U there for X's cotangent g U, then
+// gives U's cotangent g X to A (g_U,i y_j) and y (0 + sum_i A(i, j) g_U,i), as dot_vjp and
+// matvec_vjp do, X before A before y (X may be y: each loop reads values and g, never an
+// adjoint it does not write).
+template <int K, int U>
+NDVM_SIMD void matvec_dot_forward(const FastRec& f, Real* v, LinalgScratch&) {
+  const FastRec& p = (&f)[-1];
+  const uint32_t W = p.m;
+  const Real* a = v + p.off[0];
+  const Real* y = v + p.off[1];
+  const Real* x = v + f.off[1 - U];
+  Real* o = v + f.out;
+#pragma GCC ivdep
+  for (uint32_t l = 0; l < W; ++l) {
+    Real acc = kZero;
+    for (int t = 0; t < K; ++t) {
+      Real ut = kZero;
+      for (int j = 0; j < K; ++j) ut += at(a, t * K + j, W, l) * at(y, j, W, l);
+      const Real xt = at(x, t, W, l);
+      acc += U == 0 ? ut * xt : xt * ut;
+    }
+    o[l] = acc;
+  }
+}
+
+template <int K, int U>
+NDVM_SIMD void matvec_dot_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
+  constexpr int X = 1 - U;
+  const FastRec& p = (&f)[-1];
+  const uint32_t W = p.m;
+  const Real* a = v + p.off[0];
+  const Real* y = v + p.off[1];
+  const Real* x = v + f.off[X];
+  const Real* g = adj + f.aout;
+  auto u = [&](int i, uint32_t l) {
+    Real acc = kZero;
+    for (int j = 0; j < K; ++j) acc += at(a, i * K + j, W, l) * at(y, j, W, l);
+    return acc;
+  };
+  auto gu = [&](int i, uint32_t l) { return g[l] * at(x, i, W, l); };
+  if ((f.taped >> X) & 1) {
+    bool first = false;
+    Real* t = fast_target(f, X, adj, touched, first);
+    put<K>(t, W, first, [&](int k, uint32_t l) { return g[l] * u(k, l); });
+  }
+  bool fa = false, fy = false;
+  Real* ta = fast_target(p, 0, adj, touched, fa);
+  Real* ty = fast_target(p, 1, adj, touched, fy);
+  put<K * K>(ta, W, fa, [&](int e, uint32_t l) { return gu(e / K, l) * at(y, e % K, W, l); });
+  put<K>(ty, W, fy, [&](int j, uint32_t l) {
+    Real acc = kZero;
+    for (int i = 0; i < K; ++i) acc += at(a, i * K + j, W, l) * gu(i, l);
+    return acc;
+  });
+}
+
+template <int K>
+FastKernels matvec_dot(int u) {
+  if (u == 0) return {&matvec_dot_forward<K, 0>, &matvec_dot_vjp<K, 0>};
+  return {&matvec_dot_forward<K, 1>, &matvec_dot_vjp<K, 1>};
+}
+
 template <class P, FastOp OP>
 FastKernels pair_of(int u) {
   if (u == 0) return {&pair_forward<P, OP, 0>, &pair_vjp<P, OP, 0>};
@@ -192,19 +255,30 @@ FastKernels pair_sized(uint32_t k, FastOp op, int u) {
 
 void fast_skip_forward(const FastRec&, Real*, LinalgScratch&) {}
 
-FastKernels pair_lane_kernels(int code, const FastRec& prod, const FastRec& cons, int u) {
-  if (prod.op != FastOp::LANE_PRODUCTS || (cons.op != FastOp::ADD && cons.op != FastOp::SUB) ||
-      cons.n != 2 || cons.scalar != 0 || prod.taped != 3 || (u != 0 && u != 1) || prod.m < 2) {
+FastKernels pair_lane_kernels(int prod_code, int cons_code, const FastRec& prod,
+                              const FastRec& cons, int u) {
+  const uint64_t W = prod.m;
+  const uint32_t k = prod.r;
+  const bool square = prod.c == k && k >= 2 && k <= 4;
+  if (prod.op != FastOp::LANE_PRODUCTS || prod.taped != 3 || (u != 0 && u != 1) || W < 2 ||
+      cons.n != 2) {
     return {nullptr, nullptr};
   }
-  const uint32_t k = prod.r;
-  const Prim p = static_cast<Prim>(code);
-  const uint64_t W = prod.m;
+  const Prim p = static_cast<Prim>(prod_code);
+  const bool matvec = p == Prim::MATVEC && square && prod.S == k * W;
+  if (cons.op == FastOp::LANE_PRODUCTS) {  // a dot of the matvec's K-vector and another
+    if (!matvec || static_cast<Prim>(cons_code) != Prim::DOT || cons.m != W || cons.S != W) {
+      return {nullptr, nullptr};
+    }
+    if (k == 2) return matvec_dot<2>(u);
+    return k == 3 ? matvec_dot<3>(u) : matvec_dot<4>(u);
+  }
+  if ((cons.op != FastOp::ADD && cons.op != FastOp::SUB) || cons.scalar != 0 ||
+      cons.S != prod.S) {
+    return {nullptr, nullptr};
+  }
   const bool dot = p == Prim::DOT && prod.S == W;
-  const bool square = prod.c == k;
-  const bool matvec = p == Prim::MATVEC && square && prod.S == uint64_t{k} * W;
   const bool matmul = p == Prim::MATMUL && square && prod.S == uint64_t{k} * k * W;
-  if (cons.S != prod.S) return {nullptr, nullptr};
   if (dot) return pair_sized<Dot>(k, cons.op, u);
   if (matvec) return pair_sized<Matvec>(k, cons.op, u);
   if (matmul) return pair_sized<Matmul>(k, cons.op, u);

@@ -1,7 +1,7 @@
 // Fused pairs (docs/native.md, "Fused pairs"; the kernels: fast_pairs.cpp). Once per tape, the
 // lane-form products (dot, matvec, matmul of K x K, K = 2, 3, 4, over W > 1 lanes) whose
 // output is read by one thing only, the very next record, a lane-form + or - of two
-// full-width operands, are paired with it: the pair runs as one superinstruction at the
+// full-width operands (or, for a matvec, a lane-form dot), are paired with it: the pair runs as one superinstruction at the
 // consumer's place (the product in registers, never stored), in replay's forward pass and in
 // the reverse sweep, and the product's record runs a kernel that does nothing. "Read" counts
 // every tape record's operands, the guards (a guard reads a payload's value), the results and
@@ -33,7 +33,8 @@ void Interp::plan_pairs() {
   for (size_t r = 1; r < n; ++r) {
     const FastRec& p = fast_[r - 1];
     const FastRec& c = fast_[r];
-    if (p.op != FastOp::LANE_PRODUCTS || (c.op != FastOp::ADD && c.op != FastOp::SUB) ||
+    const bool sum = c.op == FastOp::ADD || c.op == FastOp::SUB;
+    if (p.op != FastOp::LANE_PRODUCTS || (!sum && c.op != FastOp::LANE_PRODUCTS) ||
         !p.forward || !p.vjp || !c.forward || !c.vjp || c.n != 2) {
       continue;
     }
@@ -47,7 +48,7 @@ void Interp::plan_pairs() {
     const Payload& x = pay_[X];
     const Payload& y = pay_[U];
     if (x.width != W_ || y.width != W_ || x.count() != y.count()) continue;
-    const FastKernels k = pair_lane_kernels(tape_.records[r - 1].op, p, c, u);
+    const FastKernels k = pair_lane_kernels(tape_.records[r - 1].op, tape_.records[r].op, p, c, u);
     if (k.forward == nullptr) continue;
     PairSwap s;
     s.r = static_cast<uint32_t>(r);
@@ -57,6 +58,7 @@ void Interp::plan_pairs() {
     s.pair_fwd = k.forward;
     s.pair_vjp = k.vjp;
     pairs_.push_back(s);
+    ++r;  // a pair's consumer (a dot) is no other pair's product
   }
   pairs_plan_ = pairs_.empty() ? 0 : 1;
 }

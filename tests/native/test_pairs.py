@@ -52,10 +52,11 @@ def test_pairs_on_the_kalman_filter(B: int, dtype: str, client: str) -> None:
     Y = ndvm.const(np.random.default_rng(0).normal(size=(80, 2)))
     theta = np.abs(np.random.default_rng(2).normal(scale=0.3, size=(B, 2))) + 0.05
     ran = check(KALMAN, theta, {"Y": Y}, backend=client, dtype=dtype)
-    # two pairs a step (K v into m + K v, K Pp into Pp - K Pp, whose Pp is the product's
-    # operand and shares the difference's adjoint storage), less m + K v at t = 0 (m there is
-    # an untaped vector); none at one lane
-    assert ran == (0 if B == 1 else 159)
+    # three pairs a step (K v into m + K v; K Pp into Pp - K Pp, whose Pp is the product's
+    # operand and shares the difference's adjoint storage; Si v into the dot with v, the
+    # matvec's operand), less the two with v at t = 0 (v = y - m there is untaped: its
+    # products are no lane forms); none at one lane
+    assert ran == (0 if B == 1 else 238)
 
 
 # Every kind of pair: dot, matvec and matmul of 2 x 2, 3 x 3 and 4 x 4, the product as the
@@ -85,12 +86,15 @@ def _paired(k: int) -> str:
         f"         (p3 (+ p2 (matmul p2 r)))"  # X (last read here) is its operand 0
         f"         (x2 (- (matvec p3 x) x))"  # the product first, -
         f"         (x3 (+ x2 (matvec r x2)))"  # X is the vector operand
-        f"         (d (- s (dot x3 x2))))"  # a dot, second operand of - (s: a number at i = 0)
-        f"    (loop (+ i 1) (* 0.25 p3) (* 0.5 x3) (+ d (dot x x))))))"
+        f"         (d (- s (dot x3 x2)))"  # a dot, second operand of - (s: a number at i = 0)
+        f"         (e (dot (matvec q x3) x2)))"  # a matvec into a dot, first operand
+        f"    (loop (+ i 1) (* 0.25 p3) (* 0.5 x3) (+ d (dot x (matvec r x)) e)))))"
     )
 
 
-PAIRS = 23  # 6 a step, 4 steps, less d at i = 0 (s there is an untaped number)
+# 7 a step (the last: r x into the dot with x, its second operand), 4 steps, less d at i = 0 (s
+# there is an untaped number)
+PAIRS = 27
 
 
 UNPAIRED = [
@@ -121,6 +125,16 @@ def test_products_that_cannot_pair(src: str, dtype: str, client: str) -> None:
     ran = check(src, theta, {"y": np.array([0.3, -1.2])}, backend=client, dtype=dtype,
                 params=["a", "b"])  # fmt: skip
     assert ran == 0
+
+
+def test_a_dot_between_two_pairs_joins_one(client: str) -> None:
+    # matvec -> dot -> -: the dot is the first pair's consumer, so it is no second pair's product
+    src = (
+        "(let* ((m (mat (vec a b) (vec (* a b) (+ 2 a)))) (v (vec a b)) (w (vec b (* a a))))"
+        " (- (dot v v) (dot w (matvec m v))))"
+    )
+    theta = np.random.default_rng(6).normal(size=(5, 2))
+    assert check(src, theta, {}, backend=client, params=["a", "b"]) == 1
 
 
 @pytest.mark.parametrize("name,source,inputs", PROGRAMS, ids=[p[0] for p in PROGRAMS])
