@@ -57,14 +57,24 @@ struct Matmul {
 // Row k of an element-major W-lane operand at p.
 NDVM_INLINE Real at(const Real* p, int k, uint32_t W, uint32_t l) { return p[size_t(k) * W + l]; }
 
+// A pair's operands: the product's (a, b: operands 0 and 1 of p, the record before the
+// consumer f) and the consumer's other one (x, at operand slot xs), over W lanes.
+struct PairArgs {
+  const FastRec& p;
+  uint32_t W;
+  const Real* a;
+  const Real* b;
+  const Real* x;
+  PairArgs(const FastRec& f, const Real* v, int xs)
+      : p((&f)[-1]), W(p.m), a(v + p.off[0]), b(v + p.off[1]), x(v + f.off[xs]) {}
+};
+
 // The consumer (+ or -, U at operand slot U, X at the other) fused with product P before it.
 template <class P, FastOp OP, int U>
 NDVM_SIMD void pair_forward(const FastRec& f, Real* v, LinalgScratch&) {
-  const FastRec& p = (&f)[-1];
-  const uint32_t W = p.m;
-  const Real* a = v + p.off[0];
-  const Real* b = v + p.off[1];
-  const Real* x = v + f.off[1 - U];
+  const PairArgs q(f, v, 1 - U);
+  const uint32_t W = q.W;
+  const Real *a = q.a, *b = q.b, *x = q.x;
   Real* o = v + f.out;
 #pragma GCC ivdep
   for (uint32_t l = 0; l < W; ++l) {
@@ -174,11 +184,9 @@ NDVM_SIMD void pair_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* tou
 // adjoint it does not write).
 template <int K, int U>
 NDVM_SIMD void matvec_dot_forward(const FastRec& f, Real* v, LinalgScratch&) {
-  const FastRec& p = (&f)[-1];
-  const uint32_t W = p.m;
-  const Real* a = v + p.off[0];
-  const Real* y = v + p.off[1];
-  const Real* x = v + f.off[1 - U];
+  const PairArgs q(f, v, 1 - U);
+  const uint32_t W = q.W;
+  const Real *a = q.a, *y = q.b, *x = q.x;
   Real* o = v + f.out;
 #pragma GCC ivdep
   for (uint32_t l = 0; l < W; ++l) {
@@ -196,11 +204,10 @@ NDVM_SIMD void matvec_dot_forward(const FastRec& f, Real* v, LinalgScratch&) {
 template <int K, int U>
 NDVM_SIMD void matvec_dot_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
   constexpr int X = 1 - U;
-  const FastRec& p = (&f)[-1];
-  const uint32_t W = p.m;
-  const Real* a = v + p.off[0];
-  const Real* y = v + p.off[1];
-  const Real* x = v + f.off[X];
+  const PairArgs q(f, v, X);
+  const FastRec& p = q.p;
+  const uint32_t W = q.W;
+  const Real *a = q.a, *y = q.b, *x = q.x;
   const Real* g = adj + f.aout;
   auto u = [&](int i, uint32_t l) {
     Real acc = kZero;
