@@ -17,9 +17,9 @@
 //
 // Adjoint storage: X's adjoint may be the consumer's output adjoint g itself (plan_adjoints'
 // sharing along + and -), and X may be an operand of the product. Each lane's loop therefore
-// reads every element it needs before it writes any, and the product operand whose adjoint
-// is g's storage is given its cotangent last (its cotangent no longer needs g); a pair whose
-// X is both product operands is not formed.
+// reads every element it needs before it writes any: the product's two operands get their
+// cotangents in one lane loop that reads g (and the operands' values) first; a pair whose X
+// is both product operands is not formed.
 #include "ndvm/fast.hpp"
 #include "ndvm/prims.hpp"
 
@@ -111,37 +111,49 @@ NDVM_INLINE void put(Real* o, uint32_t W, bool first, C ct) {
   }
 }
 
-// The cotangent of the product's operand `which` from U's cotangent gu(k, l) (fast_products'
-// dot_vjp, matvec_vjp, matmul_vjp: the same factors in the same order).
+// Element e of the cotangent of the product's operand `which`, from U's cotangent g(k) of
+// this lane (fast_products' dot_vjp, matvec_vjp, matmul_vjp: the same factors in the same
+// order).
 template <class P, int kWhich, class G>
-NDVM_INLINE void product_put(const FastRec& p, const Real* v, Real* t, bool first, G gu) {
-  const uint32_t W = p.m;
-  const Real* a = v + p.off[0];
-  const Real* b = v + p.off[1];
+NDVM_INLINE Real product_ct(int e, G g, const Real* a, const Real* b, uint32_t W, uint32_t l) {
   constexpr int K = P::T;
+  Real acc = kZero;
   if constexpr (P::E == 1) {  // dot: g other
-    const Real* other = kWhich == 0 ? b : a;
-    put<K>(t, W, first, [&](int k, uint32_t l) { return gu(0, l) * at(other, k, W, l); });
+    acc = g(0) * at(kWhich == 0 ? b : a, e, W, l);
   } else if constexpr (P::NB == K && kWhich == 0) {  // matvec, the matrix: g_i x_j
-    put<K * K>(t, W, first, [&](int k, uint32_t l) { return gu(k / K, l) * at(b, k % K, W, l); });
+    acc = g(e / K) * at(b, e % K, W, l);
   } else if constexpr (P::NB == K) {  // matvec, the vector: sum_i a(i, j) g_i
-    put<K>(t, W, first, [&](int j, uint32_t l) {
-      Real acc = kZero;
-      for (int i = 0; i < K; ++i) acc += at(a, i * K + j, W, l) * gu(i, l);
-      return acc;
-    });
+    for (int i = 0; i < K; ++i) acc += at(a, i * K + e, W, l) * g(i);
   } else if constexpr (kWhich == 0) {  // matmul: sum_j g(i, j) b(k, j)
-    put<K * K>(t, W, first, [&](int e, uint32_t l) {
-      Real acc = kZero;
-      for (int j = 0; j < K; ++j) acc += gu(e / K * K + j, l) * at(b, e % K * K + j, W, l);
-      return acc;
-    });
+    for (int j = 0; j < K; ++j) acc += g(e / K * K + j) * at(b, e % K * K + j, W, l);
   } else {  // matmul: sum_i a(i, k) g(i, j)
-    put<K * K>(t, W, first, [&](int e, uint32_t l) {
-      Real acc = kZero;
-      for (int i = 0; i < K; ++i) acc += at(a, i * K + e / K, W, l) * gu(i * K + e % K, l);
-      return acc;
-    });
+    for (int i = 0; i < K; ++i) acc += at(a, i * K + e / K, W, l) * g(i * K + e % K);
+  }
+  return acc;
+}
+
+// Both product operands' cotangents (ta: operand 0's adjoint, tb: operand 1's), stored (kFA,
+// kFB) or added, in one lane loop that reads U's cotangent gu(k, l) and the operands before it
+// writes (either adjoint may be the storage gu reads, or both the same), operand 0's first.
+template <class P, bool kFA, bool kFB, class G>
+NDVM_INLINE void product_both(const PairArgs& q, Real* ta, Real* tb, G gu) {
+  const uint32_t W = q.W;
+#pragma GCC ivdep
+  for (uint32_t l = 0; l < W; ++l) {
+    Real g[P::E];
+    for (int e = 0; e < P::E; ++e) g[e] = gu(e, l);
+    auto gl = [&](int k) { return g[k]; };
+    Real ca[P::NA], cb[P::NB];
+    for (int e = 0; e < P::NA; ++e) ca[e] = product_ct<P, 0>(e, gl, q.a, q.b, W, l);
+    for (int e = 0; e < P::NB; ++e) cb[e] = product_ct<P, 1>(e, gl, q.a, q.b, W, l);
+    for (int e = 0; e < P::NA; ++e) {
+      Real* o = ta + size_t(e) * W;
+      o[l] = kFA ? ca[e] : o[l] + ca[e];
+    }
+    for (int e = 0; e < P::NB; ++e) {
+      Real* o = tb + size_t(e) * W;
+      o[l] = kFB ? cb[e] : o[l] + cb[e];
+    }
   }
 }
 
@@ -168,12 +180,11 @@ NDVM_SIMD void pair_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* tou
   bool fa = false, fb = false;
   Real* ta = fast_target(p, 0, adj, touched, fa);  // a pair's product has both operands taped
   Real* tb = fast_target(p, 1, adj, touched, fb);
-  if (ta == g) {  // operand 0 is X, its adjoint g's storage: operand 1 first (other storage)
-    product_put<P, 1>(p, v, tb, fb, gu);
-    product_put<P, 0>(p, v, ta, fa, gu);
+  const PairArgs q(f, v, X);
+  if (fa) {
+    fb ? product_both<P, true, true>(q, ta, tb, gu) : product_both<P, true, false>(q, ta, tb, gu);
   } else {
-    product_put<P, 0>(p, v, ta, fa, gu);
-    product_put<P, 1>(p, v, tb, fb, gu);
+    fb ? product_both<P, false, true>(q, ta, tb, gu) : product_both<P, false, false>(q, ta, tb, gu);
   }
 }
 
