@@ -157,6 +157,18 @@ NDVM_INLINE void product_both(const PairArgs& q, Real* ta, Real* tb, G gu) {
   }
 }
 
+// The consumer's other operand X (at slot 1 - U) gets its cotangent g, or -g for x0 - X,
+// elementwise over the consumer's S elements (lanes_vjp), unless its adjoint is g's storage.
+template <FastOp OP, int U>
+NDVM_INLINE void give_x(const FastRec& f, Real* adj, uint8_t* touched) {
+  constexpr int X = 1 - U;
+  if (!((f.taped >> X) & 1) || fast_aliased(f, X, touched)) return;
+  bool first = false;
+  Real* t = fast_target(f, X, adj, touched, first);
+  const Real* g = adj + f.aout;
+  put<1>(t, f.S, first, [&](int, uint32_t k) { return OP == FastOp::SUB && X == 1 ? -g[k] : g[k]; });
+}
+
 template <class P, FastOp OP, int U>
 NDVM_SIMD void pair_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
   constexpr int X = 1 - U;
@@ -164,15 +176,7 @@ NDVM_SIMD void pair_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* tou
   const FastRec& p = (&f)[-1];
   const uint32_t W = p.m;
   const Real* g = adj + f.aout;
-  if (((f.taped >> X) & 1) && !fast_aliased(f, X, touched)) {  // X: g, or -g for x0 - X
-    bool first = false;
-    Real* t = fast_target(f, X, adj, touched, first);
-    constexpr bool kNegX = OP == FastOp::SUB && X == 1;
-    put<P::E>(t, W, first, [&](int k, uint32_t l) {
-      const Real gk = at(g, k, W, l);
-      return kNegX ? -gk : gk;
-    });
-  }
+  give_x<OP, U>(f, adj, touched);
   auto gu = [&](int k, uint32_t l) {
     const Real gk = at(g, k, W, l);
     return kNeg ? -gk : gk;
@@ -248,6 +252,77 @@ FastKernels matvec_dot(int u) {
   return {&matvec_dot_forward<K, 1>, &matvec_dot_vjp<K, 1>};
 }
 
+// A lane-form * of two operands (bit i of BC: operand i an untaped lane-uniform number, the
+// other taped and of the output's shape) into a + or - (U at slot U), elementwise over the S
+// elements: u = (1 x0) x1 in registers (lanes_forward's expression), then the sum or
+// difference; the VJP gives X its cotangent, then each taped factor g_U (1 x_other) (lanes_vjp's
+// ew_cotangent), both factors in one loop that reads before it writes.
+template <unsigned BC>
+struct Factors {
+  const Real* m0;
+  const Real* m1;
+  Real s0, s1;
+  Factors(const FastRec& p, const Real* v)
+      : m0(v + p.off[0]), m1(v + p.off[1]), s0(m0[0]), s1(m1[0]) {}
+  Real x0(uint32_t k) const { return BC & 1 ? s0 : m0[k]; }
+  Real x1(uint32_t k) const { return BC & 2 ? s1 : m1[k]; }
+};
+
+template <unsigned BC, FastOp OP, int U>
+NDVM_SIMD void scale_forward(const FastRec& f, Real* v, LinalgScratch&) {
+  const Factors<BC> m((&f)[-1], v);
+  const Real* x = v + f.off[1 - U];
+  Real* o = v + f.out;
+  const uint32_t n = f.S;
+#pragma GCC ivdep
+  for (uint32_t k = 0; k < n; ++k) {
+    const Real u = (fast_ew::kOne * m.x0(k)) * m.x1(k);
+    const Real xk = x[k];
+    o[k] = ew_value(OP, 2, [&](int i) { return i == U ? u : xk; });
+  }
+}
+
+template <unsigned BC, bool kNeg, bool kF0, bool kF1>
+NDVM_INLINE void scale_both(const Factors<BC>& m, const Real* g, Real* t0, Real* t1, uint32_t n) {
+#pragma GCC ivdep
+  for (uint32_t k = 0; k < n; ++k) {
+    const Real gu = kNeg ? -g[k] : g[k];
+    const Real c0 = gu * (fast_ew::kOne * m.x1(k));
+    const Real c1 = gu * (fast_ew::kOne * m.x0(k));
+    if constexpr (!(BC & 1)) t0[k] = kF0 ? c0 : t0[k] + c0;
+    if constexpr (!(BC & 2)) t1[k] = kF1 ? c1 : t1[k] + c1;
+  }
+}
+
+template <unsigned BC, FastOp OP, int U>
+NDVM_SIMD void scale_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
+  constexpr bool kNeg = OP == FastOp::SUB && U == 1;
+  const FastRec& p = (&f)[-1];
+  give_x<OP, U>(f, adj, touched);
+  bool f0 = false, f1 = false;
+  Real* t0 = BC & 1 ? nullptr : fast_target(p, 0, adj, touched, f0);
+  Real* t1 = BC & 2 ? nullptr : fast_target(p, 1, adj, touched, f1);
+  const Factors<BC> m(p, v);
+  const Real* g = adj + f.aout;
+  if (f0) {
+    f1 ? scale_both<BC, kNeg, true, true>(m, g, t0, t1, f.S)
+       : scale_both<BC, kNeg, true, false>(m, g, t0, t1, f.S);
+  } else {
+    f1 ? scale_both<BC, kNeg, false, true>(m, g, t0, t1, f.S)
+       : scale_both<BC, kNeg, false, false>(m, g, t0, t1, f.S);
+  }
+}
+
+template <unsigned BC>
+FastKernels scale_of(FastOp op, int u) {
+  if (op == FastOp::ADD) {
+    if (u == 0) return {&scale_forward<BC, FastOp::ADD, 0>, &scale_vjp<BC, FastOp::ADD, 0>};
+    return {&scale_forward<BC, FastOp::ADD, 1>, &scale_vjp<BC, FastOp::ADD, 1>};
+  }
+  if (u == 0) return {&scale_forward<BC, FastOp::SUB, 0>, &scale_vjp<BC, FastOp::SUB, 0>};
+  return {&scale_forward<BC, FastOp::SUB, 1>, &scale_vjp<BC, FastOp::SUB, 1>};
+}
+
 template <class P, FastOp OP>
 FastKernels pair_of(int u) {
   if (u == 0) return {&pair_forward<P, OP, 0>, &pair_vjp<P, OP, 0>};
@@ -275,6 +350,15 @@ void fast_skip_forward(const FastRec&, Real*, LinalgScratch&) {}
 
 FastKernels pair_lane_kernels(int prod_code, int cons_code, const FastRec& prod,
                               const FastRec& cons, int u) {
+  const bool sum = cons.op == FastOp::ADD || cons.op == FastOp::SUB;
+  if (prod.op == FastOp::MUL) {  // a * (the caller checked its operands' shapes)
+    if (!sum || cons.n != 2 || cons.scalar != 0 || prod.n != 2 || cons.S != prod.S ||
+        (u != 0 && u != 1) || (prod.taped | prod.scalar) != 3 || (prod.taped & prod.scalar)) {
+      return {nullptr, nullptr};
+    }
+    if (prod.scalar == 0) return scale_of<0>(cons.op, u);
+    return prod.scalar == 1 ? scale_of<1>(cons.op, u) : scale_of<2>(cons.op, u);
+  }
   const uint64_t W = prod.m;
   const uint32_t k = prod.r;
   const bool square = prod.c == k && k >= 2 && k <= 4;
@@ -291,8 +375,7 @@ FastKernels pair_lane_kernels(int prod_code, int cons_code, const FastRec& prod,
     if (k == 2) return matvec_dot<2>(u);
     return k == 3 ? matvec_dot<3>(u) : matvec_dot<4>(u);
   }
-  if ((cons.op != FastOp::ADD && cons.op != FastOp::SUB) || cons.scalar != 0 ||
-      cons.S != prod.S) {
+  if (!sum || cons.scalar != 0 || cons.S != prod.S) {
     return {nullptr, nullptr};
   }
   const bool dot = p == Prim::DOT && prod.S == W;

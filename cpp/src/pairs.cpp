@@ -1,7 +1,8 @@
 // Fused pairs (docs/native.md, "Fused pairs"; the kernels: fast_pairs.cpp). Once per tape, the
 // lane-form products (dot, matvec, matmul of K x K, K = 2, 3, 4, over W > 1 lanes) whose
 // output is read by one thing only, the very next record, a lane-form + or - of two
-// full-width operands (or, for a matvec, a lane-form dot), are paired with it: the pair runs as one superinstruction at the
+// full-width operands (or, for a matvec, a lane-form dot), are paired with it; so is a lane-form
+// * of two factors (one may be a lane-uniform number) whose sole reader is such a + or -: the pair runs as one superinstruction at the
 // consumer's place (the product in registers, never stored), in replay's forward pass and in
 // the reverse sweep, and the product's record runs a kernel that does nothing. "Read" counts
 // every tape record's operands, the guards (a guard reads a payload's value), the results and
@@ -34,7 +35,8 @@ void Interp::plan_pairs() {
     const FastRec& p = fast_[r - 1];
     const FastRec& c = fast_[r];
     const bool sum = c.op == FastOp::ADD || c.op == FastOp::SUB;
-    if (p.op != FastOp::LANE_PRODUCTS || (!sum && c.op != FastOp::LANE_PRODUCTS) ||
+    const bool scale = p.op == FastOp::MUL && sum && p.n == 2;  // a lane-form * into it
+    if ((p.op != FastOp::LANE_PRODUCTS && !scale) || (!sum && c.op != FastOp::LANE_PRODUCTS) ||
         !p.forward || !p.vjp || !c.forward || !c.vjp || c.n != 2) {
       continue;
     }
@@ -48,6 +50,13 @@ void Interp::plan_pairs() {
     const Payload& x = pay_[X];
     const Payload& y = pay_[U];
     if (x.width != W_ || y.width != W_ || x.count() != y.count()) continue;
+    bool factors = true;  // a *: each factor U's shape, or (its scalar bit) a lane-uniform number
+    for (int i = 0; scale && i < 2; ++i) {
+      const Payload& m = pay_[p.pid[i]];
+      factors = factors && ((p.scalar >> i) & 1 ? m.width == 1 && m.size() == 1
+                                                : m.width == W_ && m.count() == y.count());
+    }
+    if (!factors) continue;
     const FastKernels k = pair_lane_kernels(tape_.records[r - 1].op, tape_.records[r].op, p, c, u);
     if (k.forward == nullptr) continue;
     PairSwap s;

@@ -1,6 +1,7 @@
 """Fused pairs (``RunOptions.pairs``, cpp/src/pairs.cpp, cpp/src/fast_pairs.cpp): a lane-form
-product (dot, matvec, matmul of K x K) whose output only the next record reads, a + or -, runs
-with it as one superinstruction in replay and the reverse sweep. Values, gradients, statuses
+product (dot, matvec, matmul of K x K; or a * of two factors) whose output only the next
+record reads, a + or - (or a dot after a matvec), runs with it as one superinstruction in
+replay and the reverse sweep. Values, gradients, statuses
 and errors are bitwise the unpaired path's (``pairs=False``) and the buffered path's
 (``fused=False``), a NaN as any NaN: on the Kalman filter, on programs built to give a pair
 of every kind (both operand orders, + and -, sizes 2 to 4, the other operand also an operand
@@ -52,11 +53,12 @@ def test_pairs_on_the_kalman_filter(B: int, dtype: str, client: str) -> None:
     Y = ndvm.const(np.random.default_rng(0).normal(size=(80, 2)))
     theta = np.abs(np.random.default_rng(2).normal(scale=0.3, size=(B, 2))) + 0.05
     ran = check(KALMAN, theta, {"Y": Y}, backend=client, dtype=dtype)
-    # three pairs a step (K v into m + K v; K Pp into Pp - K Pp, whose Pp is the product's
+    # four pairs a step (K v into m + K v; K Pp into Pp - K Pp, whose Pp is the product's
     # operand and shares the difference's adjoint storage; Si v into the dot with v, the
-    # matvec's operand), less the two with v at t = 0 (v = y - m there is untaped: its
-    # products are no lane forms); none at one lane
-    assert ran == (0 if B == 1 else 238)
+    # matvec's operand; 0.5 (...) into nll + step), less the two with v at t = 0 (v = y - m
+    # there is untaped: its products are no lane forms) and nll + step there (nll is the
+    # number 0); none at one lane
+    assert ran == (0 if B == 1 else 317)
 
 
 # Every kind of pair: dot, matvec and matmul of 2 x 2, 3 x 3 and 4 x 4, the product as the
@@ -87,14 +89,16 @@ def _paired(k: int) -> str:
         f"         (x2 (- (matvec p3 x) x))"  # the product first, -
         f"         (x3 (+ x2 (matvec r x2)))"  # X is the vector operand
         f"         (d (- s (dot x3 x2)))"  # a dot, second operand of - (s: a number at i = 0)
-        f"         (e (dot (matvec q x3) x2)))"  # a matvec into a dot, first operand
-        f"    (loop (+ i 1) (* 0.25 p3) (* 0.5 x3) (+ d (dot x (matvec r x)) e)))))"
+        f"         (e (dot (matvec q x3) x2))"  # a matvec into a dot, first operand
+        f"         (x4 (- x3 (* x2 x3)))"  # a * of two vectors, X its second factor
+        f"         (x5 (+ (* 0.5 x4) x2)))"  # a * by a number, first operand of +
+        f"    (loop (+ i 1) (* 0.25 p3) (* 0.5 x5) (+ d (dot x (matvec r x)) e)))))"
     )
 
 
-# 7 a step (the last: r x into the dot with x, its second operand), 4 steps, less d at i = 0 (s
+# 9 a step (the last: r x into the dot with x, its second operand), 4 steps, less d at i = 0 (s
 # there is an untaped number)
-PAIRS = 27
+PAIRS = 35
 
 
 UNPAIRED = [
