@@ -195,8 +195,7 @@ NDVM_SIMD void pair_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* tou
 // A matvec of a K x K matrix A by y (U = A y) into a dot of X and U (U at operand slot U):
 // its forward keeps U in registers; its VJP recomputes U there for X's cotangent g U, then
 // gives U's cotangent g X to A (g_U,i y_j) and y (0 + sum_i A(i, j) g_U,i), as dot_vjp and
-// matvec_vjp do, X before A before y (X may be y: each loop reads values and g, never an
-// adjoint it does not write).
+// matvec_vjp do, X before A before y.
 template <int K, int U>
 NDVM_SIMD void matvec_dot_forward(const FastRec& f, Real* v, LinalgScratch&) {
   const PairArgs q(f, v, 1 - U);
@@ -216,34 +215,69 @@ NDVM_SIMD void matvec_dot_forward(const FastRec& f, Real* v, LinalgScratch&) {
   }
 }
 
+// One lane loop of the matvec-into-dot VJP: each lane's U, X's cotangent g U (kFX: 1 stored,
+// 0 added, 2 none: X untaped), U's cotangent g X, then A's and y's, all read before any is
+// written (X may be y), written X, A, y.
+template <int K, int kFX, bool kFA, bool kFY>
+NDVM_INLINE void matvec_dot_lanes(const PairArgs& q, const Real* g, Real* tx, Real* ta,
+                                  Real* ty) {
+  const uint32_t W = q.W;
+  const Real *a = q.a, *y = q.b, *x = q.x;
+#pragma GCC ivdep
+  for (uint32_t l = 0; l < W; ++l) {
+    Real cx[K], gu[K], ca[K * K], cy[K];
+    for (int i = 0; i < K; ++i) {
+      Real ui = kZero;
+      for (int j = 0; j < K; ++j) ui += at(a, i * K + j, W, l) * at(y, j, W, l);
+      cx[i] = g[l] * ui;
+      gu[i] = g[l] * at(x, i, W, l);
+    }
+    for (int e = 0; e < K * K; ++e) ca[e] = gu[e / K] * at(y, e % K, W, l);
+    for (int j = 0; j < K; ++j) {
+      Real acc = kZero;
+      for (int i = 0; i < K; ++i) acc += at(a, i * K + j, W, l) * gu[i];
+      cy[j] = acc;
+    }
+    auto write = [&](Real* t, int n, const Real* c, bool first) {
+      for (int e = 0; e < n; ++e) {
+        Real* o = t + size_t(e) * W;
+        o[l] = first ? c[e] : o[l] + c[e];
+      }
+    };
+    if (kFX != 2) write(tx, K, cx, kFX == 1);
+    write(ta, K * K, ca, kFA);
+    write(ty, K, cy, kFY);
+  }
+}
+
+template <int K, int kFX>
+NDVM_INLINE void matvec_dot_firsts(const PairArgs& q, const Real* g, Real* tx, Real* ta,
+                                   Real* ty, bool fa, bool fy) {
+  if (fa) {
+    fy ? matvec_dot_lanes<K, kFX, true, true>(q, g, tx, ta, ty)
+       : matvec_dot_lanes<K, kFX, true, false>(q, g, tx, ta, ty);
+  } else {
+    fy ? matvec_dot_lanes<K, kFX, false, true>(q, g, tx, ta, ty)
+       : matvec_dot_lanes<K, kFX, false, false>(q, g, tx, ta, ty);
+  }
+}
+
 template <int K, int U>
 NDVM_SIMD void matvec_dot_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched) {
   constexpr int X = 1 - U;
   const PairArgs q(f, v, X);
-  const FastRec& p = q.p;
-  const uint32_t W = q.W;
-  const Real *a = q.a, *y = q.b, *x = q.x;
   const Real* g = adj + f.aout;
-  auto u = [&](int i, uint32_t l) {
-    Real acc = kZero;
-    for (int j = 0; j < K; ++j) acc += at(a, i * K + j, W, l) * at(y, j, W, l);
-    return acc;
-  };
-  auto gu = [&](int i, uint32_t l) { return g[l] * at(x, i, W, l); };
-  if ((f.taped >> X) & 1) {
-    bool first = false;
-    Real* t = fast_target(f, X, adj, touched, first);
-    put<K>(t, W, first, [&](int k, uint32_t l) { return g[l] * u(k, l); });
+  bool fx = false, fa = false, fy = false;
+  Real* tx = (f.taped >> X) & 1 ? fast_target(f, X, adj, touched, fx) : nullptr;
+  Real* ta = fast_target(q.p, 0, adj, touched, fa);
+  Real* ty = fast_target(q.p, 1, adj, touched, fy);
+  if (tx == nullptr) {
+    matvec_dot_firsts<K, 2>(q, g, tx, ta, ty, fa, fy);
+  } else if (fx) {
+    matvec_dot_firsts<K, 1>(q, g, tx, ta, ty, fa, fy);
+  } else {
+    matvec_dot_firsts<K, 0>(q, g, tx, ta, ty, fa, fy);
   }
-  bool fa = false, fy = false;
-  Real* ta = fast_target(p, 0, adj, touched, fa);
-  Real* ty = fast_target(p, 1, adj, touched, fy);
-  put<K * K>(ta, W, fa, [&](int e, uint32_t l) { return gu(e / K, l) * at(y, e % K, W, l); });
-  put<K>(ty, W, fy, [&](int j, uint32_t l) {
-    Real acc = kZero;
-    for (int i = 0; i < K; ++i) acc += at(a, i * K + j, W, l) * gu(i, l);
-    return acc;
-  });
 }
 
 template <int K>
