@@ -19,11 +19,11 @@ void Interp::plan_pairs() {
   pairs_plan_ = 0;
   pairs_.clear();
   const size_t n = tape_.records.size();
-  std::vector<uint32_t> reads(pay_.count(), 0);
-  auto outside = [&](uint32_t pid) { reads[pid] += 2; };
+  std::vector<uint8_t> reads(pay_.count(), 0);  // saturating at 2: read more than once
+  auto outside = [&](uint32_t pid) { reads[pid] = 2; };
   for (const TapeRecord& rec : tape_.records) {
     const uint32_t* ids = tape_.operands.data() + rec.args;
-    for (uint32_t i = 0; i < rec.nargs; ++i) ++reads[ids[i]];
+    for (uint32_t i = 0; i < rec.nargs; ++i) reads[ids[i]] = reads[ids[i]] ? 2 : 1;
   }
   for (const Guard& g : trace_.guards) {
     if (g.kind != GuardKind::PRED_UNIFORM) outside(g.out);
