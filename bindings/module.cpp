@@ -38,6 +38,7 @@ struct RunOptions {
   bool fused = true;  // RunRequest::fused
   uint32_t block_rows = 0;  // RunRequest::block_rows
   uint32_t chain_lanes = 0;  // RunRequest::chain_lanes
+  bool pairs = true;  // RunRequest::pairs
 };
 
 // The options of the in-runtime Adam fit (Python: _core.AdamOptions); the arrays are checked
@@ -162,6 +163,7 @@ ndvm::RunRequest make_request(const ndvm::Program& prog, F64In theta, I32In cons
   req.fused = opt.fused;
   req.block_rows = opt.block_rows;
   req.chain_lanes = opt.chain_lanes;
+  req.pairs = opt.pairs;
   return req;
 }
 
@@ -239,6 +241,7 @@ nb::dict run_dict(ndvm::RunOutput& out, size_t B, size_t Ng, size_t P) {
   d["replayed"] = out.replayed;
   d["blocks"] = out.blocks;
   d["chains"] = out.chains;
+  d["pairs"] = out.pairs;
   return d;
 }
 
@@ -457,9 +460,9 @@ void bind_options(nb::module_& m) {
           "__init__",
           [](RunOptions* self, uint64_t max_steps, uint64_t max_heap, uint64_t max_depth,
              double deadline, bool dmci, bool replay, int client, bool fused,
-             uint32_t block_rows, uint32_t chain_lanes) {
+             uint32_t block_rows, uint32_t chain_lanes, bool pairs) {
             new (self) RunOptions{max_steps, max_heap, max_depth, deadline, dmci, replay, client,
-                                  fused, block_rows, chain_lanes};
+                                  fused, block_rows, chain_lanes, pairs};
             check_options(*self);
           },
           nb::kw_only(), nb::arg("max_steps") = RunOptions{}.max_steps,
@@ -467,7 +470,7 @@ void bind_options(nb::module_& m) {
           nb::arg("max_depth") = RunOptions{}.max_depth, nb::arg("deadline") = 0.0,
           nb::arg("dmci") = false, nb::arg("replay") = true, nb::arg("client") = 0,
           nb::arg("fused") = true, nb::arg("block_rows") = 0,
-          nb::arg("chain_lanes") = 0)
+          nb::arg("chain_lanes") = 0, nb::arg("pairs") = true)
       .def_rw("max_steps", &RunOptions::max_steps)
       .def_rw("max_heap", &RunOptions::max_heap)
       .def_rw("max_depth", &RunOptions::max_depth)
@@ -477,6 +480,7 @@ void bind_options(nb::module_& m) {
       .def_rw("fused", &RunOptions::fused)
       .def_rw("block_rows", &RunOptions::block_rows)
       .def_rw("chain_lanes", &RunOptions::chain_lanes)
+      .def_rw("pairs", &RunOptions::pairs)
       .def_ro("client", &RunOptions::client);
   nb::class_<AdamArgs>(m, "AdamOptions", "Options of the in-runtime Adam fit.")
       .def(nb::init<>())

@@ -172,6 +172,7 @@ bool Interp::run_blocked(const RunRequest& req, uint32_t rows, RunOutput& out) {
     out.heap = std::max(out.heap, o.heap);
     replayed = replayed && o.replayed;
     out.chains = std::max(out.chains, o.chains);
+    out.pairs = std::max(out.pairs, o.pairs);
   }
   out.replayed = replayed;
   out.has_grad = req.grad;

@@ -68,6 +68,7 @@ bool Interp::chains_apply() {
 // scratch, and the scratch buffers. None unless asked for, when the run is not fused, or when
 // it spans fewer than two blocks of lanes.
 void Interp::plan_chains() {
+  set_pairs(false);  // the chains copy the records' own kernels
   chains_plan_ = 0;
   chain_planned_ = chain_req_;
   chains_.clear();

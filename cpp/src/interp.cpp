@@ -440,6 +440,8 @@ void Interp::reset(const RunRequest& req) {
   inverses_ready_ = false;
   chains_plan_ = -1;
   chain_fwd_ = false;
+  pairs_plan_ = -1;  // fast_ is new: its records' own kernels
+  pairs_on_ = false;
   adj_plan_ = 0;  // note_fast sets each record's own storage
   tape_sweeps_ = 0;
   kont_.clear();
@@ -539,6 +541,7 @@ void RunOutput::clear() {
   replayed = false;
   blocks = 0;
   chains = 0;
+  pairs = 0;
 }
 
 RunOutput Interp::run(const RunRequest& req) {
@@ -558,6 +561,7 @@ void Interp::run_whole(const RunRequest& req, RunOutput& out) {
   ready_ = false;
   fused_ = req.fused;
   chain_req_ = req.chain_lanes;
+  pairs_req_ = req.pairs;
   view_ = req.value_view && std::is_same_v<Real, double>;
   if (req.interrupted != poll_ || req.interrupt_ctx != poll_ctx_) {
     poll_ = req.interrupted;

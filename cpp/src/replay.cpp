@@ -150,6 +150,7 @@ bool Interp::replay_forward() {
   const FastRec* fast = fast_.size() == recs.size() ? fast_.data() : nullptr;
   if (fast) list_slow();
   chain_fwd_ = fast && chains_apply();  // the sweep after this pass must run them too
+  if (fast) set_pairs(!chain_fwd_);
   const uint32_t* slow = slow_fwd_.data();
   size_t g = 0;
   try {
@@ -275,6 +276,7 @@ bool Interp::replay(const RunRequest& req, RunOutput& out) {
   finish_run(req, out);
   out.replayed = true;
   out.chains = chain_fwd_ ? static_cast<uint32_t>(chains_.size()) : 0;
+  out.pairs = pairs_on_ ? static_cast<uint32_t>(pairs_.size()) : 0;
   return true;
 }
 

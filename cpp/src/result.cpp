@@ -334,6 +334,11 @@ void Interp::reverse_sweep(const double* cotangent) {
     if (chain_fwd_) {
       vjp_chains();  // the chains' inner payloads hold no values: their VJPs recompute them
     } else {
+      // a pair's VJP needs no value of the product's output; after a forward pass that ran
+      // pairs their VJPs must run (a dot pair's output was never stored), and the first sweep
+      // of a tape that was not replayed does not plan them (as plan_adjoints: it would cost
+      // that one sweep more than it saves)
+      set_pairs(pairs_on_ || share);
       vjp_fast(fast_.data());
     }
   } else {

@@ -38,37 +38,50 @@ def _options(lanes: int, fused: bool = True) -> Callable[..., Any]:
     return run_options_with(chain_lanes=lanes, fused=fused)
 
 
-def _evaluations(
-    src: str, thetas: list[np.ndarray], inputs: dict[str, Any], lanes: int, fused: bool,
-    **options: Any,
+def evaluations(
+    src: str, thetas: list[np.ndarray], inputs: dict[str, Any], changes: dict[str, Any],
+    stat: str, **options: Any,
 ) -> Iterator[Any]:  # fmt: skip
+    """Each evaluation's key and (replayed, stats[stat]) with the run options ``changes``."""
     mp = pytest.MonkeyPatch()
-    mp.setattr(native, "_run_options", _options(lanes, fused))
+    mp.setattr(native, "_run_options", run_options_with(**changes))
     try:
         prog = ndvm.compile(src, inputs=tuple(inputs), strict=False, **options)
         for th in thetas:
             try:
                 r = prog.evaluate(th, inputs, grad=True)
-                yield _key(r), (r.stats["replayed"], r.stats["chains"])
+                yield _key(r), (r.stats["replayed"], r.stats[stat])
             except ndvm.NdvmError as exc:
                 yield (type(exc).__name__, str(exc)), None
     finally:
         mp.undo()
 
 
-def check(src: str, theta: np.ndarray, inputs: dict[str, Any], lanes: int, **options: Any) -> int:
-    """Compares the three paths over perturbed thetas; returns the chains run."""
+def compare_paths(
+    src: str, theta: np.ndarray, inputs: dict[str, Any], paths: list[dict[str, Any]], stat: str,
+    **options: Any,
+) -> list[list[int]]:  # fmt: skip
+    """Runs perturbed thetas on each path (run option changes); every path's results must be
+    the first's. Returns each path's stats[stat] per evaluation (that did not raise)."""
     thetas = _perturbed(theta, 3)
-    chained = list(_evaluations(src, thetas, inputs, lanes, True, **options))
-    unchained = list(_evaluations(src, thetas, inputs, NEVER, True, **options))
-    buffered = list(_evaluations(src, thetas, inputs, NEVER, False, **options))
-    for k, ((a, ra), (b, rb), (c, rc)) in enumerate(zip(chained, unchained, buffered)):
-        assert ra is None or rb is None or ra[0] == rb[0], f"evaluation {k}: replayed differs"
-        assert rb is None or rb[1] == 0, "chains ran where they cannot apply"
-        assert rc is None or rc[1] == 0, "chains ran in a run that is not fused"
-        assert a == b, f"evaluation {k} differs from the unchained path"
-        assert a == c, f"evaluation {k} differs from the buffered path"
-    return sum(r[1] for _, r in chained if r is not None)
+    runs = [list(evaluations(src, thetas, inputs, p, stat, **options)) for p in paths]
+    for k, row in enumerate(zip(*runs)):
+        a, ra = row[0]
+        for j, (b, rb) in enumerate(row[1:], 1):
+            assert ra is None or rb is None or ra[0] == rb[0], f"evaluation {k}: replayed differs"
+            assert a == b, f"evaluation {k} differs on the path {paths[j]}"
+    return [[r[1] for _, r in run if r is not None] for run in runs]
+
+
+def check(src: str, theta: np.ndarray, inputs: dict[str, Any], lanes: int, **options: Any) -> int:
+    """Compares the chained, unchained and buffered paths; returns the chains run."""
+    paths = [
+        {"chain_lanes": n, "fused": f} for n, f in ((lanes, True), (NEVER, True), (NEVER, False))
+    ]
+    chained, unchained, buffered = compare_paths(src, theta, inputs, paths, "chains", **options)
+    assert not any(unchained), "chains ran where they cannot apply"
+    assert not any(buffered), "chains ran in a run that is not fused"
+    return sum(chained)
 
 
 def test_the_option_reaches_the_core() -> None:

@@ -186,6 +186,16 @@ struct FastKernels {
   FastVjp vjp;
 };
 
+// Fused pairs (fast_pairs.cpp): the kernels of lane-form product `prod` (primitive
+// `prod_code`: dot, matvec or matmul of K x K, K = 2, 3, 4) fused with the next record `cons`
+// (primitive `cons_code`), a lane-form + or - of two full-width operands, or (prod a matvec)
+// a lane-form dot, whose operand `u` is prod's output (read by nothing else); they run at
+// cons's place (reading prod's record just before cons's in the same array), and prod's own
+// record runs fast_skip_forward. Null: no fused form.
+FastKernels pair_lane_kernels(int prod_code, int cons_code, const FastRec& prod,
+                              const FastRec& cons, int u);
+void fast_skip_forward(const FastRec& f, Real* v, LinalgScratch& scratch);
+
 // The lane kernels of elementwise unary primitive `code` (kernels.cpp: the rows' own
 // expressions over f.S contiguous elements; sqrt and log: their one-operand non-dmci rows, so
 // a caller passes no dmci record); null: it has none.

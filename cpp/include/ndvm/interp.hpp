@@ -120,6 +120,9 @@ struct RunRequest {
   // environment variable); k > 0 runs them over blocks of k lanes whatever the size; the
   // results are the same bits either way.
   uint32_t chain_lanes = 0;
+  // Fused pairs (pairs.cpp): a lane-form product and the + or - that alone reads it run as
+  // one superinstruction in replay and the reverse sweep (when fused); the same bits either way.
+  bool pairs = true;
   // The evaluation's start for its deadline (a block of a blocked run); default: now.
   std::chrono::steady_clock::time_point start{};
 };
@@ -160,6 +163,7 @@ struct RunOutput {
   bool replayed = false;  // the result came from replaying the recorded trace
   uint32_t blocks = 0;    // lane blocks it ran as (blocks.cpp); 0: the batch whole
   uint32_t chains = 0;    // fused chains its replay ran (chains.cpp; a blocked run: its blocks')
+  uint32_t pairs = 0;     // fused pairs its replay ran (pairs.cpp; a blocked run: its blocks')
 
   // Empties every field and keeps the vectors' capacity (a reused output allocates nothing).
   void clear();
@@ -426,6 +430,14 @@ class Interp {
   void chain_vjp(const Chain& c);
   size_t forward_chains(size_t r, size_t end);
   void vjp_chains();
+  // pairs.cpp: fused pairs (a product and its sole reader, a + or -) of lane-form records
+  struct PairSwap {
+    uint32_t r = 0;  // the consumer's record (the product's is r - 1)
+    FastForward prod_fwd = nullptr, cons_fwd = nullptr, pair_fwd = nullptr;
+    FastVjp cons_vjp = nullptr, pair_vjp = nullptr;
+  };
+  void plan_pairs();
+  void set_pairs(bool on);
 
   Limits lim_;
   uint64_t steps_ = 0;
@@ -553,6 +565,12 @@ class Interp {
   std::vector<uint32_t> chain_at_, chain_end_;
   std::vector<Real> chain_val_, chain_adj_;
   std::vector<uint8_t> chain_touched_, chain_touched0_;
+  // fused pairs (pairs.cpp): planned once per tape (pairs_plan_ -1: not planned); pairs_on_:
+  // fast_ holds their kernels (else the records' own); pairs_req_: the run's RunRequest::pairs
+  int8_t pairs_plan_ = -1;
+  bool pairs_on_ = false;
+  bool pairs_req_ = true;
+  std::vector<PairSwap> pairs_;
 };
 
 }  // namespace ndvm

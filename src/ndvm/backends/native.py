@@ -382,6 +382,7 @@ class NativeBackend:
             "replayed": raw["replayed"],
             "blocks": raw["blocks"],
             "chains": raw["chains"],
+            "pairs": raw["pairs"],
         }
         if raw["grad_needs_numeric"]:
             raise NdvmError("value_and_grad needs a numeric result (a number, vector or matrix)")
