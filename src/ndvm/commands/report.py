@@ -74,7 +74,8 @@ def build(info: dict[str, Any], recs: list[Any], export: bool = True) -> dict[st
         "run": info["run"], "task": info["task"], "proposer": info["proposer"],
         "seed": info["seed"], "commit": info["commit"], "elapsed": s.elapsed,
         "proposed": s.proposed, "calibrated": s.evaluated, "failed": s.failed,
-        "rejected": s.rejected, "rejections": s.rejections, "successes": s.successes,
+        "rejected": s.rejected, "pending": s.pending, "rejections": s.rejections,
+        "successes": s.successes,
         "distinct_success_skeletons": s.distinct_success_skeletons,
         "calibrations_per_s": s.calibrations_per_s, "start_lanes_per_s": s.lanes_per_s,
         "time_to_first_success": s.time_to_first_success,
@@ -130,7 +131,9 @@ def print_text(rep: dict[str, Any]) -> None:
           f", commit {rep['commit'][:12]}, search time {rep['elapsed']:.1f} s")  # fmt: skip
     stages = ", ".join(f"{k} {v}" for k, v in sorted(rep["rejections"].items())) or "none"
     print(f"  proposed {rep['proposed']}, calibrated {rep['calibrated']} ({rep['failed']} failed)"
-          f", rejected {rep['rejected']} ({stages})")  # fmt: skip
+          f", rejected {rep['rejected']} ({stages})"
+          + (f", {rep['pending']} pending (proposed, not evaluated before the search stopped)"
+             if rep.get("pending") else ""))  # fmt: skip
     print(f"  {rep['calibrations_per_s']:.1f} calibrations/s, {rep['start_lanes_per_s']:.0f} "
           f"start lanes/s, successes {rep['successes']}, first success "
           f"{'-' if first is None else f'{first:.1f} s'}")  # fmt: skip

@@ -53,6 +53,7 @@ class Summary:
     trajectory: list[tuple[float, float]] = field(default_factory=list)  # (t, best val loss)
     pareto: list[Record] = field(default_factory=list)
     rejections: dict[str, int] = field(default_factory=dict)  # by funnel stage
+    pending: int = 0  # proposed, never evaluated (a search stopped before their results)
 
 
 def rejections(records: list[Record]) -> dict[str, int]:
@@ -97,6 +98,7 @@ def summarize(records: list[Record], elapsed: float | None = None) -> Summary:
         trajectory=traj,
         pareto=pareto_front(ok),
         rejections=rejections(records),
+        pending=sum(1 for r in records if r.status == "pending"),
     )
 
 
