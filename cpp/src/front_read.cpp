@@ -306,7 +306,9 @@ void Reader::atom(int32_t line, int32_t column) {
   size_t p = start;
   bool plain = true;  // every character a plain symbol's
   bool wide = false;  // a non-ASCII character
+  uint32_t hash = 2166136261u;  // name_hash of the token, in the same pass
   if (s[p] == '#') {
+    hash = (hash ^ static_cast<unsigned char>('#')) * 16777619u;
     ++p;
     plain = false;
   }
@@ -320,8 +322,10 @@ void Reader::atom(int32_t line, int32_t column) {
       if (unicode_space(s + p, n_ - p)) break;
       wide = true;
     }
+    hash = (hash ^ c) * 16777619u;
     ++p;
   }
+  hash |= 1u;
   pos_ = p;
   const std::string_view t(s_ + start, p - start);
   if (wide) {
@@ -340,11 +344,12 @@ void Reader::atom(int32_t line, int32_t column) {
   }
   if (plain && !t.empty() && !is_digit(t[0])) {
     const char c0 = t[0];
-    const bool signed_number = (c0 == '+' || c0 == '-' || c0 == '.') && t.size() > 1 &&
-                               (is_digit(t[1]) || t[1] == '.');
-    if (!signed_number && !(c0 == '.' && t.size() == 1) && t != "+inf.0" && t != "-inf.0" &&
-        t != "+nan.0" && t != "-nan.0") {
-      const int32_t id = a_.intern(t);
+    // only a token led by a sign or a '.' may be a number or '.'
+    const bool sign = c0 == '+' || c0 == '-' || c0 == '.';
+    const bool signed_number = sign && t.size() > 1 && (is_digit(t[1]) || t[1] == '.');
+    if (!sign || (!signed_number && !(c0 == '.' && t.size() == 1) && t != "+inf.0" &&
+                  t != "-inf.0" && t != "+nan.0" && t != "-nan.0")) {
+      const int32_t id = a_.intern_hashed(t, hash);
       note(id);
       deliver(a_.sym(id, line, column));
       return;
