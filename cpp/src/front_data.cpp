@@ -144,20 +144,6 @@ int32_t Arena::add_text(std::string_view text) {
   return static_cast<int32_t>(texts.size() - 1);
 }
 
-DRef Arena::add(Datum d, int32_t line, int32_t column) {
-  d.line = line;
-  d.column = column;
-  data.push_back(d);
-  return static_cast<DRef>(data.size() - 1);
-}
-
-DRef Arena::sym(int32_t name_id, int32_t line, int32_t column) {
-  Datum d;
-  d.kind = DKind::SYM;
-  d.text = name_id;
-  return add(d, line, column);
-}
-
 DRef Arena::num(double value, std::string_view text, int32_t line, int32_t column) {
   Datum d;
   d.kind = DKind::NUM;
@@ -177,16 +163,6 @@ DRef Arena::boolean(bool value, int32_t line, int32_t column) {
   Datum d;
   d.kind = DKind::BOOL;
   d.flag = value;
-  return add(d, line, column);
-}
-
-DRef Arena::list(const DRef* elems, size_t n, DRef tail, int32_t line, int32_t column) {
-  Datum d;
-  d.kind = DKind::LIST;
-  d.first = static_cast<int32_t>(items.size());
-  d.count = static_cast<int32_t>(n);
-  d.tail = tail;
-  items.insert(items.end(), elems, elems + n);
   return add(d, line, column);
 }
 

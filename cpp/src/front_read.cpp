@@ -192,8 +192,23 @@ class Reader {
   int32_t column(size_t p, size_t line_start);
   void form(int32_t line, int32_t column);
   void push(FrameKind kind, int32_t line, int32_t column);
-  void note(int32_t id);
-  void deliver(DRef d);
+  void note(int32_t id) {
+    const auto i = static_cast<size_t>(id);
+    if (comment_depth_ == 0 && (i >= sc_.seen.size() || sc_.seen[i] == 0)) note_new(id);
+  }
+  void note_new(int32_t id);
+  // the common case inline: a datum into an open list with no prefix or '.' pending
+  void deliver(DRef d) {
+    if (!sc_.frames.empty()) {
+      const Frame& f = sc_.frames.back();
+      if (f.kind < QUOTE_PREFIX && f.dot_line < 0) {
+        sc_.items.push_back(d);
+        return;
+      }
+    }
+    deliver_other(d);
+  }
+  void deliver_other(DRef d);
   void close(char ch, int32_t line, int32_t column);
   void atom(int32_t line, int32_t column);
   void special(std::string_view token, int32_t line, int32_t column);
@@ -232,8 +247,8 @@ void Reader::push(FrameKind kind, int32_t line, int32_t column) {
       Frame{kind, line, column, static_cast<int32_t>(sc_.items.size()), -1, -1, 0});
 }
 
-void Reader::note(int32_t id) {
-  if (comment_depth_ > 0) return;  // inside a dropped datum
+// (note: a name not yet seen, outside a dropped datum)
+void Reader::note_new(int32_t id) {
   const auto i = static_cast<size_t>(id);
   if (i >= sc_.seen.size()) sc_.seen.resize(i + 64, 0);
   if (sc_.seen[i] == 0) {
@@ -244,7 +259,7 @@ void Reader::note(int32_t id) {
 
 // Hand a datum to its container, through the prefix frames waiting for it (a quote wraps
 // it, a #; drops it).
-void Reader::deliver(DRef d) {
+void Reader::deliver_other(DRef d) {
   auto& frames = sc_.frames;
   while (!frames.empty() && frames.back().kind >= QUOTE_PREFIX) {
     const Frame f = frames.back();

@@ -147,6 +147,33 @@ class Arena {
   size_t interned_ = 0;
 };
 
+// (inline: the reader and the expander build a datum per token)
+inline DRef Arena::add(Datum d, int32_t line, int32_t column) {
+  d.line = line;
+  d.column = column;
+  data.push_back(d);
+  return static_cast<DRef>(data.size() - 1);
+}
+
+inline DRef Arena::sym(int32_t name_id, int32_t line, int32_t column) {
+  Datum d;
+  d.kind = DKind::SYM;
+  d.text = name_id;
+  return add(d, line, column);
+}
+
+inline DRef Arena::list(const DRef* elems, size_t n, DRef tail, int32_t line, int32_t column) {
+  Datum d;
+  d.kind = DKind::LIST;
+  d.first = static_cast<int32_t>(items.size());
+  d.count = static_cast<int32_t>(n);
+  d.tail = tail;
+  // (not insert: its out-of-line range insert costs several times these few push_backs;
+  // `elems` never points into `items`, as for insert)
+  for (size_t i = 0; i < n; ++i) items.push_back(elems[i]);
+  return add(d, line, column);
+}
+
 // Print a datum back as source text (read(to_source(d)) gives d back): numbers by their text,
 // strings escaped (\\ \" \n), booleans #t/#f, lists (a b . c).
 std::string to_source(const Arena& a, DRef d);
