@@ -114,13 +114,7 @@ int32_t Arena::intern_other(std::string_view name) {
   return intern_hashed(name, name_hash(name));
 }
 
-int32_t Arena::intern_hashed(std::string_view name, uint32_t hash) {
-  const size_t mask = slot_hash_.size() - 1;
-  for (size_t i = hash & mask; slot_hash_[i] != 0; i = (i + 1) & mask) {
-    if (slot_hash_[i] == hash && texts[static_cast<size_t>(slot_id_[i])] == name) {
-      return slot_id_[i];
-    }
-  }
+int32_t Arena::intern_new(std::string_view name, uint32_t hash) {
   const auto id = static_cast<int32_t>(texts.size());
   texts.emplace_back(name);
   place(hash, id);

@@ -191,7 +191,12 @@ class Reader {
 
   int32_t column(size_t p, size_t line_start);
   void form(int32_t line, int32_t column);
-  void push(FrameKind kind, int32_t line, int32_t column);
+  void push(FrameKind kind, int32_t line, int32_t column) {
+    if (sc_.frames.size() >= static_cast<size_t>(kMaxNesting)) too_deep(line, column);
+    sc_.frames.push_back(
+        Frame{kind, line, column, static_cast<int32_t>(sc_.items.size()), -1, -1, 0});
+  }
+  [[noreturn]] void too_deep(int32_t line, int32_t column);
   void note(int32_t id) {
     const auto i = static_cast<size_t>(id);
     if (comment_depth_ == 0 && (i >= sc_.seen.size() || sc_.seen[i] == 0)) note_new(id);
@@ -238,13 +243,9 @@ void Reader::form(int32_t line, int32_t column) {
   }
 }
 
-void Reader::push(FrameKind kind, int32_t line, int32_t column) {
-  if (sc_.frames.size() >= static_cast<size_t>(kMaxNesting)) {
-    fail(ErrKind::READ, "nesting deeper than " + std::to_string(kMaxNesting) + " levels", line,
-         column);
-  }
-  sc_.frames.push_back(
-      Frame{kind, line, column, static_cast<int32_t>(sc_.items.size()), -1, -1, 0});
+void Reader::too_deep(int32_t line, int32_t column) {
+  fail(ErrKind::READ, "nesting deeper than " + std::to_string(kMaxNesting) + " levels", line,
+       column);
 }
 
 // (note: a name not yet seen, outside a dropped datum)
