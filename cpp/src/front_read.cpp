@@ -190,7 +190,10 @@ class Reader {
   ReadOutput& out_;
 
   int32_t column(size_t p, size_t line_start);
-  void form(int32_t line, int32_t column);
+  void form(int32_t line, int32_t column) {
+    if (--forms_left_ < 0) too_many(line, column);
+  }
+  [[noreturn]] void too_many(int32_t line, int32_t column);
   void push(FrameKind kind, int32_t line, int32_t column) {
     if (sc_.frames.size() >= static_cast<size_t>(kMaxNesting)) too_deep(line, column);
     sc_.frames.push_back(
@@ -235,12 +238,10 @@ int32_t Reader::column(size_t p, size_t line_start) {
   return cur_col_;
 }
 
-void Reader::form(int32_t line, int32_t column) {
-  if (--forms_left_ < 0) {
-    fail(ErrKind::COMPILE,
-         "program too large: more than " + std::to_string(max_forms_) + " forms (Limits.max_forms)",
-         line, column);
-  }
+void Reader::too_many(int32_t line, int32_t column) {
+  fail(ErrKind::COMPILE,
+       "program too large: more than " + std::to_string(max_forms_) + " forms (Limits.max_forms)",
+       line, column);
 }
 
 void Reader::too_deep(int32_t line, int32_t column) {
@@ -553,6 +554,11 @@ void Reader::run(bool ascii) {
     if (pos_ >= n_) break;
     const char c = s[pos_];
     const int32_t line = line_, col = column(pos_, line_start_);
+    if ((kClass.c[static_cast<unsigned char>(c)] & SYMCH) != 0) {  // most tokens: an atom
+      form(line, col);
+      atom(line, col);
+      continue;
+    }
     switch (c) {
       case '(':
       case '[':
