@@ -175,7 +175,8 @@ std::vector<ParamSpecOut> parse_header(const Arena& a, DRef form) {
       const Datum& c = a[sub[r]];
       bool ok = false;
       if (c.kind == DKind::SYM) {
-        for (const char* k : kConstraints) ok = ok || a.texts[size_t(c.text)] == k;
+        const std::string_view got = a.texts[size_t(c.text)];
+        for (const char* k : kConstraints) ok = ok || got == k;
       }
       if (!ok) {
         const std::string got = c.kind == DKind::SYM ? a.texts[size_t(c.text)] : "";
@@ -202,10 +203,11 @@ const char* bound_text(double v) {
 
 void check_init(const ParamSpecOut& s) {
   double lo = -std::numeric_limits<double>::infinity(), hi = -lo;
-  if (s.constraint == "free") return;
-  if (s.constraint == "positive") lo = 0.0;
-  if (s.constraint == "unit") lo = 0.0, hi = 1.0;
-  if (s.constraint == "signed-unit") lo = -1.0, hi = 1.0;
+  const std::string_view c = s.constraint;  // (string_view: no strlen, no out-of-line compare)
+  if (c == "free") return;
+  if (c == "positive") lo = 0.0;
+  if (c == "unit") lo = 0.0, hi = 1.0;
+  if (c == "signed-unit") lo = -1.0, hi = 1.0;
   if (lo < s.init && s.init < hi) return;
   throw FrontError{ErrKind::COMPILE,
                    "params: initial value " + float_repr(s.init) + " of " + py_repr(s.name) +
@@ -380,7 +382,7 @@ Compiled compile(std::string_view source, const ParamsFn& params,
     --n;
   }
   check_forms(arena, data, n, out.has_header);
-  out.params = params ? params(header) : header;
+  out.params = params ? params(header) : std::move(header);  // (header: not read after)
   const bool infer = !params && !out.has_header;
   for (const ParamSpecOut& s : out.params) {
     if (std::find(inputs.begin(), inputs.end(), s.name) != inputs.end()) {
