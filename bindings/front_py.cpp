@@ -387,7 +387,8 @@ void ndvm::bind_front(nb::module_& m) {
         options.limits = {max_source_chars, max_forms};
         options.dmci = dmci;
         try {
-          return FrontProgram(front::compile(text, params_fn(params), inputs, options));
+          return FrontProgram(
+              front::compile(text, params_fn(params), std::move(inputs), options));
         } catch (const FrontError& e) {
           raise_front_error(e);
         }

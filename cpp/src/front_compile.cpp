@@ -362,7 +362,7 @@ struct ArenaLease {
 }  // namespace
 
 Compiled compile(std::string_view source, const ParamsFn& params,
-                 const std::vector<std::string>& inputs, const CompileOptions& options) {
+                 std::vector<std::string> inputs, const CompileOptions& options) {
   for (const std::string& name : inputs) {
     if (name.empty()) {
       throw FrontError{ErrKind::COMPILE, "input names must be non-empty strings, got ''", -1, -1};
@@ -391,12 +391,12 @@ Compiled compile(std::string_view source, const ParamsFn& params,
                        -1};
     }
   }
-  const std::vector<DRef> forms(data, data + n);
-  const DRef top = arena.list(forms, -1, arena[forms[0]].line, arena[forms[0]].column);
+  const DRef* const forms = data;  // (rd.top's: it does not grow, the arena may)
+  const DRef top = arena.list(forms, n, -1, arena[forms[0]].line, arena[forms[0]].column);
   DRef body_datum = -1;
   {
     Expander expander(arena, options.dmci);
-    body_datum = expander.expand_body(forms.data(), forms.size(), top);
+    body_datum = expander.expand_body(forms, n, top);
   }
   const Prelude& pre = prelude();
   std::vector<char> named(pre.procs.size(), 0);
@@ -404,7 +404,7 @@ Compiled compile(std::string_view source, const ParamsFn& params,
   std::vector<int> used = closure(named);
   if (!used.empty() && out.has_header) {  // names only the header mentions do not count
     std::fill(named.begin(), named.end(), 0);
-    mark_symbols_in(arena, forms.data(), forms.size(), named);
+    mark_symbols_in(arena, forms, n, named);
     used = closure(named);
   }
   std::vector<std::string> names;
@@ -419,9 +419,9 @@ Compiled compile(std::string_view source, const ParamsFn& params,
   }
   for (const ParamSpecOut& s : out.params) check_init(s);
   out.tables = res.emit(root);
-  out.inputs = inputs;
   for (int i : used) out.prelude.push_back(pre.procs[size_t(i)].name);
   for (size_t i = 0; i < inputs.size(); ++i) out.input_positions.push_back(res.input_position(i));
+  out.inputs = std::move(inputs);  // (after the resolver's last use of them)
   return out;
 }
 

@@ -273,7 +273,7 @@ struct CompileOptions {
 // Read, expand and resolve `source`, with the same checks, in the same order, as the
 // language documents (docs/language.md, docs/errors.md).
 Compiled compile(std::string_view source, const ParamsFn& params,
-                 const std::vector<std::string>& inputs, const CompileOptions& options);
+                 std::vector<std::string> inputs, const CompileOptions& options);
 
 // The prelude procedures `names` mention, with the prelude procedures they use, sorted.
 std::vector<std::string> prelude_closure(const std::vector<std::string>& names);
