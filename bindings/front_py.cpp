@@ -85,6 +85,19 @@ nb::tuple new_tuple(size_t n) {
   return nb::steal<nb::tuple>(t);
 }
 
+// Whether two parameter lists give the same params_key (the initial values bit for bit).
+bool same_params(const std::vector<ParamSpecOut>& a, const std::vector<ParamSpecOut>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].name != b[i].name || a[i].constraint != b[i].constraint ||
+        std::memcmp(&a[i].init, &b[i].init, sizeof a[i].init) != 0 || a[i].line != b[i].line ||
+        a[i].column != b[i].column) {
+      return false;
+    }
+  }
+  return true;
+}
+
 class FrontProgram {
  public:
   explicit FrontProgram(Compiled c) : c_(std::move(c)) {}
@@ -101,8 +114,23 @@ class FrontProgram {
   }
 
   // The parameters as one bytes object (each field length-prefixed or fixed-size): equal
-  // keys, equal parameters; the host keys its parameter specs by it.
+  // keys, equal parameters; the host keys its parameter specs by it. The last key built is
+  // handed out again for the same parameters (a program's variants, compiled one after
+  // another, share theirs): no new bytes, and its hash is kept with it. (Under the GIL.)
   nb::object params_key() const {
+    static auto* last_params = new std::vector<ParamSpecOut>;  // leaked on purpose, as
+    static PyObject* last_key = nullptr;                       // install_hooks' objects
+    if (last_key != nullptr && same_params(*last_params, c_.params)) {
+      return nb::borrow(last_key);
+    }
+    nb::object key = build_params_key();
+    Py_XDECREF(last_key);
+    last_key = key.inc_ref().ptr();
+    *last_params = c_.params;
+    return key;
+  }
+
+  nb::object build_params_key() const {
     size_t len = 0;
     for (const ParamSpecOut& p : c_.params) {
       len += 2 * sizeof(uint32_t) + p.name.size() + p.constraint.size() + sizeof p.init +
@@ -359,7 +387,8 @@ void ndvm::bind_front(nb::module_& m) {
         options.limits = {max_source_chars, max_forms};
         options.dmci = dmci;
         try {
-          return FrontProgram(front::compile(text, params_fn(params), inputs, options));
+          return FrontProgram(
+              front::compile(text, params_fn(params), std::move(inputs), options));
         } catch (const FrontError& e) {
           raise_front_error(e);
         }

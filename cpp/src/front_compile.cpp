@@ -175,7 +175,8 @@ std::vector<ParamSpecOut> parse_header(const Arena& a, DRef form) {
       const Datum& c = a[sub[r]];
       bool ok = false;
       if (c.kind == DKind::SYM) {
-        for (const char* k : kConstraints) ok = ok || a.texts[size_t(c.text)] == k;
+        const std::string_view got = a.texts[size_t(c.text)];
+        for (const char* k : kConstraints) ok = ok || got == k;
       }
       if (!ok) {
         const std::string got = c.kind == DKind::SYM ? a.texts[size_t(c.text)] : "";
@@ -202,10 +203,11 @@ const char* bound_text(double v) {
 
 void check_init(const ParamSpecOut& s) {
   double lo = -std::numeric_limits<double>::infinity(), hi = -lo;
-  if (s.constraint == "free") return;
-  if (s.constraint == "positive") lo = 0.0;
-  if (s.constraint == "unit") lo = 0.0, hi = 1.0;
-  if (s.constraint == "signed-unit") lo = -1.0, hi = 1.0;
+  const std::string_view c = s.constraint;  // (string_view: no strlen, no out-of-line compare)
+  if (c == "free") return;
+  if (c == "positive") lo = 0.0;
+  if (c == "unit") lo = 0.0, hi = 1.0;
+  if (c == "signed-unit") lo = -1.0, hi = 1.0;
   if (lo < s.init && s.init < hi) return;
   throw FrontError{ErrKind::COMPILE,
                    "params: initial value " + float_repr(s.init) + " of " + py_repr(s.name) +
@@ -360,7 +362,7 @@ struct ArenaLease {
 }  // namespace
 
 Compiled compile(std::string_view source, const ParamsFn& params,
-                 const std::vector<std::string>& inputs, const CompileOptions& options) {
+                 std::vector<std::string> inputs, const CompileOptions& options) {
   for (const std::string& name : inputs) {
     if (name.empty()) {
       throw FrontError{ErrKind::COMPILE, "input names must be non-empty strings, got ''", -1, -1};
@@ -380,7 +382,7 @@ Compiled compile(std::string_view source, const ParamsFn& params,
     --n;
   }
   check_forms(arena, data, n, out.has_header);
-  out.params = params ? params(header) : header;
+  out.params = params ? params(header) : std::move(header);  // (header: not read after)
   const bool infer = !params && !out.has_header;
   for (const ParamSpecOut& s : out.params) {
     if (std::find(inputs.begin(), inputs.end(), s.name) != inputs.end()) {
@@ -389,12 +391,12 @@ Compiled compile(std::string_view source, const ParamsFn& params,
                        -1};
     }
   }
-  const std::vector<DRef> forms(data, data + n);
-  const DRef top = arena.list(forms, -1, arena[forms[0]].line, arena[forms[0]].column);
+  const DRef* const forms = data;  // (rd.top's: it does not grow, the arena may)
+  const DRef top = arena.list(forms, n, -1, arena[forms[0]].line, arena[forms[0]].column);
   DRef body_datum = -1;
   {
     Expander expander(arena, options.dmci);
-    body_datum = expander.expand_body(forms.data(), forms.size(), top);
+    body_datum = expander.expand_body(forms, n, top);
   }
   const Prelude& pre = prelude();
   std::vector<char> named(pre.procs.size(), 0);
@@ -402,7 +404,7 @@ Compiled compile(std::string_view source, const ParamsFn& params,
   std::vector<int> used = closure(named);
   if (!used.empty() && out.has_header) {  // names only the header mentions do not count
     std::fill(named.begin(), named.end(), 0);
-    mark_symbols_in(arena, forms.data(), forms.size(), named);
+    mark_symbols_in(arena, forms, n, named);
     used = closure(named);
   }
   std::vector<std::string> names;
@@ -417,9 +419,9 @@ Compiled compile(std::string_view source, const ParamsFn& params,
   }
   for (const ParamSpecOut& s : out.params) check_init(s);
   out.tables = res.emit(root);
-  out.inputs = inputs;
   for (int i : used) out.prelude.push_back(pre.procs[size_t(i)].name);
   for (size_t i = 0; i < inputs.size(); ++i) out.input_positions.push_back(res.input_position(i));
+  out.inputs = std::move(inputs);  // (after the resolver's last use of them)
   return out;
 }
 

@@ -114,13 +114,7 @@ int32_t Arena::intern_other(std::string_view name) {
   return intern_hashed(name, name_hash(name));
 }
 
-int32_t Arena::intern_hashed(std::string_view name, uint32_t hash) {
-  const size_t mask = slot_hash_.size() - 1;
-  for (size_t i = hash & mask; slot_hash_[i] != 0; i = (i + 1) & mask) {
-    if (slot_hash_[i] == hash && texts[static_cast<size_t>(slot_id_[i])] == name) {
-      return slot_id_[i];
-    }
-  }
+int32_t Arena::intern_new(std::string_view name, uint32_t hash) {
   const auto id = static_cast<int32_t>(texts.size());
   texts.emplace_back(name);
   place(hash, id);
@@ -144,20 +138,6 @@ int32_t Arena::add_text(std::string_view text) {
   return static_cast<int32_t>(texts.size() - 1);
 }
 
-DRef Arena::add(Datum d, int32_t line, int32_t column) {
-  d.line = line;
-  d.column = column;
-  data.push_back(d);
-  return static_cast<DRef>(data.size() - 1);
-}
-
-DRef Arena::sym(int32_t name_id, int32_t line, int32_t column) {
-  Datum d;
-  d.kind = DKind::SYM;
-  d.text = name_id;
-  return add(d, line, column);
-}
-
 DRef Arena::num(double value, std::string_view text, int32_t line, int32_t column) {
   Datum d;
   d.kind = DKind::NUM;
@@ -177,16 +157,6 @@ DRef Arena::boolean(bool value, int32_t line, int32_t column) {
   Datum d;
   d.kind = DKind::BOOL;
   d.flag = value;
-  return add(d, line, column);
-}
-
-DRef Arena::list(const DRef* elems, size_t n, DRef tail, int32_t line, int32_t column) {
-  Datum d;
-  d.kind = DKind::LIST;
-  d.first = static_cast<int32_t>(items.size());
-  d.count = static_cast<int32_t>(n);
-  d.tail = tail;
-  items.insert(items.end(), elems, elems + n);
   return add(d, line, column);
 }
 

@@ -190,10 +190,33 @@ class Reader {
   ReadOutput& out_;
 
   int32_t column(size_t p, size_t line_start);
-  void form(int32_t line, int32_t column);
-  void push(FrameKind kind, int32_t line, int32_t column);
-  void note(int32_t id);
-  void deliver(DRef d);
+  void form(int32_t line, int32_t column) {
+    if (--forms_left_ < 0) too_many(line, column);
+  }
+  [[noreturn]] void too_many(int32_t line, int32_t column);
+  void push(FrameKind kind, int32_t line, int32_t column) {
+    if (sc_.frames.size() >= static_cast<size_t>(kMaxNesting)) too_deep(line, column);
+    sc_.frames.push_back(
+        Frame{kind, line, column, static_cast<int32_t>(sc_.items.size()), -1, -1, 0});
+  }
+  [[noreturn]] void too_deep(int32_t line, int32_t column);
+  void note(int32_t id) {
+    const auto i = static_cast<size_t>(id);
+    if (comment_depth_ == 0 && (i >= sc_.seen.size() || sc_.seen[i] == 0)) note_new(id);
+  }
+  void note_new(int32_t id);
+  // the common case inline: a datum into an open list with no prefix or '.' pending
+  void deliver(DRef d) {
+    if (!sc_.frames.empty()) {
+      const Frame& f = sc_.frames.back();
+      if (f.kind < QUOTE_PREFIX && f.dot_line < 0) {
+        sc_.items.push_back(d);
+        return;
+      }
+    }
+    deliver_other(d);
+  }
+  void deliver_other(DRef d);
   void close(char ch, int32_t line, int32_t column);
   void atom(int32_t line, int32_t column);
   void special(std::string_view token, int32_t line, int32_t column);
@@ -215,25 +238,19 @@ int32_t Reader::column(size_t p, size_t line_start) {
   return cur_col_;
 }
 
-void Reader::form(int32_t line, int32_t column) {
-  if (--forms_left_ < 0) {
-    fail(ErrKind::COMPILE,
-         "program too large: more than " + std::to_string(max_forms_) + " forms (Limits.max_forms)",
-         line, column);
-  }
+void Reader::too_many(int32_t line, int32_t column) {
+  fail(ErrKind::COMPILE,
+       "program too large: more than " + std::to_string(max_forms_) + " forms (Limits.max_forms)",
+       line, column);
 }
 
-void Reader::push(FrameKind kind, int32_t line, int32_t column) {
-  if (sc_.frames.size() >= static_cast<size_t>(kMaxNesting)) {
-    fail(ErrKind::READ, "nesting deeper than " + std::to_string(kMaxNesting) + " levels", line,
-         column);
-  }
-  sc_.frames.push_back(
-      Frame{kind, line, column, static_cast<int32_t>(sc_.items.size()), -1, -1, 0});
+void Reader::too_deep(int32_t line, int32_t column) {
+  fail(ErrKind::READ, "nesting deeper than " + std::to_string(kMaxNesting) + " levels", line,
+       column);
 }
 
-void Reader::note(int32_t id) {
-  if (comment_depth_ > 0) return;  // inside a dropped datum
+// (note: a name not yet seen, outside a dropped datum)
+void Reader::note_new(int32_t id) {
   const auto i = static_cast<size_t>(id);
   if (i >= sc_.seen.size()) sc_.seen.resize(i + 64, 0);
   if (sc_.seen[i] == 0) {
@@ -244,7 +261,7 @@ void Reader::note(int32_t id) {
 
 // Hand a datum to its container, through the prefix frames waiting for it (a quote wraps
 // it, a #; drops it).
-void Reader::deliver(DRef d) {
+void Reader::deliver_other(DRef d) {
   auto& frames = sc_.frames;
   while (!frames.empty() && frames.back().kind >= QUOTE_PREFIX) {
     const Frame f = frames.back();
@@ -306,7 +323,9 @@ void Reader::atom(int32_t line, int32_t column) {
   size_t p = start;
   bool plain = true;  // every character a plain symbol's
   bool wide = false;  // a non-ASCII character
+  uint32_t hash = 2166136261u;  // name_hash of the token, in the same pass
   if (s[p] == '#') {
+    hash = (hash ^ static_cast<unsigned char>('#')) * 16777619u;
     ++p;
     plain = false;
   }
@@ -320,8 +339,10 @@ void Reader::atom(int32_t line, int32_t column) {
       if (unicode_space(s + p, n_ - p)) break;
       wide = true;
     }
+    hash = (hash ^ c) * 16777619u;
     ++p;
   }
+  hash |= 1u;
   pos_ = p;
   const std::string_view t(s_ + start, p - start);
   if (wide) {
@@ -340,11 +361,12 @@ void Reader::atom(int32_t line, int32_t column) {
   }
   if (plain && !t.empty() && !is_digit(t[0])) {
     const char c0 = t[0];
-    const bool signed_number = (c0 == '+' || c0 == '-' || c0 == '.') && t.size() > 1 &&
-                               (is_digit(t[1]) || t[1] == '.');
-    if (!signed_number && !(c0 == '.' && t.size() == 1) && t != "+inf.0" && t != "-inf.0" &&
-        t != "+nan.0" && t != "-nan.0") {
-      const int32_t id = a_.intern(t);
+    // only a token led by a sign or a '.' may be a number or '.'
+    const bool sign = c0 == '+' || c0 == '-' || c0 == '.';
+    const bool signed_number = sign && t.size() > 1 && (is_digit(t[1]) || t[1] == '.');
+    if (!sign || (!signed_number && !(c0 == '.' && t.size() == 1) && t != "+inf.0" &&
+                  t != "-inf.0" && t != "+nan.0" && t != "-nan.0")) {
+      const int32_t id = a_.intern_hashed(t, hash);
       note(id);
       deliver(a_.sym(id, line, column));
       return;
@@ -532,6 +554,11 @@ void Reader::run(bool ascii) {
     if (pos_ >= n_) break;
     const char c = s[pos_];
     const int32_t line = line_, col = column(pos_, line_start_);
+    if ((kClass.c[static_cast<unsigned char>(c)] & SYMCH) != 0) {  // most tokens: an atom
+      form(line, col);
+      atom(line, col);
+      continue;
+    }
     switch (c) {
       case '(':
       case '[':

@@ -401,7 +401,14 @@ def compile(  # noqa: A001 - the public name is part of the contract
         if message is None:
             message = memo[compiled.inputs] = free_name_message(compiled)
         warnings.warn(message, FreeNameWarning, 2)  # stacklevel 2: the caller's line
-    name = _choose_backend(backend, compiled)
+    impl = registry.INSTANCES.get(backend) if backend is not None else None
+    if impl is None:
+        name = _choose_backend(backend, compiled)
+    else:  # a named backend already built: _choose_backend's first case, inline
+        prepare = getattr(impl, "prepare", None)
+        if prepare is not None:
+            prepare(compiled)  # its error is the caller's
+        name = impl.name
     return Program(compiled, name, dtype, dialect, limits, strict, replay)
 
 

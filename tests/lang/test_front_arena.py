@@ -97,3 +97,22 @@ def test_parameter_and_input_names_at_any_count(n: int, header: bool) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-12)
     ref = prog.with_options(backend="reference")
     np.testing.assert_array_equal(got, ref.eval(theta, {f"u{i}": data[i] for i in range(n)}))
+
+
+def _name_hash(name: str) -> int:
+    """The arena's hash of a name (FNV-1a, low bit set: ``name_hash`` in ndvm/front.hpp)."""
+    h = 2166136261
+    for byte in name.encode():
+        h = ((h ^ byte) * 16777619) & 0xFFFFFFFF
+    return h | 1
+
+
+def test_names_of_one_hash_stay_distinct() -> None:
+    # two names of one length and one hash: the look-up tells them apart by their text
+    a, b = "afgyb", "cbcdh"
+    assert _name_hash(a) == _name_hash(b)
+    prog = ndvm.compile(f"(+ (* {a} x) {b} {a} '{b})", inputs=("x",), free_params=True)
+    assert prog.params == (a, b)
+    prog = ndvm.compile(f"(+ (* {a} x) {b} {a})", inputs=("x",), free_params=True)
+    value = prog.eval(np.array([2.0, 3.0]), x=1.5)
+    assert float(value) == 2.0 * 1.5 + 3.0 + 2.0

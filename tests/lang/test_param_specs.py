@@ -138,3 +138,19 @@ def test_plain_params_give_the_records_specs(params: object, header: bool) -> No
 def test_params_errors_are_the_normalizers(params: object, message: str) -> None:
     with pytest.raises(ndvm.CompileError, match=message):
         compile_source("(* a k w x 1)", params, inputs=("x",))  # type: ignore[arg-type]
+
+
+def _key(source: str) -> bytes:
+    return compile_source(source, inputs=("x",)).front.params_key  # type: ignore[no-any-return]
+
+
+def test_a_key_is_handed_out_again_only_for_equal_parameters() -> None:
+    one, two = _key(HEADER.format(lit="1.5")), _key(HEADER.format(lit="2.5"))
+    assert one is two  # in a row: the same bytes object (its hash kept)
+    zero = "(params (a 0.0) (k 0.5 positive) (w 2.0))\n(* a k w x 1)"
+    minus_zero = zero.replace("0.0", "-0.0", 1)  # equal floats, other bits: other keys
+    keys = [_key(s) for s in (zero, minus_zero, zero, HEADER.format(lit="3.5"))]
+    assert keys[0] != keys[1]
+    assert keys[2] == keys[0]
+    assert keys[3] == one
+    assert [k is keys[0] for k in keys] == [True, False, False, False]

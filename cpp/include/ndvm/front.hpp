@@ -141,11 +141,54 @@ class Arena {
   // half full, of their name_hash (0: an empty slot) and ids into texts; the keywords stay
   // from one reset to the next, used_ lists the slots of the others
   size_t place(uint32_t hash, int32_t id);
+  int32_t intern_new(std::string_view name, uint32_t hash);  // a name not interned yet
   std::vector<uint32_t> slot_hash_;
   std::vector<int32_t> slot_id_;
   std::vector<uint32_t> used_;
   size_t interned_ = 0;
 };
+
+// (inline: the reader and the expander build a datum per token)
+inline DRef Arena::add(Datum d, int32_t line, int32_t column) {
+  d.line = line;
+  d.column = column;
+  data.push_back(d);
+  return static_cast<DRef>(data.size() - 1);
+}
+
+// (inline: most of a program's symbols are names met before, found at the first probe)
+inline int32_t Arena::intern_hashed(std::string_view name, uint32_t hash) {
+  const size_t mask = slot_hash_.size() - 1;
+  for (size_t i = hash & mask; slot_hash_[i] != 0; i = (i + 1) & mask) {
+    if (slot_hash_[i] != hash) continue;
+    const int32_t id = slot_id_[i];
+    const std::string& t = texts[static_cast<size_t>(id)];
+    if (t.size() != name.size()) continue;
+    size_t k = 0;  // (a byte loop: names are short, a memcmp call costs more)
+    while (k < name.size() && t[k] == name[k]) ++k;
+    if (k == name.size()) return id;
+  }
+  return intern_new(name, hash);
+}
+
+inline DRef Arena::sym(int32_t name_id, int32_t line, int32_t column) {
+  Datum d;
+  d.kind = DKind::SYM;
+  d.text = name_id;
+  return add(d, line, column);
+}
+
+inline DRef Arena::list(const DRef* elems, size_t n, DRef tail, int32_t line, int32_t column) {
+  Datum d;
+  d.kind = DKind::LIST;
+  d.first = static_cast<int32_t>(items.size());
+  d.count = static_cast<int32_t>(n);
+  d.tail = tail;
+  // (not insert: its out-of-line range insert costs several times these few push_backs;
+  // `elems` never points into `items`, as for insert)
+  for (size_t i = 0; i < n; ++i) items.push_back(elems[i]);
+  return add(d, line, column);
+}
 
 // Print a datum back as source text (read(to_source(d)) gives d back): numbers by their text,
 // strings escaped (\\ \" \n), booleans #t/#f, lists (a b . c).
@@ -230,7 +273,7 @@ struct CompileOptions {
 // Read, expand and resolve `source`, with the same checks, in the same order, as the
 // language documents (docs/language.md, docs/errors.md).
 Compiled compile(std::string_view source, const ParamsFn& params,
-                 const std::vector<std::string>& inputs, const CompileOptions& options);
+                 std::vector<std::string> inputs, const CompileOptions& options);
 
 // The prelude procedures `names` mention, with the prelude procedures they use, sorted.
 std::vector<std::string> prelude_closure(const std::vector<std::string>& names);
