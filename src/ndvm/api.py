@@ -273,8 +273,11 @@ class Program:
         P = len(self.compiled.params)
         if theta is None:
             theta = self.init_theta()
-        th = real_array(theta, lambda why: NdvmError(f"theta {why}: a numeric [{P}] or "
-                                                     f"[B, {P}] array is needed"))  # fmt: skip
+        if type(theta) is np.ndarray and theta.dtype == np.float64:
+            th = theta  # what real_array returns for it
+        else:
+            th = real_array(theta, lambda why: NdvmError(f"theta {why}: a numeric [{P}] or "
+                                                         f"[B, {P}] array is needed"))  # fmt: skip
         single = th.ndim <= 1
         th = th.reshape(1, -1) if single else th
         if th.ndim != 2 or th.shape[1] != P:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ndvm.backends.base import RunResult
-from ndvm.backends.inputs import classify_inputs
+from ndvm.backends.inputs import Prepared, classify_inputs
 from ndvm.backends.native_lower import NativeUnsupported, constraint_codes, lower_program
 from ndvm.backends.native_options import adam_options, lbfgs_options, lm_options
 from ndvm.errors import (
@@ -223,6 +223,14 @@ def _object_grid(
 def _input_arrays(
     program: CompiledProgram, inputs: Mapping[str, Any]
 ) -> tuple[list[int], list[np.ndarray], int | None]:
+    if type(inputs) is Prepared and inputs.names == program.inputs:  # laid out already
+        layout = inputs.memo.get("native")
+        if layout is None:
+            layout = inputs.memo["native"] = (
+                [_KINDS[k] for k, _ in inputs.kinds], [a for _, a in inputs.kinds],
+                inputs.n_data,
+            )  # fmt: skip
+        return layout  # type: ignore[no-any-return]
     kinds, n_data = classify_inputs(program.inputs, inputs, program.input_positions)
     # float64 already; a scalar becomes [1], data [N], a constant keeps its shape
     arrays = [np.ascontiguousarray(a) for _, a in kinds]

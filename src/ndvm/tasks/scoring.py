@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from ndvm.backends.inputs import Prepared
+from ndvm.errors import NdvmError
 from ndvm.identity import ByIdentity
 from ndvm.tasks.series import r2_of
 
@@ -45,6 +47,9 @@ class _Plan:
     joint: dict[str, np.ndarray] | None
     cuts: list[int]  # where each split's points end in the joined inputs
     keys: list[tuple[str, str, bool]] = field(default_factory=list)
+    # ``joint`` checked and laid out once per program inputs (``Prepared``; ``joint`` itself
+    # when it does not fit them: the evaluation then raises what it raises)
+    prepared: dict[tuple[str, ...], Mapping[str, Any]] = field(default_factory=dict)
 
 
 _PLANS = ByIdentity(64)  # task data -> its scoring plan
@@ -71,11 +76,22 @@ def _score_plan(data: Any) -> _Plan:
 def _predict_splits(cal: Any, plan: _Plan) -> list[np.ndarray]:
     """The best start's predictions on each split (one evaluation of the joined inputs)."""
     if plan.joint is not None:
-        pred = _joint_values(cal, plan.joint)
+        pred = _joint_values(cal, _prepared(plan, plan.joint, cal.program.inputs))
         cuts = plan.cuts
         if pred.shape[0] == cuts[-1]:  # one value per point
             return [pred[a:b] for a, b in zip([0, *cuts[:-1]], cuts)]
     return [np.asarray(cal.predict(s), dtype=np.float64) for s in plan.inputs]
+
+
+def _prepared(plan: _Plan, joint: dict[str, np.ndarray], names: tuple[str, ...]) -> Any:
+    got = plan.prepared.get(names)
+    if got is None:
+        try:
+            got = Prepared(names, joint)
+        except NdvmError:
+            got = joint
+        got = plan.prepared[names] = got
+    return got
 
 
 def _joint_values(cal: Any, joint: Mapping[str, Any]) -> np.ndarray:
@@ -88,4 +104,6 @@ def _joint_values(cal: Any, joint: Mapping[str, Any]) -> np.ndarray:
         if res.numeric:
             value = res.value[0] if res.data_lanes else res.value[0, 0]
             return np.asarray(value, dtype=np.float64).reshape(-1)
+    if type(joint) is Prepared:
+        joint = dict(joint)
     return np.asarray(cal.predict(joint), dtype=np.float64).reshape(-1)
