@@ -10,6 +10,7 @@ import pytest
 
 import ndvm
 from ndvm import tasks
+from ndvm.backends import registry
 from ndvm.backends.inputs import Prepared
 from ndvm.errors import NdvmError
 from ndvm.tasks import scoring
@@ -119,3 +120,19 @@ def test_scores_on_prepared_inputs_equal_those_on_the_mapping(src):
     plain = scoring._joint_values(cal, dict(plan.joint))
     assert lean.tobytes() == plain.tobytes()
     _same(regression_score(cal, data), _by_split(cal, data))
+
+
+def test_lean_values_leave_failing_lanes_to_run():
+    """The native backend's ``values`` (what scoring evaluates prepared inputs with) gives
+    ``run``'s value grid when no lane failed, and None when one did (``run`` then reports)."""
+    prog = ndvm.compile('(if (< x 0) (error "negative") (* a x))', inputs=("x",),
+                        backend="native", strict=False, free_params=True)  # fmt: skip
+    lean = registry.get("native").values
+    theta = np.array([[1.5]])
+    bad = Prepared(("x",), {"x": np.array([-1.0, 1.0])})
+    assert lean(prog.compiled, theta, bad, limits=prog.limits, dialect=None) is None
+    assert prog.evaluate(theta, dict(bad)).errors
+    good = Prepared(("x",), {"x": np.array([2.0, 1.0, 0.5])})
+    value, lanes = lean(prog.compiled, theta, good, limits=prog.limits, dialect=None)
+    want = prog.evaluate(theta, dict(good))
+    assert lanes and value.tobytes() == want.value.tobytes() and not want.errors

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ndvm.backends import registry
 from ndvm.backends.inputs import Prepared
 from ndvm.errors import NdvmError
 from ndvm.identity import ByIdentity
@@ -96,11 +97,20 @@ def _prepared(plan: _Plan, joint: dict[str, np.ndarray], names: tuple[str, ...])
 
 def _joint_values(cal: Any, joint: Mapping[str, Any]) -> np.ndarray:
     """``cal.predict(joint)`` flattened to float64: for a float64 program with a numeric
-    value, from the evaluation's raw result (``Program.evaluate``: no per-call reshaping of
-    the lane grid into a ``LaneArray``), else through ``predict``."""
+    value, from the evaluation's raw result (no per-call reshaping of the lane grid into a
+    ``LaneArray``: on prepared inputs the backend's ``values`` when it has one and no lane
+    failed, else ``Program.evaluate``), else through ``predict``."""
     prog = cal.program
     if prog.dtype == "float64":
-        res = prog.evaluate(cal.theta[None, : len(prog.params)], joint)
+        theta = cal.theta[None, : len(prog.params)]
+        lean = getattr(registry.get(prog.backend), "values", None)
+        if type(joint) is Prepared and lean is not None and theta.shape[1] == len(prog.params):
+            got = lean(prog.compiled, theta, joint, limits=prog.limits, dialect=prog.dialect,
+                       replay=prog.replay)  # fmt: skip
+            if got is not None:  # what ``evaluate`` gives when no lane failed
+                value = got[0][0] if got[1] else got[0][0, 0]
+                return np.asarray(value, dtype=np.float64).reshape(-1)
+        res = prog.evaluate(theta, joint)
         if res.numeric:
             value = res.value[0] if res.data_lanes else res.value[0, 0]
             return np.asarray(value, dtype=np.float64).reshape(-1)
