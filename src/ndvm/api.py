@@ -78,7 +78,13 @@ class Program:
     # -- names -------------------------------------------------------------------------
     @property
     def params(self) -> tuple[str, ...]:
-        return tuple(s.name for s in self.compiled.params)
+        specs = self.compiled.params
+        if type(specs) is not ParamSpecs:
+            return tuple(s.name for s in specs)
+        names = specs.__dict__.get("names")  # kept with the specs (programs share them)
+        if names is None:
+            names = specs.__dict__["names"] = tuple(s.name for s in specs)
+        return names  # type: ignore[no-any-return]
 
     @property
     def param_specs(self) -> tuple[ParamSpec, ...]:

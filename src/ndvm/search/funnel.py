@@ -21,6 +21,7 @@ import numpy as np
 from ndvm.api import Program
 from ndvm.errors import LimitExceeded, NdvmError
 from ndvm.lang.datum import Datum, Num, SList, Sym, symbols_in
+from ndvm.lang.front import skeleton_of
 from ndvm.prims import PRIMS
 from ndvm.prims.registry import Kind, Shape
 
@@ -73,8 +74,10 @@ def check_params(
 ) -> Verdict:  # fmt: skip
     """The ``params`` stage (no evaluation): at least one parameter unless the task scores
     parameter-free candidates, and every declared parameter used (``used``: the symbols of
-    ``data`` when the reader gave them, ``reader.read_with_symbols``)."""
-    skel, n_params = prog.skeleton, len(prog.params)
+    ``data`` when the reader gave them, ``reader.read_with_symbols``); the skeleton is the
+    program's (``Program.skeleton``), computed from ``data`` when it is not known yet."""
+    data = data if isinstance(data, tuple | list) else tuple(data)
+    skel, n_params = skeleton_of(prog.compiled, data), len(prog.params)  # (not read again)
     base = {"skeleton": skel, "n_params": n_params, "complexity": size}
     if n_params == 0 and not (task.search is not None and task.search.fixed):
         return Verdict(False, "params", "no parameters", **base)
