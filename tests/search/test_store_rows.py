@@ -3,6 +3,7 @@ stored scores that an independent evaluation of the stored parameters reproduces
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from tests.helpers.records import record_key
 import ndvm
 from ndvm import tasks
 from ndvm.search import Budget, Candidate, run_search
+from ndvm.search import store as store_module
 from ndvm.search.candidate import Evaluation, Record
 from ndvm.search.evaluate import Result
 from ndvm.search.replay import ReplayProposer
@@ -73,3 +75,14 @@ def test_stored_scores_equal_an_independent_evaluation(tmp_path, workers):
     store = Store(db, read_only=True)
     assert record_key(store.records(store.latest_run()["run"])) == record_key(st.records)
     store.close()
+
+
+@pytest.mark.parametrize("value", [
+    {"a": -0.0054925620126152295, "b": 1e300, "é": math.nan, "c": math.inf, "d": -math.inf},
+    {"lane_losses": [0.15, math.nan, 1e-320], "n_valid": 12, "theta": [[1.0, 2.5]],
+     "s": "x\"\n\u00e9"},
+    {}, {"k": None, "t": True, "n": [1, 2.0]},
+])  # fmt: skip
+def test_result_json_is_json_dumps(value):
+    """The text the store writes for a result's values and extras is ``json.dumps``'s."""
+    assert store_module._DUMPS(value) == json.dumps(value)

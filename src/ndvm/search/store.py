@@ -74,6 +74,26 @@ _FINISH = (  # a result into its pending row (``Store.finish_many``)
 _JSON = json.JSONEncoder()  # ``json.dumps`` with its defaults, without the call's checks
 
 
+def _dumps_fn() -> Callable[[Any], str]:
+    """``json.dumps`` of a result's values and extras (dicts of numbers, lists and strings,
+    never circular): CPython's C encoder made once with ``json.dumps``'s defaults (the text is
+    that of ``json.dumps``), rather than per call as ``JSONEncoder.encode`` makes it; the
+    encoder itself where there is no C encoder."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return _JSON.encode
+    enc = make(None, _JSON.default, json.encoder.encode_basestring_ascii, None, ": ", ", ",
+               False, False, True)  # fmt: skip
+
+    def dumps(obj: Any) -> str:
+        return "".join(enc(obj, 0))
+
+    return dumps
+
+
+_DUMPS = _dumps_fn()
+
+
 def _nan(x: Any) -> float:
     return float("nan") if x is None else float(x)
 
@@ -294,7 +314,7 @@ class Store:
         """Record the results ``(evaluate.Result, t_done)`` of pending candidates in one
         transaction; per result, False if its row was not pending (never written twice)."""
         rows = []
-        dumps, fin = _JSON.encode, math.isfinite
+        dumps, fin = _DUMPS, math.isfinite
         for res, t_done in results:
             ev = res.evaluation
             scores = (ev.train_loss, ev.heldout_mse, ev.heldout_r2, ev.validation_mse,
