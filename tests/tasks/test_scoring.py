@@ -11,7 +11,7 @@ import pytest
 import ndvm
 from ndvm import tasks
 from ndvm.backends import registry
-from ndvm.backends.inputs import Prepared
+from ndvm.backends.inputs import Prepared, prepared
 from ndvm.errors import NdvmError
 from ndvm.tasks import scoring
 from ndvm.tasks.base import Task, regression_score
@@ -116,7 +116,7 @@ def test_scores_on_prepared_inputs_equal_those_on_the_mapping(src):
     cal = task.calibrate(src, starts=2, seed=4, diagnostics=False)
     plan = scoring._score_plan(data)
     assert plan.joint is not None
-    lean = scoring._joint_values(cal, scoring._prepared(plan, plan.joint, cal.program.inputs))
+    lean = scoring._joint_values(cal, prepared(plan.prepared, cal.program.inputs, plan.joint))
     plain = scoring._joint_values(cal, dict(plan.joint))
     assert lean.tobytes() == plain.tobytes()
     _same(regression_score(cal, data), _by_split(cal, data))

@@ -248,3 +248,17 @@ class Prepared(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self._values)
+
+
+def prepared(memo: dict[tuple[str, ...], Any], names: tuple[str, ...],
+             values: Mapping[str, Any]) -> Mapping[str, Any]:  # fmt: skip
+    """``Prepared(names, values)``, kept in ``memo`` by ``names``; ``values`` itself when they
+    do not fit ``names`` (an evaluation on them then raises what it raises)."""
+    got = memo.get(names)
+    if got is None:
+        try:
+            got = Prepared(names, values)
+        except NdvmError:
+            got = values
+        memo[names] = got
+    return got  # type: ignore[no-any-return]

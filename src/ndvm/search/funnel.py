@@ -12,14 +12,17 @@ index order, so it does not depend on how jobs were spread over workers.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ndvm.api import Program
+from ndvm.backends import lean
+from ndvm.backends.inputs import prepared
 from ndvm.errors import LimitExceeded, NdvmError
+from ndvm.identity import ByIdentity
 from ndvm.lang.datum import Datum, Num, SList, Sym, symbols_in
 from ndvm.lang.front import skeleton_of
 from ndvm.prims import PRIMS
@@ -102,7 +105,7 @@ def check_finite(prog: Program, task: Any, theta: np.ndarray, v: Verdict) -> Ver
     base = v.info
     train = task.data().train_inputs
     try:
-        arr, errors = _values(prog, theta, dict(train))
+        arr, errors = _values(prog, theta, _train_inputs(task.data(), prog.inputs))
     except NdvmError as exc:
         return Verdict(False, "finite", f"{type(exc).__name__}: {exc}", **base)
     failed = np.zeros(theta.shape[0], dtype=bool)
@@ -122,13 +125,30 @@ def check_finite(prog: Program, task: Any, theta: np.ndarray, v: Verdict) -> Ver
     return Verdict(True, **base)
 
 
-def _values(prog: Program, theta: np.ndarray, inputs: dict[str, Any]) -> tuple[np.ndarray, Any]:
+_TRAIN = ByIdentity(64)  # task data -> its training inputs prepared, per program inputs
+
+
+def _train_inputs(data: Any, names: tuple[str, ...]) -> Mapping[str, Any]:
+    """The training inputs checked and laid out once per data object (``Prepared``)."""
+    memo = _TRAIN.get(data)
+    if memo is None:
+        memo = _TRAIN.put(data, {})
+    return prepared(memo, names, data.train_inputs)
+
+
+def _values(
+    prog: Program, theta: np.ndarray, inputs: Mapping[str, Any]
+) -> tuple[np.ndarray, Any]:
     """``np.asarray(prog.eval(theta, inputs))`` for ``theta [B, P]`` and its lane errors; a
-    float64 program's from the raw result (``Program.evaluate``: the lane grid without its
-    data-lane axis when there are no data lanes, as ``eval`` gives it)."""
+    float64 program's from the raw result (``backends.lean.values`` when no lane failed, else
+    ``Program.evaluate``: the lane grid without its data-lane axis when there are no data
+    lanes, as ``eval`` gives it)."""
     if prog.dtype != "float64":
-        value = prog.eval(theta, inputs)
+        value = prog.eval(theta, dict(inputs))
         return np.asarray(value), value.errors
+    got = lean.values(prog, theta, inputs)
+    if got is not None:
+        return (got[0] if got[1] else got[0][:, 0]), []
     res = prog.evaluate(theta, inputs)
     return (res.value if res.data_lanes else res.value[:, 0]), res.errors
 

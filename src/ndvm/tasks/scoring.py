@@ -11,9 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ndvm.backends import registry
-from ndvm.backends.inputs import Prepared
-from ndvm.errors import NdvmError
+from ndvm.backends import lean
+from ndvm.backends.inputs import Prepared, prepared
 from ndvm.identity import ByIdentity
 from ndvm.tasks.series import r2_of
 
@@ -77,39 +76,25 @@ def _score_plan(data: Any) -> _Plan:
 def _predict_splits(cal: Any, plan: _Plan) -> list[np.ndarray]:
     """The best start's predictions on each split (one evaluation of the joined inputs)."""
     if plan.joint is not None:
-        pred = _joint_values(cal, _prepared(plan, plan.joint, cal.program.inputs))
+        pred = _joint_values(cal, prepared(plan.prepared, cal.program.inputs, plan.joint))
         cuts = plan.cuts
         if pred.shape[0] == cuts[-1]:  # one value per point
             return [pred[a:b] for a, b in zip([0, *cuts[:-1]], cuts)]
     return [np.asarray(cal.predict(s), dtype=np.float64) for s in plan.inputs]
 
 
-def _prepared(plan: _Plan, joint: dict[str, np.ndarray], names: tuple[str, ...]) -> Any:
-    got = plan.prepared.get(names)
-    if got is None:
-        try:
-            got = Prepared(names, joint)
-        except NdvmError:
-            got = joint
-        got = plan.prepared[names] = got
-    return got
-
-
 def _joint_values(cal: Any, joint: Mapping[str, Any]) -> np.ndarray:
     """``cal.predict(joint)`` flattened to float64: for a float64 program with a numeric
     value, from the evaluation's raw result (no per-call reshaping of the lane grid into a
-    ``LaneArray``: on prepared inputs the backend's ``values`` when it has one and no lane
-    failed, else ``Program.evaluate``), else through ``predict``."""
+    ``LaneArray``: ``backends.lean.values`` on prepared inputs when no lane failed, else
+    ``Program.evaluate``), else through ``predict``."""
     prog = cal.program
     if prog.dtype == "float64":
         theta = cal.theta[None, : len(prog.params)]
-        lean = getattr(registry.get(prog.backend), "values", None)
-        if type(joint) is Prepared and lean is not None and theta.shape[1] == len(prog.params):
-            got = lean(prog.compiled, theta, joint, limits=prog.limits, dialect=prog.dialect,
-                       replay=prog.replay)  # fmt: skip
-            if got is not None:  # what ``evaluate`` gives when no lane failed
-                value = got[0][0] if got[1] else got[0][0, 0]
-                return np.asarray(value, dtype=np.float64).reshape(-1)
+        got = lean.values(prog, theta, joint)  # what ``evaluate`` gives when no lane failed
+        if got is not None:
+            value = got[0][0] if got[1] else got[0][0, 0]
+            return np.asarray(value, dtype=np.float64).reshape(-1)
         res = prog.evaluate(theta, joint)
         if res.numeric:
             value = res.value[0] if res.data_lanes else res.value[0, 0]
