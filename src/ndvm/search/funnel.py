@@ -103,37 +103,50 @@ def check_finite(prog: Program, task: Any, theta: np.ndarray, v: Verdict) -> Ver
         if first.ok or first.stage == "limit":
             return first
     base = v.info
-    train = task.data().train_inputs
+    data = task.data()
     try:
-        arr, errors = _values(prog, theta, _train_inputs(task.data(), prog.inputs))
+        arr, errors = _values(prog, theta, _train_inputs(data, prog.inputs))
     except NdvmError as exc:
         return Verdict(False, "finite", f"{type(exc).__name__}: {exc}", **base)
-    failed = np.zeros(theta.shape[0], dtype=bool)
+    B = theta.shape[0]
+    failed = None  # the starts with a lane error (None: none has)
     for mask, err in errors:
         if isinstance(err, LimitExceeded):  # a timeout: the candidate is too slow
             return Verdict(False, "limit", f"{type(err).__name__}: {err}", **base)
-        failed |= np.asarray(mask, dtype=bool).reshape(theta.shape[0], -1).any(axis=1)
-    if failed.all():
+        lanes = np.asarray(mask, dtype=bool).reshape(B, -1).any(axis=1)
+        failed = lanes if failed is None else failed | lanes
+    if failed is not None and failed.all():
         err = errors[0][1]
         return Verdict(False, "finite", f"{type(err).__name__}: {err}", **base)
-    n = _n_points(train)
-    if arr.dtype == object or arr.shape != (theta.shape[0], n):
+    if arr.dtype == object or arr.shape != (B, _points(data)):
         names = ", ".join(task.inputs)
         return Verdict(False, "finite", f"output is not one number per point of {names}", **base)
-    if not (~failed & np.isfinite(arr).all(axis=1)).any():
+    passed = np.isfinite(arr).all(axis=1)
+    if not (passed if failed is None else passed & ~failed).any():
         return Verdict(False, "finite", "non-finite output at the initial parameters", **base)
-    return Verdict(True, **base)
+    return Verdict(True, "", "", v.skeleton, v.n_params, v.complexity)
 
 
-_TRAIN = ByIdentity(64)  # task data -> its training inputs prepared, per program inputs
+_TRAIN = ByIdentity(64)  # task data -> its prepared training inputs (per program inputs), points
+
+
+def _memo(data: Any) -> dict[Any, Any]:
+    memo = _TRAIN.get(data)
+    return memo if memo is not None else _TRAIN.put(data, {})  # type: ignore[no-any-return]
 
 
 def _train_inputs(data: Any, names: tuple[str, ...]) -> Mapping[str, Any]:
     """The training inputs checked and laid out once per data object (``Prepared``)."""
-    memo = _TRAIN.get(data)
-    if memo is None:
-        memo = _TRAIN.put(data, {})
-    return prepared(memo, names, data.train_inputs)
+    return prepared(_memo(data), names, data.train_inputs)
+
+
+def _points(data: Any) -> int:
+    """The training points (``_n_points``), once per data object."""
+    memo = _memo(data)
+    n = memo.get("points")
+    if n is None:
+        n = memo["points"] = _n_points(data.train_inputs)
+    return n  # type: ignore[no-any-return]
 
 
 def _values(
