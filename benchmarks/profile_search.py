@@ -7,7 +7,8 @@ On the replay corpus of ``bench_search.py`` (candidates of the evolve proposer t
 funnel), each part of a worker's ``evaluate.run_job`` is timed on its own, in the order the
 worker runs them (the median over the corpus, three passes, µs per candidate): reading the
 source, the grammar check, ``ndvm.compile``, the start draw, role placement (more than one
-start), the parameter check, the skeleton hash, the fold check, ``Task.calibrate``, scoring
+start), the parameter check, the skeleton hash, the fold check, the ``finite`` stage (only
+for programs whose stage the fit cannot fold: loops, bindings), ``Task.calibrate``, scoring
 on the held-out splits, the record. The bare loop of ``bench_search.py`` is compile, the start
 draw and calibrate; "search only" is the rest of the worker's parts. The driver's own CPU per
 candidate comes from a 2-worker ``ndvm search`` replaying the corpus for ``--seconds``
@@ -37,7 +38,7 @@ from ndvm.lang.reader import read_with_symbols
 from ndvm.search import Budget, make_proposer, run_search
 from ndvm.search import evaluate as ev
 from ndvm.search.candidate import Candidate, skeleton_hash
-from ndvm.search.funnel import check_params, check_source
+from ndvm.search.funnel import check_finite, check_params, check_source
 
 BARE = ("compile", "start draw", "calibrate")  # what the bare loop runs too
 
@@ -72,7 +73,10 @@ def parts(task_name: str, srcs: list[str], starts: int, passes: int = 3) -> dict
             with clock("skeleton hash"):
                 skeleton_hash(v.skeleton, src)
             with clock("fold check"):
-                ev._folds(task, prog, data)
+                folds = ev._folds(task, prog, data)
+            if not folds:  # the stage is not read from the fit: evaluated on its own
+                with clock("finite stage"):
+                    check_finite(prog, task, init, v)
             with clock("calibrate"):
                 cal = task.calibrate(prog, starts=K, init=init, seed=rng, time_limit=10.0,
                                      diagnostics=False)  # fmt: skip

@@ -78,7 +78,13 @@ class Program:
     # -- names -------------------------------------------------------------------------
     @property
     def params(self) -> tuple[str, ...]:
-        return tuple(s.name for s in self.compiled.params)
+        specs = self.compiled.params
+        if type(specs) is not ParamSpecs:
+            return tuple(s.name for s in specs)
+        names = specs.__dict__.get("names")  # kept with the specs (programs share them)
+        if names is None:
+            names = specs.__dict__["names"] = tuple(s.name for s in specs)
+        return names  # type: ignore[no-any-return]
 
     @property
     def param_specs(self) -> tuple[ParamSpec, ...]:
@@ -273,8 +279,11 @@ class Program:
         P = len(self.compiled.params)
         if theta is None:
             theta = self.init_theta()
-        th = real_array(theta, lambda why: NdvmError(f"theta {why}: a numeric [{P}] or "
-                                                     f"[B, {P}] array is needed"))  # fmt: skip
+        if type(theta) is np.ndarray and theta.dtype == np.float64:
+            th = theta  # what real_array returns for it
+        else:
+            th = real_array(theta, lambda why: NdvmError(f"theta {why}: a numeric [{P}] or "
+                                                         f"[B, {P}] array is needed"))  # fmt: skip
         single = th.ndim <= 1
         th = th.reshape(1, -1) if single else th
         if th.ndim != 2 or th.shape[1] != P:

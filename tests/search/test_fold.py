@@ -199,3 +199,29 @@ def test_finite_stage_passes_when_one_start_is_finite(monkeypatch):
                            CalibLimits(starts=8))  # fmt: skip
     assert folded == staged
     assert [r[5] for r in folded] == ["ok", "rejected"]
+
+
+@pytest.mark.parametrize("src", [
+    *SR, '(if (< x 0.5) (error "low") (* a x))', "(loop ((s a) (k 0)) (if (= k 3) s "
+    "(recur (* s x) (+ k 1))))", "(vector-ref (vector a) 2)",
+])  # fmt: skip
+def test_finite_stage_on_prepared_training_inputs_is_that_on_the_mapping(src):
+    """The ``finite`` stage evaluates the training inputs prepared once (``Program.values``
+    when no lane fails): the values and lane errors of evaluating the plain mapping."""
+    import ndvm
+    from ndvm.backends import lean
+    from ndvm.search import funnel
+
+    task = tasks.get("sr-damped")
+    prog = ndvm.compile(src, inputs=task.inputs, strict=False, free_params=True)
+    theta = np.random.default_rng(1).standard_normal((3, len(prog.params)))
+    train = task.data().train_inputs
+    prep = funnel._train_inputs(task.data(), prog.inputs)
+    got = funnel._values(prog, theta, prep)
+    if src in ("(* a x)", "(/ a 0)"):  # the lean evaluation is the one taken
+        assert lean.values(prog, theta, prep) is not None
+    plain = funnel._values(prog, theta, dict(train))
+    a, b = np.asarray(got[0]), np.asarray(plain[0])
+    assert a.dtype == b.dtype and a.shape == b.shape
+    assert repr(a.tolist()) == repr(b.tolist()) if a.dtype == object else a.tobytes() == b.tobytes()
+    assert [(m.tolist(), str(e)) for m, e in got[1]] == [(m.tolist(), str(e)) for m, e in plain[1]]

@@ -117,6 +117,8 @@ def as_inputs(
     inputs, only those columns, the others not even converted), or None (no inputs)."""
     if inputs is None:
         return {}
+    if type(inputs) is Prepared:  # checked once already: kept as is (a backend reads it)
+        return inputs  # type: ignore[return-value]
     if _is_pandas(inputs, "DataFrame"):
         if names is None:
             return _columns(inputs, what)
@@ -219,3 +221,44 @@ def classify_inputs(
         else:
             raise bad(name, f"arrays of rank {ndim} are not supported")
     return out, n_data
+
+
+class Prepared(Mapping[str, Any]):
+    """Inputs checked and laid out once (``classify_inputs``) for programs whose declared
+    inputs are ``names``: a read-only mapping of the given values, which a backend may run
+    without checking them again (the native backend takes the layout as it is; any other
+    backend, or a program with other inputs, reads it as the mapping it is). For inputs
+    evaluated many times and never changed (a task's held-out data); raises as
+    ``classify_inputs`` does for inputs that do not fit ``names``."""
+
+    __slots__ = ("_values", "names", "kinds", "n_data", "memo")
+
+    def __init__(self, names: tuple[str, ...], values: Mapping[str, Any]) -> None:
+        self._values = dict(values)
+        self.names = tuple(names)
+        kinds, self.n_data = classify_inputs(self.names, self._values)
+        self.kinds = [(k, np.ascontiguousarray(a)) for k, a in kinds]
+        self.memo: dict[str, Any] = {}  # what a backend derives from the layout, by backend
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def __iter__(self) -> Any:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
+def prepared(memo: dict[tuple[str, ...], Any], names: tuple[str, ...],
+             values: Mapping[str, Any]) -> Mapping[str, Any]:  # fmt: skip
+    """``Prepared(names, values)``, kept in ``memo`` by ``names``; ``values`` itself when they
+    do not fit ``names`` (an evaluation on them then raises what it raises)."""
+    got = memo.get(names)
+    if got is None:
+        try:
+            got = Prepared(names, values)
+        except NdvmError:
+            got = values
+        memo[names] = got
+    return got  # type: ignore[no-any-return]

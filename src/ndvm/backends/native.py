@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ndvm.backends.base import RunResult
-from ndvm.backends.inputs import classify_inputs
+from ndvm.backends.inputs import Prepared, classify_inputs
 from ndvm.backends.native_lower import NativeUnsupported, constraint_codes, lower_program
 from ndvm.backends.native_options import adam_options, lbfgs_options, lm_options
 from ndvm.errors import (
@@ -223,6 +223,14 @@ def _object_grid(
 def _input_arrays(
     program: CompiledProgram, inputs: Mapping[str, Any]
 ) -> tuple[list[int], list[np.ndarray], int | None]:
+    if type(inputs) is Prepared and inputs.names == program.inputs:  # laid out already
+        layout = inputs.memo.get("native")
+        if layout is None:
+            layout = inputs.memo["native"] = (
+                [_KINDS[k] for k, _ in inputs.kinds], [a for _, a in inputs.kinds],
+                inputs.n_data,
+            )  # fmt: skip
+        return layout  # type: ignore[no-any-return]
     kinds, n_data = classify_inputs(program.inputs, inputs, program.input_positions)
     # float64 already; a scalar becomes [1], data [N], a constant keeps its shape
     arrays = [np.ascontiguousarray(a) for _, a in kinds]
@@ -388,6 +396,25 @@ class NativeBackend:
             raise NdvmError("value_and_grad needs a numeric result (a number, vector or matrix)")
         result.grad = raw["grad"]
         return result
+
+    def values(
+        self, program: CompiledProgram, theta: np.ndarray, inputs: Prepared, *,
+        limits: Limits, dialect: str | None, replay: bool = True,
+    ) -> tuple[np.ndarray, bool] | None:  # fmt: skip
+        """``run``'s value grid and whether it has data lanes, for a float64 evaluation of
+        ``theta [B, P]`` on prepared inputs that ran without a lane error and gave numbers;
+        None otherwise (``run`` then gives the full result: its errors, its object values).
+        The evaluation of ``run``, without the result's bookkeeping."""
+        low = self.lowered(program)
+        kinds, arrays, n_data = _input_arrays(program, inputs)
+        raw = self._context().run(
+            low.program("float64", program), np.ascontiguousarray(theta, dtype=np.float64),
+            low.constraints, kinds, arrays, n_data or 1,
+            _run_options(limits, dialect, "float64", self._client, replay), False, None,
+        )  # fmt: skip
+        if raw["errors"] or not raw["numeric"]:
+            return None
+        return raw["value"], n_data is not None
 
     def optimize(
         self,

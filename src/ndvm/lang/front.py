@@ -16,7 +16,6 @@ an outermost ``letrec`` frame around the program.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence, Set
-from functools import lru_cache
 from typing import Any
 
 from ndvm.errors import CompileError, ReadError
@@ -195,18 +194,34 @@ def _param_specs(params: ParamsArg, header: tuple[ir.ParamSpec, ...]) -> tuple[i
     return tuple(out)
 
 
-@lru_cache(maxsize=1024)
-def _skeleton_of(source: str, has_header: bool, params: frozenset[str]) -> str:
-    # the source was read once already, under the program's limits
-    data = read(source, limits=Limits(max_source_chars=len(source), max_forms=len(source)))
-    return skeleton(data[1:] if has_header else data, params)
+_SKELETONS: dict[tuple[str, bool, frozenset[str]], str] = {}  # the last 1024 computed
+_SKELETONS_KEPT = 1024
 
 
-def skeleton_of(program: ir.CompiledProgram) -> str:
-    """The structure string of ``program`` (computed on first use: search dedupes by it)."""
-    return _skeleton_of(
-        program.source, program.has_header, frozenset(s.name for s in program.params)
-    )
+def skeleton_of(program: ir.CompiledProgram, data: Sequence[Datum] | None = None) -> str:
+    """The structure string of ``program`` (computed on first use: search dedupes by it).
+    ``data``: its source as read (``ndvm.lang.reader``), when the caller has it: not read
+    again."""
+    specs = program.params
+    memo = specs.__dict__ if type(specs) is ir.ParamSpecs else {}  # kept with the specs
+    names = memo.get("name_set")
+    if names is None:
+        names = memo["name_set"] = frozenset(s.name for s in specs)
+    key = (program.source, program.has_header, names)
+    out = _SKELETONS.get(key)
+    if out is None:
+        if data is None:  # the source was read once already, under the program's limits
+            source = program.source
+            data = read(source, limits=Limits(max_source_chars=len(source),
+                                              max_forms=len(source)))  # fmt: skip
+        out = skeleton(data[1:] if program.has_header else data, names)
+        if len(_SKELETONS) >= _SKELETONS_KEPT:  # the oldest goes
+            try:
+                _SKELETONS.pop(next(iter(_SKELETONS)), None)
+            except (RuntimeError, StopIteration):  # another thread changed it meanwhile
+                pass
+        _SKELETONS[key] = out
+    return out
 
 
 def skeleton(data: Iterable[Datum], params: Set[str]) -> str:

@@ -12,15 +12,19 @@ index order, so it does not depend on how jobs were spread over workers.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ndvm.api import Program
+from ndvm.backends import lean
+from ndvm.backends.inputs import prepared
 from ndvm.errors import LimitExceeded, NdvmError
+from ndvm.identity import ByIdentity
 from ndvm.lang.datum import Datum, Num, SList, Sym, symbols_in
+from ndvm.lang.front import skeleton_of
 from ndvm.prims import PRIMS
 from ndvm.prims.registry import Kind, Shape
 
@@ -73,8 +77,10 @@ def check_params(
 ) -> Verdict:  # fmt: skip
     """The ``params`` stage (no evaluation): at least one parameter unless the task scores
     parameter-free candidates, and every declared parameter used (``used``: the symbols of
-    ``data`` when the reader gave them, ``reader.read_with_symbols``)."""
-    skel, n_params = prog.skeleton, len(prog.params)
+    ``data`` when the reader gave them, ``reader.read_with_symbols``); the skeleton is the
+    program's (``Program.skeleton``), computed from ``data`` when it is not known yet."""
+    data = data if isinstance(data, tuple | list) else tuple(data)
+    skel, n_params = skeleton_of(prog.compiled, data), len(prog.params)  # (not read again)
     base = {"skeleton": skel, "n_params": n_params, "complexity": size}
     if n_params == 0 and not (task.search is not None and task.search.fixed):
         return Verdict(False, "params", "no parameters", **base)
@@ -97,35 +103,65 @@ def check_finite(prog: Program, task: Any, theta: np.ndarray, v: Verdict) -> Ver
         if first.ok or first.stage == "limit":
             return first
     base = v.info
-    train = task.data().train_inputs
+    data = task.data()
     try:
-        arr, errors = _values(prog, theta, dict(train))
+        arr, errors = _values(prog, theta, _train_inputs(data, prog.inputs))
     except NdvmError as exc:
         return Verdict(False, "finite", f"{type(exc).__name__}: {exc}", **base)
-    failed = np.zeros(theta.shape[0], dtype=bool)
+    B = theta.shape[0]
+    failed = None  # the starts with a lane error (None: none has)
     for mask, err in errors:
         if isinstance(err, LimitExceeded):  # a timeout: the candidate is too slow
             return Verdict(False, "limit", f"{type(err).__name__}: {err}", **base)
-        failed |= np.asarray(mask, dtype=bool).reshape(theta.shape[0], -1).any(axis=1)
-    if failed.all():
+        lanes = np.asarray(mask, dtype=bool).reshape(B, -1).any(axis=1)
+        failed = lanes if failed is None else failed | lanes
+    if failed is not None and failed.all():
         err = errors[0][1]
         return Verdict(False, "finite", f"{type(err).__name__}: {err}", **base)
-    n = _n_points(train)
-    if arr.dtype == object or arr.shape != (theta.shape[0], n):
+    if arr.dtype == object or arr.shape != (B, _points(data)):
         names = ", ".join(task.inputs)
         return Verdict(False, "finite", f"output is not one number per point of {names}", **base)
-    if not (~failed & np.isfinite(arr).all(axis=1)).any():
+    passed = np.isfinite(arr).all(axis=1)
+    if not (passed if failed is None else passed & ~failed).any():
         return Verdict(False, "finite", "non-finite output at the initial parameters", **base)
-    return Verdict(True, **base)
+    return Verdict(True, "", "", v.skeleton, v.n_params, v.complexity)
 
 
-def _values(prog: Program, theta: np.ndarray, inputs: dict[str, Any]) -> tuple[np.ndarray, Any]:
+_TRAIN = ByIdentity(64)  # task data -> its prepared training inputs (per program inputs), points
+
+
+def _memo(data: Any) -> dict[Any, Any]:
+    memo = _TRAIN.get(data)
+    return memo if memo is not None else _TRAIN.put(data, {})  # type: ignore[no-any-return]
+
+
+def _train_inputs(data: Any, names: tuple[str, ...]) -> Mapping[str, Any]:
+    """The training inputs checked and laid out once per data object (``Prepared``)."""
+    return prepared(_memo(data), names, data.train_inputs)
+
+
+def _points(data: Any) -> int:
+    """The training points (``_n_points``), once per data object."""
+    memo = _memo(data)
+    n = memo.get("points")
+    if n is None:
+        n = memo["points"] = _n_points(data.train_inputs)
+    return n  # type: ignore[no-any-return]
+
+
+def _values(
+    prog: Program, theta: np.ndarray, inputs: Mapping[str, Any]
+) -> tuple[np.ndarray, Any]:
     """``np.asarray(prog.eval(theta, inputs))`` for ``theta [B, P]`` and its lane errors; a
-    float64 program's from the raw result (``Program.evaluate``: the lane grid without its
-    data-lane axis when there are no data lanes, as ``eval`` gives it)."""
+    float64 program's from the raw result (``backends.lean.values`` when no lane failed, else
+    ``Program.evaluate``: the lane grid without its data-lane axis when there are no data
+    lanes, as ``eval`` gives it)."""
     if prog.dtype != "float64":
-        value = prog.eval(theta, inputs)
+        value = prog.eval(theta, dict(inputs))
         return np.asarray(value), value.errors
+    got = lean.values(prog, theta, inputs)
+    if got is not None:
+        return (got[0] if got[1] else got[0][:, 0]), []
     res = prog.evaluate(theta, inputs)
     return (res.value if res.data_lanes else res.value[:, 0]), res.errors
 

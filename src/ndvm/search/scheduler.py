@@ -157,7 +157,7 @@ class SerialExecutor:
         pass
 
 
-STREAM_CHUNK = 16  # the smallest chunk of a batch that has another proposed behind it (fewer
+STREAM_CHUNK = 32  # the smallest chunk of a batch that has another proposed behind it (fewer
 # messages: the driver shares the cores with the workers and pays per message)
 INFLIGHT = 4  # chunks in flight per worker: a queue that hides the driver's latency
 

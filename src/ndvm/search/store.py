@@ -65,7 +65,33 @@ CREATE TABLE IF NOT EXISTS candidates (
 _ADDED = (("validation_mse", "REAL"), ("validation_r2", "REAL"), ("text", "TEXT"))
 
 
+_FINISH = (  # a result into its pending row (``Store.finish_many``)
+    "UPDATE candidates SET status = ?, reason = ?, train_loss = ?, heldout_mse = ?, "
+    "heldout_r2 = ?, success = ?, values_json = ?, extra = ?, wall = ?, steps = ?, t_done = ?, "
+    "skeleton = ?, n_params = ?, complexity = ?, validation_mse = ?, validation_r2 = ? "
+    "WHERE run = ? AND idx = ? AND status = 'pending'"
+)
 _JSON = json.JSONEncoder()  # ``json.dumps`` with its defaults, without the call's checks
+
+
+def _dumps_fn() -> Callable[[Any], str]:
+    """``json.dumps`` of a result's values and extras (dicts of numbers, lists and strings,
+    never circular): CPython's C encoder made once with ``json.dumps``'s defaults (the text is
+    that of ``json.dumps``), rather than per call as ``JSONEncoder.encode`` makes it; the
+    encoder itself where there is no C encoder."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return _JSON.encode
+    enc = make(None, _JSON.default, json.encoder.encode_basestring_ascii, None, ": ", ", ",
+               False, False, True)  # fmt: skip
+
+    def dumps(obj: Any) -> str:
+        return "".join(enc(obj, 0))
+
+    return dumps
+
+
+_DUMPS = _dumps_fn()
 
 
 def _nan(x: Any) -> float:
@@ -288,7 +314,7 @@ class Store:
         """Record the results ``(evaluate.Result, t_done)`` of pending candidates in one
         transaction; per result, False if its row was not pending (never written twice)."""
         rows = []
-        dumps, fin = _JSON.encode, math.isfinite
+        dumps, fin = _DUMPS, math.isfinite
         for res, t_done in results:
             ev = res.evaluation
             scores = (ev.train_loss, ev.heldout_mse, ev.heldout_r2, ev.validation_mse,
@@ -299,22 +325,23 @@ class Store:
                 dumps(ev.params), dumps(ev.extra), ev.wall, ev.steps, t_done, res.skeleton,
                 res.n_params, res.complexity, nums[3], nums[4], run, res.idx,
             ))  # fmt: skip
+        idx = [r[-1] for r in rows]
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
-            idx = [r[-1] for r in rows]
-            pending = {i for (i,) in self.db.execute(
-                f"SELECT idx FROM candidates WHERE run = ? AND status = 'pending' AND idx IN "
-                f"({', '.join('?' * len(idx))})", (run, *idx))}  # fmt: skip
-            self.db.executemany(
-                "UPDATE candidates SET status = ?, reason = ?, train_loss = ?, "
-                "heldout_mse = ?, heldout_r2 = ?, success = ?, values_json = ?, extra = ?, "
-                "wall = ?, steps = ?, t_done = ?, skeleton = ?, n_params = ?, complexity = ?, "
-                "validation_mse = ?, validation_r2 = ? "
-                "WHERE run = ? AND idx = ? AND status = 'pending'",
-                [r for r in rows if r[-1] in pending],
-            )
+            # as a rule every row is pending (the driver sends each result once): one
+            # statement updates them all, and its count of updated rows says so; otherwise
+            # that is undone and the pending rows are looked up first
+            if self.db.executemany(_FINISH, rows).rowcount != len(rows):
+                self.db.execute("ROLLBACK")
+                self.db.execute("BEGIN IMMEDIATE")
+                pending = {i for (i,) in self.db.execute(
+                    f"SELECT idx FROM candidates WHERE run = ? AND status = 'pending' AND idx "
+                    f"IN ({', '.join('?' * len(idx))})", (run, *idx))}  # fmt: skip
+                rows = [r for r in rows if r[-1] in pending]
+                self.db.executemany(_FINISH, rows)
             self.db.execute("UPDATE runs SET elapsed = ? WHERE run = ?", (elapsed, run))
-        return [r[-1] in pending for r in rows]
+        done = {r[-1] for r in rows}
+        return [i in done for i in idx]
 
     @_guarded
     def records(self, run: int) -> list[Record]:

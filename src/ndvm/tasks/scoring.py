@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from ndvm.backends import lean
+from ndvm.backends.inputs import Prepared, prepared
 from ndvm.identity import ByIdentity
 from ndvm.tasks.series import r2_of
 
@@ -45,6 +47,9 @@ class _Plan:
     joint: dict[str, np.ndarray] | None
     cuts: list[int]  # where each split's points end in the joined inputs
     keys: list[tuple[str, str, bool]] = field(default_factory=list)
+    # ``joint`` checked and laid out once per program inputs (``Prepared``; ``joint`` itself
+    # when it does not fit them: the evaluation then raises what it raises)
+    prepared: dict[tuple[str, ...], Mapping[str, Any]] = field(default_factory=dict)
 
 
 _PLANS = ByIdentity(64)  # task data -> its scoring plan
@@ -71,7 +76,7 @@ def _score_plan(data: Any) -> _Plan:
 def _predict_splits(cal: Any, plan: _Plan) -> list[np.ndarray]:
     """The best start's predictions on each split (one evaluation of the joined inputs)."""
     if plan.joint is not None:
-        pred = _joint_values(cal, plan.joint)
+        pred = _joint_values(cal, prepared(plan.prepared, cal.program.inputs, plan.joint))
         cuts = plan.cuts
         if pred.shape[0] == cuts[-1]:  # one value per point
             return [pred[a:b] for a, b in zip([0, *cuts[:-1]], cuts)]
@@ -80,12 +85,20 @@ def _predict_splits(cal: Any, plan: _Plan) -> list[np.ndarray]:
 
 def _joint_values(cal: Any, joint: Mapping[str, Any]) -> np.ndarray:
     """``cal.predict(joint)`` flattened to float64: for a float64 program with a numeric
-    value, from the evaluation's raw result (``Program.evaluate``: no per-call reshaping of
-    the lane grid into a ``LaneArray``), else through ``predict``."""
+    value, from the evaluation's raw result (no per-call reshaping of the lane grid into a
+    ``LaneArray``: ``backends.lean.values`` on prepared inputs when no lane failed, else
+    ``Program.evaluate``), else through ``predict``."""
     prog = cal.program
     if prog.dtype == "float64":
-        res = prog.evaluate(cal.theta[None, : len(prog.params)], joint)
+        theta = cal.theta[None, : len(prog.params)]
+        got = lean.values(prog, theta, joint)  # what ``evaluate`` gives when no lane failed
+        if got is not None:
+            value = got[0][0] if got[1] else got[0][0, 0]
+            return np.asarray(value, dtype=np.float64).reshape(-1)
+        res = prog.evaluate(theta, joint)
         if res.numeric:
             value = res.value[0] if res.data_lanes else res.value[0, 0]
             return np.asarray(value, dtype=np.float64).reshape(-1)
+    if type(joint) is Prepared:
+        joint = dict(joint)
     return np.asarray(cal.predict(joint), dtype=np.float64).reshape(-1)
