@@ -136,7 +136,9 @@ void Interp::chain_runs(const std::vector<uint8_t>& guard_at, std::vector<uint32
   const size_t n = fast_.size();
   auto eligible = [&](size_t r) {
     const FastRec& f = fast_[r];
-    return f.forward && f.vjp && f.op != FastOp::NONE && pay_[f.out_pid].width == W_;
+    // (a row form reads its operand once per row of Ng lanes, not per block of lanes)
+    return f.forward && f.vjp && f.op != FastOp::NONE && f.op != FastOp::ROWS &&
+           pay_[f.out_pid].width == W_;
   };
   std::vector<uint32_t> stamp(pay_.count(), kNoChain);
   uint32_t cand = 0;

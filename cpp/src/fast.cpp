@@ -285,6 +285,7 @@ Kernels kernels_of(const FastRec& f) {
     case FastOp::LOGDET2: return {&slogdet2_forward<false>, &slogdet2_vjp<false>};
     case FastOp::DET2: return {&slogdet2_forward<true>, &slogdet2_vjp<true>};
     case FastOp::UNARY:
+    case FastOp::ROWS:
     case FastOp::LANE_PRODUCTS:
     case FastOp::LANE_INV2:
     case FastOp::LANE_SLOGDET2:

@@ -487,6 +487,37 @@ void Interp::fill_leaf(const RunRequest& req, uint32_t i, uint32_t pid) {
   }
 }
 
+// A parameter's constraint transform (unary primitive `code`) of its leaf `v`, which holds
+// one value per row of Ng_ lanes: by its row form (FastOp::ROWS), which evaluates the
+// transform and, in the sweep, its derivative once per row, where one exists (the same values
+// as the lane form's, lane by lane); else as any primitive.
+Value Interp::constrain(int code, Value v) {
+  const FastKernels k = unary_row_kernels(code);
+  const bool dmci =  // a dmci record of its own (the lane forms leave those out too)
+      dmci_ && (dmci_code(code) != code || prim_info(code).domain == PrimDomain::POSITIVE);
+  if (Ng_ < 2 || k.forward == nullptr || dmci) return numeric(code, &v, 1);
+  const uint32_t out = pay_.alloc(W_, 0, 1, 1, true);
+  const Payload& o = pay_[out];
+  const Payload& in = pay_[v.id];
+  if (o.off + o.count() > UINT32_MAX || in.off + in.count() > UINT32_MAX) {
+    return numeric(code, &v, 1);  // (the unused output stays allocated)
+  }
+  fast_clear(op_fast_);
+  op_fast_.forward = k.forward;
+  op_fast_.vjp = k.vjp;
+  op_fast_.op = FastOp::ROWS;
+  op_fast_.n = 1;
+  op_fast_.S = W_;
+  op_fast_.m = Ng_;
+  op_fast_.out = static_cast<uint32_t>(o.off);
+  op_fast_.off[0] = static_cast<uint32_t>(in.off);
+  mind_clock();
+  op_fast_.forward(op_fast_, pay_.base(), scratch_);
+  tape_values(code, &v, 1, out);
+  note_fast(true, 1, out);
+  return make_value(Tag::NUM, out);
+}
+
 void Interp::bind(const RunRequest& req, std::vector<uint32_t>& leaves) {
   const uint32_t P = prog_->n_params;
   leaf_theta_ok_ = false;  // new leaf payloads: every row is written
@@ -497,7 +528,7 @@ void Interp::bind(const RunRequest& req, std::vector<uint32_t>& leaves) {
     leaves.push_back(pid);
     Value v = make_value(Tag::NUM, pid);
     const int32_t t = req.transforms ? req.transforms[i] : 0;
-    if (t > 0) v = numeric(static_cast<int>(t), &v, 1);
+    if (t > 0) v = constrain(static_cast<int>(t), v);
     params_.push_back(v);
   }
   leaf_theta_ok_ = true;

@@ -48,6 +48,30 @@ NDVM_INLINE void lanes_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* 
   lanes_put(f, 0, adj, touched, [&](uint32_t k) { return ct(g[k], ans[k], x[k]); });
 }
 
+// Row forms (FastOp::ROWS): the operand holds one value per row of f.m lanes (a parameter's
+// leaf), so FWD and DER are evaluated once per row and spread over its lanes; each lane's
+// cotangent is still g * DER, the lane form's product of the same values.
+template <class F>
+NDVM_INLINE void rows_map(Real* __restrict o, const Real* x, uint32_t S, uint32_t m, F fn) {
+  for (uint32_t k0 = 0; k0 < S; k0 += m) {
+    const Real y = fn(x[k0]);
+    Real* __restrict row = o + k0;  // (o[k0 + k] in 32 bits would not vectorize)
+    for (uint32_t k = 0; k < m; ++k) row[k] = y;
+  }
+}
+
+template <class F>
+NDVM_INLINE void rows_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* touched, F der) {
+  if (!(f.taped & 1)) return;
+  bool first = false;
+  Real* a = fast_target(f, 0, adj, touched, first);
+  for (uint32_t k0 = 0; k0 < f.S; k0 += f.m) {
+    const auto d = der(v[f.out + k0], v[f.off[0] + k0]);  // DER(ans, x) of the row
+    const Real* __restrict g = adj + f.aout + k0;
+    fast_put(a + k0, f.m, first, [&](uint32_t e) { return g[e] * d; });
+  }
+}
+
 #define NDVM_UNARY(UP, FWD, DER)                                                              \
   NDVM_SIMD void fwd_##UP(const Fw& k) {                                                      \
     map1(k.out, k.W, k.S, k.a(0), [](Real x) { return FWD; });                              \
@@ -66,6 +90,14 @@ NDVM_INLINE void lanes_vjp(const FastRec& f, const Real* v, Real* adj, uint8_t* 
     lanes_vjp(f, v, adj, t, [](Real g, [[maybe_unused]] Real ans, [[maybe_unused]] Real x) {  \
       return g * (DER);                                                                       \
     });                                                                                       \
+  }                                                                                           \
+  NDVM_SIMD void rows_fwd_##UP(const FastRec& f, Real* v, LinalgScratch&) {                   \
+    rows_map(v + f.out, v + f.off[0], f.S, f.m, [](Real x) { return FWD; });                  \
+  }                                                                                           \
+  NDVM_SIMD void rows_vjp_##UP(const FastRec& f, const Real* v, Real* adj, uint8_t* t) {     \
+    rows_vjp(f, v, adj, t, []([[maybe_unused]] Real ans, [[maybe_unused]] Real x) {           \
+      return DER;                                                                           \
+    });                                                                                     \
   }
 
 // piecewise-constant: no gradient flows
@@ -171,6 +203,8 @@ NDVM_PIECEWISE(SIGN, np_sign(x))
 #undef NDVM_UNARY
 #define NDVM_UNARY_CASE(UP, FWD, DER) \
   case Prim::UP: return {&lanes_fwd_##UP, &lanes_vjp_##UP};
+#define NDVM_ROWS_CASE(UP, FWD, DER) \
+  case Prim::UP: return {&rows_fwd_##UP, &rows_vjp_##UP};
 #undef NDVM_PIECEWISE
 
 // sqrt: the dmci dialect clamps at 1e-8 and passes no gradient below it
@@ -592,6 +626,13 @@ FastKernels unary_lane_kernels(int code) {
   }
 }
 
+FastKernels unary_row_kernels(int code) {
+  switch (static_cast<Prim>(code)) {
+    NDVM_UNARY_ROWS(NDVM_ROWS_CASE)
+    default: return {nullptr, nullptr};
+  }
+}
+
 FastKernels div_lane_kernels(int n, unsigned bc) {
   if (n == 1) return {&lanes_fwd_DIV1, &lanes_vjp_DIV1};
   if (n != 2) return {nullptr, nullptr};
@@ -601,6 +642,7 @@ FastKernels div_lane_kernels(int n, unsigned bc) {
   return {nullptr, nullptr};
 }
 #undef NDVM_UNARY_CASE
+#undef NDVM_ROWS_CASE
 #undef NDVM_UNARY_ROWS
 
 bool has_predicate_row(int code) {

@@ -39,6 +39,8 @@ enum class FastOp : uint8_t {
   LOGDET2,
   DET2,
   UNARY,   // W lanes: a unary row, sqrt, log or / (kernels.cpp's lane kernels)
+  ROWS,    // W lanes: a unary row of an operand uniform over each row of f.m lanes (a
+           // parameter's constraint; Interp::constrain): once per row, spread over its lanes
   // W lanes, fused forms (only when the run is fused: Interp::fused_form); every op from
   // LANE_PRODUCTS on is one
   LANE_PRODUCTS,  // dot, matvec, matmul of small full-width operands
@@ -200,6 +202,12 @@ void fast_skip_forward(const FastRec& f, Real* v, LinalgScratch& scratch);
 // expressions over f.S contiguous elements; sqrt and log: their one-operand non-dmci rows, so
 // a caller passes no dmci record); null: it has none.
 FastKernels unary_lane_kernels(int code);
+
+// The row kernels of elementwise unary primitive `code` (FastOp::ROWS, kernels.cpp): over
+// f.S elements whose operand repeats one value over each row of f.m lanes, the row's own
+// expressions evaluated once per row (the value spread over the row's lanes; the VJP's
+// derivative once per row, times each lane's cotangent, the lane form's product); null: none.
+FastKernels unary_row_kernels(int code);
 
 // The lane kernels of / with n operands (1 or 2), bit i of bc: operand i an untaped
 // lane-uniform number; null: none.

@@ -257,6 +257,7 @@ class Interp {
   std::string type_name(Value v) const;
   Value number(double x);  // a lane-uniform constant
   Value numeric(int code, const Value* args, uint32_t n);
+  Value constrain(int code, Value v);
   // STRUCTURAL rows (Interp::rows): c[ad]+r, lists/tests/equality, vector construction and
   // vector indexing; each throws no_row for an opcode that is not its own.
   Value cxr(int code, const Value* args, uint32_t n);
