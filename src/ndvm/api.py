@@ -79,11 +79,9 @@ class Program:
     @property
     def params(self) -> tuple[str, ...]:
         specs = self.compiled.params
-        if type(specs) is not ParamSpecs:
-            return tuple(s.name for s in specs)
-        names = specs.__dict__.get("names")  # kept with the specs (programs share them)
-        if names is None:
-            names = specs.__dict__["names"] = tuple(s.name for s in specs)
+        kept = specs.__dict__ if type(specs) is ParamSpecs else {}  # names kept with the specs
+        if (names := kept.get("names")) is None:
+            names = kept["names"] = tuple(s.name for s in specs)
         return names  # type: ignore[no-any-return]
 
     @property
@@ -411,13 +409,9 @@ def compile(  # noqa: A001 - the public name is part of the contract
             message = memo[compiled.inputs] = free_name_message(compiled)
         warnings.warn(message, FreeNameWarning, 2)  # stacklevel 2: the caller's line
     impl = registry.INSTANCES.get(backend) if backend is not None else None
-    if impl is None:
-        name = _choose_backend(backend, compiled)
-    else:  # a named backend already built: _choose_backend's first case, inline
-        prepare = getattr(impl, "prepare", None)
-        if prepare is not None:
-            prepare(compiled)  # its error is the caller's
-        name = impl.name
+    if impl is not None and (prepare := getattr(impl, "prepare", None)) is not None:
+        prepare(compiled)  # a named backend already built (_choose_backend's first case, inline)
+    name = impl.name if impl is not None else _choose_backend(backend, compiled)
     return Program(compiled, name, dtype, dialect, limits, strict, replay)
 
 
