@@ -224,4 +224,34 @@ def test_finite_stage_on_prepared_training_inputs_is_that_on_the_mapping(src):
     a, b = np.asarray(got[0]), np.asarray(plain[0])
     assert a.dtype == b.dtype and a.shape == b.shape
     assert repr(a.tolist()) == repr(b.tolist()) if a.dtype == object else a.tobytes() == b.tobytes()
-    assert [(m.tolist(), str(e)) for m, e in got[1]] == [(m.tolist(), str(e)) for m, e in plain[1]]
+    def errs(errors):
+        return [(m.tolist(), type(e), str(e), e.lanes, e.line, e.column) for m, e in errors]
+
+    assert errs(got[1]) == errs(plain[1])
+
+
+@pytest.mark.parametrize("src", ['(if (< x 0.5) (error "low") (* a x))',
+                                 "(loop ((s a)) (if (> s 0) (recur s) s))"])  # fmt: skip
+def test_finite_stage_evaluates_once_when_lanes_fail(monkeypatch, src):
+    """A failed lane (an error, or the step limit) does not evaluate the starts a second time
+    (``Program.evaluate`` after the lean evaluation): one walk per check, so a candidate at
+    its deadline spends the deadline once."""
+    import ndvm
+    from ndvm.api import Program
+    from ndvm.search import funnel
+    from ndvm.search.funnel import Verdict
+
+    task = tasks.get("sr-damped")
+    prog = ndvm.compile(src, inputs=task.inputs, strict=False, free_params=True,
+                        limits=Limits(max_steps=20_000))  # fmt: skip
+
+    def no_second(*a, **k):
+        raise AssertionError("evaluated a second time")
+
+    monkeypatch.setattr(Program, "evaluate", no_second)
+    theta = np.array([[1.0], [-1.0], [2.0]])
+    v = funnel.check_finite(prog, task, theta, Verdict(True, skeleton="s", n_params=1))
+    if "recur" in src:  # the first start loops until the step limit
+        assert (v.ok, v.stage) == (False, "limit") and "StepLimitExceeded" in v.reason
+    else:  # every start fails on the points x < 0.5
+        assert (v.ok, v.stage) == (False, "finite") and "low" in v.reason

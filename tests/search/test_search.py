@@ -104,10 +104,21 @@ def test_pathological_candidate_is_limited():
     t = time.perf_counter()
     ev = _run(slow, max_steps=50_000, seconds=2.0).evaluation
     assert ev.status == "timeout" and "step limit" in ev.reason and time.perf_counter() - t < 5
+    # a loop whose payload stays small (slow's grows 44 numbers a turn: on a fast machine it
+    # reaches the 2 GiB payload cap, a HeapLimitExceeded, before the deadline)
+    slower = "(* a (loop ((k 0)) (if (= k 1000000000000) k (recur (+ k 1)))))"
     t = time.perf_counter()
-    ev = _run(slow, max_steps=10**9, seconds=1.0).evaluation
+    ev = _run(slower, max_steps=10**13, seconds=1.0).evaluation
     assert ev.status == "timeout" and "deadline" in ev.reason
     assert time.perf_counter() - t < 5
+
+
+def test_a_run_over_the_payload_cap_is_a_timeout():
+    """The 2 GiB payload cap raised for the whole run at the ``finite`` stage: a limit (the
+    candidate too big), reported as a timeout, not a rejected program."""
+    big = "(+ (* a x) (vsum (outer (ones 65536) (ones 65536))))"
+    ev = _run(big, task="iterated-map").evaluation
+    assert ev.status == "timeout" and "HeapLimitExceeded" in ev.reason, ev.reason
 
 
 def test_time_limit_of_a_candidate_is_a_timeout():

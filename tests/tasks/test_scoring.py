@@ -122,17 +122,25 @@ def test_scores_on_prepared_inputs_equal_those_on_the_mapping(src):
     _same(regression_score(cal, data), _by_split(cal, data))
 
 
-def test_lean_values_leave_failing_lanes_to_run():
-    """The native backend's ``values`` (what scoring evaluates prepared inputs with) gives
-    ``run``'s value grid when no lane failed, and None when one did (``run`` then reports)."""
+def test_lean_values_report_failing_lanes_as_run_does():
+    """The native backend's ``values`` (what scoring and the funnel evaluate prepared inputs
+    with) gives ``run``'s value grid and its lane errors (the same masks, classes, messages
+    and positions), and None for a value that is not numeric (``run`` then reports)."""
     prog = ndvm.compile('(if (< x 0) (error "negative") (* a x))', inputs=("x",),
                         backend="native", strict=False, free_params=True)  # fmt: skip
     lean = registry.get("native").values
-    theta = np.array([[1.5]])
-    bad = Prepared(("x",), {"x": np.array([-1.0, 1.0])})
-    assert lean(prog.compiled, theta, bad, limits=prog.limits, dialect=None) is None
-    assert prog.evaluate(theta, dict(bad)).errors
-    good = Prepared(("x",), {"x": np.array([2.0, 1.0, 0.5])})
-    value, lanes = lean(prog.compiled, theta, good, limits=prog.limits, dialect=None)
-    want = prog.evaluate(theta, dict(good))
-    assert lanes and value.tobytes() == want.value.tobytes() and not want.errors
+    theta = np.array([[1.5], [-2.0]])
+    for xs in ([-1.0, 1.0], [2.0, 1.0, 0.5]):
+        inputs = Prepared(("x",), {"x": np.array(xs)})
+        value, lanes, errors = lean(prog.compiled, theta, inputs, limits=prog.limits,
+                                    dialect=None)  # fmt: skip
+        want = prog.evaluate(theta, dict(inputs))
+        assert lanes and value.tobytes() == want.value.tobytes()
+        got = [(m.tolist(), type(e), str(e), e.lanes, e.line, e.column) for m, e in errors]
+        assert got == [(m.tolist(), type(e), str(e), e.lanes, e.line, e.column)
+                       for m, e in want.errors]  # fmt: skip
+        assert bool(errors) == (min(xs) < 0)
+    listy = ndvm.compile("(list a x)", inputs=("x",), backend="native", strict=False,
+                         free_params=True)  # fmt: skip
+    inputs = Prepared(("x",), {"x": np.array([1.0, 2.0])})
+    assert lean(listy.compiled, theta, inputs, limits=listy.limits, dialect=None) is None

@@ -400,11 +400,11 @@ class NativeBackend:
     def values(
         self, program: CompiledProgram, theta: np.ndarray, inputs: Prepared, *,
         limits: Limits, dialect: str | None, replay: bool = True,
-    ) -> tuple[np.ndarray, bool] | None:  # fmt: skip
-        """``run``'s value grid and whether it has data lanes, for a float64 evaluation of
-        ``theta [B, P]`` on prepared inputs that ran without a lane error and gave numbers;
-        None otherwise (``run`` then gives the full result: its errors, its object values).
-        The evaluation of ``run``, without the result's bookkeeping."""
+    ) -> tuple[np.ndarray, bool, list[tuple[np.ndarray, NdvmError]]] | None:  # fmt: skip
+        """``run``'s value grid, whether it has data lanes, and its lane errors, for a float64
+        evaluation of ``theta [B, P]`` on prepared inputs that gave numbers; None otherwise
+        (``run`` then gives the full result: its object values). The evaluation of ``run``,
+        without the result's bookkeeping."""
         low = self.lowered(program)
         kinds, arrays, n_data = _input_arrays(program, inputs)
         raw = self._context().run(
@@ -412,9 +412,10 @@ class NativeBackend:
             low.constraints, kinds, arrays, n_data or 1,
             _run_options(limits, dialect, "float64", self._client, replay), False, None,
         )  # fmt: skip
-        if raw["errors"] or not raw["numeric"]:
+        if not raw["numeric"]:
             return None
-        return raw["value"], n_data is not None
+        errors = _errors(raw["errors"], low) if raw["errors"] else []
+        return raw["value"], n_data is not None, errors
 
     def optimize(
         self,

@@ -106,6 +106,8 @@ def check_finite(prog: Program, task: Any, theta: np.ndarray, v: Verdict) -> Ver
     data = task.data()
     try:
         arr, errors = _values(prog, theta, _train_inputs(data, prog.inputs))
+    except LimitExceeded as exc:  # a limit of the whole run (its heap): too big, as a timeout
+        return Verdict(False, "limit", f"{type(exc).__name__}: {exc}", **base)
     except NdvmError as exc:
         return Verdict(False, "finite", f"{type(exc).__name__}: {exc}", **base)
     B = theta.shape[0]
@@ -153,15 +155,15 @@ def _values(
     prog: Program, theta: np.ndarray, inputs: Mapping[str, Any]
 ) -> tuple[np.ndarray, Any]:
     """``np.asarray(prog.eval(theta, inputs))`` for ``theta [B, P]`` and its lane errors; a
-    float64 program's from the raw result (``backends.lean.values`` when no lane failed, else
-    ``Program.evaluate``: the lane grid without its data-lane axis when there are no data
-    lanes, as ``eval`` gives it)."""
+    float64 program's from the raw result (``backends.lean.values``, one evaluation even when
+    lanes fail, for a program that does not raise on them; else ``Program.evaluate``: the lane
+    grid without its data-lane axis when there are no data lanes, as ``eval`` gives it)."""
     if prog.dtype != "float64":
         value = prog.eval(theta, dict(inputs))
         return np.asarray(value), value.errors
     got = lean.values(prog, theta, inputs)
-    if got is not None:
-        return (got[0] if got[1] else got[0][:, 0]), []
+    if got is not None and (not got[2] or prog.strict is False):
+        return (got[0] if got[1] else got[0][:, 0]), got[2]
     res = prog.evaluate(theta, inputs)
     return (res.value if res.data_lanes else res.value[:, 0]), res.errors
 

@@ -92,7 +92,7 @@ def _joint_values(cal: Any, joint: Mapping[str, Any]) -> np.ndarray:
     if prog.dtype == "float64":
         theta = cal.theta[None, : len(prog.params)]
         got = lean.values(prog, theta, joint)  # what ``evaluate`` gives when no lane failed
-        if got is not None:
+        if got is not None and not got[2]:
             value = got[0][0] if got[1] else got[0][0, 0]
             return np.asarray(value, dtype=np.float64).reshape(-1)
         res = prog.evaluate(theta, joint)
