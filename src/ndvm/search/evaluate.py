@@ -207,8 +207,10 @@ class _Fit:
 
     @property
     def start_finite(self) -> bool:
-        """A lane's loss at its initial parameters is finite."""
-        return self.error is None and bool(np.isfinite(self.cal.history[0]).any())
+        """A lane's loss at its initial parameters is finite (a fit stopped by its time limit
+        before the first evaluation has none)."""
+        hist = None if self.error is not None else self.cal.history
+        return hist is not None and len(hist) > 0 and bool(np.isfinite(hist[0]).any())
 
 
 def _fit(
@@ -216,8 +218,11 @@ def _fit(
     limits: CalibLimits, t0: float,
 ) -> _Fit:  # fmt: skip
     """Calibrate (``task.calibrate``: restarts would draw from ``rng``; the task's protocol
-    has none) and score; an exception is kept, not raised (the funnel's verdict comes first)."""
-    left = limits.seconds - (time.perf_counter() - t0)
+    has none) and score; an exception is kept, not raised (the funnel's verdict comes first).
+    The fit gets what is left of the candidate's seconds, at least a nanosecond (a
+    ``time_limit`` of 0 or less is none: a candidate whose setup spent its time would fit
+    unlimited)."""
+    left = max(limits.seconds - (time.perf_counter() - t0), 1e-9)
     try:
         cal = task.calibrate(prog, starts=K, init=init, seed=rng, time_limit=left,
                              diagnostics=False)  # fmt: skip
@@ -274,7 +279,7 @@ _LIMIT_WORDS = ("time limit", "StepLimitExceeded", "DeadlineExceeded", "DepthLim
 
 
 def evaluation(task: Task, cal: Any, metrics: dict[str, float], t0: float) -> Evaluation:
-    steps = int(cal.history.shape[0] - 1)
+    steps = max(int(cal.history.shape[0] - 1), 0)  # 0: stopped before its first evaluation
     losses = np.asarray(cal.all_losses, dtype=np.float64).tolist()
     shape = _setup_of(task)
     series = shape.series
