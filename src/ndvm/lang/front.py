@@ -202,11 +202,7 @@ def skeleton_of(program: ir.CompiledProgram, data: Sequence[Datum] | None = None
     """The structure string of ``program`` (computed on first use: search dedupes by it).
     ``data``: its source as read (``ndvm.lang.reader``), when the caller has it: not read
     again."""
-    specs = program.params
-    memo = specs.__dict__ if type(specs) is ir.ParamSpecs else {}  # kept with the specs
-    names = memo.get("name_set")
-    if names is None:
-        names = memo["name_set"] = frozenset(s.name for s in specs)
+    names = param_names(program)
     key = (program.source, program.has_header, names)
     out = _SKELETONS.get(key)
     if out is None:
@@ -224,6 +220,16 @@ def skeleton_of(program: ir.CompiledProgram, data: Sequence[Datum] | None = None
     return out
 
 
+def param_names(program: ir.CompiledProgram) -> frozenset[str]:
+    """The names of ``program``'s parameters (what its skeleton writes as ``P``)."""
+    specs = program.params
+    memo = specs.__dict__ if type(specs) is ir.ParamSpecs else {}  # kept with the specs
+    names = memo.get("name_set")
+    if names is None:
+        names = memo["name_set"] = frozenset(s.name for s in specs)
+    return names  # type: ignore[no-any-return]
+
+
 def skeleton(data: Iterable[Datum], params: Set[str]) -> str:
     """Structure string: parameters -> ``P``, numeric literals -> ``C``, spaces collapsed.
     Any other name spelled like a marker (``P``, ``C``, then any number of ``*``) gets one more
@@ -236,7 +242,8 @@ def skeleton(data: Iterable[Datum], params: Set[str]) -> str:
         return " ".join(_skeleton_one(d, params) for d in data)
 
 
-def _skeleton_name(name: str) -> str:
+def skeleton_name(name: str) -> str:
+    """A name as the skeleton writes it (``skeleton``): one more ``*`` after a marker's."""
     marker = name[:1] in ("P", "C") and not name[1:].strip("*")
     return name + "*" if marker else name
 
@@ -260,7 +267,7 @@ def _skeleton_fast(data: tuple[Datum, ...], params: set[str]) -> str:
                 walk(x.tail)
             app(")")
         elif type(x) is Sym:
-            app("P" if x.name in params else _skeleton_name(x.name))
+            app("P" if x.name in params else skeleton_name(x.name))
         else:
             app("C" if type(x) is Num else str(x))
 
@@ -274,7 +281,7 @@ def _skeleton_fast(data: tuple[Datum, ...], params: set[str]) -> str:
 def _skeleton_one(d: Datum, params: set[str]) -> str:
     def atom(x: Datum) -> str:
         if isinstance(x, Sym):
-            return "P" if x.name in params else _skeleton_name(x.name)
+            return "P" if x.name in params else skeleton_name(x.name)
         return "C" if isinstance(x, Num) else str(x)
 
     return " ".join(to_source(d, atom).split())

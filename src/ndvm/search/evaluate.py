@@ -27,8 +27,10 @@ from ndvm.calibrate.starts import place_roles, program_roles
 from ndvm.errors import LimitExceeded, NdvmError, ReadError
 from ndvm.eval.limits import Limits
 from ndvm.identity import MISSING, ByIdentity
+from ndvm.lang.front import param_names, skeleton_of
 from ndvm.lang.reader import read_with_symbols
 from ndvm.search.candidate import Candidate, Evaluation, skeleton_hash
+from ndvm.search.facts import Facts, read_facts
 from ndvm.search.funnel import Verdict, check_finite, check_params, check_source, scalar_valued
 from ndvm.tasks.base import Task, series_best
 
@@ -103,11 +105,16 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     t0 = time.perf_counter()
     cand = job.candidate
     setup = _setup(task, limits)
-    try:
-        data, symbols = read_with_symbols(cand.src)
-    except ReadError as exc:
-        return _rejected(job, Verdict(False, "parse", str(exc)), t0)
-    v = check_source(data, setup.grammar)
+    facts = read_facts(cand.src)  # a plain source's facts from its tokens (None: read it)
+    data: Any = facts
+    if facts is None:
+        try:
+            data, symbols = read_with_symbols(cand.src)
+        except ReadError as exc:
+            return _rejected(job, Verdict(False, "parse", str(exc)), t0)
+    else:
+        symbols = facts.symbols
+    v = check_source(data if facts is None else facts.complexity, setup.grammar)
     if not v.ok:
         return _rejected(job, v, t0)
     try:
@@ -125,7 +132,11 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     if K > 1:  # (one start: no roles to place)
         split = setup.data
         place_roles(init, K, program_roles(prog), split.train_inputs, rng, split.train_target)
-    v = check_params(prog, data, task, v.complexity, symbols)
+    comp = prog.compiled
+    skel = None
+    if facts is not None:  # (a header alone: the skeleton of what follows it, read)
+        skel = skeleton_of(comp) if comp.has_header else facts.skeleton(param_names(comp))
+    v = check_params(prog, data, task, v.complexity, symbols, skel)
     if not v.ok:
         return _rejected(job, v, t0)
     trusted = cand.key and cand.skeleton == v.skeleton
@@ -239,16 +250,19 @@ def _result(job: Job, task: Task, v: Verdict, fit: _Fit, t0: float, h: str) -> R
     return Result(job.idx, v.skeleton, v.n_params, v.complexity, ev, h)
 
 
-def _folds(task: Task, prog: Any, data: tuple[Any, ...]) -> bool:
+def _folds(task: Task, prog: Any, data: tuple[Any, ...] | Facts) -> bool:
     """Whether the ``finite`` stage can be read from the fit: a least-squares task whose
     inputs are one number per point, float64, unconstrained parameters, a program that gives
-    one number per point (``scalar_valued``)."""
+    one number per point (``scalar_valued`` of its data, or its ``Facts``)."""
     if task.calib.loss != "mse" or prog.dtype != "float64":
         return False
     if any(s.constraint != "free" for s in prog.param_specs):
         return False
     inputs = _point_inputs(task)
-    return inputs is not None and scalar_valued(data, {*prog.params, *inputs})
+    if inputs is None:
+        return False
+    names = {*prog.params, *inputs}
+    return data.scalar(names) if type(data) is Facts else scalar_valued(data, names)
 
 
 _POINT_INPUTS = ByIdentity(64)  # task data -> _point_inputs

@@ -62,9 +62,10 @@ def complexity(data: Iterable[Datum]) -> int:
     return n
 
 
-def check_source(data: tuple[Datum, ...] | list[Datum], grammar: Any) -> Verdict:
-    """The ``size`` stage on the read program (before it is compiled)."""
-    size = complexity(data)
+def check_source(data: tuple[Datum, ...] | list[Datum] | int, grammar: Any) -> Verdict:
+    """The ``size`` stage on the read program (before it is compiled), or on its node count
+    (``complexity``, ``facts.Facts.complexity``)."""
+    size = data if type(data) is int else complexity(data)  # type: ignore[arg-type]
     limit = (grammar.max_size if grammar is not None else 40) * 3
     if size > limit:
         return Verdict(False, "size", f"{size} nodes (limit {limit})", complexity=size)
@@ -73,14 +74,17 @@ def check_source(data: tuple[Datum, ...] | list[Datum], grammar: Any) -> Verdict
 
 def check_params(
     prog: Program, data: Iterable[Datum], task: Any, size: int,
-    used: Collection[str] | None = None,
+    used: Collection[str] | None = None, skeleton: str | None = None,
 ) -> Verdict:  # fmt: skip
     """The ``params`` stage (no evaluation): at least one parameter unless the task scores
     parameter-free candidates, and every declared parameter used (``used``: the symbols of
     ``data`` when the reader gave them, ``reader.read_with_symbols``); the skeleton is the
-    program's (``Program.skeleton``), computed from ``data`` when it is not known yet."""
-    data = data if isinstance(data, tuple | list) else tuple(data)
-    skel, n_params = skeleton_of(prog.compiled, data), len(prog.params)  # (not read again)
+    program's (``Program.skeleton``; ``skeleton`` when the caller has it), computed from
+    ``data`` when it is not known yet."""
+    if skeleton is None:
+        data = data if isinstance(data, tuple | list) else tuple(data)
+        skeleton = skeleton_of(prog.compiled, data)  # (not read again)
+    skel, n_params = skeleton, len(prog.params)
     base = {"skeleton": skel, "n_params": n_params, "complexity": size}
     if n_params == 0 and not (task.search is not None and task.search.fixed):
         return Verdict(False, "params", "no parameters", **base)
@@ -168,7 +172,7 @@ def _values(
     return (res.value if res.data_lanes else res.value[:, 0]), res.errors
 
 
-_NUM, _BOOL = "number", "truth"  # what ``_kind`` infers: one number / truth value per point
+NUM, BOOL = "number", "truth"  # what ``_kind`` infers: one number / truth value per point
 _TYPED = (Kind.NUMERIC, Kind.PREDICATE)
 
 
@@ -180,7 +184,7 @@ def scalar_valued(data: Sequence[Datum], names: Collection[str]) -> bool:
     passes the ``finite`` stage exactly when its value at one start at least is finite, which a
     least-squares fit's first loss tells (``evaluate`` folds the stage into the fit)."""
     try:
-        return len(data) == 1 and _kind(data[0], names) == _NUM
+        return len(data) == 1 and _kind(data[0], names) == NUM
     except RecursionError:
         return False
 
@@ -188,9 +192,9 @@ def scalar_valued(data: Sequence[Datum], names: Collection[str]) -> bool:
 def _kind(d: Datum, names: Collection[str]) -> str | None:
     t = type(d)  # (the datum classes have no subclasses)
     if t is Num:
-        return _NUM
+        return NUM
     if t is Sym:
-        return _NUM if d.name in names else None
+        return NUM if d.name in names else None
     if t is not SList or d.tail is not None or not d.items:
         return None
     items = d.items
@@ -198,31 +202,36 @@ def _kind(d: Datum, names: Collection[str]) -> str | None:
     if type(head) is not Sym or head.name in names:
         return None
     if head.name == "if":
-        if len(items) != 4 or _kind(items[1], names) not in (_NUM, _BOOL):
+        if len(items) != 4 or _kind(items[1], names) not in (NUM, BOOL):
             return None
-        return _NUM if _kind(items[2], names) == _kind(items[3], names) == _NUM else None
+        return NUM if _kind(items[2], names) == _kind(items[3], names) == NUM else None
     out = _HEADS.get(head.name, _UNSEEN)
     if out is _UNSEEN:
-        out = _HEADS[head.name] = _head_kind(head.name)
+        out = head_kind(head.name)
     if out is None:
         return None
     for x in items[1:]:
-        if _kind(x, names) != _NUM:
+        if _kind(x, names) != NUM:
             return None
     return out
 
 
-_HEADS: dict[str, str | None] = {}  # primitive name -> what it gives (``_head_kind``)
+_HEADS: dict[str, str | None] = {}  # primitive name -> what it gives (``head_kind``)
 _UNSEEN = object()
 
 
-def _head_kind(name: str) -> str | None:
+def head_kind(name: str) -> str | None:
     """What a call of the primitive ``name`` on numbers gives: one number (numeric), one truth
     value (predicate), or None (no such primitive, or one of another kind or shape)."""
-    prim = PRIMS.get(name)
-    if prim is None or prim.kind not in _TYPED or prim.shape == Shape.CUSTOM:
-        return None
-    return _NUM if prim.kind == Kind.NUMERIC else _BOOL
+    out = _HEADS.get(name, _UNSEEN)
+    if out is _UNSEEN:
+        prim = PRIMS.get(name)
+        if prim is None or prim.kind not in _TYPED or prim.shape == Shape.CUSTOM:
+            out = None
+        else:
+            out = NUM if prim.kind == Kind.NUMERIC else BOOL
+        _HEADS[name] = out
+    return out  # type: ignore[return-value]
 
 
 def _n_points(inputs: Any) -> int:
