@@ -15,7 +15,7 @@ an outermost ``letrec`` frame around the program.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from typing import Any
 
 from ndvm.errors import CompileError, ReadError
@@ -198,19 +198,26 @@ _SKELETONS: dict[tuple[str, bool, frozenset[str]], str] = {}  # the last 1024 co
 _SKELETONS_KEPT = 1024
 
 
-def skeleton_of(program: ir.CompiledProgram, data: Sequence[Datum] | None = None) -> str:
+def skeleton_of(
+    program: ir.CompiledProgram, data: Sequence[Datum] | None = None,
+    plain: Callable[[frozenset[str]], str] | None = None,
+) -> str:  # fmt: skip
     """The structure string of ``program`` (computed on first use: search dedupes by it).
     ``data``: its source as read (``ndvm.lang.reader``), when the caller has it: not read
-    again."""
+    again; ``plain``: what gives it from the parameter names (``search.facts``), used for a
+    program without a header when there is no ``data``."""
     names = param_names(program)
     key = (program.source, program.has_header, names)
     out = _SKELETONS.get(key)
     if out is None:
-        if data is None:  # the source was read once already, under the program's limits
-            source = program.source
-            data = read(source, limits=Limits(max_source_chars=len(source),
-                                              max_forms=len(source)))  # fmt: skip
-        out = skeleton(data[1:] if program.has_header else data, names)
+        if data is None and plain is not None and not program.has_header:
+            out = plain(names)
+        else:
+            if data is None:  # the source was read once already, under the program's limits
+                source = program.source
+                data = read(source, limits=Limits(max_source_chars=len(source),
+                                                  max_forms=len(source)))  # fmt: skip
+            out = skeleton(data[1:] if program.has_header else data, names)
         if len(_SKELETONS) >= _SKELETONS_KEPT:  # the oldest goes
             try:
                 _SKELETONS.pop(next(iter(_SKELETONS)), None)

@@ -27,7 +27,7 @@ from ndvm.calibrate.starts import place_roles, program_roles
 from ndvm.errors import LimitExceeded, NdvmError, ReadError
 from ndvm.eval.limits import Limits
 from ndvm.identity import MISSING, ByIdentity
-from ndvm.lang.front import param_names, skeleton_of
+from ndvm.lang.front import skeleton_of
 from ndvm.lang.reader import read_with_symbols
 from ndvm.search.candidate import Candidate, Evaluation, skeleton_hash
 from ndvm.search.facts import Facts, read_facts
@@ -132,10 +132,7 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     if K > 1:  # (one start: no roles to place)
         split = setup.data
         place_roles(init, K, program_roles(prog), split.train_inputs, rng, split.train_target)
-    comp = prog.compiled
-    skel = None
-    if facts is not None:  # (a header alone: the skeleton of what follows it, read)
-        skel = skeleton_of(comp) if comp.has_header else facts.skeleton(param_names(comp))
+    skel = None if facts is None else skeleton_of(prog.compiled, plain=facts.skeleton)
     v = check_params(prog, data, task, v.complexity, symbols, skel)
     if not v.ok:
         return _rejected(job, v, t0)

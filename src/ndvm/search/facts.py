@@ -16,7 +16,7 @@ the data give: ``funnel.complexity``, ``reader.read_with_symbols``'s symbols,
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Set
+from collections.abc import Callable, Collection, Set
 
 from ndvm.lang.front import skeleton_name
 from ndvm.search.funnel import BOOL, NUM, head_kind
@@ -50,47 +50,46 @@ class Facts:
         return " ".join(map(text.__getitem__, self.tokens)).replace("( ", "(").replace(" )", ")")
 
     def scalar(self, names: Collection[str]) -> bool:
-        """``funnel.scalar_valued``: a kind no rule allows anywhere (``funnel._kind``) makes
-        the whole form's kind None, so the first one ends the pass."""
-        stack: list[list[object]] = []  # per open list: [items so far, "if" or what it gives]
-        top = None
-        table = self.table
-        for t in self.tokens:
-            c = table[t][0]
-            if c == _OPEN:
-                stack.append([0, None])
-                continue
-            if c == _CLOSE:
-                n, out = stack.pop()
-                if n == 0 or (out == "if" and n != 4):
-                    return False
-                kind = NUM if out == "if" else out
-            elif stack and stack[-1][0] == 0:  # a list's head: an operator, not a name
-                if c != _SYM or t in names:
-                    return False
-                frame = stack[-1]
-                frame[0], frame[1] = 1, "if" if t == "if" else head_kind(t)
-                if frame[1] is None:
-                    return False
-                continue
-            elif c == _NUM or t in names:
-                kind = NUM
-            else:
+        """``funnel.scalar_valued``: every symbol is a name, ``if`` or a primitive that
+        gives a number or a truth value (else False at once: loops, bindings, ...), and the
+        form's kind (``_list``) is one number."""
+        for t, (c, _) in self.table.items():
+            if c == _SYM and t not in names and t != "if" and head_kind(t) is None:
                 return False
-            if not stack:
-                top = kind
-                continue
-            frame = stack[-1]
-            n = frame[0]
-            if n == 0:  # a list as a head
-                return False
-            if frame[1] == "if":
-                if n >= 4 or not (kind == NUM or (n == 1 and kind == BOOL)):
-                    return False
-            elif kind != NUM:
-                return False
-            frame[0] = n + 1
-        return top == NUM
+        tokens = self.tokens
+        if len(tokens) == 1:
+            return self.table[tokens[0]][0] == _NUM or tokens[0] in names
+        step = iter(tokens).__next__
+        step()  # the form's '('
+        return _list(step, self.table, names) == NUM
+
+
+def _list(step: Callable[[], str], table: dict[str, tuple[int, str]],
+          names: Collection[str]) -> str | None:  # fmt: skip
+    """``funnel._kind`` of the list whose '(' ``step`` gave last (None: no kind, where the
+    list's remaining tokens are left unread: the whole form then has no kind either)."""
+    head = step()
+    if table[head][0] != _SYM or head in names:  # ('(' or ')': a list as a head, or '()')
+        return None
+    if head == "if":
+        for n in range(3):
+            t = step()
+            kind = _list(step, table, names) if t == "(" else _atom(t, table, names)
+            if not (kind == NUM or (n == 0 and kind == BOOL)):
+                return None
+        return NUM if step() == ")" else None
+    out = head_kind(head)
+    while True:
+        t = step()
+        if t == ")":
+            return out
+        if (_list(step, table, names) if t == "(" else _atom(t, table, names)) != NUM:
+            return None
+
+
+def _atom(t: str, table: dict[str, tuple[int, str]], names: Collection[str]) -> str | None:
+    c = table[t][0]
+    return NUM if c == _NUM or (c == _SYM and t in names) else None
 
 
 def read_facts(src: str) -> Facts | None:
