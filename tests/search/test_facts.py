@@ -121,3 +121,24 @@ def test_results_with_facts_are_those_of_the_reader(monkeypatch, name, starts):
     assert out[0] == out[1]
     statuses = {r[5] for r in out[0]}
     assert {"ok", "rejected"} <= statuses
+
+
+def test_scored_evaluation_is_the_constructors():
+    """``Evaluation.scored`` (the worker's record of a calibrated candidate) is the frozen
+    dataclass its constructor makes: equal, the same fields in the same order, the same
+    pickle, still frozen."""
+    import dataclasses
+    import pickle
+
+    from ndvm.search.candidate import Evaluation
+
+    args = (0.5, 0.25, 0.75, True, {"a": 1.5}, 0.01, 40, {"lane_losses": [0.5]}, 0.3, 0.6)
+    names = ("train_loss", "heldout_mse", "heldout_r2", "success", "params", "wall", "steps",
+             "extra", "validation_mse", "validation_r2")  # fmt: skip
+    fast, slow = Evaluation.scored(*args), Evaluation("ok", "", **dict(zip(names, args)))
+    assert fast == slow and hash(repr(fast)) == hash(repr(slow))
+    assert list(fast.__dict__) == [f.name for f in dataclasses.fields(Evaluation)]
+    assert list(fast.__dict__.items()) == list(slow.__dict__.items())
+    assert pickle.dumps(fast) == pickle.dumps(slow)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.status = "failed"  # type: ignore[misc]

@@ -144,7 +144,7 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
         fit = _fit(task, prog, K, init, rng, limits, t0)
         if fit.start_finite:  # the finite stage passed (see above)
             seen.add(key)
-            return _result(job, task, v, fit, t0, h)
+            return _result(job, task, v, fit, t0, h, setup)
     v = check_finite(prog, task, init, v)
     if v.stage == "limit":  # a step limit or the deadline at the starts: too slow
         return _fail(job, v, "timeout", v.reason, t0)
@@ -156,7 +156,7 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     seen.add(key)
     if fit is None:
         fit = _fit(task, prog, K, init, rng, limits, t0)
-    return _result(job, task, v, fit, t0, h)
+    return _result(job, task, v, fit, t0, h, setup)
 
 
 @dataclass(frozen=True)
@@ -234,7 +234,9 @@ def _fit(
         return _Fit(error=exc)
 
 
-def _result(job: Job, task: Task, v: Verdict, fit: _Fit, t0: float, h: str) -> Result:
+def _result(
+    job: Job, task: Task, v: Verdict, fit: _Fit, t0: float, h: str, shape: Any = None
+) -> Result:
     exc = fit.error
     if isinstance(exc, LimitExceeded):
         return _fail(job, v, "timeout", f"{type(exc).__name__}: {exc}", t0, h)
@@ -243,7 +245,7 @@ def _result(job: Job, task: Task, v: Verdict, fit: _Fit, t0: float, h: str) -> R
     if exc is not None:
         raise exc
     assert fit.metrics is not None
-    ev = evaluation(task, fit.cal, fit.metrics, t0)
+    ev = evaluation(task, fit.cal, fit.metrics, t0, shape)
     return Result(job.idx, v.skeleton, v.n_params, v.complexity, ev, h)
 
 
@@ -284,10 +286,14 @@ def _point_inputs(task: Task) -> list[str] | None:
 _LIMIT_WORDS = ("time limit", "StepLimitExceeded", "DeadlineExceeded", "DepthLimitExceeded")
 
 
-def evaluation(task: Task, cal: Any, metrics: dict[str, float], t0: float) -> Evaluation:
+def evaluation(
+    task: Task, cal: Any, metrics: dict[str, float], t0: float, shape: Any = None
+) -> Evaluation:
+    """The record of a calibration and its scores; ``shape``: the task's setup when the caller
+    has it (``run_job``), else looked up."""
     steps = int(cal.history.shape[0] - 1)
     losses = np.asarray(cal.all_losses, dtype=np.float64).tolist()
-    shape = _setup_of(task)
+    shape = shape or _setup_of(task)
     series = shape.series
     best = [cal.best] if series == 1 else series_best(cal, series).tolist()
     wall = time.perf_counter() - t0
@@ -316,19 +322,10 @@ def evaluation(task: Task, cal: Any, metrics: dict[str, float], t0: float) -> Ev
     if series > 1:
         P = len(cal.program.params)
         extra["theta"] = np.asarray(cal.all_theta)[best, :P].tolist()
-    return Evaluation(
-        "ok",
-        train_loss=train,
-        heldout_mse=mse,
-        heldout_r2=float(get("test_r2", math.nan)),
-        success=bool(task.success(metrics)),
-        validation_mse=float(get("validation_mse", math.nan)),
-        validation_r2=float(get("validation_r2", math.nan)),
-        params=params,
-        wall=wall,
-        steps=steps,
-        extra=extra,
-    )
+    return Evaluation.scored(
+        train, mse, float(get("test_r2", math.nan)), bool(task.success(metrics)), params, wall,
+        steps, extra, float(get("validation_mse", math.nan)), float(get("validation_r2", math.nan)),
+    )  # fmt: skip
 
 
 def _setup_of(task: Task) -> Any:

@@ -84,16 +84,17 @@ def check_params(
     if skeleton is None:
         data = data if isinstance(data, tuple | list) else tuple(data)
         skeleton = skeleton_of(prog.compiled, data)  # (not read again)
-    skel, n_params = skeleton, len(prog.params)
-    base = {"skeleton": skel, "n_params": n_params, "complexity": size}
+    names = prog.params
+    n_params = len(names)
     if n_params == 0 and not (task.search is not None and task.search.fixed):
-        return Verdict(False, "params", "no parameters", **base)
+        return Verdict(False, "params", "no parameters", skeleton, n_params, size)
     if used is None:
         used = symbols_in(data)
-    unused = [p for p in prog.params if p not in used]
+    unused = [p for p in names if p not in used]
     if unused:
-        return Verdict(False, "params", f"declared but unused: {', '.join(unused)}", **base)
-    return Verdict(True, **base)
+        why = f"declared but unused: {', '.join(unused)}"
+        return Verdict(False, "params", why, skeleton, n_params, size)
+    return Verdict(True, "", "", skeleton, n_params, size)
 
 
 def check_finite(prog: Program, task: Any, theta: np.ndarray, v: Verdict) -> Verdict:
@@ -106,30 +107,31 @@ def check_finite(prog: Program, task: Any, theta: np.ndarray, v: Verdict) -> Ver
         first = check_finite(prog, task, theta[:1], v)
         if first.ok or first.stage == "limit":
             return first
-    base = v.info
     data = task.data()
     try:
         arr, errors = _values(prog, theta, _train_inputs(data, prog.inputs))
     except LimitExceeded as exc:  # a limit of the whole run (its heap): too big, as a timeout
-        return Verdict(False, "limit", f"{type(exc).__name__}: {exc}", **base)
+        return Verdict(False, "limit", f"{type(exc).__name__}: {exc}", **v.info)
     except NdvmError as exc:
-        return Verdict(False, "finite", f"{type(exc).__name__}: {exc}", **base)
+        return Verdict(False, "finite", f"{type(exc).__name__}: {exc}", **v.info)
     B = theta.shape[0]
     failed = None  # the starts with a lane error (None: none has)
     for mask, err in errors:
         if isinstance(err, LimitExceeded):  # a timeout: the candidate is too slow
-            return Verdict(False, "limit", f"{type(err).__name__}: {err}", **base)
+            return Verdict(False, "limit", f"{type(err).__name__}: {err}", **v.info)
         lanes = np.asarray(mask, dtype=bool).reshape(B, -1).any(axis=1)
         failed = lanes if failed is None else failed | lanes
     if failed is not None and failed.all():
         err = errors[0][1]
-        return Verdict(False, "finite", f"{type(err).__name__}: {err}", **base)
+        return Verdict(False, "finite", f"{type(err).__name__}: {err}", **v.info)
     if arr.dtype == object or arr.shape != (B, _points(data)):
         names = ", ".join(task.inputs)
-        return Verdict(False, "finite", f"output is not one number per point of {names}", **base)
+        return Verdict(False, "finite", f"output is not one number per point of {names}", **v.info)
     passed = np.isfinite(arr).all(axis=1)
     if not (passed if failed is None else passed & ~failed).any():
-        return Verdict(False, "finite", "non-finite output at the initial parameters", **base)
+        return Verdict(False, "finite", "non-finite output at the initial parameters", **v.info)
+    if v.ok and not v.stage and not v.reason:
+        return v  # (a passed verdict with v's facts: v itself)
     return Verdict(True, "", "", v.skeleton, v.n_params, v.complexity)
 
 
