@@ -216,7 +216,7 @@ class _Fit:
     @property
     def start_finite(self) -> bool:
         """A lane's loss at its initial parameters is finite."""
-        return self.error is None and bool(np.isfinite(self.cal.history[0]).any())
+        return self.error is None and any(map(math.isfinite, self.cal.history[0].tolist()))
 
 
 def _fit(
