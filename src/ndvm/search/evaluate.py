@@ -140,7 +140,7 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     h = cand.key if trusted else skeleton_hash(v.skeleton, cand.src)
     key = (job.scope, h)
     fit: _Fit | None = None
-    if key not in seen and _folds(task, prog, data):
+    if key not in seen and _folds(task, prog, data, setup):
         fit = _fit(task, prog, K, init, rng, limits, t0)
         if fit.start_finite:  # the finite stage passed (see above)
             seen.add(key)
@@ -171,6 +171,7 @@ class _Setup:
     decades: int
     data: Any
     n_valid: int | None  # rows behind validation_mse, for a 1-D validation target
+    point_inputs: list[str] | None = None  # what ``_folds`` needs of the task (``_fold_inputs``)
 
 
 _SETUPS = ByIdentity(8)  # task -> (limits, its setup)
@@ -188,7 +189,7 @@ def _setup(task: Task, limits: CalibLimits) -> _Setup:
         starts=starts_for(task, limits), series=task.series,
         scale=calib.init_scale if calib.init_scale is not None else 1.0,
         decades=calib.start_decades, data=data,
-        n_valid=_valid_rows(data),
+        n_valid=_valid_rows(data), point_inputs=_fold_inputs(task),
     )  # fmt: skip
     _SETUPS.put(task, (limits, setup))
     return setup
@@ -249,19 +250,24 @@ def _result(
     return Result(job.idx, v.skeleton, v.n_params, v.complexity, ev, h)
 
 
-def _folds(task: Task, prog: Any, data: tuple[Any, ...] | Facts) -> bool:
+def _folds(task: Task, prog: Any, data: tuple[Any, ...] | Facts, setup: Any = None) -> bool:
     """Whether the ``finite`` stage can be read from the fit: a least-squares task whose
     inputs are one number per point, float64, unconstrained parameters, a program that gives
-    one number per point (``scalar_valued`` of its data, or its ``Facts``)."""
-    if task.calib.loss != "mse" or prog.dtype != "float64":
+    one number per point (``scalar_valued`` of its data, or its ``Facts``). ``setup``: the
+    task's (its ``point_inputs``), when the caller has it."""
+    inputs = setup.point_inputs if setup is not None else _fold_inputs(task)
+    if inputs is None or prog.dtype != "float64":
         return False
     if any(s.constraint != "free" for s in prog.param_specs):
         return False
-    inputs = _point_inputs(task)
-    if inputs is None:
-        return False
     names = {*prog.params, *inputs}
     return data.scalar(names) if type(data) is Facts else scalar_valued(data, names)
+
+
+def _fold_inputs(task: Task) -> list[str] | None:
+    """The task's inputs when a fit can stand in for the ``finite`` stage: a least-squares
+    task's one-number-per-point inputs (``_point_inputs``), else None."""
+    return _point_inputs(task) if task.calib.loss == "mse" else None
 
 
 _POINT_INPUTS = ByIdentity(64)  # task data -> _point_inputs

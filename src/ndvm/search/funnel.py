@@ -127,8 +127,12 @@ def check_finite(prog: Program, task: Any, theta: np.ndarray, v: Verdict) -> Ver
     if arr.dtype == object or arr.shape != (B, _points(data)):
         names = ", ".join(task.inputs)
         return Verdict(False, "finite", f"output is not one number per point of {names}", **v.info)
-    passed = np.isfinite(arr).all(axis=1)
-    if not (passed if failed is None else passed & ~failed).any():
+    if failed is None and B == 1:  # (one start: every point finite)
+        ok = bool(np.isfinite(arr).all())
+    else:
+        passed = np.isfinite(arr).all(axis=1)
+        ok = bool((passed if failed is None else passed & ~failed).any())
+    if not ok:
         return Verdict(False, "finite", "non-finite output at the initial parameters", **v.info)
     if v.ok and not v.stage and not v.reason:
         return v  # (a passed verdict with v's facts: v itself)
