@@ -142,3 +142,29 @@ def test_scored_evaluation_is_the_constructors():
     assert pickle.dumps(fast) == pickle.dumps(slow)
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.status = "failed"  # type: ignore[misc]
+
+
+def test_chunks_cross_the_pipe_as_equal_objects():
+    """``scheduler.pack_*`` / ``unpack_*`` (a process worker's messages) give back jobs and
+    results equal to those sent, with their fields in declaration order and the same pickle."""
+    import dataclasses
+    import pickle
+
+    from ndvm.search.candidate import Evaluation
+    from ndvm.search.evaluate import Result
+    from ndvm.search.scheduler import pack_jobs, pack_results, unpack_jobs, unpack_results
+
+    jobs = [Job(3, Candidate("(* a x)", ("a",), "c.jsonl:4", "(* P x)", "", "k" * 16, "t"), 9, 2),
+            Job(4, Candidate("(+ a x)"), 10)]  # fmt: skip
+    extra = {"lane_losses": [0.5, float("nan")], "n_valid": 40}
+    ok = Evaluation.scored(0.5, 0.25, 0.75, True, {"a": 1.5}, 0.01, 40, extra, 0.3, 0.6)
+    results = [Result(3, "(* P x)", 1, 3, ok, "k" * 16),
+               Result(4, "", 0, 0, Evaluation("rejected", reason="parse: x", wall=0.1)),
+               Result(5, "(+ P x)", 1, 3, Evaluation("failed", "internal error: E"))]  # fmt: skip
+    for objs, pack, unpack in ((jobs, pack_jobs, unpack_jobs),
+                               (results, pack_results, unpack_results)):  # fmt: skip
+        back = unpack(pickle.loads(pickle.dumps(pack(objs))))
+        assert repr(back) == repr(objs)
+        assert pickle.dumps(back) == pickle.dumps(objs)
+        for a, b in zip(back, objs):
+            assert list(a.__dict__) == [f.name for f in dataclasses.fields(type(b))]
