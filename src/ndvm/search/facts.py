@@ -50,12 +50,8 @@ class Facts:
         return " ".join(map(text.__getitem__, self.tokens)).replace("( ", "(").replace(" )", ")")
 
     def scalar(self, names: Collection[str]) -> bool:
-        """``funnel.scalar_valued``: every symbol is a name, ``if`` or a primitive that
-        gives a number or a truth value (else False at once: loops, bindings, ...), and the
-        form's kind (``_list``) is one number."""
-        for t, (c, _) in self.table.items():
-            if c == _SYM and t not in names and t != "if" and head_kind(t) is None:
-                return False
+        """``funnel.scalar_valued``: the form's kind (``_list``) is one number (a loop or a
+        binding is False at its head)."""
         tokens = self.tokens
         if len(tokens) == 1:
             return self.table[tokens[0]][0] == _NUM or tokens[0] in names
