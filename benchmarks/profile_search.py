@@ -6,14 +6,14 @@
 On the replay corpus of ``bench_search.py`` (candidates of the evolve proposer that pass the
 funnel), each part of a worker's ``evaluate.run_job`` is timed on its own, in the order the
 worker runs them (the median over the corpus, three passes, µs per candidate): reading the
-source, the grammar check, ``ndvm.compile``, the start draw, role placement (more than one
-start), the parameter check, the skeleton hash, the fold check, the ``finite`` stage (only
-for programs whose stage the fit cannot fold: loops, bindings), ``Task.calibrate``, scoring
-on the held-out splits, the record. The bare loop of ``bench_search.py`` is compile, the start
-draw and calibrate; "search only" is the rest of the worker's parts. The driver's own CPU per
-candidate comes from a 2-worker ``ndvm search`` replaying the corpus for ``--seconds``
-(``time.process_time`` of the driver process between progress reports, start-up excluded:
-proposals, decisions, the database).
+source (its tokens' facts, ``search.facts``, or its data), the size check, ``ndvm.compile``,
+the start draw, role placement (more than one start), the parameter check, the skeleton hash,
+the fold check, the ``finite`` stage (only for programs whose stage the fit cannot fold: loops,
+bindings), ``Task.calibrate``, scoring on the held-out splits, the record. The bare loop of
+``bench_search.py`` is compile, the start draw and calibrate; "search only" is the rest of the
+worker's parts. The driver's own CPU per candidate comes from a 2-worker ``ndvm search``
+replaying the corpus for ``--seconds`` (``time.process_time`` of the driver process between
+progress reports, start-up excluded: proposals, decisions, the database).
 
 The last line says what the 2-worker target of issue 49 needs: with two workers on two free
 cores, the search's rate over the bare loop's is 2 x (bare CPU) / (worker + driver CPU per
@@ -34,10 +34,12 @@ from bench_search import corpus
 from ndvm import tasks
 from ndvm.api import compile as compile_program
 from ndvm.calibrate.starts import place_roles, program_roles
+from ndvm.lang.front import skeleton_of
 from ndvm.lang.reader import read_with_symbols
 from ndvm.search import Budget, make_proposer, run_search
 from ndvm.search import evaluate as ev
 from ndvm.search.candidate import Candidate, skeleton_hash
+from ndvm.search.facts import read_facts
 from ndvm.search.funnel import check_finite, check_params, check_source
 
 BARE = ("compile", "start draw", "calibrate")  # what the bare loop runs too
@@ -53,10 +55,11 @@ def parts(task_name: str, srcs: list[str], starts: int, passes: int = 3) -> dict
     clock = _Clock(spent)
     for _ in range(passes):
         for i, src in enumerate(srcs):
-            with clock("read"):
-                data, sym = read_with_symbols(src)
+            with clock("read"):  # a plain source's facts from its tokens, else its data
+                facts = read_facts(src)
+                data, sym = read_with_symbols(src) if facts is None else (facts, facts.symbols)
             with clock("grammar"):
-                v = check_source(data, setup.grammar)
+                v = check_source(data if facts is None else facts.complexity, setup.grammar)
             with clock("compile"):
                 prog = compile_program(src, None, task.inputs, strict=False,
                                        limits=setup.limits, free_params=True)  # fmt: skip
@@ -69,7 +72,8 @@ def parts(task_name: str, srcs: list[str], starts: int, passes: int = 3) -> dict
                     place_roles(init, K, program_roles(prog), setup.data.train_inputs, rng,
                                 setup.data.train_target)  # fmt: skip
             with clock("parameter check"):
-                v = check_params(prog, data, task, v.complexity, sym)
+                skel = None if facts is None else skeleton_of(prog.compiled, plain=facts.skeleton)
+                v = check_params(prog, data, task, v.complexity, sym, skel)
             with clock("skeleton hash"):
                 skeleton_hash(v.skeleton, src)
             with clock("fold check"):

@@ -15,7 +15,7 @@ an outermost ``letrec`` frame around the program.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from typing import Any
 
 from ndvm.errors import CompileError, ReadError
@@ -198,23 +198,26 @@ _SKELETONS: dict[tuple[str, bool, frozenset[str]], str] = {}  # the last 1024 co
 _SKELETONS_KEPT = 1024
 
 
-def skeleton_of(program: ir.CompiledProgram, data: Sequence[Datum] | None = None) -> str:
+def skeleton_of(
+    program: ir.CompiledProgram, data: Sequence[Datum] | None = None,
+    plain: Callable[[frozenset[str]], str] | None = None,
+) -> str:  # fmt: skip
     """The structure string of ``program`` (computed on first use: search dedupes by it).
     ``data``: its source as read (``ndvm.lang.reader``), when the caller has it: not read
-    again."""
-    specs = program.params
-    memo = specs.__dict__ if type(specs) is ir.ParamSpecs else {}  # kept with the specs
-    names = memo.get("name_set")
-    if names is None:
-        names = memo["name_set"] = frozenset(s.name for s in specs)
+    again; ``plain``: what gives it from the parameter names (``search.facts``), used for a
+    program without a header when there is no ``data``."""
+    names = param_names(program)
     key = (program.source, program.has_header, names)
     out = _SKELETONS.get(key)
     if out is None:
-        if data is None:  # the source was read once already, under the program's limits
-            source = program.source
-            data = read(source, limits=Limits(max_source_chars=len(source),
-                                              max_forms=len(source)))  # fmt: skip
-        out = skeleton(data[1:] if program.has_header else data, names)
+        if data is None and plain is not None and not program.has_header:
+            out = plain(names)
+        else:
+            if data is None:  # the source was read once already, under the program's limits
+                source = program.source
+                data = read(source, limits=Limits(max_source_chars=len(source),
+                                                  max_forms=len(source)))  # fmt: skip
+            out = skeleton(data[1:] if program.has_header else data, names)
         if len(_SKELETONS) >= _SKELETONS_KEPT:  # the oldest goes
             try:
                 _SKELETONS.pop(next(iter(_SKELETONS)), None)
@@ -222,6 +225,16 @@ def skeleton_of(program: ir.CompiledProgram, data: Sequence[Datum] | None = None
                 pass
         _SKELETONS[key] = out
     return out
+
+
+def param_names(program: ir.CompiledProgram) -> frozenset[str]:
+    """The names of ``program``'s parameters (what its skeleton writes as ``P``)."""
+    specs = program.params
+    memo = specs.__dict__ if type(specs) is ir.ParamSpecs else {}  # kept with the specs
+    names = memo.get("name_set")
+    if names is None:
+        names = memo["name_set"] = frozenset(s.name for s in specs)
+    return names  # type: ignore[no-any-return]
 
 
 def skeleton(data: Iterable[Datum], params: Set[str]) -> str:
@@ -236,7 +249,8 @@ def skeleton(data: Iterable[Datum], params: Set[str]) -> str:
         return " ".join(_skeleton_one(d, params) for d in data)
 
 
-def _skeleton_name(name: str) -> str:
+def skeleton_name(name: str) -> str:
+    """A name as the skeleton writes it (``skeleton``): one more ``*`` after a marker's."""
     marker = name[:1] in ("P", "C") and not name[1:].strip("*")
     return name + "*" if marker else name
 
@@ -260,7 +274,7 @@ def _skeleton_fast(data: tuple[Datum, ...], params: set[str]) -> str:
                 walk(x.tail)
             app(")")
         elif type(x) is Sym:
-            app("P" if x.name in params else _skeleton_name(x.name))
+            app("P" if x.name in params else skeleton_name(x.name))
         else:
             app("C" if type(x) is Num else str(x))
 
@@ -274,7 +288,7 @@ def _skeleton_fast(data: tuple[Datum, ...], params: set[str]) -> str:
 def _skeleton_one(d: Datum, params: set[str]) -> str:
     def atom(x: Datum) -> str:
         if isinstance(x, Sym):
-            return "P" if x.name in params else _skeleton_name(x.name)
+            return "P" if x.name in params else skeleton_name(x.name)
         return "C" if isinstance(x, Num) else str(x)
 
     return " ".join(to_source(d, atom).split())

@@ -123,6 +123,23 @@ class Evaluation:
     validation_mse: float = float("nan")
     validation_r2: float = float("nan")
 
+    @staticmethod
+    def scored(
+        train_loss: float, heldout_mse: float, heldout_r2: float, success: bool,
+        params: dict[str, float], wall: float, steps: int, extra: dict[str, Any],
+        validation_mse: float, validation_r2: float,
+    ) -> Evaluation:  # fmt: skip
+        """``Evaluation("ok", "", ...)`` with every field given (a worker makes one per
+        calibrated candidate): the same fields in the same order, set at once rather than one
+        ``object.__setattr__`` at a time as a frozen dataclass's ``__init__`` does."""
+        ev = object.__new__(Evaluation)
+        ev.__dict__.update(
+            status="ok", reason="", train_loss=train_loss, heldout_mse=heldout_mse,
+            heldout_r2=heldout_r2, success=success, params=params, wall=wall, steps=steps,
+            extra=extra, validation_mse=validation_mse, validation_r2=validation_r2,
+        )  # fmt: skip
+        return ev
+
     @property
     def lanes(self) -> int:
         """Start lanes this candidate calibrated (0 when rejected before calibration)."""

@@ -405,7 +405,9 @@ class _Book:
 
     def _commit(self, res: Result, now: float) -> None:
         i = self.pos[res.idx]
-        r = self.recs[i] = self._record(res, now)
+        r = self.recs[i]  # (``_record``)
+        r = self.recs[i] = Record(r.idx, r.batch, r.candidate, res.skeleton, res.n_params,
+                                  res.complexity, r.seed, res.evaluation, now)  # fmt: skip
         self.done += 1
         left = self.waiting[r.batch] - 1
         if left:

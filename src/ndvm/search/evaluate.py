@@ -27,8 +27,10 @@ from ndvm.calibrate.starts import place_roles, program_roles
 from ndvm.errors import LimitExceeded, NdvmError, ReadError
 from ndvm.eval.limits import Limits
 from ndvm.identity import MISSING, ByIdentity
+from ndvm.lang.front import skeleton_of
 from ndvm.lang.reader import read_with_symbols
 from ndvm.search.candidate import Candidate, Evaluation, skeleton_hash
+from ndvm.search.facts import Facts, read_facts
 from ndvm.search.funnel import Verdict, check_finite, check_params, check_source, scalar_valued
 from ndvm.tasks.base import Task, series_best
 
@@ -103,11 +105,16 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     t0 = time.perf_counter()
     cand = job.candidate
     setup = _setup(task, limits)
-    try:
-        data, symbols = read_with_symbols(cand.src)
-    except ReadError as exc:
-        return _rejected(job, Verdict(False, "parse", str(exc)), t0)
-    v = check_source(data, setup.grammar)
+    facts = read_facts(cand.src)  # a plain source's facts from its tokens (None: read it)
+    data: Any = facts
+    if facts is None:
+        try:
+            data, symbols = read_with_symbols(cand.src)
+        except ReadError as exc:
+            return _rejected(job, Verdict(False, "parse", str(exc)), t0)
+    else:
+        symbols = facts.symbols
+    v = check_source(data if facts is None else facts.complexity, setup.grammar)
     if not v.ok:
         return _rejected(job, v, t0)
     try:
@@ -125,18 +132,19 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     if K > 1:  # (one start: no roles to place)
         split = setup.data
         place_roles(init, K, program_roles(prog), split.train_inputs, rng, split.train_target)
-    v = check_params(prog, data, task, v.complexity, symbols)
+    skel = None if facts is None else skeleton_of(prog.compiled, plain=facts.skeleton)
+    v = check_params(prog, data, task, v.complexity, symbols, skel)
     if not v.ok:
         return _rejected(job, v, t0)
     trusted = cand.key and cand.skeleton == v.skeleton
     h = cand.key if trusted else skeleton_hash(v.skeleton, cand.src)
     key = (job.scope, h)
     fit: _Fit | None = None
-    if key not in seen and _folds(task, prog, data):
+    if key not in seen and _folds(task, prog, data, setup):
         fit = _fit(task, prog, K, init, rng, limits, t0)
         if fit.start_finite:  # the finite stage passed (see above)
             seen.add(key)
-            return _result(job, task, v, fit, t0, h)
+            return _result(job, task, v, fit, t0, h, setup)
     v = check_finite(prog, task, init, v)
     if v.stage == "limit":  # a step limit or the deadline at the starts: too slow
         return _fail(job, v, "timeout", v.reason, t0)
@@ -148,7 +156,7 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     seen.add(key)
     if fit is None:
         fit = _fit(task, prog, K, init, rng, limits, t0)
-    return _result(job, task, v, fit, t0, h)
+    return _result(job, task, v, fit, t0, h, setup)
 
 
 @dataclass(frozen=True)
@@ -163,6 +171,7 @@ class _Setup:
     decades: int
     data: Any
     n_valid: int | None  # rows behind validation_mse, for a 1-D validation target
+    point_inputs: list[str] | None = None  # what ``_folds`` needs of the task (``_fold_inputs``)
 
 
 _SETUPS = ByIdentity(8)  # task -> (limits, its setup)
@@ -180,7 +189,7 @@ def _setup(task: Task, limits: CalibLimits) -> _Setup:
         starts=starts_for(task, limits), series=task.series,
         scale=calib.init_scale if calib.init_scale is not None else 1.0,
         decades=calib.start_decades, data=data,
-        n_valid=_valid_rows(data),
+        n_valid=_valid_rows(data), point_inputs=_fold_inputs(task),
     )  # fmt: skip
     _SETUPS.put(task, (limits, setup))
     return setup
@@ -210,7 +219,7 @@ class _Fit:
         """A lane's loss at its initial parameters is finite (a fit stopped by its time limit
         before the first evaluation has none)."""
         hist = None if self.error is not None else self.cal.history
-        return hist is not None and len(hist) > 0 and bool(np.isfinite(hist[0]).any())
+        return hist is not None and len(hist) > 0 and any(map(math.isfinite, hist[0].tolist()))
 
 
 def _fit(
@@ -231,7 +240,9 @@ def _fit(
         return _Fit(error=exc)
 
 
-def _result(job: Job, task: Task, v: Verdict, fit: _Fit, t0: float, h: str) -> Result:
+def _result(
+    job: Job, task: Task, v: Verdict, fit: _Fit, t0: float, h: str, shape: Any = None
+) -> Result:
     exc = fit.error
     if isinstance(exc, LimitExceeded):
         return _fail(job, v, "timeout", f"{type(exc).__name__}: {exc}", t0, h)
@@ -240,20 +251,28 @@ def _result(job: Job, task: Task, v: Verdict, fit: _Fit, t0: float, h: str) -> R
     if exc is not None:
         raise exc
     assert fit.metrics is not None
-    ev = evaluation(task, fit.cal, fit.metrics, t0)
+    ev = evaluation(task, fit.cal, fit.metrics, t0, shape)
     return Result(job.idx, v.skeleton, v.n_params, v.complexity, ev, h)
 
 
-def _folds(task: Task, prog: Any, data: tuple[Any, ...]) -> bool:
+def _folds(task: Task, prog: Any, data: tuple[Any, ...] | Facts, setup: Any = None) -> bool:
     """Whether the ``finite`` stage can be read from the fit: a least-squares task whose
     inputs are one number per point, float64, unconstrained parameters, a program that gives
-    one number per point (``scalar_valued``)."""
-    if task.calib.loss != "mse" or prog.dtype != "float64":
+    one number per point (``scalar_valued`` of its data, or its ``Facts``). ``setup``: the
+    task's (its ``point_inputs``), when the caller has it."""
+    inputs = setup.point_inputs if setup is not None else _fold_inputs(task)
+    if inputs is None or prog.dtype != "float64":
         return False
     if any(s.constraint != "free" for s in prog.param_specs):
         return False
-    inputs = _point_inputs(task)
-    return inputs is not None and scalar_valued(data, {*prog.params, *inputs})
+    names = {*prog.params, *inputs}
+    return data.scalar(names) if type(data) is Facts else scalar_valued(data, names)
+
+
+def _fold_inputs(task: Task) -> list[str] | None:
+    """The task's inputs when a fit can stand in for the ``finite`` stage: a least-squares
+    task's one-number-per-point inputs (``_point_inputs``), else None."""
+    return _point_inputs(task) if task.calib.loss == "mse" else None
 
 
 _POINT_INPUTS = ByIdentity(64)  # task data -> _point_inputs
@@ -278,10 +297,14 @@ def _point_inputs(task: Task) -> list[str] | None:
 _LIMIT_WORDS = ("time limit", "StepLimitExceeded", "DeadlineExceeded", "DepthLimitExceeded")
 
 
-def evaluation(task: Task, cal: Any, metrics: dict[str, float], t0: float) -> Evaluation:
+def evaluation(
+    task: Task, cal: Any, metrics: dict[str, float], t0: float, shape: Any = None
+) -> Evaluation:
+    """The record of a calibration and its scores; ``shape``: the task's setup when the caller
+    has it (``run_job``), else looked up."""
     steps = max(int(cal.history.shape[0] - 1), 0)  # 0: stopped before its first evaluation
     losses = np.asarray(cal.all_losses, dtype=np.float64).tolist()
-    shape = _setup_of(task)
+    shape = shape or _setup_of(task)
     series = shape.series
     best = [cal.best] if series == 1 else series_best(cal, series).tolist()
     wall = time.perf_counter() - t0
@@ -310,19 +333,10 @@ def evaluation(task: Task, cal: Any, metrics: dict[str, float], t0: float) -> Ev
     if series > 1:
         P = len(cal.program.params)
         extra["theta"] = np.asarray(cal.all_theta)[best, :P].tolist()
-    return Evaluation(
-        "ok",
-        train_loss=train,
-        heldout_mse=mse,
-        heldout_r2=float(get("test_r2", math.nan)),
-        success=bool(task.success(metrics)),
-        validation_mse=float(get("validation_mse", math.nan)),
-        validation_r2=float(get("validation_r2", math.nan)),
-        params=params,
-        wall=wall,
-        steps=steps,
-        extra=extra,
-    )
+    return Evaluation.scored(
+        train, mse, float(get("test_r2", math.nan)), bool(task.success(metrics)), params, wall,
+        steps, extra, float(get("validation_mse", math.nan)), float(get("validation_r2", math.nan)),
+    )  # fmt: skip
 
 
 def _setup_of(task: Task) -> Any:

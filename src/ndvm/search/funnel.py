@@ -62,9 +62,10 @@ def complexity(data: Iterable[Datum]) -> int:
     return n
 
 
-def check_source(data: tuple[Datum, ...] | list[Datum], grammar: Any) -> Verdict:
-    """The ``size`` stage on the read program (before it is compiled)."""
-    size = complexity(data)
+def check_source(data: tuple[Datum, ...] | list[Datum] | int, grammar: Any) -> Verdict:
+    """The ``size`` stage on the read program (before it is compiled), or on its node count
+    (``complexity``, ``facts.Facts.complexity``)."""
+    size = data if type(data) is int else complexity(data)  # type: ignore[arg-type]
     limit = (grammar.max_size if grammar is not None else 40) * 3
     if size > limit:
         return Verdict(False, "size", f"{size} nodes (limit {limit})", complexity=size)
@@ -73,23 +74,27 @@ def check_source(data: tuple[Datum, ...] | list[Datum], grammar: Any) -> Verdict
 
 def check_params(
     prog: Program, data: Iterable[Datum], task: Any, size: int,
-    used: Collection[str] | None = None,
+    used: Collection[str] | None = None, skeleton: str | None = None,
 ) -> Verdict:  # fmt: skip
     """The ``params`` stage (no evaluation): at least one parameter unless the task scores
     parameter-free candidates, and every declared parameter used (``used``: the symbols of
     ``data`` when the reader gave them, ``reader.read_with_symbols``); the skeleton is the
-    program's (``Program.skeleton``), computed from ``data`` when it is not known yet."""
-    data = data if isinstance(data, tuple | list) else tuple(data)
-    skel, n_params = skeleton_of(prog.compiled, data), len(prog.params)  # (not read again)
-    base = {"skeleton": skel, "n_params": n_params, "complexity": size}
+    program's (``Program.skeleton``; ``skeleton`` when the caller has it), computed from
+    ``data`` when it is not known yet."""
+    if skeleton is None:
+        data = data if isinstance(data, tuple | list) else tuple(data)
+        skeleton = skeleton_of(prog.compiled, data)  # (not read again)
+    names = prog.params
+    n_params = len(names)
     if n_params == 0 and not (task.search is not None and task.search.fixed):
-        return Verdict(False, "params", "no parameters", **base)
+        return Verdict(False, "params", "no parameters", skeleton, n_params, size)
     if used is None:
         used = symbols_in(data)
-    unused = [p for p in prog.params if p not in used]
+    unused = [p for p in names if p not in used]
     if unused:
-        return Verdict(False, "params", f"declared but unused: {', '.join(unused)}", **base)
-    return Verdict(True, **base)
+        why = f"declared but unused: {', '.join(unused)}"
+        return Verdict(False, "params", why, skeleton, n_params, size)
+    return Verdict(True, "", "", skeleton, n_params, size)
 
 
 def check_finite(prog: Program, task: Any, theta: np.ndarray, v: Verdict) -> Verdict:
@@ -102,30 +107,35 @@ def check_finite(prog: Program, task: Any, theta: np.ndarray, v: Verdict) -> Ver
         first = check_finite(prog, task, theta[:1], v)
         if first.ok or first.stage == "limit":
             return first
-    base = v.info
     data = task.data()
     try:
         arr, errors = _values(prog, theta, _train_inputs(data, prog.inputs))
     except LimitExceeded as exc:  # a limit of the whole run (its heap): too big, as a timeout
-        return Verdict(False, "limit", f"{type(exc).__name__}: {exc}", **base)
+        return Verdict(False, "limit", f"{type(exc).__name__}: {exc}", **v.info)
     except NdvmError as exc:
-        return Verdict(False, "finite", f"{type(exc).__name__}: {exc}", **base)
+        return Verdict(False, "finite", f"{type(exc).__name__}: {exc}", **v.info)
     B = theta.shape[0]
     failed = None  # the starts with a lane error (None: none has)
     for mask, err in errors:
         if isinstance(err, LimitExceeded):  # a timeout: the candidate is too slow
-            return Verdict(False, "limit", f"{type(err).__name__}: {err}", **base)
+            return Verdict(False, "limit", f"{type(err).__name__}: {err}", **v.info)
         lanes = np.asarray(mask, dtype=bool).reshape(B, -1).any(axis=1)
         failed = lanes if failed is None else failed | lanes
     if failed is not None and failed.all():
         err = errors[0][1]
-        return Verdict(False, "finite", f"{type(err).__name__}: {err}", **base)
+        return Verdict(False, "finite", f"{type(err).__name__}: {err}", **v.info)
     if arr.dtype == object or arr.shape != (B, _points(data)):
         names = ", ".join(task.inputs)
-        return Verdict(False, "finite", f"output is not one number per point of {names}", **base)
-    passed = np.isfinite(arr).all(axis=1)
-    if not (passed if failed is None else passed & ~failed).any():
-        return Verdict(False, "finite", "non-finite output at the initial parameters", **base)
+        return Verdict(False, "finite", f"output is not one number per point of {names}", **v.info)
+    if failed is None and B == 1:  # (one start: every point finite)
+        ok = bool(np.isfinite(arr).all())
+    else:
+        passed = np.isfinite(arr).all(axis=1)
+        ok = bool((passed if failed is None else passed & ~failed).any())
+    if not ok:
+        return Verdict(False, "finite", "non-finite output at the initial parameters", **v.info)
+    if v.ok and not v.stage and not v.reason:
+        return v  # (a passed verdict with v's facts: v itself)
     return Verdict(True, "", "", v.skeleton, v.n_params, v.complexity)
 
 
@@ -168,7 +178,7 @@ def _values(
     return (res.value if res.data_lanes else res.value[:, 0]), res.errors
 
 
-_NUM, _BOOL = "number", "truth"  # what ``_kind`` infers: one number / truth value per point
+NUM, BOOL = "number", "truth"  # what ``_kind`` infers: one number / truth value per point
 _TYPED = (Kind.NUMERIC, Kind.PREDICATE)
 
 
@@ -180,7 +190,7 @@ def scalar_valued(data: Sequence[Datum], names: Collection[str]) -> bool:
     passes the ``finite`` stage exactly when its value at one start at least is finite, which a
     least-squares fit's first loss tells (``evaluate`` folds the stage into the fit)."""
     try:
-        return len(data) == 1 and _kind(data[0], names) == _NUM
+        return len(data) == 1 and _kind(data[0], names) == NUM
     except RecursionError:
         return False
 
@@ -188,9 +198,9 @@ def scalar_valued(data: Sequence[Datum], names: Collection[str]) -> bool:
 def _kind(d: Datum, names: Collection[str]) -> str | None:
     t = type(d)  # (the datum classes have no subclasses)
     if t is Num:
-        return _NUM
+        return NUM
     if t is Sym:
-        return _NUM if d.name in names else None
+        return NUM if d.name in names else None
     if t is not SList or d.tail is not None or not d.items:
         return None
     items = d.items
@@ -198,31 +208,36 @@ def _kind(d: Datum, names: Collection[str]) -> str | None:
     if type(head) is not Sym or head.name in names:
         return None
     if head.name == "if":
-        if len(items) != 4 or _kind(items[1], names) not in (_NUM, _BOOL):
+        if len(items) != 4 or _kind(items[1], names) not in (NUM, BOOL):
             return None
-        return _NUM if _kind(items[2], names) == _kind(items[3], names) == _NUM else None
+        return NUM if _kind(items[2], names) == _kind(items[3], names) == NUM else None
     out = _HEADS.get(head.name, _UNSEEN)
     if out is _UNSEEN:
-        out = _HEADS[head.name] = _head_kind(head.name)
+        out = head_kind(head.name)
     if out is None:
         return None
     for x in items[1:]:
-        if _kind(x, names) != _NUM:
+        if _kind(x, names) != NUM:
             return None
     return out
 
 
-_HEADS: dict[str, str | None] = {}  # primitive name -> what it gives (``_head_kind``)
+_HEADS: dict[str, str | None] = {}  # primitive name -> what it gives (``head_kind``)
 _UNSEEN = object()
 
 
-def _head_kind(name: str) -> str | None:
+def head_kind(name: str) -> str | None:
     """What a call of the primitive ``name`` on numbers gives: one number (numeric), one truth
     value (predicate), or None (no such primitive, or one of another kind or shape)."""
-    prim = PRIMS.get(name)
-    if prim is None or prim.kind not in _TYPED or prim.shape == Shape.CUSTOM:
-        return None
-    return _NUM if prim.kind == Kind.NUMERIC else _BOOL
+    out = _HEADS.get(name, _UNSEEN)
+    if out is _UNSEEN:
+        prim = PRIMS.get(name)
+        if prim is None or prim.kind not in _TYPED or prim.shape == Shape.CUSTOM:
+            out = None
+        else:
+            out = NUM if prim.kind == Kind.NUMERIC else BOOL
+        _HEADS[name] = out
+    return out  # type: ignore[return-value]
 
 
 def _n_points(inputs: Any) -> int:

@@ -46,7 +46,7 @@ class ReplayProposer:
 
     def scope(self, idx: int) -> int:
         """The cycle record ``idx`` belongs to (its dedupe scope)."""
-        return idx // max(len(self.items), 1)
+        return idx // (len(self.items) or 1)
 
     def propose(self, state: SearchState, n: int) -> list[Candidate]:
         start, total = len(state.records), len(self.items)
