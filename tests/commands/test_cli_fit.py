@@ -166,6 +166,18 @@ def test_eval_max_steps_and_deadline(tmp_path: Path) -> None:
     assert res.returncode == 2 and "--deadline" in res.stderr and "Traceback" not in res.stderr
 
 
+def test_fit_stopped_by_a_limit_of_the_whole_run(tmp_path: Path, files: dict[str, Path]) -> None:
+    """The payload cap stops the whole run (a HeapLimitExceeded raised, not a lane's error):
+    the run failed, exit 1 as when every start fails (as ``ndvm eval``), not 2 (bad input);
+    under a deadline, which of the two ends a growing run first depends on the machine."""
+    prog = tmp_path / "big.scm"
+    prog.write_text("(params a)\n(+ (* a t) (vsum (outer (ones 65536) (ones 65536))))\n")
+    res = _ndvm("fit", str(prog), "--data", str(files["data"]), "--x", "t", "--y", "N")
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.startswith(f"{prog}: HeapLimitExceeded: payload memory limit")
+    assert len(res.stderr.strip().splitlines()) == 1 and res.stdout == ""
+
+
 def test_eval_prints_values_as_the_language_writes_them(tmp_path: Path) -> None:
     prog = tmp_path / "s.scm"
     prog.write_text("(list 1 'a (list #t #f) (/ 0. 0.) 2.5)\n")

@@ -21,6 +21,10 @@ from ndvm.errors import (
 BACKENDS = registry.available()
 DAG = "(let loop ((l '()) (k 0)) (if (= k 60) l (loop (cons l l) (+ k 1))))"
 RUNAWAY = "(let loop ((i 0)) (loop (+ i 1)))"
+# runaway lanes that must end at the deadline: no step or heap limit first (a loop allocates a
+# frame each turn; the default 20M-cell heap takes about a second here, less on a faster
+# machine); memory stays bounded by what the deadline allows
+AT_DEADLINE = {"max_steps": 10**12, "max_heap": 10**12}
 
 
 def _prog(src: str, backend: str, **limits: object) -> ndvm.Program:
@@ -146,7 +150,7 @@ def test_depth_limit_fails_its_lanes(backend: str) -> None:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_deadline_keeps_finished_lanes(backend: str) -> None:
-    prog = _prog(f"(if (> a 0) (* 2 a) {RUNAWAY})", backend, max_steps=10**12, deadline=0.2)
+    prog = _prog(f"(if (> a 0) (* 2 a) {RUNAWAY})", backend, **AT_DEADLINE, deadline=0.2)
     res = prog.evaluate(np.array([[1.5], [-1.0]]))
     assert res.status.reshape(-1).tolist() == [0, 2] and res.value[0, 0] == 3.0
     assert _lanes(res) == [("DeadlineExceeded", (1,), None)]
@@ -158,7 +162,7 @@ def test_deadline_keeps_finished_lanes(backend: str) -> None:
 def test_deadline_keeps_lanes_that_left_a_runaway_loop(backend: str) -> None:
     """The arm that is a value runs first, so exited lanes are done before the deadline."""
     src = "(let loop ((i 0)) (if (< i (* 10 a)) (loop (+ i 1)) i))"
-    prog = _prog(src, backend, max_steps=10**12, deadline=0.2)
+    prog = _prog(src, backend, **AT_DEADLINE, deadline=0.2)
     res = prog.evaluate(np.array([[1.0], [1e12], [0.5]]))
     assert res.status.reshape(-1).tolist() == [0, 2, 0]
     assert res.value.reshape(-1)[[0, 2]].tolist() == [10.0, 5.0]

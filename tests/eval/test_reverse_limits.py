@@ -133,8 +133,10 @@ def test_forty_thousand_operands_end_within_the_deadline(backend: str, op: str) 
 def _timed_runaway(
     backend: str, src: str, deadline: float, theta: list[list[float]], grad: bool = True
 ) -> tuple[float, RunResult]:
-    """The seconds ``evaluate`` takes under ``deadline`` (no step limit), and its result."""
-    limits = Limits(deadline=deadline, max_steps=10**12)
+    """The seconds ``evaluate`` takes under ``deadline`` (no step or heap limit: a loop
+    allocates a frame each turn, and the default 20M cells take about a second here, less on
+    a faster machine), and its result."""
+    limits = Limits(deadline=deadline, max_steps=10**12, max_heap=10**12)
     prog = ndvm.compile(src, params=["a"], backend=backend, limits=limits, strict=False)
     t0 = time.monotonic()
     result = prog.evaluate(np.array(theta), grad=grad)

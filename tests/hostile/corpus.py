@@ -44,6 +44,10 @@ DEEP = "(let loop ((l '()) (k 0)) (if (= k 20000) l (loop (list l) (+ k 1))))"
 RUNAWAY = "(let loop ((i 0)) (loop (+ i 1)))"
 LANES3 = [[0.0], [5.0], [6.0]]
 SMALL_STEPS = {"max_steps": 5_000, "deadline": 5.0}
+# Runaway lanes that must end at the deadline: no step or heap limit can come first (a loop
+# allocates a frame each turn: the default 20M-cell heap is reached in about a second here,
+# sooner on a faster machine). Memory stays bounded by what 0.2 s can allocate.
+AT_DEADLINE = {"max_steps": 10**12, "max_heap": 10**12, "deadline": 0.2}
 
 
 def _fit(y: str = "y", *extra: str) -> tuple[str, ...]:
@@ -248,14 +252,14 @@ CASES: list[Case] = [
         "runaway",
         RUNAWAY,
         "DeadlineExceeded",
-        limits={"max_steps": 10**12, "deadline": 0.2},
+        limits=AT_DEADLINE,
     ),
     Case(
         "runaway-deadline-lanes",
         "runaway",
         f"(if (> a 0) {RUNAWAY} a)",
         theta=[[1.0], [-1.0]],
-        limits={"max_steps": 10**12, "deadline": 0.2},
+        limits=AT_DEADLINE,
         status=(2, 0),
         lane_errors=("DeadlineExceeded",),
     ),
@@ -265,14 +269,14 @@ CASES: list[Case] = [
         f"(if (> a 0) {RUNAWAY} (begin a {RUNAWAY}))",
         "DeadlineExceeded",
         theta=[[1.0], [-1.0]],
-        limits={"max_steps": 10**12, "deadline": 0.2},
+        limits=AT_DEADLINE,
     ),
     Case(
         "deadline-after-finished",
         "runaway",
         f"(if (> a 0) (* 2 a) {RUNAWAY})",
         theta=[[1.0], [-1.0]],
-        limits={"max_steps": 10**12, "deadline": 0.2},
+        limits=AT_DEADLINE,
         status=(0, 2),
         lane_errors=("DeadlineExceeded",),
     ),
@@ -281,7 +285,7 @@ CASES: list[Case] = [
         "runaway",
         "(let loop ((i 0)) (if (< i (* 10 a)) (loop (+ i 1)) i))",
         theta=[[1.0], [1e12], [0.5]],
-        limits={"max_steps": 10**12, "deadline": 0.2},
+        limits=AT_DEADLINE,
         status=(0, 2, 0),
         lane_errors=("DeadlineExceeded",),
     ),

@@ -251,7 +251,9 @@ def test_depth_limit_on_deep_non_tail_recursion() -> None:
 
 
 def test_deadline() -> None:
-    prog = _limited("(let loop ((i 0)) (loop (+ i 1)))", deadline=0.3, max_steps=10**12)
+    # no step or heap limit can come first (a loop allocates a frame each turn)
+    prog = _limited("(let loop ((i 0)) (loop (+ i 1)))", deadline=0.3, max_steps=10**12,
+                    max_heap=10**12)  # fmt: skip
     t0 = time.monotonic()
     _reusable(prog, DeadlineExceeded)
     assert time.monotonic() - t0 < 5

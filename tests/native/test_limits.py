@@ -12,11 +12,16 @@ from ndvm.eval.limits import Limits
 
 pytestmark = pytest.mark.native
 
+# Only the limit a case names can fire: the runaway loops under a deadline have no step or heap
+# limit (a loop allocates a frame each turn; the default 10M steps and 20M cells take under a
+# second here, less on a faster machine), and memory stays bounded by what the deadline allows.
+AT_DEADLINE = {"max_steps": 10**12, "max_heap": 10**12}
 CASES = [
     ("(let loop ((k 0)) (loop (+ k 1)))", Limits(max_steps=20_000), errors.StepLimitExceeded),
     ("(define (f n) (+ 1 (f n))) (f a)", Limits(max_depth=2_000), errors.DepthLimitExceeded),
     ("(let loop ((l '())) (loop (cons a l)))", Limits(max_heap=5_000), errors.HeapLimitExceeded),
-    ("(let loop ((k 0)) (loop (+ k 1)))", Limits(deadline=0.05), errors.DeadlineExceeded),
+    ("(let loop ((k 0)) (loop (+ k 1)))", Limits(**AT_DEADLINE, deadline=0.05),
+     errors.DeadlineExceeded),
 ]
 
 
@@ -72,7 +77,7 @@ LANE_CASES = [
     ("(define (f n) (if (> n 0) (+ 1 (f n)) 0)) (+ (f a) a)", Limits(max_depth=2_000)),
     (
         "(if (> a 0) (let loop ((k 0)) (loop (+ k 1))) (* 2 a))",
-        Limits(max_steps=10**12, deadline=0.1),
+        Limits(**AT_DEADLINE, deadline=0.1),
     ),
     ("(ref (vec 1 2) (floor (+ a 1)))", Limits()),
 ]

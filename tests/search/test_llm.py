@@ -58,10 +58,10 @@ def test_llm_against_stub(stub_llm, tmp_path, transport):
         "```scheme\n(+ a (* b x)\n```",  # unbalanced
         ("status", 500),
         ("raw", b"{not json"),
-        ("sleep", 3.0),  # timeout
+        ("sleep", 10.0),  # timeout (the others answer at once: 3 s is room for a loaded machine)
         GOOD,
     ]
-    cfg = config(stub_llm.url, transport, api_key="k", timeout=1, temperature=0.3)
+    cfg = config(stub_llm.url, transport, api_key="k", timeout=3, temperature=0.3)
     prop = LLMProposer(get("sr-damped"), cfg)
     assert prop.transport.name == transport
     st = search(tmp_path, prop, batches=7)

@@ -45,7 +45,7 @@ def test_lookahead_keeps_order_and_measures_busy_time():
         return int(body["n"])
 
     pool = Lookahead(send, 3)
-    for n, s in ((0, 0.3), (1, 0.1), (2, 0.1)):
+    for n, s in ((0, 1.0), (1, 0.3), (2, 0.3)):
         pool.submit({"n": n, "s": s})
     assert pool.take() == 0  # the oldest first, although a younger one finished earlier
     assert pool.take() == 1
@@ -53,8 +53,10 @@ def test_lookahead_keeps_order_and_measures_busy_time():
         pool.take()
     use = pool.usage()
     pool.close()
-    assert use.requests == 3 and 0.28 < use.endpoint_busy < 0.6  # the three overlapped
-    assert 0.28 < use.waited <= use.seconds
+    # the three overlapped (one after another: 1.6 s); the margins leave a loaded machine
+    # time to start the threads
+    assert use.requests == 3 and 0.98 < use.endpoint_busy < 1.5
+    assert 0.98 < use.waited <= use.seconds
     assert 0.0 <= use.calibrator_fraction < 0.2
     assert LLMUsage(4, 10.0, 9.0, 1.0).line(2) == (
         "llm: 4 requests (2 ahead) in 10.0s: endpoint busy 90%, waited for replies 10% "
@@ -90,7 +92,8 @@ def test_the_search_budget_is_the_request_deadline(hostile, tmp_path):
     prop = proposer(hostile.url, 2, timeout=60)
     t0 = time.monotonic()
     st = run_search("sr-damped", prop, tmp_path / "b.db", budget=Budget(seconds=1.5))
-    assert time.monotonic() - t0 < 1.5 + 1.0 and len(st.records) == 0
+    # far below the reply's 30 s (a loaded machine may take seconds to set the search up)
+    assert time.monotonic() - t0 < 1.5 + 10.0 and len(st.records) == 0
     assert prop.stop_reason.startswith("search budget spent while waiting for the llm")
     assert "deadline reached" in prop.stop_reason
 
@@ -102,8 +105,8 @@ def test_requests_in_flight_end_with_the_search(hostile, tmp_path):
     prop = proposer(hostile.url, 1, timeout=60)
     t0 = time.monotonic()
     run_search("sr-damped", prop, tmp_path / "c.db", budget=Budget(batches=2), batch_size=2)
-    assert time.monotonic() - t0 < 5.0 and prop.requests == 3
-    deadline = time.monotonic() + 2.0
+    assert time.monotonic() - t0 < 15.0 and prop.requests == 3  # far below the third's 30 s
+    deadline = time.monotonic() + 10.0
     while time.monotonic() < deadline and any(
         t.name.startswith("ndvm-llm") and t.is_alive() for t in threading.enumerate()
     ):

@@ -132,7 +132,9 @@ def test_a_drip_ends_at_the_request_deadline(hostile, transport, phase):
     tr = client(hostile.url, transport, timeout=1.5, max_retries=3)
     t0 = time.monotonic()
     fails(tr, "timeout after 1.5s")
-    assert 1.4 < time.monotonic() - t0 < 1.5 + 0.5
+    # the drip never ends by itself (a byte each 0.3 s): any bound well below that shows the
+    # deadline ended it, with room for a loaded machine
+    assert 1.4 < time.monotonic() - t0 < 1.5 + 5.0
     assert len(hostile.requests) == 1  # the deadline is not retried
 
 
@@ -141,7 +143,7 @@ def test_the_search_budget_ends_a_request_first(hostile, transport):
     tr = client(hostile.url, transport, timeout=60)
     t0 = time.monotonic()
     fails(tr, "deadline reached", end=t0 + 1.0)
-    assert time.monotonic() - t0 < 1.5
+    assert time.monotonic() - t0 < 1.0 + 5.0  # not the 60 s timeout, nor the endless drip
 
 
 def test_close_ends_requests_in_flight(hostile, transport):
@@ -150,7 +152,7 @@ def test_close_ends_requests_in_flight(hostile, transport):
     threading.Timer(0.5, tr.close).start()
     t0 = time.monotonic()
     fails(tr, "closed")
-    assert time.monotonic() - t0 < 1.5
+    assert time.monotonic() - t0 < 0.5 + 5.0  # not the 60 s timeout, nor the endless drip
 
 
 GOOD = ("ok", "```scheme\n(* a x)\n```")
@@ -191,9 +193,10 @@ def test_transient_failures_are_retried(hostile, transport, step):
 def test_no_retry_when_the_deadline_leaves_no_time(hostile, transport):
     hostile.plan = [("raw", b"HTTP/1.1 503 Busy\r\nRetry-After: 5\r\nContent-Length: 0\r\n\r\n")]
     tr = client(hostile.url, transport, max_retries=3, timeout=2)
-    t0 = time.monotonic()
+    waits: list[float] = []
+    tr.sleep = waits.append  # a retry would wait first (the server asks for 5 s)
     fails(tr, r"HTTP 503.*no time left for a retry")
-    assert time.monotonic() - t0 < 1.0 and len(hostile.requests) == 1
+    assert waits == [] and len(hostile.requests) == 1
 
 
 @pytest.mark.parametrize(

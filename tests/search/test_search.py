@@ -102,14 +102,16 @@ def test_funnel_stages():
 def test_pathological_candidate_is_limited():
     slow = "(* a (loop ((s 0) (k 0)) (if (= k 100000000) s (recur (+ s x) (+ k 1)))))"
     t = time.perf_counter()
-    ev = _run(slow, max_steps=50_000, seconds=2.0).evaluation
+    ev = _run(slow, max_steps=50_000, seconds=30.0).evaluation  # only the step limit can fire
     assert ev.status == "timeout" and "step limit" in ev.reason and time.perf_counter() - t < 5
     # a loop whose payload stays small (slow's grows 44 numbers a turn: on a fast machine it
-    # reaches the 2 GiB payload cap, a HeapLimitExceeded, before the deadline)
+    # reaches the 2 GiB payload cap, a HeapLimitExceeded, before the deadline); each turn still
+    # allocates a frame, and the 20M-cell heap limit takes over a second here (3 s on a loaded
+    # machine): a deadline of 0.1 s is what fires first on a machine ten times faster
     slower = "(* a (loop ((k 0)) (if (= k 1000000000000) k (recur (+ k 1)))))"
     t = time.perf_counter()
-    ev = _run(slower, max_steps=10**13, seconds=1.0).evaluation
-    assert ev.status == "timeout" and "deadline" in ev.reason
+    ev = _run(slower, max_steps=10**13, seconds=0.1).evaluation
+    assert ev.status == "timeout" and "deadline" in ev.reason, ev.reason
     assert time.perf_counter() - t < 5
 
 
@@ -122,10 +124,19 @@ def test_a_run_over_the_payload_cap_is_a_timeout():
 
 
 def test_time_limit_of_a_candidate_is_a_timeout():
-    # each walk is fast; 2000 steps x 16 starts cannot fit in 0.05 s
+    # each walk is fast; 200,000 steps x 16 starts cannot fit in 0.05 s (a second here)
     task = tasks.get("sr-damped").with_calib(steps=200_000)
     ev = run_job(task, Job(0, Candidate(TRUE_SR), 1), CalibLimits(seconds=0.05), set())
     assert ev.evaluation.status == "timeout" and "time limit" in ev.evaluation.reason
+
+
+def test_a_candidate_whose_setup_spent_its_seconds_is_a_timeout():
+    """The fit gets what is left of the candidate's seconds: with none left (1 us, less than
+    any setup takes) it stops before its first step, a time limit; never an unlimited fit (a
+    ``time_limit`` of 0 or less is none), nor an internal error on its empty history."""
+    for task, src in (("sr-damped", TRUE_SR), ("iterated-map", "(* a x)")):
+        ev = _run(src, task=task, seconds=1e-6).evaluation
+        assert ev.status == "timeout" and "time limit" in ev.reason and ev.steps == 0, ev
 
 
 def test_process_executor_runs_every_job():
@@ -222,7 +233,7 @@ def test_sr_damped_evolve_finds_success(tmp_path):
         "sr-damped",
         _evolve(),
         tmp_path / "s.db",
-        budget=Budget(seconds=60, candidates=1200, until_success=True),
+        budget=Budget(candidates=1200, until_success=True),  # no time: the same on any machine
         seed=0,
         batch_size=16,
     )

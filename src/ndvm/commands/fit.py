@@ -5,8 +5,9 @@ ndvm fit PROGRAM --data FILE.csv --x COL [--x COL ...] --y COL [--starts 16] [--
          [--backend NAME] [--allow-unconverged]
 
 Exit status: 0 for a fit that converged; 1 when it did not (not converged, not identifiable,
-or every start failed: the verdict on stderr, the values still printed when a start left one);
-2 for an error in the program, the data or the options (one line, no traceback).
+every start failed, or a limit stopped the whole run: the verdict on stderr, the values still
+printed when a start left one); 2 for an error in the program, the data or the options (one
+line, no traceback).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from ndvm.commands.common import (
     json_safe,
     limits_from,
 )
-from ndvm.errors import NdvmError
+from ndvm.errors import LimitExceeded, NdvmError
 
 
 def register(sub: Any) -> None:
@@ -267,6 +268,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         cal, elapsed = _fit(args, source, binds, cols)
+    except LimitExceeded as exc:  # a limit of the whole run (the payload cap): the run failed
+        print(exc.located(args.program), file=sys.stderr)
+        return 1
     except NdvmError as exc:
         print(exc.located(args.program), file=sys.stderr)
         return 2

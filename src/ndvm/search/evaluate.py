@@ -216,8 +216,10 @@ class _Fit:
 
     @property
     def start_finite(self) -> bool:
-        """A lane's loss at its initial parameters is finite."""
-        return self.error is None and any(map(math.isfinite, self.cal.history[0].tolist()))
+        """A lane's loss at its initial parameters is finite (a fit stopped by its time limit
+        before the first evaluation has none)."""
+        hist = None if self.error is not None else self.cal.history
+        return hist is not None and len(hist) > 0 and any(map(math.isfinite, hist[0].tolist()))
 
 
 def _fit(
@@ -225,8 +227,11 @@ def _fit(
     limits: CalibLimits, t0: float,
 ) -> _Fit:  # fmt: skip
     """Calibrate (``task.calibrate``: restarts would draw from ``rng``; the task's protocol
-    has none) and score; an exception is kept, not raised (the funnel's verdict comes first)."""
-    left = limits.seconds - (time.perf_counter() - t0)
+    has none) and score; an exception is kept, not raised (the funnel's verdict comes first).
+    The fit gets what is left of the candidate's seconds, at least a nanosecond (a
+    ``time_limit`` of 0 or less is none: a candidate whose setup spent its time would fit
+    unlimited)."""
+    left = max(limits.seconds - (time.perf_counter() - t0), 1e-9)
     try:
         cal = task.calibrate(prog, starts=K, init=init, seed=rng, time_limit=left,
                              diagnostics=False)  # fmt: skip
@@ -297,7 +302,7 @@ def evaluation(
 ) -> Evaluation:
     """The record of a calibration and its scores; ``shape``: the task's setup when the caller
     has it (``run_job``), else looked up."""
-    steps = int(cal.history.shape[0] - 1)
+    steps = max(int(cal.history.shape[0] - 1), 0)  # 0: stopped before its first evaluation
     losses = np.asarray(cal.all_losses, dtype=np.float64).tolist()
     shape = shape or _setup_of(task)
     series = shape.series
