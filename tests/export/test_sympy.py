@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pytest
 from tests.helpers.extras import need
@@ -65,3 +68,49 @@ def test_work_is_bounded() -> None:
     with pytest.raises(ExportUnsupported, match="operations"):
         ndvm.export.to_sympy("(let loop ((i 0) (s a)) (if (= i 500) s (loop (+ i 1) (sin s))))",
                              max_ops=100)  # fmt: skip
+
+
+def test_doubling_expression_is_refused_by_its_size() -> None:
+    # Newton's iteration unrolled (its exit depends on the parameter): the expression doubles
+    # each step and sympy's evaluation of it grows faster still; the node bound stops it.
+    prog, _, _ = load("050-newton-sqrt")
+    with pytest.raises(ExportUnsupported, match="grows past 1000 nodes"):
+        ndvm.export.to_sympy(prog, max_nodes=1000, deadline=600.0)
+
+
+def _slow_sin(finished: list[object]) -> object:
+    def slow_sin(x: object) -> object:  # a minute of Python bytecodes, as sympy's evaluation
+        end = time.monotonic() + 60.0
+        while time.monotonic() < end:
+            pass
+        finished.append(x)
+        return sp.sin(x)
+
+    return slow_sin
+
+
+@pytest.mark.parametrize("thread", [False, True])
+def test_deadline_holds_inside_one_sympy_call(monkeypatch: pytest.MonkeyPatch,
+                                              thread: bool) -> None:  # fmt: skip
+    # The deadline interrupts one long operation rather than waiting for it to return: a
+    # timer on the main thread, a profile hook on another.
+    from ndvm.export.namespaces import sympy_namespace
+
+    finished: list[object] = []
+    monkeypatch.setattr(sympy_namespace(), "sin", _slow_sin(finished))
+    raised: list[BaseException] = []
+
+    def export() -> None:
+        try:
+            ndvm.export.to_sympy("(sin a)", deadline=0.5)
+        except ExportUnsupported as exc:
+            raised.append(exc)
+
+    if thread:
+        worker = threading.Thread(target=export)
+        worker.start()
+        worker.join()
+    else:
+        export()
+    assert finished == []
+    assert len(raised) == 1 and "deadline" in str(raised[0])

@@ -66,16 +66,20 @@ def to_sympy(
     inputs: tuple[str, ...] = (),
     max_ops: int = 2_000,
     deadline: float = 5.0,
+    max_nodes: int = 1_000_000,
 ) -> Any:
     """An exact sympy expression for a closed-form scalar program.
 
     Parameters are real symbols in the space the program sees (after constraints), or the
     exact numbers given in ``values``; inputs are real symbols. Work is bounded by
-    ``max_ops`` operations and ``deadline`` seconds (then ``ExportUnsupported``).
+    ``max_ops`` operations, ``deadline`` seconds (checked inside sympy's calls too, where a
+    ``SIGALRM`` timer can be set: the main thread on POSIX) and ``max_nodes`` nodes of any
+    expression built, counted as a tree (a shared subexpression once per use); past any of
+    them, ``ExportUnsupported``.
     """
     from ndvm.export.sympy_expr import export_sympy
 
-    return export_sympy(program_of(program, inputs), values, max_ops, deadline)
+    return export_sympy(program_of(program, inputs), values, max_ops, deadline, max_nodes)
 
 
 __all__ = ["ExportUnsupported", "bind_inputs", "bind_params", "program_of", "to_jax",

@@ -93,9 +93,11 @@ def trace(
     max_steps: int = MAX_STEPS,
     max_ops: int = MAX_OPS,
     deadline: float | None = None,
+    max_nodes: int | None = None,
 ) -> Arr:
     """The program's numeric result: a framework payload ``(*batch, *struct)`` and its struct."""
-    tracer = Tracer(ns, params, inputs, max_steps=max_steps, max_ops=max_ops, deadline=deadline)
+    tracer = Tracer(ns, params, inputs, max_steps=max_steps, max_ops=max_ops, deadline=deadline,
+                    max_nodes=max_nodes)  # fmt: skip
     out = tracer.run(compiled.body)
     if type(out) is Arr:
         return Arr(out.val if ns.traced(out.val) else ns.asarray(out.val), out.struct)

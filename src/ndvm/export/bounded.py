@@ -9,13 +9,15 @@ call (a huge integer power) is not interrupted by a signal, so a precheck refuse
 that need one before sympy starts: more than ``MAX_OPS`` operations, an integer exponent
 above ``MAX_POWER`` on a compound base, an integer of more than ``MAX_DIGITS`` digits. Off
 the main thread (or without ``setitimer``) no timer can be set, and ``simplified`` returns
-its input unchanged.
+its input unchanged. ``deadline`` (the export's bound) is ``time_limit`` for any thread: off
+the main thread a timer thread raises the exception in the bounded one instead of a signal.
 """
 
 from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -92,3 +94,40 @@ def simplified(expr: Any, seconds: float = SECONDS) -> Any:
             return sympy.simplify(expr)
     except SympyTimeout:
         return expr
+
+
+@contextlib.contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Raise ``SympyTimeout`` in the block after ``seconds``, on any thread: ``time_limit``
+    where it can bound this thread, else a timer thread that raises it in this one
+    (``PyThreadState_SetAsyncExc``: between bytecodes, as a signal handler would)."""
+    if can_bound():
+        with time_limit(seconds):
+            yield
+        return
+    import ctypes
+
+    set_async = ctypes.pythonapi.PyThreadState_SetAsyncExc
+    ident = ctypes.c_ulong(threading.get_ident())
+    lock = threading.Lock()
+    state = {"done": False, "fired": False}
+
+    def expire() -> None:
+        with lock:
+            if not state["done"]:
+                state["fired"] = True
+                set_async(ident, ctypes.py_object(SympyTimeout))
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        with lock:
+            state["done"] = True
+        timer.cancel()
+        if state["fired"]:  # not delivered yet (the block was ending): deliver it here
+            set_async(ident, None)
+            if sys.exc_info()[0] is None:
+                raise SympyTimeout

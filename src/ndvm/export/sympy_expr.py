@@ -11,9 +11,18 @@ from ndvm.export.binding import trace
 from ndvm.export.namespaces import constant, sympy_namespace
 from ndvm.export.values import Arr
 
+# The tree size (nodes, a shared subexpression once per use) past which the translation stops:
+# sympy's evaluation walks the tree (``free_symbols``, ``has``, ``atoms``), so a program that
+# doubles its expression each step (Newton's iteration unrolled) costs twice as much each step.
+MAX_NODES = 1_000_000
+
 
 def export_sympy(
-    program: Program, values: Mapping[str, float] | None, max_ops: int, deadline: float
+    program: Program,
+    values: Mapping[str, float] | None,
+    max_ops: int,
+    deadline: float,
+    max_nodes: int = MAX_NODES,
 ) -> Any:
     """Parameters as real symbols (or the exact ``values``), inputs as real symbols.
 
@@ -38,7 +47,7 @@ def export_sympy(
     try:  # must not stand in for an operation this translation keeps unevaluated
         with evaluate(True):
             out = trace(ns, compiled, [Arr(p, ()) for p in params], inputs, max_ops=max_ops,
-                        deadline=deadline)  # fmt: skip
+                        deadline=deadline, max_nodes=max_nodes)  # fmt: skip
         return out.val
     except RecursionError:
         raise ExportUnsupported("expression too deep for sympy") from None

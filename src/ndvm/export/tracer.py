@@ -15,6 +15,7 @@ Anything else raises ``ExportUnsupported`` with the form's line and column.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from typing import Any
@@ -23,6 +24,7 @@ import numpy as np
 
 from ndvm.baselines.kernels import numeric_impls, predicate_impls
 from ndvm.errors import ExportUnsupported, NdvmError
+from ndvm.export import bounded
 from ndvm.export.structural import EXPORT
 from ndvm.export.values import Arr, Bool, Closure, Prim
 from ndvm.lang import ir
@@ -69,7 +71,10 @@ class Tracer:
 
     ``max_steps`` bounds the IR nodes visited (unrolling), ``max_ops`` the framework
     operations emitted, ``deadline`` the seconds spent: past any of them the program is
-    outside the subset (``ExportUnsupported``) rather than a hang.
+    outside the subset (``ExportUnsupported``) rather than a hang. ``max_nodes`` (sympy) bounds
+    the nodes of each expression built, counted as a tree (a shared subexpression once per
+    use, as sympy's tree walks visit it); the deadline is also a timer (``bounded.deadline``)
+    that interrupts the work inside a sympy call, not only between calls.
     """
 
     def __init__(
@@ -81,6 +86,7 @@ class Tracer:
         max_steps: int = MAX_STEPS,
         max_ops: int = MAX_OPS,
         deadline: float | None = None,
+        max_nodes: int | None = None,
     ) -> None:
         self.ns = ns
         self.impls = _impls(ns)
@@ -94,6 +100,8 @@ class Tracer:
         self.max_steps = max_steps
         self.max_ops = max_ops
         self.stop = None if deadline is None else time.perf_counter() + deadline
+        self.max_nodes = max_nodes
+        self.sizes: dict[int, tuple[int, Any]] = {}  # id -> (tree size, expression kept alive)
         self.node: Any = None  # the form being evaluated, for error positions
         self.branch: Any = None  # the last lane-dependent branch (a loop exit that cannot unroll)
 
@@ -101,8 +109,16 @@ class Tracer:
     def run(self, body: Any) -> Any:
         old = sys.getrecursionlimit()
         sys.setrecursionlimit(max(old, _RECURSION_LIMIT))
+        timer: Any = contextlib.nullcontext()
+        if self.stop is not None:  # interrupts a sympy call too, not only the checks between
+            timer = bounded.deadline(max(self.stop - time.perf_counter(), 1e-3))
         try:
-            return self.value(body, None)
+            with timer:
+                return self.value(body, None)
+        except bounded.SympyTimeout:
+            if time.perf_counter() < self.stop:  # type: ignore[operator] - an outer timer's
+                raise
+            raise self._unbounded("translation deadline passed") from None
         except RecursionError:
             raise self._unbounded("recursion too deep to inline at trace time") from None
         finally:
@@ -182,6 +198,13 @@ class Tracer:
             raise self._unbounded(f"more than {self.max_steps} forms to unroll")
         if self.stop is not None and self.steps % 256 == 0 and time.perf_counter() > self.stop:
             raise self._unbounded("translation deadline passed")
+
+    def _sized(self, val: Any) -> Any:
+        """``val``, or ``ExportUnsupported`` when its tree has more than ``max_nodes`` nodes."""
+        if self.max_nodes is not None and _tree_size(val, self.sizes) > self.max_nodes:
+            raise unsupported(f"the expression grows past {self.max_nodes} nodes (shared "
+                              "subexpressions counted once per use)", self.node)  # fmt: skip
+        return val
 
     def _or(self, node: ir.Or, env: _Frame | None) -> Any:
         pending: list[Any] = []  # lane-dependent tests seen so far, innermost last
@@ -273,7 +296,7 @@ class Tracer:
         if p.shape is not Shape.CUSTOM and out_struct:
             pad = (1,) * len(out_struct)
             vals = [v if s else v.reshape(tuple(v.shape) + pad) for v, s in zip(vals, structs)]
-        return Arr(impl(*vals), tuple(out_struct))
+        return Arr(self._sized(impl(*vals)), tuple(out_struct))
 
     def _framework(self, v: Any) -> Any:
         return v if self.ns.traced(v) else self.ns.asarray(v)
@@ -302,7 +325,7 @@ class Tracer:
             if sa and not self.ns.scalar:
                 c = c.reshape(tuple(c.shape) + (1,) * len(sa))
             va, vb = (self._framework(self.lanes(x)) for x in (a, b))
-            return Arr(self.ns.where(c, va, vb), sa)
+            return Arr(self._sized(self.ns.where(c, va, vb)), sa)
         if type(a) in (bool, Bool) and type(b) in (bool, Bool):
             va, vb = (x.val if type(x) is Bool else x for x in (a, b))
             return Bool((test.val & va) | (~test.val & vb))
@@ -313,6 +336,18 @@ class Tracer:
         if type(a) is type(b) and type(a) in (Symbol, String) and a == b:
             return a
         raise unsupported("branch arms of different structure where lanes can differ", node)
+
+
+def _tree_size(x: Any, sizes: dict[int, tuple[int, Any]]) -> int:
+    """Nodes of sympy expression ``x`` as a tree, memoized by identity over one translation
+    (linear in the new nodes, however much the tree repeats shared subexpressions)."""
+    args = getattr(x, "args", None)
+    if not args:
+        return 1
+    seen = sizes.get(id(x))
+    if seen is None:
+        seen = sizes[id(x)] = (1 + sum(_tree_size(a, sizes) for a in args), x)
+    return seen[0]
 
 
 def _impls(ns: Any) -> dict[int, Any]:
