@@ -91,7 +91,10 @@ bool scalar_requirements(const Arena& a, DRef root, const std::vector<int32_t>& 
 
 SourceFacts source_facts(const Arena& a, const ReadOutput& out) {
   SourceFacts f;
-  thread_local std::vector<int32_t> index;  // (every name id of the arena is below its size)
+  // by name id (every id of the arena is below its size); a small program's reuses the buffer
+  thread_local std::vector<int32_t> kept;
+  std::vector<int32_t> large;
+  std::vector<int32_t>& index = a.texts.size() <= 4096 ? kept : large;
   index.assign(a.texts.size(), -1);
   for (size_t i = 0; i < out.symbols.size(); ++i) {
     index[size_t(out.symbols[i])] = static_cast<int32_t>(i);

@@ -133,6 +133,17 @@ def test_scalar_facts_of_every_name():
                 assert facts.scalar(set(names)) == scalar_valued(data, set(names)), (src, names)
 
 
+def test_random_text_is_read_as_the_reader_reads_it():
+    """Random text of the reader's special characters, numbers' and names' characters,
+    Unicode digits, spaces and a lone surrogate: the same error or the same facts."""
+    rng = random.Random(4)
+    alphabet = [*"()[]'`,\"#;|\\.+-eE019ax*<", " ", "\n", "\t", "\u00a0", "é", "١", "\ud800",
+                "if ", "(sin ", "(params ", "inf.0", "#t", "#;", "#|", "|#"]  # fmt: skip
+    rng_names = random.Random(5)
+    srcs = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24))) for _ in range(1500)]
+    assert sum(_check(src, rng_names) for src in srcs) > 30  # (most are errors)
+
+
 def test_errors_and_limits_are_the_readers():
     """Hostile sources: the reader's limits and errors hold (a typed error, never a crash)."""
     too_deep = "(" * (MAX_NESTING + 1) + ")" * (MAX_NESTING + 1)
