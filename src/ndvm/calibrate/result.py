@@ -410,9 +410,10 @@ def build(
     project: optim.Project | None = None,
     diagnostics: bool = True,
     warn: bool = True,
+    stacklevel: int = 3,
 ) -> Calibration:
-    """The Calibration of a finished trace; warns (``ConvergenceWarning``) if not converged
-    (and ``warn``).
+    """The Calibration of a finished trace; warns (``ConvergenceWarning``, at ``stacklevel``)
+    if not converged (and ``warn``).
     Without ``diagnostics`` no further evaluation is made (no gradient norm, no R², no
     warning) and ``success`` means only that the best start did not fail."""
     P = len(program.param_specs)
@@ -479,5 +480,5 @@ def build(
         **meta,
     )
     if not success and diagnostics and warn:
-        warnings.warn(message, ConvergenceWarning, stacklevel=3)
+        warnings.warn(message, ConvergenceWarning, stacklevel=stacklevel)
     return cal
