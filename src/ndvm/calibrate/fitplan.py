@@ -31,7 +31,7 @@ from ndvm.calibrate.lm import LM
 from ndvm.calibrate.losses import loss_data
 from ndvm.calibrate.native import prep_lm_ok
 from ndvm.calibrate.objective import ProgramObjective, TorchObjective
-from ndvm.calibrate.result import Calibration, build, lane_objective
+from ndvm.calibrate.result import Calibration, build, lane_objective, target_scale
 from ndvm.calibrate.theta import init_theta, pin, projector, seeded
 from ndvm.errors import NdvmError
 from ndvm.frozen import frozen
@@ -64,6 +64,11 @@ class Plan:
     steps: int
     settings: dict[str, Any]
     layouts: dict[tuple[str, ...], Mapping[str, Any]]  # inputs laid out per input names
+    scale: float | None = None  # the data part's ``result.target_scale``
+
+    def __post_init__(self) -> None:
+        if self.data is not None:
+            self.__dict__["scale"] = target_scale(self.data)
 
     def run(
         self, program: Program | str, init: Any = None, seed: int | np.random.Generator = 0,
@@ -106,7 +111,7 @@ class Plan:
                     target=self.target, absolute_sigma=s["absolute_sigma"],
                     fixed=pinned)  # fmt: skip
         return build(program, trace, extra_names, prepared, objective, meta, control.project,
-                     diagnostics, s["warn"], stacklevel + 1)  # fmt: skip
+                     diagnostics, s["warn"], stacklevel + 1, self.scale)  # fmt: skip
 
     def _loss(self, program: Program) -> tuple[Any, Any, tuple[str, ...], Any, bool]:
         """(prepared, objective, loss-owned extra names, optimizer, auto) for ``program``: the
