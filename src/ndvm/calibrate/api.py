@@ -157,11 +157,7 @@ def plan(
                     warn=warn, absolute_sigma=bool(absolute_sigma), fixed=fixed)  # fmt: skip
     lossobj = get_loss(loss)
     name = lossobj.name if hasattr(lossobj, "prepare") else getattr(lossobj, "__name__", "callable")
-    draft = Plan(inputs, target, sigma, lossobj, name, None, None, False, starts, default_starts,
-                 steps, settings, {})  # fmt: skip
-    data, _, _, opt, auto = loss_settings(draft, None)
-    if data is None:  # a loss prepared per program: its settings are checked per run
-        return draft
+    data, _, _, opt, auto = loss_settings(None, lossobj, inputs, target, sigma, starts, settings)
     return Plan(inputs, target, sigma, lossobj, name, data, opt, auto, starts, default_starts,
                 steps, settings, {})  # fmt: skip
 

@@ -118,7 +118,8 @@ class Plan:
         plan's data part bound to it (its inputs laid out once per input names), else the
         loss prepared for it (``loss_settings``)."""
         if self.data is None:
-            return loss_settings(self, program)
+            return loss_settings(program, self.loss, self.inputs, self.target, self.sigma,
+                                 self.starts, self.settings)  # fmt: skip
         inputs = laid_out(self.layouts, program.inputs, self.data.model_inputs)
         prepared = self.data.bind(program, inputs)
         extra = tuple(self.loss.extra_names)
@@ -126,31 +127,29 @@ class Plan:
 
 
 def loss_settings(
-    plan: Any, program: Program | None
-) -> tuple[Any, Any, tuple[str, ...], Any, bool]:
-    """(prepared, objective, extra names, optimizer, auto) of ``plan``'s loss: for ``program``,
-    or with no program the built-in loss's data part (``losses.loss_data``; prepared None for
-    any other loss). ``sigma`` weights the residuals; a per-start target is checked against the
-    starts."""
-    s = plan.settings
-    lossobj = plan.loss
+    program: Program | None, lossobj: Any, inputs: dict[str, Any], target: Any, sigma: Any,
+    starts: int, s: dict[str, Any],
+) -> tuple[Any, Any, tuple[str, ...], Any, bool]:  # fmt: skip
+    """(prepared, objective, extra names, optimizer, auto) of the loss ``lossobj`` on
+    ``inputs`` and ``target``: for ``program``, or with no program the built-in loss's data
+    part (``losses.loss_data``; prepared None for any other loss). ``sigma`` weights the
+    residuals; a per-start target is checked against the ``starts``; ``s``: the plan's
+    settings (the optimizer's)."""
     if program is None:
-        prepared = loss_data(lossobj, plan.inputs, plan.target)
+        prepared = loss_data(lossobj, inputs, target)
         if prepared is None:
             return None, None, (), None, False
         objective, extra = None, tuple(lossobj.extra_names)
     else:
-        prepared, objective, extra = _objective(program, lossobj, plan.inputs, plan.target)
-    if plan.sigma is not None:
-        prepared = _weighted(prepared, plan.sigma)
+        prepared, objective, extra = _objective(program, lossobj, inputs, target)
+    if sigma is not None:
+        prepared = _weighted(prepared, sigma)
         objective = None if program is None else ProgramObjective(prepared)
     tgt = getattr(prepared, "target", None)
-    if tgt is not None and tgt.ndim == 2 and tgt.shape[0] != plan.starts:
-        raise NdvmError(
-            f"a per-start target has one row per start: {plan.starts}, got {tgt.shape[0]}"
-        )
+    if tgt is not None and tgt.ndim == 2 and tgt.shape[0] != starts:
+        raise NdvmError(f"a per-start target has one row per start: {starts}, got {tgt.shape[0]}")
     opt, auto = _optimizer(s["optimizer"], prepared, s["on_failure"], s["lr"], s["lr_final"],
-                           plan.sigma)  # fmt: skip
+                           sigma)  # fmt: skip
     return prepared, objective, extra, opt, auto
 
 
