@@ -3,7 +3,8 @@ program.
 
 ``calibrate(program, inputs, target, ...)`` is ``plan(program, inputs, target, ...)`` (the
 data checked — a DataFrame's columns, NaN policy —, a built-in loss's target and weight,
-``sigma``'s weights, the optimizer, the runtime's options) then ``Plan.run(program, init, seed,
+``sigma``'s weights, the optimizer, the target's scale; the inputs laid out for the runtime
+per program input names, on first use) then ``Plan.run(program, init, seed,
 time_limit)``: the program-dependent part — the starts, pinned parameters and box bounds, the
 loss bound to the program, the optimizer's run (in the runtime where the backend has one), the
 polish and the ``Calibration``. A caller that fits many programs to the same data with the
@@ -11,7 +12,7 @@ same settings (co-search's worker: ``Task.plan``) makes the plan once and runs i
 each run gives the ``Calibration`` that ``calibrate`` gives for that program.
 
 What a plan prepares once applies to a built-in loss (mse, gaussian_nll, value); a ``Loss``
-object of the caller's or a callable (torch) loss is prepared per run, as before a plan.
+object of the caller's or a callable (torch) loss is prepared per run.
 """
 
 from __future__ import annotations

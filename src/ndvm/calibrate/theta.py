@@ -57,19 +57,17 @@ def init_theta(
             return program.unconstrain(np.asarray(init(r, (n, P)), dtype=np.float64))
 
         return sample(rng, starts), sample
-    base = program.init_theta()
-
-    scale = np.maximum(1.0, np.abs(base))  # jitter in proportion to each declared init
 
     def jitter(r: np.random.Generator, n: int) -> np.ndarray:
+        base = program.init_theta()  # (drawn only for restarts when ``init`` is given)
         z = r.standard_normal((n, P))
-        z *= scale
+        z *= np.maximum(1.0, np.abs(base))  # jitter in proportion to each declared init
         z += base  # base + scale * z, bitwise
         return z
 
     if init is None:
         theta = np.empty((starts, P))
-        theta[0] = base
+        theta[0] = program.init_theta()
         if starts > 1:
             theta[1:] = jitter(rng, starts - 1)
             if inputs:

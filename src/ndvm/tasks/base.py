@@ -212,8 +212,7 @@ class Task:
             run["init"] = lambda rng, shape: scale * rng.standard_normal(shape)
         t0 = time.perf_counter()
         cal = fitplan.run(program, **run)
-        target = self.data().train_target
-        if spec.pooled and np.ndim(target) == 2:
+        if spec.pooled and np.ndim(target := self.data().train_target) == 2:
             S, spent = int(np.shape(target)[0]), time.perf_counter() - t0
             cal = pooled_refit(cal, program, fitplan, run, S, spent)
         return cal
