@@ -50,7 +50,8 @@ class Plan:
     loss prepared per run); opt / auto: the optimizer and whether it is
     ``optimizer="auto"``'s Adam (None when a per-run loss decides it); settings: the rest of
     ``calibrate``'s keywords; layouts: the inputs checked and laid out for the runtime, per
-    program input names (``backends.inputs.prepared``)."""
+    program input names (``backends.inputs.prepared``), made by the second run with those
+    names."""
 
     inputs: dict[str, Any]
     target: Any
@@ -64,7 +65,7 @@ class Plan:
     default_starts: bool
     steps: int
     settings: dict[str, Any]
-    layouts: dict[tuple[str, ...], Mapping[str, Any]]  # inputs laid out per input names
+    layouts: dict[tuple[str, ...], dict[Any, Any]]  # input names -> their layout's memo
     scale: float | None = None  # the data part's ``result.target_scale``
 
     def __post_init__(self) -> None:
@@ -116,12 +117,16 @@ class Plan:
 
     def _loss(self, program: Program) -> tuple[Any, Any, tuple[str, ...], Any, bool]:
         """(prepared, objective, loss-owned extra names, optimizer, auto) for ``program``: the
-        plan's data part bound to it (its inputs laid out once per input names), else the
-        loss prepared for it (``loss_settings``)."""
+        plan's data part bound to it (its inputs laid out once per input names, from the
+        second run with those names), else the loss prepared for it (``loss_settings``)."""
         if self.data is None:
             return loss_settings(program, self.loss, self.inputs, self.target, self.sigma,
                                  self.starts, self.settings)  # fmt: skip
-        inputs = laid_out(self.layouts, program.inputs, self.data.model_inputs)
+        names, inputs = program.inputs, self.data.model_inputs
+        if names in self.layouts:  # a second run for these names on: laid out once, kept
+            inputs = laid_out(self.layouts[names], names, inputs)
+        else:  # a plan run once costs no layout (the runtime checks the inputs it is given)
+            self.layouts[names] = {}
         prepared = self.data.bind(program, inputs)
         extra = tuple(self.loss.extra_names)
         return prepared, ProgramObjective(prepared), extra, self.opt, self.auto

@@ -169,9 +169,8 @@ class Task:
         """Calibrate on the train split with the task's protocol (``overrides`` win):
         ``fit`` of ``plan``."""
         program = self.compile(candidate, backend)
-        settings = {k: v for k, v in overrides.items() if k not in RUN_ARGS}
-        run = {k: v for k, v in overrides.items() if k in RUN_ARGS}
-        return self.fit(self.plan(**settings), program, **run)
+        run = {k: overrides.pop(k) for k in RUN_ARGS if k in overrides}
+        return self.fit(self.plan(**overrides), program, **run)
 
     def plan(self, **overrides: Any) -> Plan:
         """The protocol's calibration of any program on the train split, prepared
