@@ -85,13 +85,16 @@ def parts(task_name: str, srcs: list[str], starts: int, passes: int = 3) -> dict
             if not folds:  # the stage is not read from the fit: evaluated on its own
                 with clock("finite stage"):
                     check_finite(prog, task, init, v)
-            state = rng.bit_generator.state
-            with clock("calibrate"):
-                cal = task.calibrate(prog, starts=K, init=init, seed=rng, time_limit=10.0,
-                                     diagnostics=False)  # fmt: skip
-            rng.bit_generator.state = state  # (the fit draws nothing: the same either way)
-            with clock("fit (plan)"):
-                cal = task.fit(setup.plan(task, K), prog, init=init, seed=rng, time_limit=10.0)
+            state = rng.bit_generator.state  # (a fit draws nothing: the same either way)
+            for part in ("calibrate", WORKER_FIT)[:: 1 if i % 2 else -1]:  # either first
+                rng.bit_generator.state = state
+                with clock(part):
+                    if part == WORKER_FIT:
+                        cal = task.fit(setup.plan(task, K), prog, init=init, seed=rng,
+                                       time_limit=10.0)  # fmt: skip
+                    else:
+                        cal = task.calibrate(prog, starts=K, init=init, seed=rng,
+                                             time_limit=10.0, diagnostics=False)  # fmt: skip
             with clock("score"):
                 m = task.score(cal, task.data())
             with clock("record"):
