@@ -457,8 +457,7 @@ class _Book:
                              f"{res.skeleton}", wall=ev.wall)  # fmt: skip
             return Result(res.idx, res.skeleton, res.n_params, res.complexity, dup)
         self.seen.add(key)
-        if self.first.get(h, res.idx) >= res.idx:  # (``_saw``)
-            self.first[h] = res.idx
+        self._saw(res.idx, h)
         return res
 
 
