@@ -16,7 +16,9 @@ from ndvm.calibrate import plot as plot
 from ndvm.calibrate import result as result
 from ndvm.calibrate import uncertainty as uncertainty
 from ndvm.calibrate.api import Calibration as Calibration
+from ndvm.calibrate.api import Plan as Plan
 from ndvm.calibrate.api import calibrate as calibrate
+from ndvm.calibrate.api import plan as plan
 from ndvm.calibrate.losses import MSE as MSE
 from ndvm.calibrate.losses import GaussianNLL as GaussianNLL
 from ndvm.calibrate.losses import Value as Value
@@ -35,8 +37,10 @@ __all__ = [
     "ConvergenceWarning",
     "EarlyStop",
     "GaussianNLL",
+    "Plan",
     "Value",
     "calibrate",
+    "plan",
 ]
 
 SUBMODULES = ("api", "losses", "native", "objective", "optim", "plot", "result", "uncertainty")

@@ -35,8 +35,8 @@ def _is_frame(x: Any) -> bool:
 
 def frame_inputs(program: Any, frame: Any) -> dict[str, Any]:
     """The program's inputs from ``frame`` (a pandas DataFrame; anything else goes through
-    ``as_inputs`` unchanged)."""
-    if not _is_frame(frame):
+    ``as_inputs`` unchanged; no program: every column)."""
+    if not _is_frame(frame) or program is None:
         return as_inputs(frame, getattr(program, "inputs", None))
     if isinstance(program, str):  # source text: the columns it names are its inputs
         used = set(_ATOM.findall(re.sub(r";[^\n]*", "", program))) - _declared(program)

@@ -133,6 +133,15 @@ class Prepared:
     def constrain_extra(self, extra: np.ndarray) -> np.ndarray:
         return np.exp(extra) if self.extra0 else extra
 
+    def bind(self, program: Program, inputs: Mapping[str, Any] | None = None) -> Prepared:
+        """This loss's data part (a built-in loss's ``data``: no model yet) bound to
+        ``program`` (per-lane failures: strict=False), on ``inputs`` when given (the same
+        values, e.g. laid out once for the program's input names)."""
+        return Prepared(
+            _lenient(program), self.model_inputs if inputs is None else inputs, self.weight,
+            self.kind, self.sigma, self.extra0, self.target, self.residual_weight,
+        )  # fmt: skip
+
 
 def augmented(model: Program) -> Program:
     """The loss-augmented program ``(let ((r (- E target))) (* r r))``, built from the model's
@@ -175,7 +184,7 @@ _AUGMENTED_OF = ByIdentity(_AUGMENTED_MAX)  # model -> augmented, before the str
 _LENIENT = ByIdentity(512)  # program -> program.with_options(strict=False)
 
 
-def _residual_target(program: Program, inputs: Mapping[str, Any], target: Any) -> tuple:
+def _residual_target(target: Any) -> tuple:
     """(target array, weight 1/N) of a residual loss, validated."""
     if target is None:
         raise NdvmError("this loss needs a target (the observed data)")
@@ -203,9 +212,13 @@ class MSE:
     name: str = "mse"
     extra_names: tuple[str, ...] = ()
 
+    def data(self, inputs: Mapping[str, Any], target: Any) -> Prepared:
+        """The loss on ``inputs`` and ``target``, no program bound yet (``Prepared.bind``)."""
+        tgt, w = _residual_target(target)
+        return Prepared(_UNBOUND, dict(inputs), w, "mse", target=tgt)
+
     def prepare(self, program: Program, inputs: Mapping[str, Any], target: Any) -> Prepared:
-        tgt, w = _residual_target(program, inputs, target)
-        return Prepared(_lenient(program), dict(inputs), w, "mse", target=tgt)
+        return self.data(inputs, target).bind(program)
 
 
 @dataclass(frozen=True)
@@ -222,15 +235,20 @@ class GaussianNLL:
     def extra_names(self) -> tuple[str, ...]:
         return ("sigma",) if self.sigma is None else ()
 
-    def prepare(self, program: Program, inputs: Mapping[str, Any], target: Any) -> Prepared:
-        tgt, w = _residual_target(program, inputs, target)
-        model, inp = _lenient(program), dict(inputs)
+    def data(self, inputs: Mapping[str, Any], target: Any) -> Prepared:
+        """The loss on ``inputs`` and ``target``, no program bound yet (``Prepared.bind``)."""
+        tgt, w = _residual_target(target)
+        inp = dict(inputs)
         if self.sigma is not None:
             if not self.sigma > 0:
                 raise NdvmError(f"gaussian_nll: sigma must be > 0, got {self.sigma}")
-            return Prepared(model, inp, w, "gaussian_nll", sigma=float(self.sigma), target=tgt)
+            return Prepared(_UNBOUND, inp, w, "gaussian_nll", sigma=float(self.sigma), target=tgt)
         spread = float(np.std(tgt)) or 1.0
-        return Prepared(model, inp, w, "gaussian_nll", extra0=(float(np.log(spread)),), target=tgt)
+        return Prepared(_UNBOUND, inp, w, "gaussian_nll", extra0=(float(np.log(spread)),),
+                        target=tgt)  # fmt: skip
+
+    def prepare(self, program: Program, inputs: Mapping[str, Any], target: Any) -> Prepared:
+        return self.data(inputs, target).bind(program)
 
 
 @dataclass(frozen=True)
@@ -240,10 +258,14 @@ class Value:
     name: str = "value"
     extra_names: tuple[str, ...] = ()
 
-    def prepare(self, program: Program, inputs: Mapping[str, Any], target: Any) -> Prepared:
+    def data(self, inputs: Mapping[str, Any], target: Any) -> Prepared:
+        """The loss on ``inputs``, no program bound yet (``Prepared.bind``)."""
         if target is not None:
             raise NdvmError("loss='value' takes no target: the program's output is the loss")
-        return Prepared(_lenient(program), dict(inputs), 1.0, "value")
+        return Prepared(_UNBOUND, dict(inputs), 1.0, "value")
+
+    def prepare(self, program: Program, inputs: Mapping[str, Any], target: Any) -> Prepared:
+        return self.data(inputs, target).bind(program)
 
 
 def _lenient(program: Program) -> Program:
@@ -258,6 +280,15 @@ def _lenient(program: Program) -> Program:
 
 
 BUILTIN = {"mse": MSE(), "gaussian_nll": GaussianNLL(), "value": Value()}
+_UNBOUND: Any = None  # a loss's data part before ``Prepared.bind`` gives it its model
+
+
+def loss_data(loss: Any, inputs: Mapping[str, Any], target: Any) -> Prepared | None:
+    """A built-in loss's data part (its ``prepare`` is ``data`` then ``bind``), made once for
+    every program fitted to the same data; None for any other loss (prepared per program)."""
+    if type(loss) not in (MSE, GaussianNLL, Value):
+        return None
+    return loss.data(inputs, target)  # type: ignore[no-any-return]
 
 
 def get_loss(loss: Any) -> Any:

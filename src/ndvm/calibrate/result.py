@@ -246,7 +246,7 @@ def _best(losses: np.ndarray) -> int:
 def _n_best(losses: np.ndarray, loss: float, target_scale: float) -> int:
     """How many starts reached ``loss`` within 1e-6 relative; for a least-squares fit the
     scale is at least 1e-12 of the target's mean square (an exact fit's starts end at round-off
-    losses like 1e-24, not all at 0); ``target_scale``: ``_target_scale`` of the fit."""
+    losses like 1e-24, not all at 0); ``target_scale``: ``target_scale`` of the fit."""
     if not math.isfinite(loss):
         return 0
     if losses.shape[0] == 1:
@@ -320,7 +320,7 @@ def _cosine(grad: np.ndarray | None, jtj: np.ndarray, loss: float, prep: Any) ->
     return worst
 
 
-def _target_scale(prep: Any) -> float:
+def target_scale(prep: Any) -> float:
     """The mean square of a least-squares fit's target, weighted as its residuals (``sigma``);
     0 for other losses."""
     target = getattr(prep, "target", None)
@@ -410,9 +410,12 @@ def build(
     project: optim.Project | None = None,
     diagnostics: bool = True,
     warn: bool = True,
+    stacklevel: int = 3,
+    scale: float | None = None,
 ) -> Calibration:
-    """The Calibration of a finished trace; warns (``ConvergenceWarning``) if not converged
-    (and ``warn``).
+    """The Calibration of a finished trace; warns (``ConvergenceWarning``, at ``stacklevel``)
+    if not converged (and ``warn``); ``scale``: ``target_scale(prepared)`` when the caller
+    has it (a plan's, made once).
     Without ``diagnostics`` no further evaluation is made (no gradient norm, no R², no
     warning) and ``success`` means only that the best start did not fail."""
     P = len(program.param_specs)
@@ -439,7 +442,8 @@ def build(
         grad_norm=float("nan") if grad is None else max(map(abs, grad.tolist()), default=0.0),
         status=status,
     )
-    scale = _target_scale(prepared)  # once: n_best, the round-off test and the verdict
+    if scale is None:  # once: n_best, the round-off test and the verdict
+        scale = target_scale(prepared)
     n_best = _n_best(losses, loss, scale)
     jtj = None if trace.jtj is None or not math.isfinite(loss) else trace.jtj[best]
     if diagnostics and trace.why is not None and jtj is not None:
@@ -479,5 +483,5 @@ def build(
         **meta,
     )
     if not success and diagnostics and warn:
-        warnings.warn(message, ConvergenceWarning, stacklevel=3)
+        warnings.warn(message, ConvergenceWarning, stacklevel=stacklevel)
     return cal

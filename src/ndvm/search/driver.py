@@ -17,6 +17,7 @@ import gc
 import hashlib
 import subprocess
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -261,7 +262,10 @@ class _Book:
         for r in records:
             if r.status == "pending":
                 self.waiting[r.batch] = self.waiting.get(r.batch, 0) + 1
-        self.order: list[int] = []  # pending indices in the order they are decided
+        last = self.recs[-1].batch if self.recs else -1
+        # the records of the latest batch as they were proposed (what the next proposal sees)
+        self.last: list[Record] = [_as_proposed(r) for r in self.recs if r.batch == last]
+        self.order: deque[int] = deque()  # pending indices in the order they are decided
         self.ready: dict[int, Result] = {}
         self.decided: list[Result] = []  # decided in index order, not yet committed
         self.decided_in: dict[int, int] = {}  # batch -> how many of ``decided`` are of it
@@ -325,23 +329,20 @@ class _Book:
         """What the proposal of ``batch`` sees: every record, those of ``batch - 1`` as they
         were proposed (pending unless rejected at proposal), whether or not they finished —
         the same state for any timing, executor and number of workers. Every earlier batch is
-        committed (final), so the view shares those records instead of copying them."""
+        committed (final), so the view shares those records instead of copying them, and the
+        records of ``batch - 1`` are the list ``propose`` made of them."""
         recs = self.recs
-        k = len(recs)
-        while k and recs[k - 1].batch == batch - 1:
-            k -= 1
-        tail, hidden = [], 0
-        for r in recs[k:]:
-            if r.evaluation is not None and not r.evaluation.reason.startswith("proposal: "):
-                hidden += r.evaluation.success  # committed: counted in counts["successes"]
-                r = Record(r.idx, r.batch, r.candidate, "", 0, 0, r.seed, None, r.t_done)
-            tail.append(r)
+        tail = self.last if recs and recs[-1].batch == batch - 1 else []
+        k = len(recs) - len(tail)
+        hidden = sum(1 for r in recs[k:] if r.evaluation is not None and r.evaluation.success)
         cutoff = recs[k].idx if k < len(recs) else (recs[-1].idx + 1 if recs else 0)
         return SearchState(task, seed, RecordsView(recs, k, tail), SeenView(self.first, cutoff),
                            self.counts["successes"] - hidden)  # fmt: skip
 
     def job(self, r: Record) -> Job:
-        return Job(r.idx, r.candidate, r.seed, self.scope(r.idx))
+        job = _new(Job)  # ``Job(...)``, its fields set at once
+        job.__dict__.update(idx=r.idx, candidate=r.candidate, seed=r.seed, scope=self.scope(r.idx))
+        return job
 
     def expect(self, records: list[Record]) -> None:
         """Pending records to decide, after those already expected (indices increase)."""
@@ -349,16 +350,17 @@ class _Book:
 
     def propose(self, cands: list[Any], batch: int, seed: int, now: float) -> list[Record]:
         start = self.recs[-1].idx + 1 if self.recs else 0  # index order
-        new = []
-        for i, cand in enumerate(cands):
-            idx = start + i
-            ev = Evaluation("rejected", reason=f"proposal: {cand.error}") if cand.error else None
-            rec = Record(idx, batch, cand, "", 0, 0, derive_seed(seed, idx), ev, now)
-            if ev is None:
-                self.waiting[batch] = self.waiting.get(batch, 0) + 1
-            new.append(rec)
-            self.pos[idx] = len(self.recs)
-            self.recs.append(rec)
+        new = [_record(idx, batch, cand, "", 0, 0, derive_seed(seed, idx),
+                       Evaluation("rejected", reason=f"proposal: {cand.error}")
+                       if cand.error else None, now)
+               for idx, cand in enumerate(cands, start)]  # fmt: skip
+        pending = sum(1 for r in new if r.evaluation is None)
+        if pending:
+            self.waiting[batch] = self.waiting.get(batch, 0) + pending
+        n = len(self.recs)
+        self.pos.update(zip(range(start, start + len(new)), range(n, n + len(new))))
+        self.recs.extend(new)
+        self.last = new
         return new
 
     def take(self, results: list[Result], now: float, flush: bool = False) -> bool:
@@ -366,19 +368,22 @@ class _Book:
         decided ones in one transaction when ``COMMIT_EVERY`` wait, a batch is complete (the
         next proposal waits for it), ``COMMIT_SECONDS`` passed since the last commit, one is
         an internal error, or ``flush``. True if any was committed."""
+        ready = self.ready
         for res in results:
-            self.ready[res.idx] = res
-        order, ready, decided, per = self.order, self.ready, self.decided, self.decided_in
+            ready[res.idx] = res
+        order, decided, per = self.order, self.decided, self.decided_in
+        recs, pos, waiting, reached = self.recs, self.pos, self.waiting, self.reached
         complete = False  # the decided results hold the last pending record of a batch
         while self.hit is None and order and order[0] in ready:
-            res = self._decide(ready.pop(order.pop(0)))
+            res = self._decide(ready.pop(order.popleft()))
             decided.append(res)
-            b = self.recs[self.pos[res.idx]].batch
+            b = recs[pos[res.idx]].batch
             k = per[b] = per.get(b, 0) + 1
-            complete = complete or k >= self.waiting.get(b, 0)
+            complete = complete or k >= waiting.get(b, 0)
             ev = res.evaluation  # an internal error is counted (and may stop the search) now
-            flush = flush or (ev.status == "failed" and ev.reason.startswith(INTERNAL))
-            if self.reached is not None and self.reached(self._record(res, now)):
+            if ev.status == "failed" and ev.reason.startswith(INTERNAL):
+                flush = True
+            if reached is not None and reached(self._record(res, now)):
                 self.hit, flush = res.idx, True
         if not decided:
             return False
@@ -387,10 +392,8 @@ class _Book:
         if not (flush or due or complete):
             return False
         self.decided, self.decided_in, self.committed_at = [], {}, t
-        rows = [(res, now) for res in decided]
-        for res, ok in zip(decided, self.store.finish_many(self.run, rows, now)):
-            if ok:
-                self._commit(res, now)
+        written = self.store.finish_many(self.run, [(res, now) for res in decided], now)
+        self._commit([res for res, ok in zip(decided, written) if ok], now)
         return True
 
     def halted(self) -> bool:
@@ -400,24 +403,29 @@ class _Book:
     def _record(self, res: Result, now: float) -> Record:
         """The record of ``res`` as ``_commit`` stores it."""
         r = self.recs[self.pos[res.idx]]
-        return Record(r.idx, r.batch, r.candidate, res.skeleton, res.n_params, res.complexity,
-                      r.seed, res.evaluation, now)  # fmt: skip
+        return _record(r.idx, r.batch, r.candidate, res.skeleton, res.n_params, res.complexity,
+                       r.seed, res.evaluation, now)  # fmt: skip
 
-    def _commit(self, res: Result, now: float) -> None:
-        i = self.pos[res.idx]
-        r = self.recs[i]  # (``_record``)
-        r = self.recs[i] = Record(r.idx, r.batch, r.candidate, res.skeleton, res.n_params,
-                                  res.complexity, r.seed, res.evaluation, now)  # fmt: skip
-        self.done += 1
-        left = self.waiting[r.batch] - 1
-        if left:
-            self.waiting[r.batch] = left
-        else:
-            del self.waiting[r.batch]
-        self.done_calibrated += res.evaluation.status != "rejected"
-        self.lanes += res.evaluation.lanes
-        self._count(res.evaluation, r.candidate.src)
-        self._check_internal(res.evaluation)
+    def _commit(self, results: list[Result], now: float) -> None:
+        """Take the committed ``results`` into the records, counts and rates."""
+        recs, pos, waiting = self.recs, self.pos, self.waiting
+        for res in results:
+            i = pos[res.idx]
+            r = recs[i]  # (``_record``)
+            ev = res.evaluation
+            recs[i] = _record(r.idx, r.batch, r.candidate, res.skeleton, res.n_params,
+                              res.complexity, r.seed, ev, now)  # fmt: skip
+            self.done += 1
+            left = waiting[r.batch] - 1
+            if left:
+                waiting[r.batch] = left
+            else:
+                del waiting[r.batch]
+            if ev.status != "rejected":
+                self.done_calibrated += 1
+                self.lanes += ev.lanes
+            self._count(ev, r.candidate.src)
+            self._check_internal(ev)
 
     def _check_internal(self, ev: Evaluation) -> None:
         """Stop the search when one internal error repeats: every further candidate would
@@ -451,6 +459,31 @@ class _Book:
         self.seen.add(key)
         self._saw(res.idx, h)
         return res
+
+
+_new = object.__new__
+
+
+def _record(
+    idx: int, batch: int, candidate: Any, skeleton: str, n_params: int, complexity: int,
+    seed: int, evaluation: Evaluation | None, t_done: float,
+) -> Record:  # fmt: skip
+    """``Record(...)`` with every field given, set at once (the driver makes two or three
+    per candidate; a frozen dataclass's ``__init__`` sets one field at a time)."""
+    r = _new(Record)
+    d = r.__dict__
+    d["idx"], d["batch"], d["candidate"], d["skeleton"] = idx, batch, candidate, skeleton
+    d["n_params"], d["complexity"], d["seed"] = n_params, complexity, seed
+    d["evaluation"], d["t_done"] = evaluation, t_done
+    return r
+
+
+def _as_proposed(r: Record) -> Record:
+    """``r`` as it was proposed: pending, unless it was rejected at proposal."""
+    ev = r.evaluation
+    if ev is None or ev.reason.startswith("proposal: "):
+        return r
+    return _record(r.idx, r.batch, r.candidate, "", 0, 0, r.seed, None, r.t_done)
 
 
 def make_executor(

@@ -1,11 +1,13 @@
 """One candidate, end to end, in the process that runs it: funnel, calibration, scores.
 
 The candidate is read, resolved and lowered once (``ndvm.compile``); the funnel's checks, the
-calibration (``Task.calibrate`` -> ``ndvm.calibrate`` and the runtime's in-runtime optimizer,
-no Python per step) and the held-out scores all use that one compiled program. K starts are K
-parameter lanes of one walk; the candidate's result is its best lane by training loss (never by
-held-out data), and the record keeps every lane's final training loss. What every job of a
-task shares (grammar, limits, start scale, data shape) is set up once per worker process.
+calibration (``Task.fit`` of the task's calibration plan, ``ndvm.calibrate.plan``, and the
+runtime's in-runtime optimizer, no Python per step: what ``Task.calibrate`` gives) and the
+held-out scores all use that one compiled program. K starts are K parameter lanes of one walk;
+the candidate's result is its best lane by training loss (never by held-out data), and the
+record keeps every lane's final training loss. What every job of a task shares (grammar,
+limits, start scale, data shape, the calibration plan: the data checked and laid out, the
+loss's target, the optimizer) is set up once per worker process.
 
 Nothing here raises for a bad candidate: a funnel stop is a ``rejected`` evaluation with its
 stage, an error or a non-finite loss a ``failed`` one, a limit a ``timeout``, each with its
@@ -17,7 +19,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import MutableSet
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -141,7 +143,7 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     key = (job.scope, h)
     fit: _Fit | None = None
     if key not in seen and _folds(task, prog, data, setup):
-        fit = _fit(task, prog, K, init, rng, limits, t0)
+        fit = _fit(task, prog, K, init, rng, limits, t0, setup)
         if fit.start_finite:  # the finite stage passed (see above)
             seen.add(key)
             return _result(job, task, v, fit, t0, h, setup)
@@ -155,7 +157,7 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
         return _rejected(job, why, t0)
     seen.add(key)
     if fit is None:
-        fit = _fit(task, prog, K, init, rng, limits, t0)
+        fit = _fit(task, prog, K, init, rng, limits, t0, setup)
     return _result(job, task, v, fit, t0, h, setup)
 
 
@@ -172,6 +174,15 @@ class _Setup:
     data: Any
     n_valid: int | None  # rows behind validation_mse, for a 1-D validation target
     point_inputs: list[str] | None = None  # what ``_folds`` needs of the task (``_fold_inputs``)
+    plans: dict[int, Any] = field(default_factory=dict)  # starts -> the task's fit plan
+
+    def plan(self, task: Task, K: int) -> Any:
+        """``task.plan`` of a candidate's fit with ``K`` starts, made once (co-search's
+        protocol: no diagnostics)."""
+        fitplan = self.plans.get(K)
+        if fitplan is None:
+            fitplan = self.plans[K] = task.plan(starts=K, diagnostics=False)
+        return fitplan
 
 
 _SETUPS = ByIdentity(8)  # task -> (limits, its setup)
@@ -224,18 +235,17 @@ class _Fit:
 
 def _fit(
     task: Task, prog: Any, K: int, init: np.ndarray, rng: np.random.Generator,
-    limits: CalibLimits, t0: float,
+    limits: CalibLimits, t0: float, setup: _Setup,
 ) -> _Fit:  # fmt: skip
-    """Calibrate (``task.calibrate``: restarts would draw from ``rng``; the task's protocol
-    has none) and score; an exception is kept, not raised (the funnel's verdict comes first).
-    The fit gets what is left of the candidate's seconds, at least a nanosecond (a
-    ``time_limit`` of 0 or less is none: a candidate whose setup spent its time would fit
-    unlimited)."""
+    """Calibrate (``task.fit`` of the setup's plan: what ``task.calibrate`` gives; restarts
+    would draw from ``rng``, the task's protocol has none) and score; an exception is kept,
+    not raised (the funnel's verdict comes first). The fit gets what is left of the
+    candidate's seconds, at least a nanosecond (a ``time_limit`` of 0 or less is none: a
+    candidate whose setup spent its time would fit unlimited)."""
     left = max(limits.seconds - (time.perf_counter() - t0), 1e-9)
     try:
-        cal = task.calibrate(prog, starts=K, init=init, seed=rng, time_limit=left,
-                             diagnostics=False)  # fmt: skip
-        return _Fit(cal, task.score(cal, task.data()))
+        cal = task.fit(setup.plan(task, K), prog, init=init, seed=rng, time_limit=left)
+        return _Fit(cal, task.score(cal, setup.data))
     except Exception as exc:  # noqa: BLE001 - raised by _result, after the funnel's verdict
         return _Fit(error=exc)
 

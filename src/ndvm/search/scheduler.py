@@ -19,8 +19,10 @@ the dead or late actor, the other actors' chunks run on.
 from __future__ import annotations
 
 import gc
+import math
 import multiprocessing as mp
 import pickle
+import select
 import sys
 import time
 from collections.abc import Callable, Iterator, MutableSet, Sequence
@@ -297,7 +299,7 @@ class ProcessExecutor(Pool):
         self.owed[w].append(self.seq)
         self.where[self.seq] = w
         try:
-            self.procs[w][1].send(pack_jobs(chunk))
+            self.procs[w][1].send_bytes(_dumps(pack_jobs(chunk)))
         except (OSError, EOFError):
             self._lost(w)
         return self.seq
@@ -310,11 +312,9 @@ class ProcessExecutor(Pool):
             self.owed[i] = []
 
     def wait(self, handles: list[Any], timeout: float) -> list[Any]:
-        from multiprocessing.connection import wait as ready
-
         if not any(h in self.done for h in handles):
             conns = {self.procs[w][1]: w for w in self.owed if self.owed[w]}
-            for conn in ready(list(conns), timeout):
+            for conn in _ready(list(conns), timeout):
                 w = conns[conn]
                 try:
                     out = conn.recv()
@@ -358,6 +358,28 @@ class ProcessExecutor(Pool):
             conn.close()
 
 
+def _dumps(rows: list[tuple[Any, ...]]) -> bytes:
+    """A chunk's message: its rows of plain values pickled as ``Connection.send`` would, without
+    ``multiprocessing``'s pickler (made per message, for objects that rows never hold)."""
+    return pickle.dumps(rows, pickle.HIGHEST_PROTOCOL)
+
+
+def _ready(conns: list[Any], timeout: float) -> list[Any]:
+    """The connections of ``conns`` that have a message or were closed, within ``timeout``
+    seconds: ``multiprocessing.connection.wait`` as one ``poll`` call, where there is one
+    (that function builds and registers a selector per call)."""
+    if not hasattr(select, "poll"):
+        from multiprocessing.connection import wait
+
+        return list(wait(conns, timeout))
+    poller = select.poll()
+    by_fd = {}
+    for conn in conns:
+        by_fd[conn.fileno()] = conn
+        poller.register(conn.fileno(), select.POLLIN)
+    return [by_fd[fd] for fd, _ in poller.poll(math.ceil(timeout * 1000))]
+
+
 @contextmanager
 def _main_unimported(ref: TaskRef) -> Iterator[None]:
     """Workers start without running the main module again when the task does not need it
@@ -394,7 +416,7 @@ def _serve(conn: Any, ref: TaskRef, limits: CalibLimits) -> None:
             return
         if chunk is None:
             return
-        conn.send(pack_results(_run_in_process(unpack_jobs(chunk))))
+        conn.send_bytes(_dumps(pack_results(_run_in_process(unpack_jobs(chunk)))))
 
 
 # A chunk crosses the pipe as rows of plain values (``pack_*``), not as pickled dataclasses:
@@ -429,11 +451,13 @@ def pack_results(results: Sequence[Result]) -> list[tuple[Any, ...]]:
 
 def unpack_results(rows: list[tuple[Any, ...]]) -> list[Result]:
     out = []
-    for idx, skeleton, n_params, complexity, key, *ev in rows:
-        e = object.__new__(Evaluation)
-        e.__dict__.update(zip(_EVAL_NAMES, ev))
-        r = object.__new__(Result)
-        r.__dict__.update(idx=idx, skeleton=skeleton, n_params=n_params,
-                          complexity=complexity, evaluation=e, key=key)  # fmt: skip
+    new, names = object.__new__, _EVAL_NAMES
+    for row in rows:
+        e = new(Evaluation)
+        e.__dict__.update(zip(names, row[5:]))
+        r = new(Result)
+        d = r.__dict__  # (idx, skeleton, n_params, complexity, key, *evaluation)
+        d["idx"], d["skeleton"], d["n_params"], d["complexity"] = row[:4]
+        d["evaluation"], d["key"] = e, row[4]
         out.append(r)
     return out

@@ -65,12 +65,32 @@ CREATE TABLE IF NOT EXISTS candidates (
 _ADDED = (("validation_mse", "REAL"), ("validation_r2", "REAL"), ("text", "TEXT"))
 
 
+# A column that may be NULL takes ``NULLIF(?, '')`` and is sent ``NULL_TEXT`` for NULL: the
+# ``sqlite3`` module binds ``None`` only after looking it up as an object to adapt (an
+# AttributeError made and dropped per value), a string at once.
+NULL_TEXT = ""
 _FINISH = (  # a result into its pending row (``Store.finish_many``)
-    "UPDATE candidates SET status = ?, reason = ?, train_loss = ?, heldout_mse = ?, "
-    "heldout_r2 = ?, success = ?, values_json = ?, extra = ?, wall = ?, steps = ?, t_done = ?, "
-    "skeleton = ?, n_params = ?, complexity = ?, validation_mse = ?, validation_r2 = ? "
+    "UPDATE candidates SET status = ?, reason = ?, train_loss = NULLIF(?, ''), "
+    "heldout_mse = NULLIF(?, ''), heldout_r2 = NULLIF(?, ''), success = ?, values_json = ?, "
+    "extra = ?, wall = ?, steps = ?, t_done = ?, skeleton = ?, n_params = ?, complexity = ?, "
+    "validation_mse = NULLIF(?, ''), validation_r2 = NULLIF(?, '') "
     "WHERE run = ? AND idx = ? AND status = 'pending'"
 )
+_INSERT_COLUMNS = 14  # a proposal's row (``Store.add``)
+INSERT_ROWS = 64  # proposals per INSERT statement (14 x 64 values: under SQLite's oldest
+# limit of 999 per statement)
+
+
+@functools.lru_cache(maxsize=8)
+def _insert(rows: int) -> str:
+    """The statement that inserts ``rows`` proposals (already stored rows are kept); its
+    ``params`` and ``text`` are NULL where ``NULL_TEXT`` is sent."""
+    one = "(?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''))"
+    return ("INSERT OR IGNORE INTO candidates (run, idx, batch, src, params, origin, skeleton, "
+            "n_params, complexity, seed, status, reason, t_done, text) VALUES "
+            + ", ".join([one] * rows))  # fmt: skip
+
+
 _JSON = json.JSONEncoder()  # ``json.dumps`` with its defaults, without the call's checks
 
 
@@ -276,36 +296,24 @@ class Store:
     @_guarded
     def add(self, run: int, records: list[Record], elapsed: float | None = None) -> None:
         """Insert a batch of proposals atomically (pending or already rejected); with
-        ``elapsed``, the run's elapsed seconds in the same transaction."""
-        rows = []
+        ``elapsed``, the run's elapsed seconds in the same transaction. The rows go in
+        ``INSERT_ROWS`` to a statement (one statement's steps instead of one per row)."""
+        values: list[Any] = []
         for r in records:
-            ev = r.evaluation
-            rows.append(
-                (
-                    run,
-                    r.idx,
-                    r.batch,
-                    r.candidate.src,
-                    None if r.candidate.params is None else json.dumps(r.candidate.params),
-                    r.candidate.origin,
-                    r.skeleton,
-                    r.n_params,
-                    r.complexity,
-                    r.seed,
-                    r.status,
-                    "" if ev is None else ev.reason,
-                    r.t_done,
-                    r.candidate.text or None,  # the proposer's original text (NumPy skeleton)
-                )
-            )
+            ev, c = r.evaluation, r.candidate
+            values += (
+                run, r.idx, r.batch, c.src,
+                NULL_TEXT if c.params is None else json.dumps(c.params), c.origin, r.skeleton,
+                r.n_params, r.complexity, r.seed, "pending" if ev is None else ev.status,
+                "" if ev is None else ev.reason, r.t_done,
+                c.text,  # the proposer's original text (a NumPy skeleton), NULL when none
+            )  # fmt: skip
+        step = INSERT_ROWS * _INSERT_COLUMNS
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
-            self.db.executemany(
-                "INSERT OR IGNORE INTO candidates (run, idx, batch, src, params, origin, "
-                "skeleton, n_params, complexity, seed, status, reason, t_done, text) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
+            for i in range(0, len(values), step):
+                part = values[i : i + step]
+                self.db.execute(_insert(len(part) // _INSERT_COLUMNS), part)
             if elapsed is not None:
                 self.db.execute("UPDATE runs SET elapsed = ? WHERE run = ?", (elapsed, run))
 
@@ -319,7 +327,7 @@ class Store:
             ev = res.evaluation
             scores = (ev.train_loss, ev.heldout_mse, ev.heldout_r2, ev.validation_mse,
                       ev.validation_r2)  # fmt: skip
-            nums = [None if x is None or not fin(x) else float(x) for x in scores]
+            nums = [NULL_TEXT if x is None or not fin(x) else float(x) for x in scores]
             rows.append((
                 ev.status, ev.reason, nums[0], nums[1], nums[2], int(ev.success),
                 dumps(ev.params), dumps(ev.extra), ev.wall, ev.steps, t_done, res.skeleton,

@@ -27,7 +27,8 @@ import numpy as np
 from ndvm.api import Program
 from ndvm.api import compile as compile_program
 from ndvm.backends.inputs import as_array, as_table
-from ndvm.calibrate import Calibration, calibrate
+from ndvm.calibrate import Calibration, Plan, plan
+from ndvm.calibrate.api import RUN_ARGS
 from ndvm.errors import NdvmError
 from ndvm.lang.front import check_name
 from ndvm.tasks.columns import (
@@ -165,8 +166,16 @@ class Task:
     def calibrate(
         self, candidate: Any = None, *, backend: str | None = None, **overrides: Any
     ) -> Calibration:
-        """Calibrate on the train split with the task's protocol (``overrides`` win)."""
+        """Calibrate on the train split with the task's protocol (``overrides`` win):
+        ``fit`` of ``plan``."""
         program = self.compile(candidate, backend)
+        run = {k: overrides.pop(k) for k in RUN_ARGS if k in overrides}
+        return self.fit(self.plan(**overrides), program, **run)
+
+    def plan(self, **overrides: Any) -> Plan:
+        """The protocol's calibration of any program on the train split, prepared
+        (``ndvm.calibrate.plan``; ``overrides`` win, but ``RUN_ARGS``, which ``fit`` takes):
+        a caller fitting many candidates (co-search's worker) makes it once."""
         data = self.data()
         spec = self.calib
         kw: dict[str, Any] = dict(
@@ -177,12 +186,11 @@ class Task:
             starts=spec.starts,
             constraints=spec.constraints,
         )
-        if spec.init_scale is not None:
-            scale = spec.init_scale
-            kw["init"] = lambda rng, shape: scale * rng.standard_normal(shape)
         if spec.lr_final is not None:
             kw["lr_final"] = spec.lr_final
         kw.update(overrides)
+        for k in RUN_ARGS:
+            kw.pop(k, None)
         target = data.train_target
         if target is not None and np.ndim(target) == 2:  # K starts per series, series-major
             kw["target"] = np.repeat(np.asarray(target), int(kw["starts"]), axis=0)
@@ -191,11 +199,21 @@ class Task:
             kw["target"] = target
         # a task's protocol fixes its steps: the verdict is on the result, not a warning
         kw.setdefault("warn", False)
+        return plan(None, data.train_inputs, **kw)
+
+    def fit(self, fitplan: Plan, program: Program, **run: Any) -> Calibration:
+        """``program`` calibrated by ``fitplan`` (this task's ``plan``) with ``run``'s
+        ``init``, ``seed`` and ``time_limit`` (the protocol's start draw unless given); a
+        pooled protocol on several series then refits from every series' best."""
+        spec = self.calib
+        if spec.init_scale is not None and "init" not in run:
+            scale = spec.init_scale
+            run["init"] = lambda rng, shape: scale * rng.standard_normal(shape)
         t0 = time.perf_counter()
-        cal = calibrate(program, data.train_inputs, **kw)
-        if spec.pooled and np.ndim(target) == 2:
+        cal = fitplan.run(program, **run)
+        if spec.pooled and np.ndim(target := self.data().train_target) == 2:
             S, spent = int(np.shape(target)[0]), time.perf_counter() - t0
-            cal = pooled_refit(cal, program, data.train_inputs, kw, S, spent)
+            cal = pooled_refit(cal, program, fitplan, run, S, spent)
         return cal
 
     def evaluate(self, candidate: Any, *, backend: str | None = None, **overrides: Any) -> Any:

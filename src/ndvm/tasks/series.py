@@ -17,8 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from ndvm.calibrate import calibrate
-
 
 def series_best(cal: Any, series: int) -> np.ndarray:
     """The best lane of each series (lanes are series-major: ``starts`` lanes per series)."""
@@ -92,20 +90,20 @@ def trailing_block(
 
 
 def pooled_refit(
-    cal: Any, program: Any, inputs: Mapping[str, Any], kw: dict[str, Any], S: int,
-    spent: float = 0.0,
-) -> Any:  # fmt: skip
+    cal: Any, program: Any, fitplan: Any, run: dict[str, Any], S: int, spent: float = 0.0
+) -> Any:
     """A second fit of every series from the best parameters the first fit found anywhere.
 
-    ``cal`` is a fit of ``S`` series with ``K`` lanes each (``kw``: its ``calibrate``
-    keywords, ``starts`` S*K and ``target [S*K, N]``, series-major). Series that share one
+    ``cal`` is a fit of ``S`` series with ``K`` lanes each by ``fitplan`` (a
+    ``calibrate.Plan``: ``starts`` S*K and ``target [S*K, N]``, series-major; ``run``: its
+    ``Plan.run`` keywords). Series that share one
     structure have similar parameters, so a start that reached the right basin for one series
     is a good start for all: start k of series s restarts from series s's own best (k = 0),
     then from the best of the other series in order of their training loss (cycling when
     K > S). The refit keeps K lanes per series; a series that does better from another's
     parameters takes them; its own best is a start, so with a descent method (LM, L-BFGS)
     none ends worse. Returns ``cal`` unchanged when it has one series, no parameter or no
-    finite best, or when ``kw``'s ``time_limit`` is spent (``spent``: seconds used so far)."""
+    finite best, or when ``run``'s ``time_limit`` is spent (``spent``: seconds used so far)."""
     losses = np.asarray(cal.all_losses, dtype=np.float64)
     K = losses.size // max(S, 1)
     P = len(program.params)
@@ -123,9 +121,9 @@ def pooled_refit(
         donors += [i for i in order if i != s]
         for k in range(K):
             init[s * K + k] = values[donors[k % len(donors)]]
-    again = dict(kw, init=init)
+    again = dict(run, init=init)
     if again.get("time_limit") is not None:
         again["time_limit"] = float(again["time_limit"]) - spent
         if again["time_limit"] <= 0:
             return cal
-    return calibrate(program, inputs, **again)
+    return fitplan.run(program, **again)
