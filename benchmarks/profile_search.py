@@ -6,8 +6,9 @@
 On the replay corpus of ``bench_search.py`` (candidates of the evolve proposer that pass the
 funnel), each part of a worker's ``evaluate.run_job`` is timed on its own, in the order the
 worker runs them (the median over the corpus, three passes, µs per candidate): reading the
-source (its tokens' facts, ``search.facts``, or its data), the size check, ``ndvm.compile``,
-the start draw, role placement (more than one start), the parameter check, the skeleton hash,
+source (the reader's facts of it, ``search.facts``, or its data for a source holding a
+string), the size check, ``ndvm.compile``, the start draw, role placement (more than one
+start), the parameter check (with the skeleton), the skeleton hash,
 the fold check, the ``finite`` stage (only for programs whose stage the fit cannot fold: loops,
 bindings), ``Task.calibrate`` (the bare loop's: a calibration plan made per call), the
 worker's fit (``Task.fit`` of the plan its setup made once; the same result), scoring on the
@@ -59,7 +60,7 @@ def parts(task_name: str, srcs: list[str], starts: int, passes: int = 3) -> dict
     clock = _Clock(spent)
     for _ in range(passes):
         for i, src in enumerate(srcs):
-            with clock("read"):  # a plain source's facts from its tokens, else its data
+            with clock("read"):  # the reader's facts of the source (None: its data)
                 facts = read_facts(src)
                 data, sym = read_with_symbols(src) if facts is None else (facts, facts.symbols)
             with clock("grammar"):

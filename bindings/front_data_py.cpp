@@ -3,6 +3,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -138,6 +139,59 @@ ndvm::front::ReadOutput ndvm::read_or_raise(Arena& arena, nb::handle source,
   }
 }
 
+namespace {
+
+// A frozenset of the names at `indexes` among `names` (a tuple of str).
+nb::object name_set(const nb::tuple& names, const std::vector<int32_t>& indexes) {
+  PyObject* out = PyFrozenSet_New(nullptr);
+  if (out == nullptr) throw nb::python_error();
+  nb::object set = nb::steal(out);
+  for (const int32_t i : indexes) {
+    if (PySet_Add(out, PyTuple_GET_ITEM(names.ptr(), i)) != 0) throw nb::python_error();
+  }
+  return set;
+}
+
+// `_core.read_facts`: the facts of `source` as read (see front::SourceFacts), or None.
+nb::object read_facts(nb::handle source, int64_t max_source_chars, int64_t max_forms) {
+  thread_local Arena shared;  // its buffers reused from one read to the next
+  thread_local bool busy = false;
+  std::unique_ptr<Arena> own;  // a read inside a read (from a hook) gets its own arena
+  if (busy) own = std::make_unique<Arena>();
+  struct Lease {
+    Arena* kept;  // the shared arena, reset and free again however the read ends
+    ~Lease() {
+      if (kept == nullptr) return;
+      kept->reset();
+      busy = false;
+    }
+  } lease{own ? nullptr : &shared};
+  busy = true;
+  Arena& arena = own ? *own : shared;
+  const ndvm::front::ReadOutput out =
+      ndvm::read_or_raise(arena, source, {max_source_chars, max_forms}, false);
+  const ndvm::front::SourceFacts f = ndvm::front::source_facts(arena, out);
+  if (!f.described) return nb::none();
+  PyObject* tuple = PyTuple_New(Py_ssize_t(out.symbols.size()));
+  if (tuple == nullptr) throw nb::python_error();
+  nb::tuple names = nb::steal<nb::tuple>(tuple);
+  for (size_t i = 0; i < out.symbols.size(); ++i) {
+    PyTuple_SET_ITEM(tuple, Py_ssize_t(i),
+                     ndvm::str_of(arena.texts[size_t(out.symbols[i])]).release().ptr());
+  }
+  PyObject* all = PyFrozenSet_New(tuple);
+  if (all == nullptr) throw nb::python_error();
+  nb::object symbols = nb::steal(all);
+  nb::object scalar = nb::none();
+  if (f.may_be_scalar) {
+    scalar = nb::make_tuple(name_set(names, f.leaves), name_set(names, f.heads),
+                            name_set(names, f.value_heads), name_set(names, f.cond_heads));
+  }
+  return nb::make_tuple(f.nodes, symbols, names, ndvm::str_of(f.skeleton), f.first_end, scalar);
+}
+
+}  // namespace
+
 void ndvm::bind_front_data(nb::module_& m) {
   m.def(
       "read",
@@ -159,4 +213,10 @@ void ndvm::bind_front_data(nb::module_& m) {
       nb::arg("max_forms"),
       "Read `source` (str): (data, frozenset of symbol names), data as ndvm.lang.datum "
       "records; raises ReadError / CompileError with positions.");
+  m.def("read_facts", &read_facts, nb::arg("source"), nb::arg("max_source_chars"),
+        nb::arg("max_forms"),
+        "Read `source` (str) as `read` does (its errors) and give what the search funnel needs "
+        "of its data without building them: (node count, frozenset of symbol names, the names "
+        "in that order, skeleton template, end of its first form, scalar requirements or "
+        "None), or None for data holding a string (front::SourceFacts).");
 }

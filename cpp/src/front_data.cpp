@@ -168,7 +168,7 @@ int32_t Arena::head_id(DRef d) const {
 }
 
 namespace {
-void print_atom(const Arena& a, const Datum& x, std::string& out) {
+void print_atom(const Arena& a, const Datum& x, std::string& out, void* /*context*/) {
   switch (x.kind) {
     case DKind::SYM:
     case DKind::NUM: out += a.texts[static_cast<size_t>(x.text)]; break;
@@ -194,18 +194,23 @@ void print_atom(const Arena& a, const Datum& x, std::string& out) {
 }  // namespace
 
 std::string to_source(const Arena& a, DRef d) {
+  std::string out;
+  print_source(a, d, out, print_atom, nullptr);
+  return out;
+}
+
+void print_source(const Arena& a, DRef d, std::string& out, AtomPrinter atom, void* context) {
   // an explicit stack: data nested as deep as the reader allows print without recursion
   struct Item {
     DRef d;
     int32_t next;  // LIST: the next item to print (count: the tail, count + 1: done)
   };
-  std::string out;
   std::vector<Item> stack{{d, -1}};
   while (!stack.empty()) {
     Item& it = stack.back();
     const Datum& x = a[it.d];
     if (x.kind != DKind::LIST) {
-      print_atom(a, x, out);
+      atom(a, x, out, context);
       stack.pop_back();
       continue;
     }
@@ -229,7 +234,6 @@ std::string to_source(const Arena& a, DRef d) {
     out += ')';
     stack.pop_back();
   }
-  return out;
 }
 
 }  // namespace ndvm::front

@@ -1,6 +1,6 @@
-"""A plain source's facts from its tokens (``search.facts``) are those of the reader's data:
-node count, symbols, skeleton, one number per point; and the worker's results with them are
-those of reading every candidate."""
+"""The reader's facts of a source (``search.facts``, ``_core.read_facts``) are those of its data:
+node count, symbols, skeleton, one number per point, and its errors are the reader's; and the
+worker's results with them are those of reading every candidate."""
 
 import random
 
@@ -8,8 +8,9 @@ import pytest
 
 from ndvm import tasks
 from ndvm.errors import NdvmError
+from ndvm.eval.limits import Limits
 from ndvm.lang.front import skeleton
-from ndvm.lang.reader import read_with_symbols
+from ndvm.lang.reader import MAX_NESTING, read_with_symbols
 from ndvm.search import Candidate
 from ndvm.search import evaluate as ev_mod
 from ndvm.search.evaluate import CalibLimits, Job, run_job
@@ -31,6 +32,15 @@ EDGES = [
     "(+ a [x])", "(+ a #;x b)", "(+ a x\x1c)", "(+ a (loop ((s a) (k 0)) (if (= k 3) s "
     "(recur (+ s x) (+ k 1)))))", "(sin " * 99 + "a" + ")" * 99, "(sin " * 150 + "a" + ")" * 150,
     "(@ a ~x !y $z %w &v :u ^t _s)", "(+ x (* a x))", "(+ P x)", "(* a (if (> x 0) x (- x)))",
+    # edge tokens, forms and characters
+    "(* a 1e400)", "(* a 1.5.5)", "(* a 0x10)", "(* a +.)", "(* a ..)", "(* a 1e+)", "+inf.0",
+    "-nan.0", "(* a -nan.0)", ".", "(. a)", "(a .)", "(a . b c)", "(a . . b)", "(* a #f)",
+    "(if #t a x)", "(* a x))", "((* a x)", "(params a) (* a x) (+ a 1)", "(params (a 1.5)) (* a x)",
+    "(params) x", "(* a x) ; c\n", "#| c |# (* a x)", "(* a #| (b |# x)", "(* a x) #;(b)",
+    "'(a b)", "(quote a)", "(* a `x)", "(* a ,x)", "(+ a \"x\\ny\")", "(+ a \"unterminated)",
+    "(* α x)", "(* a x١)", "(* a ١٢)", "(* a\u2003x)", "(* a x\u0085)", "(sym\ud800 x)",
+    "(* a #)", "(* a #x)", "#(a)", "(* a [x b])", "(vec a x)", "(* a x]", "[a x)", "(if P C x)",
+    "(* {0} x)", "(* a {x})", "(+ " + "a " * 3000 + "x)", "(* a x) " * 200,
 ]  # fmt: skip
 
 
@@ -58,38 +68,107 @@ def _corpus(seed: int, n: int) -> list[str]:
     return out + mutated
 
 
+def _read(src):
+    """``read_with_symbols(src)``, or the error it raises."""
+    try:
+        return read_with_symbols(src)
+    except NdvmError as exc:
+        return exc
+
+
+def _facts(src):
+    try:
+        return read_facts(src)
+    except NdvmError as exc:
+        return exc
+
+
+def _same_error(a, b):
+    return type(a) is type(b) and (str(a), a.line, a.column) == (str(b), b.line, b.column)
+
+
+def _check(src, rng, names_pool=("x", "P", "C*", "if", "sin", "<")):
+    """``read_facts(src)`` against the reader's data (``fast``: facts given); the number of
+    sources whose facts were compared."""
+    got, want = _facts(src), _read(src)
+    if isinstance(want, NdvmError):  # the same typed error, at the same place
+        assert isinstance(got, NdvmError) and _same_error(got, want), (src, got, want)
+        return 0
+    assert not isinstance(got, NdvmError), (src, got)
+    data, symbols = want
+    if got is None:  # only data holding a string are not described
+        assert '"' in src, src
+        return 0
+    assert got.complexity == complexity(data), src
+    assert got.symbols == symbols, src
+    pool = [*sorted(symbols), *names_pool]
+    for _ in range(4):
+        names = frozenset(n for n in pool if rng.random() < 0.5)
+        assert got.skeleton(names) == skeleton(data, names), (src, names)
+        assert got.skeleton(names, True) == skeleton(data[1:], names), (src, names)
+        assert got.scalar(names) == scalar_valued(data, names), (src, names)
+    return 1
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_facts_are_those_of_the_data(seed):
     rng = random.Random(seed)
-    fast = 0
-    for src in EDGES + _corpus(seed, 150):
+    fast = sum(_check(src, rng) for src in EDGES + _corpus(seed, 150))
+    assert fast > 300  # most proposals are read and described
+
+
+def test_scalar_facts_of_every_name():
+    """Every subset of a program's names and the names of heads: ``scalar`` is
+    ``scalar_valued`` (which heads give numbers is ``funnel.head_kind``'s)."""
+    import itertools
+
+    for src in ("(if (< a x) (sin x) (* b x))", "(if (sin a) x (if (> x 1) (exp a) 1))",
+                "(+ (< a x) 1)", "(if (if a x b) x a)", "(max (abs a) (pow a x))", "(x x)",
+                "(if (+ a x) (vector a) 1)", "(* a (quote x))", "(exp (map a x))"):  # fmt: skip
         facts = read_facts(src)
-        try:
-            data, symbols = read_with_symbols(src)
-        except NdvmError:
-            assert facts is None, src  # a source the reader rejects is never plain
-            continue
-        if facts is None:
-            continue
-        fast += 1
-        assert len(data) == 1, src
-        assert facts.complexity == complexity(data), src
-        assert facts.symbols == symbols, src
-        pool = [*sorted(symbols), "x", "P", "C*"]
-        for _ in range(4):
-            names = frozenset(n for n in pool if rng.random() < 0.5)
-            assert facts.skeleton(names) == skeleton(data, names), (src, names)
-            assert facts.scalar(names) == scalar_valued(data, names), (src, names)
-    assert fast > 300  # most proposals are plain
+        data, symbols = read_with_symbols(src)
+        pool = sorted(symbols)
+        for r in range(len(pool) + 1):
+            for names in itertools.combinations(pool, r):
+                assert facts.scalar(set(names)) == scalar_valued(data, set(names)), (src, names)
 
 
-def test_plain_sources_of_the_edges():
-    plain = {s for s in EDGES if read_facts(s) is not None}
-    assert {"(* a x)", "a", "(+ .5 -.5 +.5 1. 1e5 1E-3 -1e+2 007)", "(+ a\tx\r\n\v\f)"} <= plain
-    deep = "(sin " * 150 + "a" + ")" * 150
-    for src in ("(* a x) (* b x)", "(params a b) (* a x)", "+inf.0", "(* a . x)", "(+ a 1e)",
-                "(+ a 'x)", "(+ a x\x1c)", "(+ a x)\u00a0", deep):  # fmt: skip
-        assert src not in plain, src
+def test_random_text_is_read_as_the_reader_reads_it():
+    """Random text of the reader's special characters, numbers' and names' characters,
+    Unicode digits, spaces and a lone surrogate: the same error or the same facts."""
+    rng = random.Random(4)
+    alphabet = [*"()[]'`,\"#;|\\.+-eE019ax*<", " ", "\n", "\t", "\u00a0", "é", "١", "\ud800",
+                "if ", "(sin ", "(params ", "inf.0", "#t", "#;", "#|", "|#"]  # fmt: skip
+    rng_names = random.Random(5)
+    srcs = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24))) for _ in range(1500)]
+    assert sum(_check(src, rng_names) for src in srcs) > 30  # (most are errors)
+
+
+def test_errors_and_limits_are_the_readers():
+    """Hostile sources: the reader's limits and errors hold (a typed error, never a crash)."""
+    too_deep = "(" * (MAX_NESTING + 1) + ")" * (MAX_NESTING + 1)
+    long = "(+ " + "a " * (Limits().max_source_chars // 2) + ")"
+    forms = "a " * (Limits().max_forms + 1)
+    for src in (too_deep, long, forms, "(a\x00)", "\x00", "(a \udc80)", "(a #<x>)"):
+        got, want = _facts(src), _read(src)
+        if isinstance(want, NdvmError):
+            assert _same_error(got, want), src
+        else:
+            assert got is not None and got.symbols == want[1], src
+    assert read_facts(b"(* a x)") is None  # type: ignore[arg-type]  (not a str: read says)
+
+
+def test_deepest_source_the_reader_takes():
+    """Nested as deep as the reader allows: the facts are exact (the data's Python walk,
+    ``scalar_valued``, gives up at the interpreter's recursion limit and says False)."""
+    depth = MAX_NESTING - 1
+    src = "(sin " * depth + "a" + ")" * depth
+    facts = read_facts(src)
+    data, symbols = read_with_symbols(src)
+    assert facts.complexity == complexity(data) == 2 * depth + 1
+    assert facts.symbols == symbols == {"sin", "a"}
+    assert facts.skeleton({"a"}) == skeleton(data, {"a"})
+    assert facts.scalar({"a"}) and not facts.scalar({"a", "sin"}) and not facts.scalar(set())
 
 
 def _key(res):

@@ -193,6 +193,10 @@ inline DRef Arena::list(const DRef* elems, size_t n, DRef tail, int32_t line, in
 // Print a datum back as source text (read(to_source(d)) gives d back): numbers by their text,
 // strings escaped (\\ \" \n), booleans #t/#f, lists (a b . c).
 std::string to_source(const Arena& a, DRef d);
+// The same printer with `atom` printing each non-list datum (appending to `out`), as
+// ndvm.lang.datum.to_source takes one (the skeleton's template substitutes names and numbers).
+using AtomPrinter = void (*)(const Arena& a, const Datum& x, std::string& out, void* context);
+void print_source(const Arena& a, DRef d, std::string& out, AtomPrinter atom, void* context);
 
 // -- reader -------------------------------------------------------------------------------
 inline constexpr int kMaxNesting = 2000;
@@ -211,6 +215,26 @@ struct ReadOutput {
 // Read every datum of `source` (UTF-8). An empty program is a READ error unless allow_empty.
 ReadOutput read(Arena& arena, std::string_view source, const ReadLimits& limits,
                 bool allow_empty);
+
+// -- facts of a program read (the search funnel's, without building its data) -------------
+// What ndvm.search.facts gives of data `out` read into `a`: the node count (atoms and lists,
+// funnel.complexity), the skeleton as a template and what decides funnel.scalar_valued. A
+// symbol is named by its index in out.symbols throughout.
+struct SourceFacts {
+  bool described = false;  // false: the data hold a string (its skeleton is not a template)
+  int64_t nodes = 0;
+  // the forms printed as to_source, separated by " ", each symbol as "{i}", each number as
+  // "C": the skeleton (lang.front.skeleton) is this with "P" or the name for each {i}
+  std::string skeleton;
+  size_t first_end = 0;  // skeleton[0, first_end) is the first form's
+  // one form of numbers, symbols and lists headed by symbols (`if` with three operands):
+  // funnel.scalar_valued holds exactly when every symbol of `leaves` is a name, none of
+  // `heads` (every list's head, `if` included) is, every head of `value_heads` gives a
+  // number (funnel.head_kind) and every head of `cond_heads` a number or a truth value
+  bool may_be_scalar = false;
+  std::vector<int32_t> leaves, heads, value_heads, cond_heads;
+};
+SourceFacts source_facts(const Arena& a, const ReadOutput& out);
 
 // -- expander -----------------------------------------------------------------------------
 // Rewrites surface forms to the core forms the resolver takes: quote if lambda let letrec

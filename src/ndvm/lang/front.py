@@ -200,18 +200,18 @@ _SKELETONS_KEPT = 1024
 
 def skeleton_of(
     program: ir.CompiledProgram, data: Sequence[Datum] | None = None,
-    plain: Callable[[frozenset[str]], str] | None = None,
+    plain: Callable[[frozenset[str], bool], str] | None = None,
 ) -> str:  # fmt: skip
     """The structure string of ``program`` (computed on first use: search dedupes by it).
     ``data``: its source as read (``ndvm.lang.reader``), when the caller has it: not read
-    again; ``plain``: what gives it from the parameter names (``search.facts``), used for a
-    program without a header when there is no ``data``."""
+    again; ``plain``: what gives it from the parameter names and whether the first form is a
+    header (``search.facts.Facts.skeleton``), used when there is no ``data``."""
     names = param_names(program)
     key = (program.source, program.has_header, names)
     out = _SKELETONS.get(key)
     if out is None:
-        if data is None and plain is not None and not program.has_header:
-            out = plain(names)
+        if data is None and plain is not None:
+            out = plain(names, program.has_header)
         else:
             if data is None:  # the source was read once already, under the program's limits
                 source = program.source

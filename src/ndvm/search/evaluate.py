@@ -107,15 +107,15 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     t0 = time.perf_counter()
     cand = job.candidate
     setup = _setup(task, limits)
-    facts = read_facts(cand.src)  # a plain source's facts from its tokens (None: read it)
-    data: Any = facts
-    if facts is None:
-        try:
+    try:
+        facts = read_facts(cand.src)  # the reader's facts of the source (None: its data)
+        data: Any = facts
+        if facts is None:
             data, symbols = read_with_symbols(cand.src)
-        except ReadError as exc:
-            return _rejected(job, Verdict(False, "parse", str(exc)), t0)
-    else:
-        symbols = facts.symbols
+        else:
+            symbols = facts.symbols
+    except ReadError as exc:
+        return _rejected(job, Verdict(False, "parse", str(exc)), t0)
     v = check_source(data if facts is None else facts.complexity, setup.grammar)
     if not v.ok:
         return _rejected(job, v, t0)
