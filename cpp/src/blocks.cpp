@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 
 #include "ndvm/interp.hpp"
@@ -29,16 +30,22 @@ namespace ndvm {
 namespace {
 
 // A block's working set: the payloads of its tape and their adjoints, written by the forward
-// pass and read back in reverse by the sweep, should stay in the core's own L2 between the
-// two. Kalman-80, forward and gradient replaying, B = 256, microseconds per lane against the
-// rows per block, on a Xeon with AVX-512 (2 MB L2 per core, 480 MB of L3 shared in a VM):
-// float64 (48 KB per lane) 2.72 at 32 rows (1.5 MB), 3.64 at 64, 3.90 at 128, 4.14 whole;
-// float32 (24 KB) 1.34 at 32, 1.46 at 64 (1.5 MB), 1.88 at 128; 16 rows cost 2-25 % more
-// than 32 (each block pays every record's fixed cost). An EPYC with a 1 MB L2 and a 32 MB L3
-// measured flat for blocks from 64 lanes up to 6 MB; its 16-lane blocks under this rule
-// (768 KB of float64) were not measured there.
+// pass and read back in reverse by the sweep, should stay near the core between the two, and a
+// block should be wide enough to spread each record's fixed cost. Which weighs more depends on
+// the machine. Kalman-80, forward and gradient replaying, B = 256, microseconds per lane
+// against the rows per block: on a Xeon with AVX-512 (2 MB L2 per core, 480 MB of L3 shared in
+// a VM), float64 (48 KB per lane) 2.72 at 32 rows (1.5 MB), 3.64 at 64, 3.90 at 128, 4.14
+// whole, float32 (24 KB) 1.34 at 32, 1.46 at 64, 1.88 at 128; on an EPYC (Zen 3, 512 KB L2,
+// 32 MB L3), float64 2.64 at 16 rows, 2.33 at 32, 2.11 at 64, 2.09 at 128, 2.25 whole,
+// float32 1.82 at 16, 1.33 at 32, 1.13 at 64, 1.02 at 128, 1.01 whole. So the first choice
+// fits three quarters of the L2, and then the rows are tuned by timing (tune_rows).
 constexpr size_t kDefaultBudget = size_t{3} << 19;  // 1.5 MB when neither sysfs nor sysconf says
 constexpr uint32_t kMinBlockLanes = 16;             // below this, per-record costs dominate
+constexpr double kTuneCap = double(size_t{16} << 20);  // the largest block tuning tries, bytes
+constexpr uint32_t kTuneTimed = 2;      // timed runs per candidate (after one warm), at least,
+constexpr uint32_t kTuneMost = 16;      // and at most, until they add up to kTuneSpan seconds
+constexpr double kTuneSpan = 2e-3;
+constexpr double kTuneWorse = 1.25;  // a candidate this much slower than the best ends the tuning
 
 // The size of cpu0's cache `index` (sysfs: index2 is the L2 on Linux), 0 when unknown.
 size_t sysfs_cache(int index) {
@@ -81,6 +88,15 @@ uint32_t forced_rows() {
   return rows;
 }
 
+// NDVM_BLOCK_TUNE=0: keep the first choice (no timing); tuning is on otherwise.
+bool tune_enabled() {
+  static const bool on = [] {
+    const char* s = std::getenv("NDVM_BLOCK_TUNE");
+    return s == nullptr || std::strcmp(s, "0") != 0;
+  }();
+  return on;
+}
+
 }  // namespace
 
 // The bytes per lane of the walk just finished (its arena, and as much again for adjoints),
@@ -91,6 +107,7 @@ void Interp::note_lane_bytes(const RunRequest& req) {
     lane_serial_ = req.program->serial;
     lane_Ng_ = req.Ng;
     no_block_ = false;
+    tune_ = BlockTune{};
   }
   // the payloads' own elements, without the padding that puts rows on lines (payload.hpp):
   // at a few lanes it would count several times what it costs at a block's width
@@ -105,6 +122,7 @@ void Interp::note_lane_bytes(const RunRequest& req) {
 // (the last block takes the rest). Only a run with its gradient and the cotangent ones is
 // blocked.
 uint32_t Interp::choose_block_rows(const RunRequest& req) {
+  tune_.now = 0;
   if (!req.grad || req.cotangent != nullptr) return 0;
   uint32_t rows = req.block_rows != 0 ? req.block_rows : forced_rows();
   if (rows != 0) return rows >= req.B ? 0 : rows;
@@ -120,7 +138,59 @@ uint32_t Interp::choose_block_rows(const RunRequest& req) {
   // its payloads is whole vectors), the last block taking what is left
   const uint32_t unit = static_cast<uint32_t>(kLineElems / std::gcd<size_t>(req.Ng, kLineElems));
   rows = std::max(unit, static_cast<uint32_t>(r) / unit * unit);
-  return rows >= req.B ? 0 : rows;
+  return rows >= req.B ? 0 : tune_rows(req, rows);
+}
+
+// Tuning the rows per block of a program and batch by timing, from the first choice `rows`:
+// the candidates are rows, 2 rows, 4 rows, ... below the batch, then the whole batch, while a
+// block's working set stays within kTuneCap. Each candidate runs once to warm (its machines
+// walk their trace), then is timed at least kTuneTimed times and until its timed runs add up to
+// kTuneSpan (at most kTuneMost), keeping its fastest; a candidate kTuneWorse slower than the
+// best so far ends the search, and the fastest is kept for every later run of this program, data width
+// and batch. Every lane's bits are the same in blocks of any size, so only the time changes.
+uint32_t Interp::tune_rows(const RunRequest& req, uint32_t rows) {
+  BlockTune& t = tune_;
+  if (!tune_enabled()) return rows;
+  if (t.B != req.B) {
+    t = BlockTune{};
+    t.B = req.B;
+    const double per_row = lane_bytes_ * req.Ng;
+    for (uint64_t r = rows; r < req.B && static_cast<double>(r) * per_row <= kTuneCap; r *= 2) {
+      t.rows.push_back(static_cast<uint32_t>(r));
+    }
+    if (static_cast<double>(req.B) * per_row <= kTuneCap) t.rows.push_back(0);
+    t.best.assign(t.rows.size(), HUGE_VAL);
+    t.done = t.rows.size() < 2;
+    t.chosen = rows;
+  }
+  if (t.done) return t.chosen;
+  t.now = t.runs == 0 ? 1 : 2;
+  return t.rows[t.at];
+}
+
+// After a run that tune_rows chose: keep its time, move to the next candidate when this one has
+// had its runs, and choose when the candidates are done. A run with a lane error or a value
+// that is not numbers ends the tuning at the first choice.
+void Interp::note_tune_time(double seconds, const RunOutput& out) {
+  BlockTune& t = tune_;
+  t.now = 0;
+  if (!out.numeric || !out.errors.empty()) {
+    t.done = true;
+    return;
+  }
+  if (t.runs++ > 0) {
+    t.best[t.at] = std::min(t.best[t.at], seconds);
+    t.spent += seconds;
+  }
+  if (t.runs <= kTuneTimed || (t.spent < kTuneSpan && t.runs <= kTuneMost)) return;
+  const auto first = t.best.begin();
+  const double fastest = *std::min_element(first, first + t.at + 1);
+  const bool worse = t.best[t.at] > kTuneWorse * fastest;
+  t.runs = 0;
+  t.spent = 0.0;
+  if (!worse && ++t.at < t.rows.size()) return;
+  t.done = true;
+  t.chosen = t.rows[static_cast<size_t>(std::min_element(t.best.begin(), t.best.end()) - first)];
 }
 
 bool Interp::run_blocked(const RunRequest& req, uint32_t rows, RunOutput& out) {

@@ -201,6 +201,51 @@ assert small.stats["blocks"] == 0, small.stats
     assert run.returncode == 0, run.stderr[-2000:]
 
 
+_TUNE = """
+import numpy as np, ndvm
+src = "(let loop ((k 0) (s a)) (if (= k 200) s (loop (+ k 1) (sin (+ s (* b k))))))"
+theta = np.random.default_rng(7).normal(scale=0.3, size=(256, 2))
+prog = ndvm.compile(src, ["a", "b"], backend="native")
+runs = [prog.evaluate(theta, {}, grad=True) for _ in range(120)]
+blocks = [r.stats["blocks"] for r in runs]
+for r in runs:
+    assert np.asarray(r.value).tobytes() == np.asarray(runs[0].value).tobytes()
+    assert np.asarray(r.grad).tobytes() == np.asarray(runs[0].grad).tobytes()
+print(blocks)
+"""
+
+
+def _block_counts(tune: str) -> list[int]:
+    """The lane blocks of 120 gradient runs of one program at B = 256 in a child process whose
+    block budget is 1 byte (the first choice: the fewest rows, 16), every run's bits equal."""
+    env = {**os.environ, "NDVM_BLOCK_BYTES": "1", "NDVM_BLOCK_TUNE": tune,
+           "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # fmt: skip
+    run = subprocess.run([sys.executable, "-c", _TUNE], env=env, capture_output=True, text=True,
+                         timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    return [int(b) for b in run.stdout.strip().strip("[]").split(",")]
+
+
+def test_the_rows_per_block_are_tuned_then_kept() -> None:
+    # the first run walks whole (it measures the bytes per lane); then the first choice (16
+    # rows: 16 blocks); the tuner tries at least the next candidate (32 rows: 8 blocks), and
+    # after at most 5 candidates x 17 runs keeps one: 16, 8, 4, 2 blocks or the whole batch
+    if os.environ.get("NDVM_BLOCK_ROWS"):
+        pytest.skip("NDVM_BLOCK_ROWS sets the rows of every automatic choice")
+    blocks = _block_counts("1")
+    assert blocks[0] == 0 and blocks[1] == 16, blocks
+    assert 8 in blocks, blocks
+    assert set(blocks) <= {0, 2, 4, 8, 16}, blocks
+    assert len(set(blocks[-30:])) == 1, blocks
+
+
+def test_without_tuning_the_first_choice_stays() -> None:
+    if os.environ.get("NDVM_BLOCK_ROWS"):
+        pytest.skip("NDVM_BLOCK_ROWS sets the rows of every automatic choice")
+    blocks = _block_counts("0")
+    assert blocks == [0] + [16] * 119, blocks
+
+
 def test_only_a_run_with_its_gradient_is_blocked() -> None:
     # a run without grad may be differentiated after it (ctx.gradient, the fits): it runs
     # whole; after a blocked run, which kept no tape of the batch, gradient says so

@@ -395,6 +395,8 @@ class Interp {
   bool key_matches(const RunRequest& req) const;
   // blocks.cpp
   uint32_t choose_block_rows(const RunRequest& req);
+  uint32_t tune_rows(const RunRequest& req, uint32_t rows);
+  void note_tune_time(double seconds, const RunOutput& out);
   bool run_blocked(const RunRequest& req, uint32_t rows, RunOutput& out);
   void note_lane_bytes(const RunRequest& req);
   void run_whole(const RunRequest& req, RunOutput& out);
@@ -550,6 +552,18 @@ class Interp {
   uint32_t lane_Ng_ = 0;
   double lane_bytes_ = 0.0;
   bool no_block_ = false;
+  // the rows per block tried and chosen for the last program and batch (blocks.cpp, "Size")
+  struct BlockTune {
+    uint32_t B = 0;                // the batch the candidates are for; 0: none yet
+    uint32_t at = 0;               // the candidate being tried
+    uint32_t runs = 0;             // runs at it so far (the first warms it, untimed)
+    bool done = false;             // chosen holds the choice
+    uint32_t chosen = 0;
+    uint8_t now = 0;               // this run: 0 not tuning, 1 warming, 2 timed
+    double spent = 0.0;            // the timed runs' seconds at this candidate
+    std::vector<uint32_t> rows;    // candidates, rows per block (0: the whole batch)
+    std::vector<double> best;      // the fastest run at each, seconds
+  } tune_;
   // fused chains (chains.cpp): planned once per tape (chains_plan_: -1 not planned, 0 none,
   // 1 some), each chain's records laid out for full blocks of chain_lanes_ lanes
   // (chain_recs_[0]) and for the last, shorter block (chain_recs_[1]); chain_at_[r]: the chain
