@@ -74,8 +74,7 @@ def parts(task_name: str, srcs: list[str], starts: int, passes: int = 3) -> dict
                 init = ev.spread_starts(init, K, setup.decades)
             if K > 1:
                 with clock("roles"):
-                    place_roles(init, K, program_roles(prog), setup.data.train_inputs, rng,
-                                setup.data.train_target)  # fmt: skip
+                    place_roles(init, K, program_roles(prog), setup.roles, rng)  # as run_job
             with clock("parameter check"):
                 skel = None if facts is None else skeleton_of(prog.compiled, plain=facts.skeleton)
                 v = check_params(prog, data, task, v.complexity, sym, skel)

@@ -11,6 +11,7 @@ import ndvm
 from ndvm.calibrate.api import _init_theta
 from ndvm.calibrate.starts import (
     WIDTH_DECADES,
+    RoleData,
     frequencies,
     input_range,
     place_roles,
@@ -211,3 +212,37 @@ def test_input_range_and_content_keys_small_and_large() -> None:
         b = a.copy()
         b[-1] += 1e-9
         assert _digest(b, a[::-1]) != key and _digest(a.astype(np.float32), a[::-1]) != key
+
+
+def test_role_data_kept_across_programs_places_what_each_call_places() -> None:
+    """One ``RoleData`` serving many programs (the search's worker) draws every start as a
+    call given the inputs and target does, whatever role, input and order came before."""
+    t = np.linspace(0.0, 20.0, 80)
+    w = np.linspace(400.0, 650.0, 80)
+    y = np.sin(1.7 * t) + 0.5 * np.cos(4.1 * t) + 0.01 * w
+    inputs = {"t": t, "w": w, "c": np.full(80, 2.0)}
+    sources = [
+        "(+ (sin (* a t)) (sin (* b t)))",  # two frequencies: the first and second peaks
+        "(* a (exp (- (/ (- w b) c))))",
+        "(* a (sin (/ (* 2 pi t) b)))",  # a period behind a factor
+        "(- w (* 3 a))",
+        "(* a (- t b))",
+        "(/ (- c a) b)",  # an input without a spread: no width
+        "(sin (* a w))",
+        "(+ a b)",
+    ]
+    kept = RoleData(inputs, y)
+    for _ in range(2):  # the second round from what the first kept
+        for i, src in enumerate(sources):
+            prog = ndvm.compile(src, inputs=["t", "w", "c"], free_params=True)
+            found = program_roles(prog)
+            P = len(prog.params)
+            for K, S in ((8, 1), (6, 2)):
+                fresh = np.zeros((S * K, P))
+                place_roles(fresh, K, found, inputs, np.random.default_rng(i), y)
+                shared = np.zeros((S * K, P))
+                place_roles(shared, K, found, kept, np.random.default_rng(i))
+                np.testing.assert_array_equal(shared, fresh)
+                assert bool(found) == bool(np.any(fresh)) or src.startswith("(/ (- c")
+    assert kept.span("w") == input_range(w) and kept.span("nope") is None
+    np.testing.assert_array_equal(kept.peaks("t", 2), frequencies(t, y, 2))

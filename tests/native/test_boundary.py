@@ -147,6 +147,25 @@ def test_run_options_are_validated_and_named() -> None:
     assert native._run_options(Limits(), "dmci") is native._run_options(Limits(), "dmci")
 
 
+def test_run_options_are_those_of_each_limits_object_and_call() -> None:
+    """Options cached per Limits object (by identity) are the ones its fields and the call's
+    dialect, dtype, client and replay give, whichever object or call came first."""
+    few, many = Limits(max_steps=3), Limits(max_steps=5000, deadline=2.0)
+    for _ in range(2):
+        for lim in (few, many, Limits(max_steps=3)):
+            for dialect, client, replay in (("dmci", 0, True), (None, 1, False)):
+                opts = native._run_options(lim, dialect, "float64", client, replay)
+                assert (opts.max_steps, opts.deadline) == (lim.max_steps, lim.deadline or 0.0)
+                assert (opts.dmci, opts.client, opts.replay) == (dialect == "dmci", client, replay)
+    assert native._run_options(few, None) is native._run_options(Limits(max_steps=3), None)
+    src = "(loop ((i 0)) (if (< i 10) (recur (+ i 1)) i))"
+    for lim in (few, many):  # the fields, not the first object's options
+        native._run_options(lim, None)
+    assert ndvm.compile(src, limits=many).evaluate().value[0, 0] == 10
+    with pytest.raises(errors.StepLimitExceeded):
+        ndvm.compile(src, limits=few).evaluate()
+
+
 def test_adam_options_refuse_an_array_of_the_wrong_type() -> None:
     program = ndvm.compile("(params (a 1.0)) (* a a)", backend="native").compiled
     backend = registry.get("native")

@@ -144,3 +144,29 @@ def test_lean_values_report_failing_lanes_as_run_does():
                          free_params=True)  # fmt: skip
     inputs = Prepared(("x",), {"x": np.array([1.0, 2.0])})
     assert lean(listy.compiled, theta, inputs, limits=listy.limits, dialect=None) is None
+
+
+@pytest.mark.parametrize(
+    "src", ["(* a (exp (* b x)) (cos (+ (* c x) d)))", "(log (- x a))", "(exp (* 400 (+ a x)))"]
+)
+def test_one_split_scores_are_its_own_predictions_bit_for_bit(src):
+    """A task with a test split and no validation split (the joined inputs are the test
+    inputs): the scores are those of ``Calibration.predict`` on the test inputs, with the
+    same arithmetic, to the last bit."""
+    task = tasks.get("sr-damped")
+    data = task.data()
+    assert data.valid_inputs is None
+    cal = task.calibrate(src, starts=3, seed=2, diagnostics=False)
+    y = np.asarray(data.test_target, dtype=np.float64)
+    pred = np.asarray(cal.predict(dict(data.test_inputs)), dtype=np.float64).reshape(-1)
+    with np.errstate(all="ignore"):
+        d = pred - y
+        sq = float(d @ d)
+    ss_tot = float(((y - y.mean()) ** 2).sum())
+    finite = bool(np.isfinite(pred).all())
+    want = {"train_mse": float(cal.loss), "test_mse": sq / y.size,
+            "test_r2": 1.0 - sq / ss_tot if finite else -math.inf}  # fmt: skip
+    got = regression_score(cal, data)
+    assert got.keys() == want.keys()
+    for k in want:
+        assert got[k] == want[k] or (math.isnan(got[k]) and math.isnan(want[k])), k

@@ -30,6 +30,7 @@ from ndvm.errors import (
 )
 from ndvm.eval.export import Budget, error_message, object_grid
 from ndvm.eval.limits import Limits
+from ndvm.identity import ByIdentity
 from ndvm.lang.ir import CompiledProgram, ParamSpecs
 from ndvm.payload import Arr, BoolArr
 from ndvm.prims import PRIMS
@@ -238,9 +239,9 @@ def _input_arrays(
 
 
 # (Limits, dialect, dtype, client, replay) -> the core's RunOptions; Limits is frozen, and the
-# cached objects are never mutated, so one RunOptions serves every evaluation under the same
-# limits
+# cached objects are never mutated: one RunOptions serves every evaluation under equal limits
 _RUN_OPTIONS: dict[tuple[Limits, str | None, str, int, bool], Any] = {}
+_RUN_OPTIONS_OF = ByIdentity(64)  # a Limits object -> {key[1:]: RunOptions}: no hash of Limits
 # the core's clients of one lowered program: the CEK tree walker and the bytecode VM
 CLIENTS = {"native": 0, "vm": 1}
 
@@ -254,7 +255,11 @@ def _run_options(
 ) -> Any:
     """The core's ``RunOptions`` for ``limits``, ``dialect``, ``client`` and ``replay``
     (built once, then cached)."""
+    mine = _RUN_OPTIONS_OF.get(limits) or _RUN_OPTIONS_OF.put(limits, {})
     key = (limits, dialect, dtype, client, replay)
+    opts = mine.get(key[1:])
+    if opts is not None:
+        return opts
     opts = _RUN_OPTIONS.get(key)
     if opts is None:
         opts = _module(dtype).RunOptions(
@@ -269,6 +274,7 @@ def _run_options(
         if len(_RUN_OPTIONS) > 256:
             _RUN_OPTIONS.clear()
         _RUN_OPTIONS[key] = opts
+    mine[key[1:]] = opts
     return opts
 
 

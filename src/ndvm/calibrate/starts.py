@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import sys
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -128,16 +129,20 @@ def _parse(source: str) -> list[Any]:
     return stack[0] if len(stack) == 1 else []
 
 
+_NAME = re.compile(_A)
+_ATOMS: dict[str, Any] = {}  # atom -> its monomial (shared: read only), for up to 4,096 atoms
+
+
 def _monomial(e: Any) -> tuple[float, dict[str, int]] | None:
     """``e`` as ``c · Π name^k`` (numbers, ``pi``, names, ``*``, ``/``, unary ``-``), else
     None."""
     if isinstance(e, str):
-        if e == "pi":
-            return np.pi, {}
-        try:
-            return float(e), {}
-        except ValueError:
-            return (1.0, {e: 1}) if re.fullmatch(_A, e) else None
+        m = _ATOMS.get(e, _MISSING)
+        if m is _MISSING:
+            if len(_ATOMS) >= 4096:
+                _ATOMS.clear()
+            m = _ATOMS[e] = _atom(e)
+        return m  # type: ignore[no-any-return]
     if not e or e[0] not in ("*", "/", "-") or (e[0] == "-" and len(e) != 2):
         return None
     parts = [_monomial(a) for a in e[1:]]
@@ -155,10 +160,19 @@ def _monomial(e: Any) -> tuple[float, dict[str, int]] | None:
     return c, {k: v for k, v in powers.items() if v}
 
 
+def _atom(e: str) -> tuple[float, dict[str, int]] | None:
+    if e == "pi":
+        return np.pi, {}
+    try:
+        return float(e), {}
+    except ValueError:
+        return (1.0, {e: 1}) if _NAME.fullmatch(e) else None
+
+
 def _one(m: Any, names: Collection[str], power: int | None = None) -> tuple[str, int] | None:
     """(name, power) when the monomial ``m`` has exactly one name, of ``names`` (and
     ``power``), with a finite nonzero constant."""
-    if m is None or len(m[1]) != 1 or not (np.isfinite(m[0]) and m[0] != 0):
+    if m is None or len(m[1]) != 1 or not (math.isfinite(m[0]) and m[0] != 0):
         return None
     (name, k), = m[1].items()
     return (name, k) if name in names and (power is None or k == power) else None
@@ -188,23 +202,26 @@ def factored_roles(
                 has = [t for t in arg[1:] if _one_input(t, inputs)]
                 arg = has[0] if len(has) == 1 else arg
             m = _monomial(arg)
-            if m is not None and len(m[1]) == 2 and np.isfinite(m[0]) and m[0] != 0:
+            if m is not None and len(m[1]) == 2 and math.isfinite(m[0]) and m[0] != 0:
                 xs = [k for k, v in m[1].items() if k in inputs and v == 1]
                 ps = [k for k, v in m[1].items() if k in params and abs(v) == 1]
                 if len(xs) == 1 and len(ps) == 1 and xs[0] != ps[0]:
                     kind = "freq" if m[1][ps[0]] == 1 else "period"
                     out.append((ps[0], xs[0], kind, abs(m[0])))
         elif head == "/" and len(e) == 3:
-            den = _one(_monomial(e[2]), params, 1)
-            x, cx = _scaled_input(e[1], inputs)
+            m = _monomial(e[2])
+            den = _one(m, params, 1)
+            x, cx = _scaled_input(e[1], inputs) if den is not None else (None, 1.0)
             if den is not None and x is not None:
-                out.append((den[0], x, "width", abs(_monomial(e[2])[0] / cx)))  # type: ignore[index]
+                out.append((den[0], x, "width", abs(m[0] / cx)))  # type: ignore[index]
         elif head in ("-", "+") and len(e) == 3:
             for a, b in ((e[1], e[2]), (e[2], e[1])):
-                q = _one(_monomial(b), params, 1)
-                if isinstance(a, str) and a in inputs and q is not None:
-                    kind = "loc-" if head == "-" else "loc+"
-                    out.append((q[0], a, kind, _monomial(b)[0]))  # type: ignore[index]
+                if not (isinstance(a, str) and a in inputs):
+                    continue
+                m = _monomial(b)
+                q = _one(m, params, 1)
+                if q is not None:
+                    out.append((q[0], a, "loc-" if head == "-" else "loc+", m[0]))  # type: ignore[index]
     return out
 
 
@@ -226,8 +243,9 @@ def _scaled_input(e: Any, inputs: Collection[str]) -> tuple[str | None, float]:
     if isinstance(e, list) and len(e) == 3 and e[0] in ("-", "+"):
         xs = [a for a in e[1:] if isinstance(a, str) and a in inputs]
         return (xs[0], 1.0) if len(xs) == 1 else (None, 1.0)
-    one = _one(_monomial(e), inputs, 1)
-    return (one[0], abs(_monomial(e)[0])) if one is not None else (None, 1.0)  # type: ignore[index]
+    m = _monomial(e)
+    one = _one(m, inputs, 1)
+    return (one[0], abs(m[0])) if one is not None else (None, 1.0)  # type: ignore[index]
 
 
 def input_range(values: Any) -> tuple[float, float] | None:
@@ -247,8 +265,37 @@ def input_range(values: Any) -> tuple[float, float] | None:
     return (lo, hi) if np.isfinite(lo) and np.isfinite(hi) else None
 
 
+class RoleData:
+    """What ``place_roles`` reads of a fit's training data: each input's range
+    (``input_range``) and the periodogram peaks of the target against it (``frequencies``),
+    each computed on first use and kept. ``place_roles`` makes one per call; a caller that
+    places the roles of many programs on the same data, which it does not change in place,
+    makes one and passes it as the inputs (the search's worker, once per task data)."""
+
+    __slots__ = ("inputs", "target", "_spans", "_peaks")
+
+    def __init__(self, inputs: Mapping[str, Any], target: Any = None) -> None:
+        self.inputs, self.target = inputs, target
+        self._spans: dict[str, Any] = {}
+        self._peaks: dict[str, Any] = {}
+
+    def span(self, x: str) -> tuple[float, float] | None:
+        """``input_range`` of input ``x``."""
+        got = self._spans.get(x, _MISSING)
+        if got is _MISSING:
+            got = self._spans[x] = input_range(self.inputs.get(x))
+        return got  # type: ignore[no-any-return]
+
+    def peaks(self, x: str, k: int) -> np.ndarray | None:
+        """``frequencies(inputs[x], target, k)``: the first ``k`` of the peaks kept."""
+        got = self._peaks.get(x, _MISSING)
+        if got is _MISSING:
+            got = self._peaks[x] = frequencies(self.inputs.get(x), self.target, sys.maxsize)
+        return None if got is None else got[:k]
+
+
 def place_roles(
-    theta: np.ndarray, K: int, found: Sequence[Role], inputs: Mapping[str, Any],
+    theta: np.ndarray, K: int, found: Sequence[Role], inputs: Mapping[str, Any] | RoleData,
     rng: np.random.Generator, target: Any = None,
 ) -> np.ndarray:  # fmt: skip
     """Draw each role's parameter in the odd starts of ``theta [series * K, P]``
@@ -256,9 +303,11 @@ def place_roles(
     range is unknown (or, for a width, empty). The m-th frequency parameter starts at the
     m-th strongest peak of the periodogram of ``target`` (its first series) against its
     input in every odd start (their other parameters differ: a peak tried from several
-    phases); none without a target of one number per point of a 1-D input."""
+    phases); none without a target of one number per point of a 1-D input. ``inputs``: the
+    training inputs by name, or a ``RoleData`` of them and their target (``target`` unused)."""
     if K < 2 or not found:
         return theta
+    data = inputs if type(inputs) is RoleData else RoleData(inputs, target)
     if theta.shape[0] == K:  # one series: the odd rows as a slice (no index arrays)
         rows: Any = slice(1, K, 2)
         n = K // 2
@@ -270,13 +319,13 @@ def place_roles(
     for i, x, kind, *factor in found:
         c = factor[0] if factor else 1.0
         if kind in ("freq", "period"):  # frequencies checks the input (no range needed)
-            peaks = frequencies(inputs.get(x), target, n_freq + 1)
+            peaks = data.peaks(x, n_freq + 1)
             if peaks is not None:  # the m-th frequency parameter: the m-th strongest peak
                 w = peaks[min(n_freq, peaks.size - 1)]
                 theta[rows, i] = w / c if kind == "freq" else c / w
                 n_freq += 1
             continue
-        span = input_range(inputs.get(x))
+        span = data.span(x)
         if span is None:
             continue
         lo, hi = span

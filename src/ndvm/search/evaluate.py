@@ -7,7 +7,8 @@ held-out scores all use that one compiled program. K starts are K parameter lane
 the candidate's result is its best lane by training loss (never by held-out data), and the
 record keeps every lane's final training loss. What every job of a task shares (grammar,
 limits, start scale, data shape, the calibration plan: the data checked and laid out, the
-loss's target, the optimizer) is set up once per worker process.
+loss's target, the optimizer; what placing start roles reads of the training data: each
+input's range and periodogram peaks, ``starts.RoleData``) is set up once per worker process.
 
 Nothing here raises for a bad candidate: a funnel stop is a ``rejected`` evaluation with its
 stage, an error or a non-finite loss a ``failed`` one, a limit a ``timeout``, each with its
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ndvm.api import compile as compile_program
-from ndvm.calibrate.starts import place_roles, program_roles
+from ndvm.calibrate.starts import RoleData, place_roles, program_roles
 from ndvm.errors import LimitExceeded, NdvmError, ReadError
 from ndvm.eval.limits import Limits
 from ndvm.identity import MISSING, ByIdentity
@@ -132,8 +133,7 @@ def run_job(task: Task, job: Job, limits: CalibLimits, seen: MutableSet[Any]) ->
     init = spread_starts(setup.scale * rng.standard_normal((K * setup.series, P)), K,
                          setup.decades)  # fmt: skip
     if K > 1:  # (one start: no roles to place)
-        split = setup.data
-        place_roles(init, K, program_roles(prog), split.train_inputs, rng, split.train_target)
+        place_roles(init, K, program_roles(prog), setup.roles, rng)
     skel = None if facts is None else skeleton_of(prog.compiled, plain=facts.skeleton)
     v = check_params(prog, data, task, v.complexity, symbols, skel)
     if not v.ok:
@@ -175,6 +175,7 @@ class _Setup:
     n_valid: int | None  # rows behind validation_mse, for a 1-D validation target
     point_inputs: list[str] | None = None  # what ``_folds`` needs of the task (``_fold_inputs``)
     plans: dict[int, Any] = field(default_factory=dict)  # starts -> the task's fit plan
+    roles: RoleData | None = None  # what placing start roles reads of the training data
 
     def plan(self, task: Task, K: int) -> Any:
         """``task.plan`` of a candidate's fit with ``K`` starts, made once (co-search's
@@ -201,6 +202,7 @@ def _setup(task: Task, limits: CalibLimits) -> _Setup:
         scale=calib.init_scale if calib.init_scale is not None else 1.0,
         decades=calib.start_decades, data=data,
         n_valid=_valid_rows(data), point_inputs=_fold_inputs(task),
+        roles=RoleData(data.train_inputs, data.train_target),
     )  # fmt: skip
     _SETUPS.put(task, (limits, setup))
     return setup

@@ -79,6 +79,8 @@ def _predict_splits(cal: Any, plan: _Plan) -> list[np.ndarray]:
         pred = _joint_values(cal, prepared(plan.prepared, cal.program.inputs, plan.joint))
         cuts = plan.cuts
         if pred.shape[0] == cuts[-1]:  # one value per point
+            if len(cuts) == 1:  # one split: its predictions as they are
+                return [pred]
             return [pred[a:b] for a, b in zip([0, *cuts[:-1]], cuts)]
     return [np.asarray(cal.predict(s), dtype=np.float64) for s in plan.inputs]
 
@@ -94,6 +96,8 @@ def _joint_values(cal: Any, joint: Mapping[str, Any]) -> np.ndarray:
         got = lean.values(prog, theta, joint)  # what ``evaluate`` gives when no lane failed
         if got is not None and not got[2]:
             value = got[0][0] if got[1] else got[0][0, 0]
+            if type(value) is np.ndarray and value.ndim == 1 and value.dtype == np.float64:
+                return value  # (what the conversion below gives: the same array)
             return np.asarray(value, dtype=np.float64).reshape(-1)
         res = prog.evaluate(theta, joint)
         if res.numeric:
