@@ -79,18 +79,21 @@ NATIVE_LANES = ("1", "64", "256", "1024")
 
 def run_native_c(quick: bool, work: Path, reuse: bool, rounds: int) -> dict[str, Any]:
     lanes = NATIVE_LANES[::2] if quick else NATIVE_LANES
-    args = ["--table", "--lanes", ",".join(lanes), "--columns", "f64 core",
+    args = ["--table", "--lanes", ",".join(lanes), "--columns", "f64 core,f32 core",
             *(["--quick"] if quick else [])]  # fmt: skip
     runs = rounds_of("bench_native.py", args, rounds, work, reuse)
     per = [r["kalman"]["seconds_per_lane"] for r in runs]
     ratio = {B: [p[B]["f64 core"] / p[B]["hand C"] for p in per] for B in lanes}
+    f32 = {B: [p[B]["f64 core"] / p[B]["f32 core"] for p in per] for B in lanes}
     c_us = [p[lanes[0]]["hand C"] * 1e6 for p in per]
     parts = [f"B={B} {spread_text(ratio[B])}" for B in ("256", "64", "1024", "1") if B in lanes]
+    wide = "256" if "256" in lanes else max(lanes, key=int)
     figure = (
         f"ndvm's time / C's time per lane (float64): {'; '.join(parts)}; the C: "
-        f"{statistics.median(c_us):.2f} µs per lane (forward-mode duals, `-O3`)"
+        f"{statistics.median(c_us):.2f} µs per lane (forward-mode duals, `-O3`); float64 time / "
+        f"float32 time, the core: B={wide} {spread_text(f32[wide])}"
     )
-    return {"figure": figure, "data": {"core_over_c": ratio, "runs": runs}}
+    return {"figure": figure, "data": {"core_over_c": ratio, "f64_over_f32": f32, "runs": runs}}
 
 
 # --- co-search and calibration ----------------------------------------------------------------
