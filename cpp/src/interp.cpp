@@ -583,16 +583,15 @@ RunOutput Interp::run(const RunRequest& req) {
 
 void Interp::run(const RunRequest& req, RunOutput& out) {
   const uint32_t rows = choose_block_rows(req);
-  if (tune_.now == 0) {
-    ran_blocked_ = rows != 0 && run_blocked(req, rows, out);
-    if (!ran_blocked_) run_whole(req, out);
-    return;
-  }
-  const auto t0 = std::chrono::steady_clock::now();
+  const bool timed = tune_.now != 0;  // a run of the block tuning (blocks.cpp, tune_rows)
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point t0 = timed ? Clock::now() : Clock::time_point{};
   ran_blocked_ = rows != 0 && run_blocked(req, rows, out);
   if (!ran_blocked_) run_whole(req, out);
-  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
-  note_tune_time(took.count(), out);
+  if (timed) {
+    const std::chrono::duration<double> took = Clock::now() - t0;
+    note_tune_time(took.count(), out);
+  }
 }
 
 void Interp::run_whole(const RunRequest& req, RunOutput& out) {
