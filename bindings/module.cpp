@@ -39,6 +39,7 @@ struct RunOptions {
   uint32_t block_rows = 0;  // RunRequest::block_rows
   uint32_t chain_lanes = 0;  // RunRequest::chain_lanes
   bool pairs = true;  // RunRequest::pairs
+  bool updates = true;  // RunRequest::updates
 };
 
 // The options of the in-runtime Adam fit (Python: _core.AdamOptions); the arrays are checked
@@ -164,6 +165,7 @@ ndvm::RunRequest make_request(const ndvm::Program& prog, F64In theta, I32In cons
   req.block_rows = opt.block_rows;
   req.chain_lanes = opt.chain_lanes;
   req.pairs = opt.pairs;
+  req.updates = opt.updates;
   return req;
 }
 
@@ -242,6 +244,7 @@ nb::dict run_dict(ndvm::RunOutput& out, size_t B, size_t Ng, size_t P) {
   d["blocks"] = out.blocks;
   d["chains"] = out.chains;
   d["pairs"] = out.pairs;
+  d["updates"] = out.updates;
   return d;
 }
 
@@ -460,9 +463,9 @@ void bind_options(nb::module_& m) {
           "__init__",
           [](RunOptions* self, uint64_t max_steps, uint64_t max_heap, uint64_t max_depth,
              double deadline, bool dmci, bool replay, int client, bool fused,
-             uint32_t block_rows, uint32_t chain_lanes, bool pairs) {
+             uint32_t block_rows, uint32_t chain_lanes, bool pairs, bool updates) {
             new (self) RunOptions{max_steps, max_heap, max_depth, deadline, dmci, replay, client,
-                                  fused, block_rows, chain_lanes, pairs};
+                                  fused, block_rows, chain_lanes, pairs, updates};
             check_options(*self);
           },
           nb::kw_only(), nb::arg("max_steps") = RunOptions{}.max_steps,
@@ -470,7 +473,7 @@ void bind_options(nb::module_& m) {
           nb::arg("max_depth") = RunOptions{}.max_depth, nb::arg("deadline") = 0.0,
           nb::arg("dmci") = false, nb::arg("replay") = true, nb::arg("client") = 0,
           nb::arg("fused") = true, nb::arg("block_rows") = 0,
-          nb::arg("chain_lanes") = 0, nb::arg("pairs") = true)
+          nb::arg("chain_lanes") = 0, nb::arg("pairs") = true, nb::arg("updates") = true)
       .def_rw("max_steps", &RunOptions::max_steps)
       .def_rw("max_heap", &RunOptions::max_heap)
       .def_rw("max_depth", &RunOptions::max_depth)
@@ -481,6 +484,7 @@ void bind_options(nb::module_& m) {
       .def_rw("block_rows", &RunOptions::block_rows)
       .def_rw("chain_lanes", &RunOptions::chain_lanes)
       .def_rw("pairs", &RunOptions::pairs)
+      .def_rw("updates", &RunOptions::updates)
       .def_ro("client", &RunOptions::client);
   nb::class_<AdamArgs>(m, "AdamOptions", "Options of the in-runtime Adam fit.")
       .def(nb::init<>())

@@ -243,6 +243,7 @@ bool Interp::run_blocked(const RunRequest& req, uint32_t rows, RunOutput& out) {
     replayed = replayed && o.replayed;
     out.chains = std::max(out.chains, o.chains);
     out.pairs = std::max(out.pairs, o.pairs);
+    out.updates = std::max(out.updates, o.updates);
   }
   out.replayed = replayed;
   out.has_grad = req.grad;

@@ -442,6 +442,8 @@ void Interp::reset(const RunRequest& req) {
   chain_fwd_ = false;
   pairs_plan_ = -1;  // fast_ is new: its records' own kernels
   pairs_on_ = false;
+  updates_on_ = false;
+  updates_.clear();
   adj_plan_ = 0;  // note_fast sets each record's own storage
   tape_sweeps_ = 0;
   kont_.clear();
@@ -573,6 +575,7 @@ void RunOutput::clear() {
   blocks = 0;
   chains = 0;
   pairs = 0;
+  updates = 0;
 }
 
 RunOutput Interp::run(const RunRequest& req) {
@@ -600,6 +603,7 @@ void Interp::run_whole(const RunRequest& req, RunOutput& out) {
   fused_ = req.fused;
   chain_req_ = req.chain_lanes;
   pairs_req_ = req.pairs;
+  updates_req_ = req.updates;
   view_ = req.value_view && std::is_same_v<Real, double>;
   if (req.interrupted != poll_ || req.interrupt_ctx != poll_ctx_) {
     poll_ = req.interrupted;

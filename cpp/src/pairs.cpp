@@ -19,6 +19,9 @@ void Interp::plan_pairs() {
   pairs_plan_ = 0;
   pairs_.clear();
   const size_t n = tape_.records.size();
+  std::vector<uint8_t> member(n, 0);  // a record of a fused update (updates.cpp) pairs with none
+  updates_planned_ = updates_req_;
+  if (updates_req_) plan_updates(member);
   std::vector<uint8_t> reads(pay_.count(), 0);  // saturating at 2: read more than once
   auto outside = [&](uint32_t pid) { reads[pid] = 2; };
   for (const TapeRecord& rec : tape_.records) {
@@ -32,6 +35,7 @@ void Interp::plan_pairs() {
   for (const auto& [mask, v] : groups_) outside(v.id);
   for (const uint32_t leaf : leaves_) outside(leaf);
   for (size_t r = 1; r < n; ++r) {
+    if (member[r - 1] || member[r]) continue;
     const FastRec& p = fast_[r - 1];
     const FastRec& c = fast_[r];
     const bool sum = c.op == FastOp::ADD || c.op == FastOp::SUB;
@@ -69,13 +73,21 @@ void Interp::plan_pairs() {
     pairs_.push_back(s);
     ++r;  // a pair's consumer (a dot) is no other pair's product
   }
-  pairs_plan_ = pairs_.empty() ? 0 : 1;
+  pairs_plan_ = pairs_.empty() && updates_.empty() ? 0 : 1;
 }
 
 // Puts the pairs' kernels into fast_ (on, when they apply to this run) or the records' own.
+// The fused updates (updates.cpp) likewise, when the run asks for them.
 void Interp::set_pairs(bool on) {
-  on = on && fused_ && pairs_req_ && W_ > 1 && fast_.size() == tape_.records.size();
-  if (on && pairs_plan_ < 0) plan_pairs();
+  on = on && fused_ && fast_.size() == tape_.records.size();
+  if (on && pairs_plan_ >= 0 && updates_planned_ != updates_req_) {  // planned for the other
+    set_updates(false);
+    set_pairs(false);
+    pairs_plan_ = -1;
+  }
+  if (on && (pairs_req_ || updates_req_) && pairs_plan_ < 0) plan_pairs();
+  set_updates(on && updates_req_ && pairs_plan_ > 0);
+  on = on && pairs_req_ && W_ > 1;
   if (on == pairs_on_) return;
   for (const PairSwap& s : pairs_) {
     FastRec& p = fast_[s.r - 1];

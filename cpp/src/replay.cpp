@@ -277,6 +277,7 @@ bool Interp::replay(const RunRequest& req, RunOutput& out) {
   out.replayed = true;
   out.chains = chain_fwd_ ? static_cast<uint32_t>(chains_.size()) : 0;
   out.pairs = pairs_on_ ? static_cast<uint32_t>(pairs_.size()) : 0;
+  out.updates = updates_on_ ? static_cast<uint32_t>(updates_.size()) : 0;
   return true;
 }
 

@@ -327,7 +327,9 @@ void Interp::reverse_sweep(const double* cotangent) {
     touched_[v.id] = 1;
   }
   if (fast) {
+    const bool fused_forms = pairs_on_ || updates_on_;  // what the forward pass ran
     if (inv_pairs_fused_ != fused_) {  // the one-lane pairs' kernels, for fused_
+      set_updates(false);  // the swap writes the members' own kernels
       for (const uint32_t r : inv_pairs_) fast_[r].vjp = slogdet2_vjp_kernel(fast_[r].op, fused_);
       inv_pairs_fused_ = fused_;
     }
@@ -335,10 +337,11 @@ void Interp::reverse_sweep(const double* cotangent) {
       vjp_chains();  // the chains' inner payloads hold no values: their VJPs recompute them
     } else {
       // a pair's VJP needs no value of the product's output; after a forward pass that ran
-      // pairs their VJPs must run (a dot pair's output was never stored), and the first sweep
+      // pairs their VJPs must run (a dot pair's output was never stored; an update's inner
+      // values likewise), and the first sweep
       // of a tape that was not replayed does not plan them (as plan_adjoints: it would cost
       // that one sweep more than it saves)
-      set_pairs(pairs_on_ || share);
+      set_pairs(fused_forms || share);
       vjp_fast(fast_.data());
     }
   } else {
@@ -403,6 +406,7 @@ void Interp::find_inverses() {
 // added in the same order: the results are bitwise those of the unshared sweep.
 void Interp::plan_adjoints(bool share) {
   adj_plan_ = static_cast<int8_t>(share);
+  for (const std::unique_ptr<UpdateGroup>& g : updates_) g->storage = -1;  // planned anew
   for (FastRec& f : fast_) {
     f.aout = f.out;
     for (int i = 0; i < f.n; ++i) f.aoff[i] = f.off[i];

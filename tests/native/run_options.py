@@ -10,7 +10,7 @@ from ndvm.backends import native
 
 ORIGINAL = native._run_options
 FIELDS = ("max_steps", "max_heap", "max_depth", "deadline", "dmci", "replay", "client", "fused",
-          "block_rows", "chain_lanes", "pairs")  # fmt: skip
+          "block_rows", "chain_lanes", "pairs", "updates")  # fmt: skip
 
 
 def run_options_with(**changes: Any) -> Callable[..., Any]:

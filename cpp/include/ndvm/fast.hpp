@@ -81,6 +81,8 @@ struct FastRec {
   uint32_t aout = 0;
   uint32_t aoff[kFastArgs] = {};
   uint8_t alias = 0;
+  // The fused update (fast_updates.cpp) whose last record this is; null otherwise.
+  const struct UpdateGroup* update = nullptr;
 };
 
 // Kernel pointer f, loaded into a register for the call: without it GCC calls through the
@@ -197,6 +199,40 @@ struct FastKernels {
 FastKernels pair_lane_kernels(int prod_code, int cons_code, const FastRec& prod,
                               const FastRec& cons, int u);
 void fast_skip_forward(const FastRec& f, Real* v, LinalgScratch& scratch);
+
+// Fused Gaussian updates (docs/native.md, "Fused updates"; fast_updates.cpp): 13 consecutive
+// lane-form records of a tape, in this order, each output inner (read by later members only)
+// but m2, P2 and nll2:
+//   S = Pp + R; Si = inv S; K = Pp Si; Kv = K v; m2 = m + Kv; KP = K Pp; P2 = Pp - KP;
+//   ld = logdet S; Siv = Si v; q = dot(v, Siv); s = ld + q + c; h = a s; nll2 = nll + h
+// (2 x 2 matrices, 2-vectors and numbers over W lanes, their lane forms, or their one-lane
+// forms at W = 1; c and a lane-uniform numbers). The
+// last record runs the whole update in one lane loop, the inner values in registers, and the
+// others run nothing forward; its VJP recomputes the inner values and gives Pp, R, v, m and
+// nll their cotangents in one lane loop, with the unfused kernels' expressions in the
+// unfused sweep's order (the same bits), or, when the sweep's state is not the one that loop
+// is written for (an output without a cotangent, adjoint storage not shared as expected), runs
+// the members' own forward and VJP kernels in order.
+constexpr int kUpdateRecords = 13;
+enum UpdateMember : int {
+  UPD_S, UPD_SI, UPD_K, UPD_KV, UPD_M2, UPD_KP, UPD_P2, UPD_LD, UPD_SIV, UPD_Q, UPD_SUM, UPD_H,
+  UPD_NLL
+};
+
+// A planned update: its members' own kernels (for the fallback and to swap back) and the
+// fallback's scratch. Owned by the Interp; the last member's FastRec::update points to it.
+struct UpdateGroup {
+  uint32_t first = 0;     // the tape index of member UPD_S
+  bool one_lane = false;  // W = 1: the members are one-lane forms
+  FastForward fwd[kUpdateRecords] = {};
+  FastVjp vjp[kUpdateRecords] = {};
+  mutable LinalgScratch scratch;
+  mutable int8_t storage = -1;  // the adjoint storage as the one-loop VJP expects (-1: unknown)
+};
+
+// The kernels a member runs while its update is on (UpdateMember k; one_lane: W = 1).
+FastKernels update_member_kernels(int k, bool one_lane);
+FastKernels update_one_lane_kernels(int k);
 
 // The lane kernels of elementwise unary primitive `code` (kernels.cpp: the rows' own
 // expressions over f.S contiguous elements; sqrt and log: their one-operand non-dmci rows, so

@@ -123,6 +123,10 @@ struct RunRequest {
   // Fused pairs (pairs.cpp): a lane-form product and the + or - that alone reads it run as
   // one superinstruction in replay and the reverse sweep (when fused); the same bits either way.
   bool pairs = true;
+  // Fused Gaussian updates (updates.cpp, fast_updates.cpp): the 13 records of a 2 x 2
+  // Kalman-type measurement update run as one superinstruction (when fused); the same bits
+  // either way.
+  bool updates = true;
   // The evaluation's start for its deadline (a block of a blocked run); default: now.
   std::chrono::steady_clock::time_point start{};
 };
@@ -164,6 +168,7 @@ struct RunOutput {
   uint32_t blocks = 0;    // lane blocks it ran as (blocks.cpp); 0: the batch whole
   uint32_t chains = 0;    // fused chains its replay ran (chains.cpp; a blocked run: its blocks')
   uint32_t pairs = 0;     // fused pairs its replay ran (pairs.cpp; a blocked run: its blocks')
+  uint32_t updates = 0;   // fused updates its replay ran (updates.cpp; likewise)
 
   // Empties every field and keeps the vectors' capacity (a reused output allocates nothing).
   void clear();
@@ -441,6 +446,11 @@ class Interp {
   };
   void plan_pairs();
   void set_pairs(bool on);
+  // updates.cpp: fused Gaussian updates (fast.hpp), planned with the pairs (before them: a
+  // member of an update is in no pair); set_updates swaps their kernels in or out of fast_
+  void plan_updates(std::vector<uint8_t>& member);
+  bool update_at(size_t r, const std::vector<uint8_t>& reads) const;
+  void set_updates(bool on);
 
   Limits lim_;
   uint64_t steps_ = 0;
@@ -586,6 +596,12 @@ class Interp {
   bool pairs_on_ = false;
   bool pairs_req_ = true;
   std::vector<PairSwap> pairs_;
+  // fused updates (updates.cpp): planned with the pairs; updates_on_: fast_ holds their
+  // kernels; updates_req_: the run's RunRequest::updates
+  bool updates_on_ = false;
+  bool updates_req_ = true;
+  bool updates_planned_ = true;  // the updates_req_ the plan was made for
+  std::vector<std::unique_ptr<UpdateGroup>> updates_;
 };
 
 }  // namespace ndvm

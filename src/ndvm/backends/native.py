@@ -243,6 +243,8 @@ def _input_arrays(
 _RUN_OPTIONS: dict[tuple[Limits, str | None, str, int, bool], Any] = {}
 _RUN_OPTIONS_OF = ByIdentity(64)  # a Limits object -> {key[1:]: RunOptions}: no hash of Limits
 # the core's clients of one lowered program: the CEK tree walker and the bytecode VM
+# RunResult.stats: the core's counters of a run (docs/native.md)
+_STATS = ("steps", "tape", "heap", "replayed", "blocks", "chains", "pairs", "updates")
 CLIENTS = {"native": 0, "vm": 1}
 
 
@@ -389,15 +391,7 @@ class NativeBackend:
             value = _object_grid(raw["groups"], low.strings, B, Ng, budget)
             result = RunResult(value, status, errors, numeric=False)
         result.data_lanes = n_data is not None
-        result.stats = {
-            "steps": raw["steps"],
-            "tape": raw["tape"],
-            "heap": raw["heap"],
-            "replayed": raw["replayed"],
-            "blocks": raw["blocks"],
-            "chains": raw["chains"],
-            "pairs": raw["pairs"],
-        }
+        result.stats = {k: raw[k] for k in _STATS}
         if raw["grad_needs_numeric"]:
             raise NdvmError("value_and_grad needs a numeric result (a number, vector or matrix)")
         result.grad = raw["grad"]
