@@ -185,3 +185,24 @@ def test_an_updated_sweep_meets_the_deadline_as_one_without(client: str) -> None
         assert np.isnan(r.grad).all()
         keys.append(_key(r))
     assert keys[0] == keys[1]
+
+
+@pytest.mark.parametrize("B", [1, 12])
+def test_values_and_gradients_in_turn(B: int, client: str) -> None:
+    # a value first (a walk without a sweep), then gradients: the first sweep, of a replay
+    # that ran the updates, shares no adjoint storage, so every update takes the fallback;
+    # later sweeps share it and run the one-loop VJP
+    theta = _theta(B)
+    inputs = _data()
+    runs = []
+    for updates in (True, False):
+        mp = pytest.MonkeyPatch()
+        mp.setattr(native, "_run_options", run_options_with(updates=updates))
+        try:
+            prog = ndvm.compile(KALMAN, inputs=("Y",), backend=client)
+            run = [prog.evaluate(theta, inputs, grad=g) for g in (False, True, True, False, True)]
+        finally:
+            mp.undo()
+        assert [r.stats["updates"] > 0 for r in run] == [False] + [updates] * 4
+        runs.append([_key(r) for r in run])
+    assert runs[0] == runs[1]
