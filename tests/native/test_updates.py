@@ -6,10 +6,11 @@ them (``updates=False``, with and without pairs) and of the buffered path (``fus
 a NaN as any NaN: on the Kalman filter (whose last update, with m2 and P2 unread, runs the
 fallback), a filter whose result reads only the state (every update's nll2 without a
 cotangent), in both dtypes, by both clients, at one lane and over lanes, in lane blocks, with a
-non-finite lane; gradients also against central differences; each lane of a batch as that lane
-alone; a deadline in the sweep fails every lane on both paths. Programs that differ from the
-update anywhere (a fixed R, an inner value read again, another operand order, a 3 x 3 state)
-run no update and the same bits.
+non-finite lane, with values and gradients asked in turn (a tape's first sweep shares no adjoint
+storage: the fallback); gradients also against central differences; each lane of a batch as
+that lane alone; a deadline in the sweep fails every lane on both paths. Programs that differ
+from the update anywhere (a fixed R, an inner value read again, another operand order, a 3 x 3
+state) run no update and the same bits.
 """
 
 from __future__ import annotations
