@@ -87,8 +87,9 @@ def test_updates_on_the_kalman_filter(B: int, dtype: str, client: str) -> None:
     theta = np.abs(np.random.default_rng(2).normal(scale=0.3, size=(B, 2))) + 0.05
     # one update a step but at t = 0, where v = y - m is data (its products are no lane forms)
     # and nll the number 0; the last one's m2 and P2 are read by nothing (its sweep runs the
-    # fallback)
-    assert check(KALMAN, theta, {"Y": Y}, backend=client, dtype=dtype) == 79
+    # fallback). Lane blocks of 16 rows fixed (16, 16 and 8 lanes): the tuned choice changes
+    # block size at a run that timing decides, and the first run at a size is not replayed.
+    assert check(KALMAN, theta, {"Y": Y}, 16, backend=client, dtype=dtype) == 79
 
 
 @pytest.mark.parametrize("rows", [2, 16])
