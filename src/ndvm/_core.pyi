@@ -64,6 +64,12 @@ class RunOptions:
         deadline: float = 0.0,  # seconds; <= 0 for none
         dmci: bool = False,
         replay: bool = True,  # replay the recorded trace when it applies
+        client: int = 0,  # 0: the tree walker, 1: the bytecode VM
+        fused: bool = True,  # the fused lane forms (docs/native.md)
+        block_rows: int = 0,  # parameter rows per lane block; 0: the runtime's choice
+        chain_lanes: int = 0,  # fused chains' lanes; 0: the runtime's choice
+        pairs: bool = True,  # fused pairs ("Fused pairs")
+        updates: bool = True,  # fused Gaussian updates ("Fused updates")
     ) -> None: ...
     max_steps: int
     max_heap: int
@@ -71,6 +77,13 @@ class RunOptions:
     deadline: float
     dmci: bool
     replay: bool
+    fused: bool
+    block_rows: int
+    chain_lanes: int
+    pairs: bool
+    updates: bool
+    @property
+    def client(self) -> int: ...
 
 class AdamOptions:
     """Options of the in-runtime Adam fit; arrays are float64, C-contiguous, or None."""
