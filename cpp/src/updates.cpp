@@ -1,8 +1,8 @@
 // Fused Gaussian updates (docs/native.md, "Fused updates"; the kernels and their bits:
-// fast_updates.cpp). Once per tape, with the pairs and before them, every run of 13
-// consecutive lane-form records that computes a 2 x 2 measurement update (fast.hpp's
-// UpdateMember order) becomes one: its last record runs the update's forward and VJP, the
-// others nothing. Chosen from the trace's records, operands and shapes, never from the
+// fast_updates.hpp). Once per tape, with the pairs and before them, every run of 13
+// consecutive records in their lane forms (or one-lane forms at W = 1) that computes a 2 x 2
+// measurement update (fast.hpp's UpdateMember order) becomes one: its last record runs the
+// update's forward and VJP, the others nothing. Chosen from the trace's records, operands and shapes, never from the
 // program's text: an update's inner payloads (S, Si, K, Kv, KP, ld, Siv, q, s, h) must be read
 // by its own members only (no other record, guard, result or parameter leaf), no guard may
 // fall inside it, and its outer operands (Pp, R, v, m, nll) must be taped, distinct
