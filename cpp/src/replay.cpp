@@ -130,7 +130,11 @@ size_t Interp::forward_span(const FastRec* fast, const uint32_t*& slow, size_t r
   while (r < end) {
     while (*slow < r) ++slow;
     const size_t stop = std::min<size_t>(end, *slow);  // fast records up to the next general one
-    for (; r < stop; ++r) in_register(fast[r].forward)(fast[r], base, scratch_);
+    while (r < stop) {  // a fused update's members: its first, then its last (skip_fwd)
+      const FastRec& f = fast[r];
+      in_register(f.forward)(f, base, scratch_);
+      r = std::min<size_t>(stop, r + 1 + f.skip_fwd);
+    }
     if (r < end) {
       forward_record(tape_.records[r++]);
       base = pay_.base();

@@ -473,7 +473,10 @@ void Interp::vjp_fast(const FastRec* fast) {
       const size_t cut = r - lo > 4096 ? r - 4096 : lo;
       for (const FastRec* f = fast + r; f != fast + cut;) {
         --f;
-        if (touched[f->out_pid]) in_register(f->vjp)(*f, v, adj, touched);
+        if (touched[f->out_pid]) {
+          in_register(f->vjp)(*f, v, adj, touched);
+          f -= std::min<size_t>(f->skip_back, static_cast<size_t>(f - (fast + cut)));
+        }
       }
       r = cut;
       sweep_tick();

@@ -150,6 +150,8 @@ void Interp::set_updates(bool on) {
       m[k].vjp = on ? u.vjp : g->vjp[k];
     }
     m[UPD_NLL].update = on ? g.get() : nullptr;
+    m[0].skip_fwd = on ? static_cast<uint8_t>(kUpdateRecords - 2) : 0;
+    m[UPD_NLL].skip_back = on ? static_cast<uint8_t>(kUpdateRecords - 1) : 0;
   }
   updates_on_ = on;
 }

@@ -112,6 +112,22 @@ def test_updates_with_a_non_finite_lane(client: str) -> None:
     assert check(KALMAN, theta, _data(), backend=client) == 11
 
 
+@pytest.mark.parametrize("extra", [0, 3, 7, 11])
+@pytest.mark.parametrize("B", [1, 3])
+def test_updates_where_the_loops_cut_the_tape(extra: int, B: int, client: str) -> None:
+    # The replay steps from an update's first member to its last and the sweep from its last
+    # to before its first, each within its own bounds: the replay's spans of 1024 records and
+    # the sweep's stretches of 4096. 300 steps make a tape of 4505 + extra records (the first
+    # update at record 22, one every 15): the replay's spans end inside updates (at 1024,
+    # 2048, 3072 and 4096: at an update's 13th, 2nd, 6th and 10th member), and `extra`
+    # records after the loop move the sweep's first cut, at 409 + extra, to an update's 13th,
+    # 1st, 5th or 9th member (extra 0, 3, 7, 11).
+    out = "nll"
+    for _ in range(extra):
+        out = f"(* 1.0 {out})"
+    assert check(_filter(out=out), _theta(B), _data(300), backend=client) == 299
+
+
 # Each differs from the update in one place: no update forms, the same bits.
 DIFFERENT = {
     "a fixed R (untaped)": {"R": "(* (eye 2) 0.09)"},

@@ -81,6 +81,13 @@ struct FastRec {
   uint32_t aout = 0;
   uint32_t aoff[kFastArgs] = {};
   uint8_t alias = 0;
+  // The records a fused update's members (updates.cpp) let the replay and the sweep step over:
+  // after the first member's forward (which does nothing), the replay goes on at the record
+  // skip_fwd + 1 places on, the update's last; after the last member's VJP (the update's), the
+  // sweep goes on skip_back places before it, before the first (the members between do nothing
+  // once it has run). 0: the next record.
+  uint8_t skip_fwd = 0;
+  uint8_t skip_back = 0;
   // The fused update (fast_updates.cpp) whose last record this is; null otherwise.
   const struct UpdateGroup* update = nullptr;
 };
