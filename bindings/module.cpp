@@ -8,6 +8,10 @@
 
 #include <optional>
 #include <stdexcept>
+#include <type_traits>
+
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
 
 #include "front_py.hpp"
 #include "lower_ir.hpp"
@@ -75,12 +79,41 @@ using ndvm::RunOptions;
 using F64In = nb::ndarray<const double, nb::c_contig, nb::device::cpu>;
 using I32In = nb::ndarray<const int32_t, nb::c_contig, nb::device::cpu>;
 
+// NumPy's type number of T.
+template <class T>
+constexpr int npy_type() {
+  static_assert(std::is_same_v<T, double> || std::is_same_v<T, int64_t> ||
+                    std::is_same_v<T, int32_t> || std::is_same_v<T, int8_t> ||
+                    std::is_same_v<T, uint8_t>,
+                "to_numpy: an element type NumPy knows");
+  if constexpr (std::is_same_v<T, double>) return NPY_FLOAT64;
+  if constexpr (std::is_same_v<T, int64_t>) return NPY_INT64;
+  if constexpr (std::is_same_v<T, int32_t>) return NPY_INT32;
+  if constexpr (std::is_same_v<T, int8_t>) return NPY_INT8;
+  return NPY_UINT8;
+}
+
+// A writeable C-contiguous NumPy array of `shape` over v's elements, which it owns (a capsule
+// as its base frees them). Built with NumPy's C API: a run hands out two or three of these,
+// and at one lane nanobind's export (numpy.asarray of a DLPack view) cost about 2.5 k
+// instructions each.
 template <class T>
 nb::object to_numpy(std::vector<T>&& v, const std::vector<size_t>& shape) {
   auto* heap = new std::vector<T>(std::move(v));
   if (heap->empty()) heap->reserve(1);
   nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
-  return nb::cast(nb::ndarray<nb::numpy, T>(heap->data(), shape.size(), shape.data(), owner));
+  npy_intp dims[NPY_MAXDIMS];
+  if (shape.size() > NPY_MAXDIMS) throw std::length_error("to_numpy: too many dimensions");
+  for (size_t i = 0; i < shape.size(); ++i) dims[i] = static_cast<npy_intp>(shape[i]);
+  PyObject* a = PyArray_New(&PyArray_Type, static_cast<int>(shape.size()), dims, npy_type<T>(),
+                            nullptr, heap->data(), 0, NPY_ARRAY_CARRAY, nullptr);
+  if (a == nullptr) throw nb::python_error();
+  nb::object arr = nb::steal(a);
+  // steals the capsule's reference, also when it fails
+  if (PyArray_SetBaseObject(reinterpret_cast<PyArrayObject*>(a), owner.release().ptr()) < 0) {
+    throw nb::python_error();
+  }
+  return arr;
 }
 
 nb::object mask_array(std::vector<uint8_t>&& m, size_t B, size_t Ng) {
@@ -220,31 +253,59 @@ Cotangent broadcast_cotangent(const F64In& ct, const std::vector<int64_t>& shape
   return out;
 }
 
+// The keys of a run's dict (run_dict), made and interned once, at import, with the GIL held:
+// a key given as a C string would be made again at every run.
+enum RunKey : int {
+  K_NUMERIC, K_VALUE, K_STATUS, K_GRAD, K_GRAD_NEEDS_NUMERIC, K_ERRORS, K_GROUPS, K_STEPS,
+  K_TAPE, K_HEAP, K_REPLAYED, K_BLOCKS, K_CHAINS, K_PAIRS, K_UPDATES, K_COUNT
+};
+constexpr const char* kRunKeyNames[K_COUNT] = {
+    "numeric", "value", "status", "grad", "grad_needs_numeric", "errors", "groups", "steps",
+    "tape", "heap", "replayed", "blocks", "chains", "pairs", "updates"};
+PyObject* g_run_keys[K_COUNT] = {};  // owned for the life of the process
+
+PyObject* g_run_template = nullptr;  // a dict of every key (values None): copied, never resized
+
+void make_run_keys() {
+  g_run_template = PyDict_New();
+  if (g_run_template == nullptr) throw nb::python_error();
+  for (int k = 0; k < K_COUNT; ++k) {
+    g_run_keys[k] = PyUnicode_InternFromString(kRunKeyNames[k]);
+    if (g_run_keys[k] == nullptr || PyDict_SetItem(g_run_template, g_run_keys[k], Py_None) < 0) {
+      throw nb::python_error();
+    }
+  }
+}
+
+nb::handle key(RunKey k) { return g_run_keys[k]; }
+
 nb::dict run_dict(ndvm::RunOutput& out, size_t B, size_t Ng, size_t P) {
-  nb::dict d;
-  d["numeric"] = out.numeric;
+  PyObject* fresh = PyDict_Copy(g_run_template);
+  if (fresh == nullptr) throw nb::python_error();
+  nb::dict d = nb::steal<nb::dict>(fresh);
+  d[key(K_NUMERIC)] = out.numeric;
   std::vector<size_t> vshape(out.value_shape.begin(), out.value_shape.end());
-  d["value"] = out.numeric ? to_numpy<double>(std::move(out.value), vshape) : nb::none();
-  d["status"] = to_numpy<int8_t>(std::move(out.status), {B, Ng});
-  d["grad"] = out.has_grad ? to_numpy<double>(std::move(out.grad), {B, P}) : nb::none();
-  d["grad_needs_numeric"] = out.grad_needs_numeric;
+  d[key(K_VALUE)] = out.numeric ? to_numpy<double>(std::move(out.value), vshape) : nb::none();
+  d[key(K_STATUS)] = to_numpy<int8_t>(std::move(out.status), {B, Ng});
+  d[key(K_GRAD)] = out.has_grad ? to_numpy<double>(std::move(out.grad), {B, P}) : nb::none();
+  d[key(K_GRAD_NEEDS_NUMERIC)] = out.grad_needs_numeric;
   nb::list errors;
   for (ndvm::ErrorOut& e : out.errors) errors.append(error_tuple(e, B, Ng));
-  d["errors"] = errors;
+  d[key(K_ERRORS)] = errors;
   nb::list groups;
   for (ndvm::GroupOut& g : out.groups) {
     groups.append(nb::make_tuple(mask_array(std::move(g.mask), B, Ng),
                                  export_obj(std::move(g.value))));
   }
-  d["groups"] = groups;
-  d["steps"] = out.steps;
-  d["tape"] = out.tape;
-  d["heap"] = out.heap;
-  d["replayed"] = out.replayed;
-  d["blocks"] = out.blocks;
-  d["chains"] = out.chains;
-  d["pairs"] = out.pairs;
-  d["updates"] = out.updates;
+  d[key(K_GROUPS)] = groups;
+  d[key(K_STEPS)] = out.steps;
+  d[key(K_TAPE)] = out.tape;
+  d[key(K_HEAP)] = out.heap;
+  d[key(K_REPLAYED)] = out.replayed;
+  d[key(K_BLOCKS)] = out.blocks;
+  d[key(K_CHAINS)] = out.chains;
+  d[key(K_PAIRS)] = out.pairs;
+  d[key(K_UPDATES)] = out.updates;
   return d;
 }
 
@@ -551,6 +612,8 @@ NB_MODULE(NDVM_MODULE, m) {
   m.def("vector_math", &ndvm::vmath::kind,
         "The exp/log/sin/cos implementation of this process: 'libmvec-avx2', 'libmvec-sse2' "
         "(glibc's vector math library, <= 4 ulp) or 'libm' (NDVM_NO_LIBMVEC set, or none found).");
+  if (_import_array() < 0) throw nb::python_error();  // NumPy's C API (to_numpy)
+  make_run_keys();
   g_main_thread = nb::cast<unsigned long>(
       nb::module_::import_("threading").attr("main_thread")().attr("ident"));
   m.def("missing_kernels", &missing_kernels,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,52 @@ def test_a_value_with_every_export_tag_decodes_like_the_reference() -> None:
     for _ in range(10):
         tail = tail.cdr
     assert tail.car is tail.cdr.car  # SHARED: the same pair object, not a copy
+
+
+RUN_KEYS = {"numeric", "value", "status", "grad", "grad_needs_numeric", "errors", "groups",
+            "steps", "tape", "heap", "replayed", "blocks", "chains", "pairs", "updates"}
+
+
+def _owned_array(a: Any, dtype: Any, shape: tuple[int, ...]) -> None:
+    assert type(a) is np.ndarray and a.dtype == dtype and a.shape == shape
+    assert a.flags.c_contiguous and a.flags.writeable and not a.flags.owndata
+    assert type(a.base).__name__ == "PyCapsule"  # the elements' owner, freed with the array
+
+
+@pytest.mark.parametrize("core", _cores(), ids=lambda m: m.__name__)
+def test_a_runs_arrays_are_numpy_arrays_that_own_their_elements(core: Any) -> None:
+    dtype = "float32" if core is native._core32 else "float64"
+    backend = registry.get("native")
+    ctx = backend._context(dtype)
+    opts = native._run_options(Limits(), None, dtype)
+    num = ndvm.compile("(params (a 1.0) (k 0.3)) (* a (exp (- (* k x))))", inputs=("x",)).compiled
+    low = backend.lowered(num)
+    theta = np.ascontiguousarray(RNG.normal(size=(3, 2)))
+    kinds, arrays, n_data = native._input_arrays(num, {"x": X})
+    core = low.program(dtype, num)
+    run = ctx.run(core, theta, low.constraints, kinds, arrays, n_data, opts, True)
+    assert set(run) == RUN_KEYS and run["numeric"] is True
+    _owned_array(run["value"], np.float64, (3, 5))
+    _owned_array(run["status"], np.int8, (3, 5))
+    _owned_array(run["grad"], np.float64, (3, 2))
+    expect = theta[:, :1] * np.exp(-theta[:, 1:] * X)
+    np.testing.assert_allclose(run["value"], expect, rtol=1e-6 if dtype == "float32" else 1e-14)
+    kept = run["value"].copy()
+    run["value"][:] = -1.0  # the caller's to change: the next run's arrays are new
+    again = ctx.run(core, theta, low.constraints, kinds, arrays, n_data, opts)
+    assert again["value"].tobytes() == kept.tobytes() and again["grad"] is None
+    structural = ndvm.compile(EXPORTS_EVERY_TAG, backend="native").compiled
+    low = backend.lowered(structural)
+    theta = np.array([[0.5], [-1.0]])
+    raw = ctx.run(low.program(dtype, structural), theta, low.constraints, [], [], 1, opts)
+    assert set(raw) == RUN_KEYS and raw["numeric"] is False and raw["value"] is None
+    for mask, (enc, exported) in raw["groups"]:
+        _owned_array(mask, np.uint8, (2, 1))
+        _owned_array(enc, np.int64, (len(enc), 4))
+        for a in exported:
+            assert type(a.base).__name__ == "PyCapsule" and a.dtype == np.float64
+    del raw, run, again
+    gc.collect()  # the capsules free the elements; nothing else holds them
 
 
 # (source, inputs, cotangent maker from the value's shape)
