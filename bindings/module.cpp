@@ -116,6 +116,69 @@ nb::object to_numpy(std::vector<T>&& v, const std::vector<size_t>& shape) {
   return arr;
 }
 
+// An array argument of run and optimize: a NumPy array of T that is C-contiguous, aligned and
+// in native byte order is read in place through NumPy's C API (nanobind's ndarray caster
+// costs about 1-2 k instructions an array, an int32 one a DLPack export); anything else goes
+// through that caster, which converts where conversion is allowed and whose result is kept
+// here. Either way the argument holds a reference to what it reads, so the elements outlive
+// the call's released GIL.
+template <class T>
+struct ArrayArg {
+  nb::object owner;  // the array read (or nanobind's converted one, kept in `held`)
+  nb::ndarray<const T, nb::c_contig, nb::device::cpu> held;
+  const T* ptr = nullptr;
+  size_t nd = 0, count = 0;
+  size_t dims[2] = {0, 0};  // the first two extents (the run's arrays have rank <= 2)
+
+  const T* data() const { return ptr; }
+  size_t ndim() const { return nd; }
+  size_t size() const { return count; }
+  size_t shape(size_t i) const { return i < 2 ? dims[i] : 0; }
+};
+
+}  // namespace
+
+namespace nanobind::detail {
+
+template <class T>
+struct type_caster<ArrayArg<T>> {
+  using Fallback = make_caster<ndarray<const T, c_contig, device::cpu>>;
+  NB_TYPE_CASTER(ArrayArg<T>, Fallback::Name)
+
+  bool from_python(handle src, uint32_t flags, cleanup_list* cleanup) noexcept {
+    PyObject* o = src.ptr();
+    if (PyArray_CheckExact(o)) {
+      auto* a = reinterpret_cast<PyArrayObject*>(o);
+      if (PyArray_TYPE(a) == npy_type<T>() && PyArray_ISCARRAY_RO(a) &&
+          PyArray_ISNOTSWAPPED(a)) {
+        value.owner = borrow(src);
+        value.ptr = static_cast<const T*>(PyArray_DATA(a));
+        value.nd = static_cast<size_t>(PyArray_NDIM(a));
+        value.count = static_cast<size_t>(PyArray_SIZE(a));
+        for (size_t i = 0; i < 2 && i < value.nd; ++i) {
+          value.dims[i] = static_cast<size_t>(PyArray_DIM(a, static_cast<int>(i)));
+        }
+        return true;
+      }
+    }
+    Fallback c;
+    if (!c.from_python(src, flags, cleanup)) return false;
+    value.held = c.value;
+    value.ptr = value.held.data();
+    value.nd = value.held.ndim();
+    value.count = value.held.size();
+    for (size_t i = 0; i < 2 && i < value.nd; ++i) value.dims[i] = value.held.shape(i);
+    return true;
+  }
+};
+
+}  // namespace nanobind::detail
+
+namespace {
+
+using F64Arg = ArrayArg<double>;
+using I32Arg = ArrayArg<int32_t>;
+
 nb::object mask_array(std::vector<uint8_t>&& m, size_t B, size_t Ng) {
   return to_numpy<uint8_t>(std::move(m), {B, Ng});
 }
@@ -151,8 +214,9 @@ void check_options(const RunOptions& o) {
   }
 }
 
-ndvm::RunRequest make_request(const ndvm::Program& prog, F64In theta, I32In constraints,
-                              const std::vector<int>& kinds, const std::vector<F64In>& arrays,
+ndvm::RunRequest make_request(const ndvm::Program& prog, const F64Arg& theta,
+                              const I32Arg& constraints, const std::vector<int>& kinds,
+                              const std::vector<F64Arg>& arrays,
                               uint32_t Ng, const RunOptions& opt) {
   ndvm::RunRequest req;
   req.program = &prog;
@@ -324,8 +388,9 @@ void poll_if_main(ndvm::RunRequest& req) {
 }
 
 // One evaluation and, with grad, its gradient of sum(cotangent * value) in the same call.
-nb::dict run(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta, I32In constraints,
-             std::vector<int> kinds, std::vector<F64In> arrays, uint32_t Ng,
+nb::dict run(ndvm::Interp& interp, const ndvm::Program& prog, const F64Arg& theta,
+             const I32Arg& constraints, const std::vector<int>& kinds,
+             const std::vector<F64Arg>& arrays, uint32_t Ng,
              const RunOptions& options, bool grad, std::optional<F64In> cotangent) {
   ndvm::RunRequest req = make_request(prog, theta, constraints, kinds, arrays, Ng, options);
   poll_if_main(req);
@@ -439,8 +504,9 @@ void fill_adam(ndvm::OptimizeRequest& req, const AdamArgs& o, const AdamArrays& 
   }
 }
 
-nb::dict optimize(ndvm::Interp& interp, const ndvm::Program& prog, F64In theta0,
-                  I32In constraints, std::vector<int> kinds, std::vector<F64In> arrays,
+nb::dict optimize(ndvm::Interp& interp, const ndvm::Program& prog, const F64Arg& theta0,
+                  const I32Arg& constraints, const std::vector<int>& kinds,
+                  const std::vector<F64Arg>& arrays,
                   uint32_t Ng, const RunOptions& options, const AdamArgs& adam) {
   ndvm::OptimizeRequest req;
   req.run = make_request(prog, theta0, constraints, kinds, arrays, Ng, options);

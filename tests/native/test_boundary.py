@@ -105,6 +105,70 @@ def test_a_runs_arrays_are_numpy_arrays_that_own_their_elements(core: Any) -> No
     gc.collect()  # the capsules free the elements; nothing else holds them
 
 
+class _Sub(np.ndarray):
+    """An ndarray subclass: the core reads it through nanobind's caster, not in place."""
+
+
+def _layouts(a: np.ndarray) -> list[Any]:
+    """``a`` (C-contiguous) in layouts a run reads in place and in layouts nanobind converts:
+    a strided view, Fortran order, a subclass, a read-only view."""
+    strided = np.empty((*a.shape[:-1], 2 * a.shape[-1]), dtype=a.dtype)[..., ::2]
+    strided[...] = a
+    readonly = a.copy()
+    readonly.flags.writeable = False
+    return [a, strided, np.asfortranarray(a), a.view(_Sub), readonly]
+
+
+@pytest.mark.parametrize("core", _cores(), ids=lambda m: m.__name__)
+def test_a_run_reads_each_array_alike_in_place_or_converted(core: Any) -> None:
+    """theta, constraints and inputs: a C-contiguous NumPy array is read in place, anything
+    else through nanobind's conversion; the results are bitwise the same, and what the run
+    refuses (a wrong layout, type or shape) is a typed error, never a crash."""
+    dtype = "float32" if core is native._core32 else "float64"
+    backend = registry.get("native")
+    ctx = backend._context(dtype)
+    opts = native._run_options(Limits(), None, dtype)
+    src = "(params (a 1.0) (k 0.3 positive)) (+ (* a (exp (- (* k x)))) (ref m 1 0))"
+    prog = ndvm.compile(src, inputs=("x", "m"), backend="native").compiled
+    low = backend.lowered(prog)
+    program = low.program(dtype, prog)
+    theta = np.ascontiguousarray(RNG.normal(size=(4, 2)))
+    m = np.arange(6.0).reshape(3, 2)
+    kinds, arrays, n_data = native._input_arrays(prog, {"x": X, "m": ndvm.const(m)})
+    cons = np.asarray(low.constraints)
+    assert cons.dtype == np.int32 and cons.flags.c_contiguous  # what the API passes
+    base = ctx.run(program, theta, cons, kinds, arrays, n_data, opts, True)
+    want = (base["value"].tobytes(), base["grad"].tobytes())
+    ref = ndvm.compile(src, inputs=("x", "m"), backend="reference")
+    expect = ref.evaluate(theta, {"x": X, "m": ndvm.const(m)}).value
+    tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == "float32" else {"rtol": 1e-13}
+    np.testing.assert_allclose(base["value"], expect, **tol)
+    variants = [(t, cons, arrays) for t in _layouts(theta)]
+    variants += [(theta, c, arrays) for c in _layouts(cons)]
+    variants += [(theta, cons, [x, arrays[1]]) for x in _layouts(arrays[0])]
+    variants += [(theta, cons, [arrays[0], c]) for c in _layouts(arrays[1])]
+    for th, c, arr in variants:
+        got = ctx.run(program, th, c, kinds, arr, n_data, opts, True)
+        assert (got["value"].tobytes(), got["grad"].tobytes()) == want
+    bad = [
+        (theta.astype(theta.dtype.newbyteorder()), cons, arrays),  # no byte swap
+        (theta, cons.astype(cons.dtype.newbyteorder()), arrays),
+        (theta, cons, [arrays[0].astype(">f8"), arrays[1]]),
+        (theta.tolist(), cons, arrays),  # nor a list (the API makes arrays of them)
+        (theta[:, :1].copy(), cons, arrays),  # one parameter short
+        (theta, cons[:1].copy(), arrays),
+        (theta, cons, [arrays[0][:2].copy(), arrays[1]]),  # fewer data lanes than n_data
+        (theta, cons, [arrays[0], "m"]),
+        ("theta", cons, arrays),
+    ]
+    for th, c, arr in bad:
+        try:
+            ctx.run(program, th, c, kinds, arr, n_data, opts, True)
+        except (TypeError, ValueError, errors.NativeError):
+            continue
+        raise AssertionError(f"a run accepted {th!r}, {c!r}, {arr!r}")
+
+
 # (source, inputs, cotangent maker from the value's shape)
 ONE_CROSSING = [
     (
