@@ -15,11 +15,13 @@ export tracer and the baselines need), then ``ndvm.compile`` whole, the first an
 per source. The targets, printed as ratios in the same run: ``ndvm.compile`` of a 10-30 node
 program in 30 us, the first gradient in 50 us, and the first gradient within 1.5x a second
 ``value_and_grad`` (the ratio of the best times, machine-independent; the target is met by the
-median over the programs, printed last).
+median over the programs, printed last). Each source's program is freed after its stages,
+outside every timed stage (freeing the previous one is no part of a new one's compile).
 
 Instruction counts: ``--marks N`` runs the same loop (20 sources, then N), calling
 ``os.getpgrp`` at each stage's end, so that callgrind with ``--dump-before=getpgrp`` writes one
-dump per stage (``ndvm.compile``, ``init_theta``, the first and the second ``value_and_grad``);
+dump per stage (``ndvm.compile``, ``init_theta``, the first and the second ``value_and_grad``,
+then freeing the program, which is not counted);
 ``--counts DIR`` prints each stage's median over the N sources, the ratio, and the ratios'
 median over the programs.
 """
@@ -103,12 +105,14 @@ def stages(template: str, inputs: tuple[str, ...], reps: int) -> dict[str, float
         times["first value_and_grad"].append(t2 - t1)
         times["second value_and_grad"].append(t3 - t2)
         times["first gradient"].append(t2 - t0)
+        del prog  # freed here, not in the next source's compile
     best = {k: best_us(v) for k, v in times.items()}
     best["first gradient (median)"] = float(np.median(times["first gradient"])) * 1e6
     return best
 
 
 STAGES = ("ndvm.compile", "init_theta", "first value_and_grad", "second value_and_grad")
+MARKED = (*STAGES, "free")  # each source's dumps: its stages, then freeing its program
 
 
 def marks(n: int, warm: int = 20) -> None:
@@ -132,6 +136,9 @@ def marks(n: int, warm: int = 20) -> None:
             prog.value_and_grad(theta, x=x)
             if i >= warm:
                 mark()
+            del prog
+            if i >= warm:
+                mark()
 
 
 def counts(folder: str) -> None:
@@ -141,11 +148,11 @@ def counts(folder: str) -> None:
         total = next(ln for ln in path.read_text().splitlines() if ln.startswith("totals:"))
         parts.append((int(path.suffix[1:]), int(total.split()[1])))
     totals = [t for _, t in sorted(parts)]
-    per = len(totals) // len(PROGRAMS)  # per program: its warm-up, then 4 N stages
+    per = len(totals) // len(PROGRAMS)  # per program: its warm-up, then N x MARKED
     ratios = []
     for p, name in enumerate(PROGRAMS):
         block = totals[p * per + 1 : (p + 1) * per]
-        med = [float(np.median(block[k :: len(STAGES)])) for k in range(len(STAGES))]
+        med = [float(np.median(block[k :: len(MARKED)])) for k in range(len(STAGES))]
         first = sum(med[:3])
         ratios.append(first / med[3])
         row = "  ".join(f"{s} {m / 1e3:.1f}k" for s, m in zip(STAGES, med, strict=True))

@@ -107,7 +107,7 @@ def core_runner(
     )
 
     def run() -> Any:  # value and gradient in one call
-        return ctx.run(core, theta, low.constraints, kinds, arrays, n_data, options, True)["grad"]
+        return ctx.run(core, theta, low.constraints, kinds, arrays, n_data, options, True).grad
 
     return run
 

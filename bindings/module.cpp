@@ -317,60 +317,71 @@ Cotangent broadcast_cotangent(const F64In& ct, const std::vector<int64_t>& shape
   return out;
 }
 
-// The keys of a run's dict (run_dict), made and interned once, at import, with the GIL held:
-// a key given as a C string would be made again at every run.
-enum RunKey : int {
-  K_NUMERIC, K_VALUE, K_STATUS, K_GRAD, K_GRAD_NEEDS_NUMERIC, K_ERRORS, K_GROUPS, K_STEPS,
-  K_TAPE, K_HEAP, K_REPLAYED, K_BLOCKS, K_CHAINS, K_PAIRS, K_UPDATES, K_COUNT
+// A run's result: _core.Run, a named tuple (C's PyStructSequence) made once per run and filled
+// in place. A dict, even one copied from a template of interned keys, cost about 8 k
+// instructions a run (its 15 inserts, and its key table freed with it).
+enum RunField : int {
+  F_NUMERIC, F_VALUE, F_STATUS, F_GRAD, F_GRAD_NEEDS_NUMERIC, F_ERRORS, F_GROUPS, F_STEPS,
+  F_TAPE, F_HEAP, F_REPLAYED, F_BLOCKS, F_CHAINS, F_PAIRS, F_UPDATES, F_COUNT
 };
-constexpr const char* kRunKeyNames[K_COUNT] = {
-    "numeric", "value", "status", "grad", "grad_needs_numeric", "errors", "groups", "steps",
-    "tape", "heap", "replayed", "blocks", "chains", "pairs", "updates"};
-PyObject* g_run_keys[K_COUNT] = {};  // owned for the life of the process
+PyStructSequence_Field g_run_fields[F_COUNT + 1] = {
+    {"numeric", "the value is a number, vector or matrix in every lane"},
+    {"value", "float64 [B, Ng, *struct] (numeric results), else None"},
+    {"status", "int8 [B, Ng]: 0 ok, 1 non-finite, 2 error"},
+    {"grad", "float64 [B, P], the gradient of sum(cotangent * value) (grad runs), else None"},
+    {"grad_needs_numeric", "a gradient was asked of a non-numeric result"},
+    {"errors", "(mask, class, message, line, column, lanes, error_prim, irritants) per group"},
+    {"groups", "non-numeric results: (mask, export) per group of lanes with one value"},
+    {"steps", "evaluation steps (a replay: those of the walk it replays)"},
+    {"tape", "records on the tape"},
+    {"heap", "heap cells"},
+    {"replayed", "the result came from replaying the recorded trace"},
+    {"blocks", "lane blocks the run was split into (0: one)"},
+    {"chains", "fused chains"},
+    {"pairs", "fused pairs"},
+    {"updates", "fused updates"},
+    {nullptr, nullptr}};
+#define NDVM_STR2(x) #x
+#define NDVM_STR(x) NDVM_STR2(x)
+PyStructSequence_Desc g_run_desc = {
+    "ndvm." NDVM_STR(NDVM_MODULE) ".Run",
+    "One run's result (Context.run): a named tuple of its arrays, errors and counters.",
+    g_run_fields, F_COUNT};
+PyTypeObject* g_run_type = nullptr;  // owned by the module (its attribute Run)
 
-PyObject* g_run_template = nullptr;  // a dict of every key (values None): copied, never resized
-
-void make_run_keys() {
-  g_run_template = PyDict_New();
-  if (g_run_template == nullptr) throw nb::python_error();
-  for (int k = 0; k < K_COUNT; ++k) {
-    g_run_keys[k] = PyUnicode_InternFromString(kRunKeyNames[k]);
-    if (g_run_keys[k] == nullptr || PyDict_SetItem(g_run_template, g_run_keys[k], Py_None) < 0) {
-      throw nb::python_error();
-    }
-  }
+template <class T>
+void put(PyObject* run, RunField f, T&& v) {
+  PyStructSequence_SetItem(run, f, nb::cast(std::forward<T>(v)).release().ptr());
 }
 
-nb::handle key(RunKey k) { return g_run_keys[k]; }
-
-nb::dict run_dict(ndvm::RunOutput& out, size_t B, size_t Ng, size_t P) {
-  PyObject* fresh = PyDict_Copy(g_run_template);
-  if (fresh == nullptr) throw nb::python_error();
-  nb::dict d = nb::steal<nb::dict>(fresh);
-  d[key(K_NUMERIC)] = out.numeric;
+nb::object run_result(ndvm::RunOutput& out, size_t B, size_t Ng, size_t P) {
+  nb::object r = nb::steal(PyStructSequence_New(g_run_type));
+  if (!r.is_valid()) throw nb::python_error();
+  PyObject* run = r.ptr();
+  put(run, F_NUMERIC, out.numeric);
   std::vector<size_t> vshape(out.value_shape.begin(), out.value_shape.end());
-  d[key(K_VALUE)] = out.numeric ? to_numpy<double>(std::move(out.value), vshape) : nb::none();
-  d[key(K_STATUS)] = to_numpy<int8_t>(std::move(out.status), {B, Ng});
-  d[key(K_GRAD)] = out.has_grad ? to_numpy<double>(std::move(out.grad), {B, P}) : nb::none();
-  d[key(K_GRAD_NEEDS_NUMERIC)] = out.grad_needs_numeric;
+  put(run, F_VALUE, out.numeric ? to_numpy<double>(std::move(out.value), vshape) : nb::none());
+  put(run, F_STATUS, to_numpy<int8_t>(std::move(out.status), {B, Ng}));
+  put(run, F_GRAD, out.has_grad ? to_numpy<double>(std::move(out.grad), {B, P}) : nb::none());
+  put(run, F_GRAD_NEEDS_NUMERIC, out.grad_needs_numeric);
   nb::list errors;
   for (ndvm::ErrorOut& e : out.errors) errors.append(error_tuple(e, B, Ng));
-  d[key(K_ERRORS)] = errors;
+  put(run, F_ERRORS, std::move(errors));
   nb::list groups;
   for (ndvm::GroupOut& g : out.groups) {
     groups.append(nb::make_tuple(mask_array(std::move(g.mask), B, Ng),
                                  export_obj(std::move(g.value))));
   }
-  d[key(K_GROUPS)] = groups;
-  d[key(K_STEPS)] = out.steps;
-  d[key(K_TAPE)] = out.tape;
-  d[key(K_HEAP)] = out.heap;
-  d[key(K_REPLAYED)] = out.replayed;
-  d[key(K_BLOCKS)] = out.blocks;
-  d[key(K_CHAINS)] = out.chains;
-  d[key(K_PAIRS)] = out.pairs;
-  d[key(K_UPDATES)] = out.updates;
-  return d;
+  put(run, F_GROUPS, std::move(groups));
+  put(run, F_STEPS, out.steps);
+  put(run, F_TAPE, out.tape);
+  put(run, F_HEAP, out.heap);
+  put(run, F_REPLAYED, out.replayed);
+  put(run, F_BLOCKS, out.blocks);
+  put(run, F_CHAINS, out.chains);
+  put(run, F_PAIRS, out.pairs);
+  put(run, F_UPDATES, out.updates);
+  return r;
 }
 
 // The core's interrupt poll: Python's pending signals (Ctrl-C raises KeyboardInterrupt here).
@@ -388,7 +399,7 @@ void poll_if_main(ndvm::RunRequest& req) {
 }
 
 // One evaluation and, with grad, its gradient of sum(cotangent * value) in the same call.
-nb::dict run(ndvm::Interp& interp, const ndvm::Program& prog, const F64Arg& theta,
+nb::object run(ndvm::Interp& interp, const ndvm::Program& prog, const F64Arg& theta,
              const I32Arg& constraints, const std::vector<int>& kinds,
              const std::vector<F64Arg>& arrays, uint32_t Ng,
              const RunOptions& options, bool grad, std::optional<F64In> cotangent) {
@@ -411,7 +422,7 @@ nb::dict run(ndvm::Interp& interp, const ndvm::Program& prog, const F64Arg& thet
   } catch (const ndvm::Interrupted&) {
     throw nb::python_error();  // the KeyboardInterrupt that PyErr_CheckSignals raised
   }
-  return run_dict(out, req.B, Ng, prog.n_params);
+  return run_result(out, req.B, Ng, prog.n_params);
 }
 
 nb::object gradient(ndvm::Interp& interp, nb::object cotangent, size_t n_params) {
@@ -679,7 +690,9 @@ NB_MODULE(NDVM_MODULE, m) {
         "The exp/log/sin/cos implementation of this process: 'libmvec-avx2', 'libmvec-sse2' "
         "(glibc's vector math library, <= 4 ulp) or 'libm' (NDVM_NO_LIBMVEC set, or none found).");
   if (_import_array() < 0) throw nb::python_error();  // NumPy's C API (to_numpy)
-  make_run_keys();
+  g_run_type = PyStructSequence_NewType(&g_run_desc);
+  if (g_run_type == nullptr) throw nb::python_error();
+  m.attr("Run") = nb::steal(reinterpret_cast<PyObject*>(g_run_type));
   g_main_thread = nb::cast<unsigned long>(
       nb::module_::import_("threading").attr("main_thread")().attr("ident"));
   m.def("missing_kernels", &missing_kernels,

@@ -105,6 +105,26 @@ class AdamOptions:
     target: np.ndarray | None  # [B, N] per lane; any other shape: shared [N]
     time_limit: float  # seconds for the whole fit; <= 0 for none
 
+class Run(tuple[Any, ...]):
+    """One run's result (``Context.run``): a named tuple (C's struct sequence)."""
+
+    numeric: bool  # the value is a number, vector or matrix in every lane
+    value: np.ndarray | None  # float64 [B, Ng, *struct] (numeric results)
+    status: np.ndarray  # int8 [B, Ng]: 0 ok, 1 non-finite, 2 error
+    grad: np.ndarray | None  # float64 [B, P] (grad runs of numeric results)
+    grad_needs_numeric: bool  # a gradient was asked of a non-numeric result
+    errors: list[tuple[Any, ...]]  # (mask, class, message, line, column, lanes, error_prim,
+    # irritants) per failing lane group
+    groups: list[tuple[np.ndarray, Any]]  # non-numeric results: (mask, export) per group
+    steps: int
+    tape: int
+    heap: int
+    replayed: bool  # the result came from replaying the recorded trace
+    blocks: int
+    chains: int
+    pairs: int
+    updates: int
+
 class Context:
     """Per-thread evaluator state (arenas reused across runs). Not shareable across threads."""
 
@@ -120,12 +140,13 @@ class Context:
         options: RunOptions,
         grad: bool = False,
         cotangent: np.ndarray | None = None,  # broadcast to the value's shape; None: ones
-    ) -> dict[str, Any]:
+    ) -> Run:
         """One evaluation; with ``grad`` also ``grad`` [B, P] of sum(cotangent * value).
 
-        Returns numeric, value, status, grad (None without grad or for a non-numeric
-        result), grad_needs_numeric, errors, groups (non-numeric results: mask and export
-        records), steps, tape, heap, replayed (the result came from replaying the trace).
+        Returns a ``Run``: numeric, value, status, grad (None without grad or for a
+        non-numeric result), grad_needs_numeric, errors, groups (non-numeric results: mask
+        and export records), and the counters steps, tape, heap, replayed (the result came
+        from replaying the trace), blocks, chains, pairs, updates.
         """
         ...
     def gradient(self, cotangent: np.ndarray | None, n_params: int) -> np.ndarray:

@@ -30,6 +30,10 @@ from ndvm.values import show
 DIALECTS = (None, "dmci")
 DTYPES = ("float64", "float32")
 _DEFAULT_LIMITS = Limits()
+_F64 = np.dtype(np.float64)
+# (one theta, data lanes) -> the index of a [B, Ng, ...] result dropping B and/or Ng
+_LANE_INDEX = {(True, True): 0, (True, False): (0, 0), (False, True): None,
+               (False, False): (slice(None), 0)}  # fmt: skip
 
 
 class LaneArray(np.ndarray):
@@ -277,7 +281,7 @@ class Program:
         P = len(self.compiled.params)
         if theta is None:
             theta = self.init_theta()
-        if type(theta) is np.ndarray and theta.dtype == np.float64:
+        if type(theta) is np.ndarray and theta.dtype is _F64:
             th = theta  # what real_array returns for it
         else:
             th = real_array(theta, lambda why: NdvmError(f"theta {why}: a numeric [{P}] or "
@@ -308,21 +312,18 @@ class Program:
             raise result.errors[0][1]
 
     def _shape(self, result: RunResult, single: bool) -> LaneArray:
-        value = result.value
-        status = result.status
-        if not result.data_lanes:
-            value = value[:, 0]
-            status = status[:, 0]
-        if single:
-            value = value[0]
-            status = status[0]
+        value, status = result.value, result.status
+        at = _LANE_INDEX[single, bool(result.data_lanes)]
+        if at is not None:
+            value = value[at]
+            status = status[at]
         if result.numeric and self.dtype == "float32":
             value = np.asarray(value, dtype=np.float32)
         if not result.numeric and single:  # one structural value (maybe a ragged list)
             cell = np.empty((), dtype=object)
             cell[()] = value
             value = cell
-        out = np.asarray(value).view(LaneArray)
+        out = (value if type(value) is np.ndarray else np.asarray(value)).view(LaneArray)
         out.status = np.asarray(status)
         out.errors = result.errors
         return out

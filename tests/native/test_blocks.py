@@ -258,9 +258,9 @@ def test_only_a_run_with_its_gradient_is_blocked() -> None:
     theta = np.random.default_rng(1).normal(scale=0.3, size=(B, 2))
     opts = _with_rows(ROWS)(ndvm.Limits(), None)
     first = ctx.run(core, theta, low.constraints, [], [], 1, opts)
-    assert first["blocks"] == 0
+    assert first.blocks == 0
     then = ctx.gradient(None, 2)
     both = ctx.run(core, theta, low.constraints, [], [], 1, opts, True)
-    assert both["blocks"] == 4 and both["grad"].tobytes() == then.tobytes()
+    assert both.blocks == 4 and both.grad.tobytes() == then.tobytes()
     with pytest.raises(NativeError, match="lane blocks"):
         ctx.gradient(None, 2)

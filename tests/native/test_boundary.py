@@ -49,18 +49,33 @@ def test_a_value_with_every_export_tag_decodes_like_the_reference() -> None:
     raw = backend._context().run(
         low.core, theta, low.constraints, [], [], 1, native._run_options(Limits(), None)
     )
-    seen = {int(t) for _, (enc, _arrays) in raw["groups"] for t in enc[:, 0]}
+    seen = {int(t) for _, (enc, _arrays) in raw.groups for t in enc[:, 0]}
     tags = native._core.ExportTag
     assert seen == {t.value for t in tags} - {tags.OTHER.value}
-    value = native._decode(raw["groups"][0][1], low.strings)[0]
+    value = native._decode(raw.groups[0][1], low.strings)[0]
     tail = value
     for _ in range(10):
         tail = tail.cdr
     assert tail.car is tail.cdr.car  # SHARED: the same pair object, not a copy
 
 
-RUN_KEYS = {"numeric", "value", "status", "grad", "grad_needs_numeric", "errors", "groups",
-            "steps", "tape", "heap", "replayed", "blocks", "chains", "pairs", "updates"}
+# a run's result: the core's Run, a named tuple of these fields in this order
+RUN_FIELDS = (
+    "numeric", "value", "status", "grad", "grad_needs_numeric", "errors", "groups",
+    "steps", "tape", "heap", "replayed", "blocks", "chains", "pairs", "updates",
+)  # fmt: skip
+
+
+def _run_result(run: Any, core: Any) -> None:
+    assert type(run) is core.Run and isinstance(run, tuple) and len(run) == len(RUN_FIELDS)
+    assert run.__match_args__ == RUN_FIELDS
+    assert tuple(run) == tuple(getattr(run, f) for f in RUN_FIELDS)
+    assert type(run.errors) is list and type(run.groups) is list
+    for name in RUN_FIELDS[RUN_FIELDS.index("steps") :]:
+        assert type(getattr(run, name)) is (bool if name == "replayed" else int)
+    assert dict(zip(native._STATS, run[native._STATS_AT :], strict=True)) == {
+        k: getattr(run, k) for k in native._STATS
+    }
 
 
 def _owned_array(a: Any, dtype: Any, shape: tuple[int, ...]) -> None:
@@ -71,6 +86,7 @@ def _owned_array(a: Any, dtype: Any, shape: tuple[int, ...]) -> None:
 
 @pytest.mark.parametrize("core", _cores(), ids=lambda m: m.__name__)
 def test_a_runs_arrays_are_numpy_arrays_that_own_their_elements(core: Any) -> None:
+    core_module = core
     dtype = "float32" if core is native._core32 else "float64"
     backend = registry.get("native")
     ctx = backend._context(dtype)
@@ -81,22 +97,24 @@ def test_a_runs_arrays_are_numpy_arrays_that_own_their_elements(core: Any) -> No
     kinds, arrays, n_data = native._input_arrays(num, {"x": X})
     core = low.program(dtype, num)
     run = ctx.run(core, theta, low.constraints, kinds, arrays, n_data, opts, True)
-    assert set(run) == RUN_KEYS and run["numeric"] is True
-    _owned_array(run["value"], np.float64, (3, 5))
-    _owned_array(run["status"], np.int8, (3, 5))
-    _owned_array(run["grad"], np.float64, (3, 2))
+    _run_result(run, core_module)
+    assert run.numeric is True
+    _owned_array(run.value, np.float64, (3, 5))
+    _owned_array(run.status, np.int8, (3, 5))
+    _owned_array(run.grad, np.float64, (3, 2))
     expect = theta[:, :1] * np.exp(-theta[:, 1:] * X)
-    np.testing.assert_allclose(run["value"], expect, rtol=1e-6 if dtype == "float32" else 1e-14)
-    kept = run["value"].copy()
-    run["value"][:] = -1.0  # the caller's to change: the next run's arrays are new
+    np.testing.assert_allclose(run.value, expect, rtol=1e-6 if dtype == "float32" else 1e-14)
+    kept = run.value.copy()
+    run.value[:] = -1.0  # the caller's to change: the next run's arrays are new
     again = ctx.run(core, theta, low.constraints, kinds, arrays, n_data, opts)
-    assert again["value"].tobytes() == kept.tobytes() and again["grad"] is None
+    assert again.value.tobytes() == kept.tobytes() and again.grad is None
     structural = ndvm.compile(EXPORTS_EVERY_TAG, backend="native").compiled
     low = backend.lowered(structural)
     theta = np.array([[0.5], [-1.0]])
     raw = ctx.run(low.program(dtype, structural), theta, low.constraints, [], [], 1, opts)
-    assert set(raw) == RUN_KEYS and raw["numeric"] is False and raw["value"] is None
-    for mask, (enc, exported) in raw["groups"]:
+    _run_result(raw, core_module)
+    assert raw.numeric is False and raw.value is None and raw.grad is None
+    for mask, (enc, exported) in raw.groups:
         _owned_array(mask, np.uint8, (2, 1))
         _owned_array(enc, np.int64, (len(enc), 4))
         for a in exported:
@@ -138,18 +156,18 @@ def test_a_run_reads_each_array_alike_in_place_or_converted(core: Any) -> None:
     cons = np.asarray(low.constraints)
     assert cons.dtype == np.int32 and cons.flags.c_contiguous  # what the API passes
     base = ctx.run(program, theta, cons, kinds, arrays, n_data, opts, True)
-    want = (base["value"].tobytes(), base["grad"].tobytes())
+    want = (base.value.tobytes(), base.grad.tobytes())
     ref = ndvm.compile(src, inputs=("x", "m"), backend="reference")
     expect = ref.evaluate(theta, {"x": X, "m": ndvm.const(m)}).value
     tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == "float32" else {"rtol": 1e-13}
-    np.testing.assert_allclose(base["value"], expect, **tol)
+    np.testing.assert_allclose(base.value, expect, **tol)
     variants = [(t, cons, arrays) for t in _layouts(theta)]
     variants += [(theta, c, arrays) for c in _layouts(cons)]
     variants += [(theta, cons, [x, arrays[1]]) for x in _layouts(arrays[0])]
     variants += [(theta, cons, [arrays[0], c]) for c in _layouts(arrays[1])]
     for th, c, arr in variants:
         got = ctx.run(program, th, c, kinds, arr, n_data, opts, True)
-        assert (got["value"].tobytes(), got["grad"].tobytes()) == want
+        assert (got.value.tobytes(), got.grad.tobytes()) == want
     bad = [
         (theta.astype(theta.dtype.newbyteorder()), cons, arrays),  # no byte swap
         (theta, cons.astype(cons.dtype.newbyteorder()), arrays),
@@ -221,13 +239,13 @@ def test_one_crossing_gradient_equals_run_then_gradient_bitwise(case: int, dtype
     ctx, core = backend._context(dtype), low.program(dtype, program)
     opts = native._run_options(Limits(), None, dtype)
     first = ctx.run(core, theta, low.constraints, kinds, arrays, n_data or 1, opts)
-    ct = make_ct(first["value"].shape)
-    full = None if ct is None else np.ascontiguousarray(np.broadcast_to(ct, first["value"].shape))
+    ct = make_ct(first.value.shape)
+    full = None if ct is None else np.ascontiguousarray(np.broadcast_to(ct, first.value.shape))
     two = ctx.gradient(full, P)
     one = backend.run(
         program, theta, inputs, grad=True, cotangent=ct, limits=Limits(), dialect=None, dtype=dtype
     )
-    np.testing.assert_array_equal(one.value, first["value"])
+    np.testing.assert_array_equal(one.value, first.value)
     assert one.grad.tobytes() == two.tobytes()
     assert np.isfinite(two).all()
 

@@ -69,7 +69,7 @@ def test_native_constraint_that_is_not_a_unary_opcode_is_refused(transform: int)
     with pytest.raises(errors.NativeError, match="not a unary opcode"):
         backend._context().run(low.core, np.ones((1, 1)), bad, *args)
     ok = low.constraints  # free: 0
-    assert backend._context().run(low.core, np.ones((1, 1)), ok, *args)["value"].tolist() == [[2.0]]
+    assert backend._context().run(low.core, np.ones((1, 1)), ok, *args).value.tolist() == [[2.0]]
 
 
 LANE_CASES = [

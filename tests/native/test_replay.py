@@ -115,9 +115,9 @@ def test_a_trace_replays_only_for_the_client_that_recorded_it() -> None:
     for k, opts in enumerate([walker, walker, vm, vm, walker]):
         theta = np.array([[1.0 + 0.1 * k]])
         out.append(ctx.run(low.core, theta, low.constraints, [], [], 1, opts, True))
-    assert [r["replayed"] for r in out] == [False, True, False, True, False]
-    assert out[0]["steps"] == out[1]["steps"] == out[4]["steps"] != out[2]["steps"]
-    assert out[2]["steps"] == out[3]["steps"]
+    assert [r.replayed for r in out] == [False, True, False, True, False]
+    assert out[0].steps == out[1].steps == out[4].steps != out[2].steps
+    assert out[2].steps == out[3].steps
 
 
 def test_straight_line_programs_replay_after_the_first_walk() -> None:

@@ -37,10 +37,15 @@ def is_complex(x: Any) -> bool:
     return getattr(dtype, "kind", None) == "c"
 
 
+_F64 = np.dtype(np.float64)
+
+
 def real_array(value: Any, fail: Any) -> np.ndarray:
     """``value`` as a float64 array, or ``fail(reason)`` raised: ``None`` (alone or as an
     element, which NumPy would read as NaN), complex numbers (it would drop the imaginary
     part) and anything not numeric are refused."""
+    if type(value) is np.ndarray and value.dtype is _F64:
+        return value  # what the checks below return for it, without them
     if value is None:
         raise fail("is None, not a number")
     if is_complex(value) or isinstance(value, complex):
@@ -173,6 +178,18 @@ def _reason(exc: Exception) -> str:
     return "ragged nesting" if "inhomogeneous" in text or "sequence" in text else text
 
 
+class _Refused(Exception):
+    """Why ``real_array`` refused an input (``classify_inputs`` names the input)."""
+
+
+def _input_error(
+    names: tuple[str, ...], positions: tuple[tuple[int, int], ...], name: str, message: str
+) -> NdvmError:
+    """The error of input ``name``, at its first use in the source (``positions``)."""
+    line, column = dict(zip(names, positions)).get(name, (0, 0))
+    return NdvmError(f"input {name!r}: {message}", line or None, column if line else None)
+
+
 def classify_inputs(
     names: tuple[str, ...],
     given: Mapping[str, Any],
@@ -183,11 +200,6 @@ def classify_inputs(
     Returns ``(kind, array)`` per declared input, kind one of scalar / data / const. A bad
     input's error carries the position of its first use in the source (``positions``).
     """
-
-    def bad(name: str, message: str) -> NdvmError:
-        line, column = dict(zip(names, positions)).get(name, (0, 0))
-        return NdvmError(f"input {name!r}: {message}", line or None, column if line else None)
-
     if len(given) != len(names) or given.keys() != set(names):
         missing = [n for n in names if n not in given]
         if missing:
@@ -205,21 +217,25 @@ def classify_inputs(
             arr = value.array
             out.append(("scalar" if arr.ndim == 0 else "const", arr))
             continue
-        arr = real_array(value, lambda why, name=name: bad(name, why))
+        try:
+            arr = real_array(value, _Refused)
+        except _Refused as why:
+            raise _input_error(names, positions, name, str(why)) from None
         ndim = arr.ndim
         if ndim == 0:
             out.append(("scalar", arr))
         elif ndim == 1:
             if n_data is not None and arr.shape[0] != n_data:
-                raise bad(name, f"has {arr.shape[0]} data lanes, others have {n_data}")
+                why = f"has {arr.shape[0]} data lanes, others have {n_data}"
+                raise _input_error(names, positions, name, why)
             n_data = arr.shape[0]
             if n_data == 0:
-                raise bad(name, "is empty")
+                raise _input_error(names, positions, name, "is empty")
             out.append(("data", arr))
         elif ndim == 2:
             out.append(("const", arr))
         else:
-            raise bad(name, f"arrays of rank {ndim} are not supported")
+            raise _input_error(names, positions, name, f"arrays of rank {ndim} are not supported")
     return out, n_data
 
 

@@ -58,6 +58,7 @@ def _module(dtype: str) -> Any:
 
 
 _KINDS = {"scalar": 0, "data": 1, "const": 2}
+_F64 = np.dtype(np.float64)
 
 
 class _Lowered:
@@ -245,6 +246,7 @@ _RUN_OPTIONS_OF = ByIdentity(64)  # a Limits object -> {key[1:]: RunOptions}: no
 # the core's clients of one lowered program: the CEK tree walker and the bytecode VM
 # RunResult.stats: the core's counters of a run (docs/native.md)
 _STATS = ("steps", "tape", "heap", "replayed", "blocks", "chains", "pairs", "updates")
+_STATS_AT = 7  # where they start in the core's Run, whose last fields they are
 CLIENTS = {"native": 0, "vm": 1}
 
 
@@ -362,7 +364,8 @@ class NativeBackend:
         With ``replay`` the context replays its recorded trace when it applies (same program,
         inputs and limits; every guard holds): the same result bitwise, without the walk."""
         low = self.lowered(program)
-        theta = np.ascontiguousarray(theta, dtype=np.float64)
+        if type(theta) is not np.ndarray or theta.dtype is not _F64:
+            theta = np.ascontiguousarray(theta, dtype=np.float64)  # (the core reads any layout)
         B = theta.shape[0]
         kinds, arrays, n_data = _input_arrays(program, inputs)
         Ng = n_data or 1
@@ -382,20 +385,17 @@ class NativeBackend:
             grad,
             ct,
         )
-        errors = _errors(raw["errors"], low)
-        status = raw["status"]
-        if raw["numeric"]:
-            result = RunResult(raw["value"], status, errors, numeric=True)
+        errors = _errors(raw.errors, low) if raw.errors else []
+        numeric = raw.numeric
+        if numeric:
+            value = raw.value
         else:
-            budget = Budget(limits, t0)
-            value = _object_grid(raw["groups"], low.strings, B, Ng, budget)
-            result = RunResult(value, status, errors, numeric=False)
-        result.data_lanes = n_data is not None
-        result.stats = {k: raw[k] for k in _STATS}
-        if raw["grad_needs_numeric"]:
+            value = _object_grid(raw.groups, low.strings, B, Ng, Budget(limits, t0))
+        if raw.grad_needs_numeric:
             raise NdvmError("value_and_grad needs a numeric result (a number, vector or matrix)")
-        result.grad = raw["grad"]
-        return result
+        stats = dict(zip(_STATS, raw[_STATS_AT:], strict=True))
+        return RunResult(value, raw.status, errors, raw.grad, n_data is not None, numeric,
+                         stats)  # fmt: skip
 
     def values(
         self, program: CompiledProgram, theta: np.ndarray, inputs: Prepared, *,
@@ -412,10 +412,10 @@ class NativeBackend:
             low.constraints, kinds, arrays, n_data or 1,
             _run_options(limits, dialect, "float64", self._client, replay), False, None,
         )  # fmt: skip
-        if not raw["numeric"]:
+        if not raw.numeric:
             return None
-        errors = _errors(raw["errors"], low) if raw["errors"] else []
-        return raw["value"], n_data is not None, errors
+        errors = _errors(raw.errors, low) if raw.errors else []
+        return raw.value, n_data is not None, errors
 
     def optimize(
         self,
