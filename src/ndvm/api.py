@@ -17,7 +17,7 @@ import numpy as np
 
 from ndvm.backends import registry
 from ndvm.backends.base import STATUS_ERROR, RunResult
-from ndvm.backends.inputs import as_inputs, real_array
+from ndvm.backends.inputs import F64, as_inputs, real_array
 from ndvm.errors import BackendUnsupported, FreeNameWarning, NdvmError
 from ndvm.eval.limits import Limits
 from ndvm.frozen import frozen
@@ -30,7 +30,6 @@ from ndvm.values import show
 DIALECTS = (None, "dmci")
 DTYPES = ("float64", "float32")
 _DEFAULT_LIMITS = Limits()
-_F64 = np.dtype(np.float64)
 # (one theta, data lanes) -> the index of a [B, Ng, ...] result dropping B and/or Ng
 _LANE_INDEX = {(True, True): 0, (True, False): (0, 0), (False, True): None,
                (False, False): (slice(None), 0)}  # fmt: skip
@@ -281,7 +280,7 @@ class Program:
         P = len(self.compiled.params)
         if theta is None:
             theta = self.init_theta()
-        if type(theta) is np.ndarray and theta.dtype is _F64:
+        if type(theta) is np.ndarray and theta.dtype is F64:
             th = theta  # what real_array returns for it
         else:
             th = real_array(theta, lambda why: NdvmError(f"theta {why}: a numeric [{P}] or "

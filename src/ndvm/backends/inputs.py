@@ -37,14 +37,16 @@ def is_complex(x: Any) -> bool:
     return getattr(dtype, "kind", None) == "c"
 
 
-_F64 = np.dtype(np.float64)
+# float64, the dtype every input and theta is read as (compared by identity on hot paths:
+# NumPy keeps one instance of each native built-in dtype)
+F64 = np.dtype(np.float64)
 
 
 def real_array(value: Any, fail: Any) -> np.ndarray:
     """``value`` as a float64 array, or ``fail(reason)`` raised: ``None`` (alone or as an
     element, which NumPy would read as NaN), complex numbers (it would drop the imaginary
     part) and anything not numeric are refused."""
-    if type(value) is np.ndarray and value.dtype is _F64:
+    if type(value) is np.ndarray and value.dtype is F64:
         return value  # what the checks below return for it, without them
     if value is None:
         raise fail("is None, not a number")

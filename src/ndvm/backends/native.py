@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ndvm.backends.base import RunResult
-from ndvm.backends.inputs import Prepared, classify_inputs
+from ndvm.backends.inputs import F64, Prepared, classify_inputs
 from ndvm.backends.native_lower import NativeUnsupported, constraint_codes, lower_program
 from ndvm.backends.native_options import adam_options, lbfgs_options, lm_options
 from ndvm.errors import (
@@ -58,7 +58,6 @@ def _module(dtype: str) -> Any:
 
 
 _KINDS = {"scalar": 0, "data": 1, "const": 2}
-_F64 = np.dtype(np.float64)
 
 
 class _Lowered:
@@ -364,7 +363,7 @@ class NativeBackend:
         With ``replay`` the context replays its recorded trace when it applies (same program,
         inputs and limits; every guard holds): the same result bitwise, without the walk."""
         low = self.lowered(program)
-        if type(theta) is not np.ndarray or theta.dtype is not _F64:
+        if type(theta) is not np.ndarray or theta.dtype is not F64:
             theta = np.ascontiguousarray(theta, dtype=np.float64)  # (the core reads any layout)
         B = theta.shape[0]
         kinds, arrays, n_data = _input_arrays(program, inputs)
